@@ -1,0 +1,7 @@
+"""nvldb_pl: Neural Variance-aware Linear Dueling Bandits (NVLDB, AISTATS 2026) on PyTorch Lightning."""
+from .data import BanditDataModule, RoundStream, StreamSpec
+from .module import NVLDB
+from .selection import STRATEGIES
+
+__all__ = ["BanditDataModule", "RoundStream", "StreamSpec", "NVLDB", "STRATEGIES"]
+__version__ = "0.1.0"

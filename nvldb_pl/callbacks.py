@@ -1,0 +1,148 @@
+"""Cross-cutting behaviour of the loop: duels and regret (:class:`DuelingLoop`), the run summary
+(:class:`RunSummary`).
+
+:class:`DuelingLoop` is the environment's side of each round: before the training step it asks
+the learner for a pair, draws the preference o_t ~ Bernoulli(g(u_a1 - u_a2)) from the round's
+own uniform, and hands the duel to the learner; after the step it accumulates regret. Per-round
+curves stay on the device and are written to the logger every ``log_every_n_rounds`` rounds
+(x-axis = round), so the hot path has no host synchronisation.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import lightning.pytorch as pl
+import torch
+
+from . import links
+from .metrics import instant_regret
+
+
+def _mean_std(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and sample std (ddof=1; 0 for a single seed) over the last dimension."""
+    std = values.std(dim=-1) if values.shape[-1] > 1 else torch.zeros_like(values[..., 0])
+    return values.mean(dim=-1), std
+
+
+class DuelingLoop(pl.Callback):
+    """Selection and feedback before each training step; regret after it.
+
+    Logged per round (mean and std over seeds): ``regret/cum_avg`` (R^a_t), ``regret/cum_weak``
+    (R^w_t) and ``regret/avg_per_round`` (R^a_t / t).
+    """
+
+    def __init__(self, log_every_n_rounds: int = 25):
+        if log_every_n_rounds < 1:
+            raise ValueError(f"log_every_n_rounds: must be >= 1, got {log_every_n_rounds}")
+        self.log_every_n_rounds = log_every_n_rounds
+        self._pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        self._step_regret = None
+        self.running_mean = float("nan")
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        t = module.t + 1
+        if int(batch["round"]) != t:
+            raise RuntimeError(f"data stream is at round {int(batch['round'])} but the learner expects round {t}")
+        x, u = batch["contexts"], batch["utilities"]
+        a1, a2 = module.select(x, batch["noise"], t)
+        rows = torch.arange(x.shape[0], device=x.device)
+        du = u[rows, a1] - u[rows, a2]
+        o = (batch["uniform"] < links.prob(trainer.datamodule.link, du)).to(torch.float32)
+        module.observe(x, a1, a2, o, du)
+        self._step_regret = instant_regret(u, a1, a2)
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        module.regret.update(*self._step_regret)
+        self._pending.append((module.t, module.regret.cum_avg.clone(), module.regret.cum_weak.clone()))
+        if len(self._pending) >= self.log_every_n_rounds or module.t == module.hparams.rounds:
+            self.flush(trainer, module)
+        module.log("R/t", self.running_mean, prog_bar=True, logger=False)
+
+    def on_train_end(self, trainer, module):
+        self.flush(trainer, module)
+
+    def flush(self, trainer, module) -> None:
+        """Check finiteness, then write the buffered rounds to the logger (step = round)."""
+        if not self._pending:
+            return
+        module.check_finite()
+        rounds = [r for r, _, _ in self._pending]
+        cum_avg = torch.stack([a for _, a, _ in self._pending]).cpu()  # [B, S]
+        cum_weak = torch.stack([w for _, _, w in self._pending]).cpu()
+        self._pending.clear()
+        if not (torch.isfinite(cum_avg).all() and torch.isfinite(cum_weak).all()):
+            raise FloatingPointError(f"non-finite regret between rounds {rounds[0]} and {rounds[-1]}: check the task's utilities")
+        per_round = cum_avg / torch.tensor(rounds, dtype=torch.float64).unsqueeze(1)
+        stats = {name: _mean_std(v) for name, v in
+                 (("cum_avg", cum_avg), ("cum_weak", cum_weak), ("avg_per_round", per_round))}
+        self.running_mean = float(stats["avg_per_round"][0][-1])
+        if trainer.logger is None or trainer.sanity_checking:
+            return
+        for b, r in enumerate(rounds):
+            metrics = {}
+            for name, (mean, std) in stats.items():
+                metrics[f"regret/{name}_mean"] = float(mean[b])
+                metrics[f"regret/{name}_std"] = float(std[b])
+            trainer.logger.log_metrics(metrics, step=r)
+
+
+def write_json_atomic(path: str, payload: dict) -> None:
+    """Write to a temporary file in the same folder, then rename: never a half-written file."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(payload, fh, indent=2)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class RunSummary(pl.Callback):
+    """At the end of training: ``summary.json`` in the log dir and the HPARAMS-tab final metrics."""
+
+    def __init__(self):
+        self._start = None
+        self.summary: dict = {}
+
+    def on_train_start(self, trainer, module):
+        self._start = time.perf_counter()
+        self._start_round = module.t
+
+    def on_train_end(self, trainer, module):
+        wall = time.perf_counter() - self._start
+        reg = module.regret.compute()
+        T = int(reg["rounds"]) if int(reg["rounds"]) > 0 else module.t
+        cum_avg, cum_weak = reg["cum_avg"].cpu(), reg["cum_weak"].cpu()
+        per_round = cum_avg / max(T, 1)
+        mean, std = _mean_std(per_round)
+        dm, hp = trainer.datamodule, module.hparams
+        seed_rounds = (module.t - self._start_round) * len(cum_avg)
+        self.summary = {
+            "task": dm.spec.task,
+            "strategy": hp.strategy,
+            "variance_aware": hp.variance_aware,
+            "rounds": T,
+            "num_seeds": len(cum_avg),
+            "base_seed": dm.spec.base_seed,
+            "seeds": [
+                {"seed": int(s), "cum_avg_regret": float(a), "cum_weak_regret": float(w)}
+                for s, a, w in zip(reg["seed_ids"].cpu(), cum_avg, cum_weak)
+            ],
+            "R_T_over_T_mean": float(mean),
+            "R_T_over_T_std": float(std),
+            "wall_seconds": wall,
+            "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
+            "timings_seconds": dict(module.timings),
+        }
+        if trainer.is_global_zero:
+            folder = trainer.log_dir or trainer.default_root_dir
+            os.makedirs(folder, exist_ok=True)
+            write_json_atomic(os.path.join(folder, "summary.json"), self.summary)
+            if trainer.logger is not None:
+                params = {**{f"model/{k}": v for k, v in hp.items()},
+                          **{f"data/{k}": v for k, v in vars(dm.spec).items()}}
+                trainer.logger.log_hyperparams(params, {"final/R_T_over_T_mean": float(mean),
+                                                        "final/R_T_over_T_std": float(std)})
+                trainer.logger.save()

@@ -1,0 +1,49 @@
+"""``python scripts/main.py fit --config configs/cos.yaml``: the LightningCLI of the package.
+
+One source of truth for what both sides need: ``data.{dim,arms,rounds,num_seeds,link}`` are
+linked into the model. ``loop.*`` configures the :class:`~nvldb_pl.callbacks.DuelingLoop`
+callback. Everything a run writes goes under ``trainer.default_root_dir``.
+"""
+from __future__ import annotations
+
+import os
+
+from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from .callbacks import DuelingLoop, RunSummary
+from .data import BanditDataModule
+from .module import NVLDB
+
+LINKED = ("dim", "arms", "rounds", "num_seeds", "link")
+
+
+class NVLDBCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser) -> None:
+        for key in LINKED:
+            parser.link_arguments(f"data.{key}", f"model.{key}")
+        parser.add_lightning_class_args(DuelingLoop, "loop")
+
+    def instantiate_trainer(self, **kwargs):
+        cfg = self._get(self.config_init, "trainer", default={})
+        if cfg.get("logger") in (None, True):
+            root = cfg.get("default_root_dir") or os.getcwd()
+            kwargs["logger"] = TensorBoardLogger(save_dir=root, name="lightning_logs", default_hp_metric=False)
+        return super().instantiate_trainer(**kwargs)
+
+
+def main(args=None) -> NVLDBCLI:
+    return NVLDBCLI(
+        NVLDB,
+        BanditDataModule,
+        seed_everything_default=0,
+        save_config_kwargs={"overwrite": True},
+        trainer_defaults={
+            "max_epochs": 1,
+            "enable_checkpointing": False,
+            "num_sanity_val_steps": 0,
+            "log_every_n_steps": 1,
+            "callbacks": [RunSummary()],
+        },
+        args=args,
+    )

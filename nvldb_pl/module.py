@@ -1,0 +1,265 @@
+"""NVLDB (Algorithm 1) as a LightningModule: S independent seeds stacked in one set of parameters.
+
+Reading order, one round t (the callback :class:`nvldb_pl.callbacks.DuelingLoop` drives 1-3):
+
+1. ``select``  (Alg. 1 line 6): phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, widths from V_{t-1},
+   then the chosen rule of :mod:`nvldb_pl.selection`.
+2. the environment answers o_t ~ Bernoulli(g(u(x_a1) - u(x_a2))) (line 7).
+3. ``observe`` appends (x_a1, x_a2, o_t) to the preallocated history.
+4. ``training_step`` (lines 8-13): every H rounds, n Adam steps on eq. (total_loss) over the whole
+   history, warm-started; then theta refit by Newton with W fixed; then zeta (eq. wi) and V.
+
+zeta during training: the weights 1/zeta_i^2 are recomputed, detached, from the current
+parameters at every Adam step (eq. wi: "by (theta_t, W_t)"); the theta refit holds them at their
+value after the Adam steps so that it solves one fixed convex problem; V then uses zeta at the
+final (theta_t, W_t).
+
+Gram modes: ``recompute`` rebuilds V_t = lambda I + sum_i dphi_i dphi_i^T / zeta_i^2 from the whole
+history with the current phi and zeta after each update (what the paper's experiments do,
+appendix "Hyperparameters"); ``incremental`` adds dphi_t dphi_t^T / zeta_t^2 with dphi_t taken at
+selection time (Alg. 1 line 13, eq. gram_matrix's W_{i-1}). Between updates (H > 1) the two agree.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Optional
+
+import lightning.pytorch as pl
+import torch
+
+from . import gram, links, objective, selection
+from .data import TAG_INIT, rng_for
+from .metrics import CumulativeRegret
+from .network import INITS, StackedMLP, init_weights
+
+
+def _check(cond: bool, field: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"model.{field}: {msg}")
+
+
+class NVLDB(pl.LightningModule):
+    """Neural variance-aware linear dueling bandit, S seeds at once.
+
+    Args (paper symbol in brackets):
+        dim, arms, rounds, num_seeds, link: linked from the data module (d, K, T, S, g).
+        strategy: arm-selection rule, one of :data:`nvldb_pl.selection.STRATEGIES`.
+        variance_aware: zeta_i = max(sigma_hat_i, epsilon) if true (NVLDB), 1 if false (NLDB).
+        oracle_variance: use the true sigma_i instead of sigma_hat_i (needs variance_aware).
+        width, depth: m and L of eq. (nn).
+        init: ``kaiming`` or ``paper`` (eq. init); see :mod:`nvldb_pl.network`.
+        lr: Adam step size [eta].
+        lam: regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
+        beta: confidence width coefficient [a_t].
+        epsilon: lower bound on zeta [epsilon] of eq. (wi).
+        grad_steps: Adam steps per update [n].
+        episode: update every H rounds [H].
+        train_network: take the n Adam steps (Alg. 1 line 9).
+        refit_theta: refit theta with W fixed (Alg. 1 line 10).
+        refit_iterations: Newton iterations of that refit.
+        gram_mode: ``recompute`` or ``incremental``.
+    """
+
+    def __init__(
+        self,
+        dim: int = 5,
+        arms: int = 5,
+        rounds: int = 2000,
+        num_seeds: int = 20,
+        link: str = "logistic",
+        strategy: str = "ucb_asym",
+        variance_aware: bool = True,
+        oracle_variance: bool = False,
+        width: int = 32,
+        depth: int = 3,
+        init: str = "kaiming",
+        lr: float = 1e-2,
+        lam: float = 1.0,
+        beta: float = 1.0,
+        epsilon: float = 0.1,
+        grad_steps: int = 20,
+        episode: int = 1,
+        train_network: bool = True,
+        refit_theta: bool = True,
+        refit_iterations: int = 8,
+        gram_mode: str = "recompute",
+    ):
+        super().__init__()
+        selection.check_strategy(strategy)
+        links.check_link(link, "model.link")
+        _check(init in INITS, "init", f"{init!r} is not one of {list(INITS)}")
+        _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
+        for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds), ("width", width),
+                            ("episode", episode), ("refit_iterations", refit_iterations)):
+            _check(value >= 1, name, f"must be >= 1, got {value}")
+        _check(arms >= 2, "arms", f"must be >= 2, got {arms}")
+        _check(depth >= 2, "depth", f"eq. (nn) needs at least W^1 and W^L, got {depth}")
+        _check(grad_steps >= 0, "grad_steps", f"must be >= 0, got {grad_steps}")
+        for name, value in (("lr", lr), ("lam", lam), ("beta", beta), ("epsilon", epsilon)):
+            _check(value > 0, name, f"must be > 0, got {value}")
+        _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
+        _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+        self.variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
+
+        S, T, d = num_seeds, rounds, dim
+        self.net = StackedMLP(S, d, width, depth)
+        self.register_buffer("hist_x", torch.zeros(S, T, 2, d))  # (x_{i,a1}, x_{i,a2})
+        self.register_buffer("hist_o", torch.zeros(S, T))  # o_i
+        self.register_buffer("hist_du", torch.zeros(S, T, dtype=torch.float64))  # true Delta u_i (oracle only)
+        self.register_buffer("weight", torch.zeros(S, T, dtype=torch.float64))  # 1 / zeta_i^2 (for V)
+        self.register_buffer("V", lam * torch.eye(d, dtype=torch.float64).repeat(S, 1, 1))  # V_0 = lambda I
+        self.register_buffer("rounds_done", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
+        self.regret = CumulativeRegret(list(range(S)))
+        self.timings = {"select": 0.0, "train": 0.0, "refit": 0.0, "gram": 0.0}
+        self._selected_dphi: Optional[torch.Tensor] = None
+        self.seed_ids: list[int] = list(range(S))
+
+    # ------------------------------------------------------------------ set-up
+    def init_parameters(self, base_seed: int, seed_ids: list[int]) -> None:
+        """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
+        _check(len(seed_ids) == self.hparams.num_seeds, "num_seeds", f"{len(seed_ids)} seed ids for {self.hparams.num_seeds} seeds")
+        hp = self.hparams
+        per_seed = []
+        for i in seed_ids:
+            gen = torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
+            per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen))
+        self.net.load_seed_init(per_seed)
+        self.seed_ids = list(seed_ids)
+        self.regret.seed_ids = torch.tensor(seed_ids, dtype=torch.int64, device=self.device)
+        self.regret._defaults["seed_ids"] = self.regret.seed_ids.clone()
+
+    def setup(self, stage: str) -> None:
+        dm = self.trainer.datamodule
+        if dm is not None and int(self.rounds_done) == 0:
+            for name in ("dim", "arms", "rounds", "num_seeds"):
+                if getattr(dm.spec, name) != self.hparams[name]:
+                    raise ValueError(f"model.{name}={self.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
+            self.init_parameters(dm.spec.base_seed, dm.seed_ids)
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr)
+
+    @property
+    def t(self) -> int:
+        return int(self.rounds_done)
+
+    @contextmanager
+    def _timed(self, name: str):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
+        yield
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.timings[name] += time.perf_counter() - start
+
+    # ------------------------------------------------------------------ Alg. 1 lines 6 and 8-13
+    @torch.no_grad()
+    def select(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a1, a2) [S] for round t from contexts [S, K, d] and TS noise [S, K, K] (line 6)."""
+        with self._timed("select"), torch.autocast(self.device.type, enabled=False):
+            phi = self.net.features(contexts.float()).to(torch.float64)  # phi(x; W_{t-1})
+            f = self.net.utility(phi, self.net.theta.to(torch.float64))  # theta_{t-1}^T phi
+            width, ok = gram.pairwise_widths(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
+            a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t)
+            rows = torch.arange(phi.shape[0], device=phi.device)
+            self._selected_dphi = phi[rows, a1] - phi[rows, a2]
+            self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
+        return a1, a2
+
+    @torch.no_grad()
+    def observe(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, o: torch.Tensor, du: torch.Tensor) -> None:
+        """Append round t's duel (x_a1, x_a2, o_t) to the history (line 7)."""
+        i = self.t
+        rows = torch.arange(contexts.shape[0], device=contexts.device)
+        self.hist_x[:, i, 0] = contexts[rows, a1]
+        self.hist_x[:, i, 1] = contexts[rows, a2]
+        self.hist_o[:, i] = o.to(self.hist_o.dtype)
+        self.hist_du[:, i] = du.to(torch.float64)
+        self.rounds_done += 1
+
+    def _history_features(self, t: int) -> torch.Tensor:
+        """phi of both items of every past duel with the current W: [S, t, 2, d]."""
+        S, d = self.hist_x.shape[0], self.hist_x.shape[-1]
+        return self.net.features(self.hist_x[:, :t].reshape(S, 2 * t, d)).view(S, t, 2, d)
+
+    def _weights(self, delta_f: torch.Tensor, t: int) -> torch.Tensor:
+        """1 / zeta_i^2 for rows 0..t-1 (eq. wi) given Delta f_i [S, t]."""
+        hp = self.hparams
+        delta = self.hist_du[:, :t] if self.variance_mode == "oracle" else delta_f
+        return objective.zeta(delta, hp.link, hp.epsilon, self.variance_mode).to(torch.float64).pow(-2)
+
+    def training_step(self, batch, batch_idx):
+        hp, t = self.hparams, self.t
+        if t % hp.episode != 0:  # no update: V gains round t's term at the unchanged parameters
+            with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
+                df = self.net.utility(self._selected_dphi.unsqueeze(1), self.net.theta.to(torch.float64))
+                w = self._weights_last(df, t)
+                self.V = gram.rank_one_update(self.V, self._selected_dphi, w)
+            return None
+        loss = None
+        if hp.train_network and hp.grad_steps > 0:
+            with self._timed("train"):
+                loss = self._adam_steps(t)
+        with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
+            with self._timed("refit"):
+                phi = self._history_features(t).to(torch.float64)
+                dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
+                theta = self.net.theta.to(torch.float64)
+                if hp.refit_theta:  # Alg. 1 line 10
+                    w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)
+                    theta = objective.refit_theta(hp.link, theta, dphi, self.hist_o[:, :t], w,
+                                                  self.net.theta0, hp.lam, hp.refit_iterations)
+                    self.net.theta.copy_(theta)
+            with self._timed("gram"):
+                w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)  # zeta at (theta_t, W_t)
+                self.weight[:, :t] = w
+                if hp.gram_mode == "recompute":
+                    self.V = gram.gram_from_history(dphi, w, hp.lam)
+                else:
+                    self.V = gram.rank_one_update(self.V, self._selected_dphi, w[:, t - 1])
+            bad = ~torch.isfinite(theta).all(dim=1)
+            if loss is not None:
+                bad |= ~torch.isfinite(loss)
+            self._flag_bad(bad, t)
+        return None
+
+    def _weights_last(self, df: torch.Tensor, t: int) -> torch.Tensor:
+        hp = self.hparams
+        delta = self.hist_du[:, t - 1 : t] if self.variance_mode == "oracle" else df
+        w = objective.zeta(delta, hp.link, hp.epsilon, self.variance_mode).to(torch.float64).pow(-2)
+        self.weight[:, t - 1] = w[:, 0]
+        return w[:, 0]
+
+    def _adam_steps(self, t: int) -> torch.Tensor:
+        """n Adam steps on eq. (total_loss), summed over seeds (each seed its own trajectory)."""
+        hp, opt = self.hparams, self.optimizers()
+        o = self.hist_o[:, :t]
+        for _ in range(hp.grad_steps):
+            opt.zero_grad(set_to_none=True)
+            f = self.net.utility(self._history_features(t).flatten(1, 2)).view(o.shape[0], t, 2)
+            delta_f = (f[..., 0] - f[..., 1]).float()
+            w = self._weights(delta_f, t).to(delta_f.dtype)
+            per_seed = objective.weighted_nll(hp.link, delta_f, o, w) + objective.ridge(
+                self.net.theta, self.net.theta0, hp.lam)
+            self.manual_backward(per_seed.sum())
+            opt.step()
+        return per_seed.detach()
+
+    def _flag_bad(self, bad: torch.Tensor, t: int) -> None:
+        """Remember the first round at which a seed went non-finite (checked by the callback)."""
+        self.first_bad_round = torch.where(bad & (self.first_bad_round == 0), t, self.first_bad_round)
+
+    def check_finite(self) -> None:
+        """Raise, naming seeds and rounds, if any seed's loss, theta or V went non-finite."""
+        bad = self.first_bad_round.cpu()
+        if bool((bad > 0).any()):
+            where = ", ".join(f"seed {self.seed_ids[i]} at round {int(r)}" for i, r in enumerate(bad) if r > 0)
+            raise FloatingPointError(
+                f"non-finite loss, theta or Gram matrix: {where}. Lower model.lr, raise model.epsilon or "
+                f"model.lam, or check the task's utilities."
+            )

@@ -1,0 +1,81 @@
+"""The training objective: weights zeta (eq. wi), loss (eq. total_loss), theta refit (Alg. 1 line 10).
+
+Shapes carry the seed dimension first: history tensors are [S, t] (or [S, t, d]), parameters
+[S, d]; every reduction over the history is per seed, so seeds never mix.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import links
+
+VARIANCE_MODES = ("estimated", "oracle", "none")
+
+
+def zeta(delta: torch.Tensor, link: str, epsilon: float, mode: str) -> torch.Tensor:
+    """zeta_i of eq. (wi): max(sigma_i, epsilon), sigma_i^2 = g(delta)(1 - g(delta)); 1 if ``none``.
+
+    ``delta`` is Delta f_i for the estimated variance, or the true Delta u_i for ``oracle``.
+    Returned detached: zeta is a weight, not a path for gradients.
+    """
+    if mode == "none":
+        return torch.ones_like(delta)
+    p = links.prob(link, delta.detach())
+    return torch.clamp(torch.sqrt(p * (1.0 - p)), min=epsilon)
+
+
+def weighted_nll(link: str, delta_f: torch.Tensor, o: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """sum_i -log g((-1)^(1-o_i) Delta f_i) / zeta_i^2, per seed: [S, t] -> [S] (eq. total_loss)."""
+    sign = 2.0 * o.to(delta_f.dtype) - 1.0
+    return -(weight.to(delta_f.dtype) * links.log_prob(link, sign * delta_f)).sum(dim=1)
+
+
+def ridge(theta: torch.Tensor, theta0: torch.Tensor, lam: float) -> torch.Tensor:
+    """lambda/2 ||theta - theta_0||^2 per seed: [S, d] -> [S]."""
+    return 0.5 * lam * (theta - theta0).pow(2).sum(dim=1)
+
+
+def theta_objective(link, theta, dphi, o, weight, theta0, lam) -> torch.Tensor:
+    """eq. (total_loss) as a function of theta alone, W fixed: [S, d] -> [S]."""
+    return weighted_nll(link, torch.einsum("std,sd->st", dphi, theta), o, weight) + ridge(theta, theta0, lam)
+
+
+def theta_gradient(link, theta, dphi, o, weight, theta0, lam) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient [S, d] and Hessian [S, d, d] of :func:`theta_objective`."""
+    z = torch.einsum("std,sd->st", dphi, theta)
+    d1, d2 = links.nll_derivatives(link, z, o)
+    grad = torch.einsum("st,std->sd", weight * d1, dphi) + lam * (theta - theta0)
+    eye = torch.eye(theta.shape[1], dtype=theta.dtype, device=theta.device)
+    hess = torch.einsum("st,std,ste->sde", weight * d2, dphi, dphi) + lam * eye
+    return grad, hess
+
+
+STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.0)
+
+
+@torch.no_grad()
+def refit_theta(link, theta, dphi, o, weight, theta0, lam, iterations: int = 8) -> torch.Tensor:
+    """argmin_theta of eq. (total_loss) with W (hence dphi) and zeta fixed: Alg. 1 line 10.
+
+    A convex d-dimensional problem (g log-concave, lambda > 0), solved by Newton's method in
+    float64 with a per-seed backtracking choice among ``STEP_SIZES`` (0 included, so the loss
+    never increases). Fixed iteration count: no host synchronisation. All arguments are per
+    seed: theta, theta0 [S, d]; dphi [S, t, d]; o, weight [S, t].
+    """
+    theta = theta.to(torch.float64)
+    dphi, o, weight, theta0 = (a.to(torch.float64) for a in (dphi, o, weight, theta0))
+    steps = torch.tensor(STEP_SIZES, dtype=torch.float64, device=theta.device)
+    for _ in range(iterations):
+        grad, hess = theta_gradient(link, theta, dphi, o, weight, theta0, lam)
+        direction = -torch.cholesky_solve(grad.unsqueeze(-1), torch.linalg.cholesky_ex(hess)[0]).squeeze(-1)
+        # Loss along the Newton direction, for every step size at once: z = dphi^T(theta + a dir).
+        z0 = torch.einsum("std,sd->st", dphi, theta).unsqueeze(1)
+        zd = torch.einsum("std,sd->st", dphi, direction).unsqueeze(1)
+        z = z0 + steps.view(1, -1, 1) * zd  # [S, C, t]
+        sign = (2.0 * o - 1.0).unsqueeze(1)
+        nll = -(weight.unsqueeze(1) * links.log_prob(link, sign * z)).sum(dim=2)
+        cands = theta.unsqueeze(1) + steps.view(1, -1, 1) * direction.unsqueeze(1)  # [S, C, d]
+        losses = nll + 0.5 * lam * (cands - theta0.unsqueeze(1)).pow(2).sum(dim=2)
+        best = torch.argmin(torch.nan_to_num(losses, nan=float("inf")), dim=1)
+        theta = cands[torch.arange(theta.shape[0], device=theta.device), best]
+    return theta

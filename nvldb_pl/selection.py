@@ -1,0 +1,89 @@
+"""The six arm-selection rules of section "Arm Selection Methods", batched over seeds.
+
+Inputs for one round, every one with the seed dimension S first:
+
+* ``f``:     [S, K] estimated utilities theta_{t-1}^T phi(x_{t,k}; W_{t-1})
+* ``width``: [S, K, K] ||Delta phi_{t,k,k'}||_{V_{t-1}^{-1}} (see :func:`nvldb_pl.gram.pairwise_widths`)
+* ``noise``: [S, K, K] standard normals (Thompson sampling; ASYM uses row 0)
+* ``beta``:  the confidence width coefficient a_t;  ``t``: the round (1-indexed)
+
+Each rule returns (a1, a2), two [S] int64 tensors. Ties go to the lowest index (row-major for
+pairs), as ``torch.argmax`` does. A pair may repeat an arm (k, k) where the equation allows it.
+
+Candidate set C_t (CSYM): the equation quantifies over all k' in [K], but for k' = k it would
+read 0 > 0 and leave C_t empty; as the appendix listing does, k' = k is skipped. The greedy arm
+argmax_k f_k is always kept in C_t, so C_t is never empty (it satisfies every condition except
+under exact ties, where the strict inequality could drop it).
+
+TS-CSYM follows the main text: the sampled score has mean ||Delta phi||^2_{V^-1} and variance
+||Delta phi||^4_{V^-1} / (4 log(K t^2)). The appendix listing departs from the equation (mean
+a_t ||.||, scale (a_t ||.||)^2 / 4); we follow the equation.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+STRATEGIES = ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")
+
+
+def check_strategy(name: str, field: str = "model.strategy") -> str:
+    if name not in STRATEGIES:
+        raise ValueError(f"{field}={name!r} is not a known strategy; choose one of {list(STRATEGIES)}")
+    return name
+
+
+def _pair_argmax(score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    K = score.shape[-1]
+    flat = torch.argmax(score.flatten(1), dim=1)
+    return flat // K, flat % K
+
+
+def _asym(f, width, beta, noise, ts):
+    a1 = torch.argmax(f, dim=1)  # eq. (ucb_uns_1st)
+    w = torch.gather(width, 2, a1.view(-1, 1, 1).expand(-1, f.shape[1], 1)).squeeze(2)  # ||dphi_{k,a1}||
+    if ts:  # u~_k ~ N(theta^T dphi_{k,a1}, a_t^2 ||dphi_{k,a1}||^2)
+        f1 = torch.gather(f, 1, a1.unsqueeze(1))
+        score = (f - f1) + beta * w * noise[:, 0, :]
+    else:  # f_k + a_t ||dphi_{k,a1}||
+        score = f + beta * w
+    return a1, torch.argmax(score, dim=1)
+
+
+def _osym(f, width, beta, noise, ts):
+    pair_sum = f.unsqueeze(2) + f.unsqueeze(1)  # theta^T (phi_k + phi_k')
+    bonus = beta * width * (noise if ts else 1.0)
+    return _pair_argmax(pair_sum + bonus)
+
+
+def candidate_set(f: torch.Tensor, width: torch.Tensor, beta: float) -> torch.Tensor:
+    """C_t as a mask [S, K]: a_t ||dphi_{k,k'}|| > f_k' - f_k for every k' != k."""
+    K = f.shape[1]
+    beats = beta * width > (f.unsqueeze(1) - f.unsqueeze(2))  # [s, k, k']: a_t N_kk' > f_k' - f_k
+    beats |= torch.eye(K, dtype=torch.bool, device=f.device)
+    cand = beats.all(dim=2)
+    greedy = torch.nn.functional.one_hot(torch.argmax(f, dim=1), K).bool()
+    return cand | greedy
+
+
+def _csym(f, width, beta, noise, ts, t):
+    cand = candidate_set(f, width, beta)
+    both = cand.unsqueeze(2) & cand.unsqueeze(1)
+    if ts:
+        sq = width * width
+        score = sq + sq / (2.0 * math.sqrt(math.log(f.shape[1] * t * t))) * noise
+    else:
+        score = width
+    return _pair_argmax(torch.where(both, score, -torch.inf))
+
+
+def select(strategy: str, f: torch.Tensor, width: torch.Tensor, beta: float, noise: torch.Tensor, t: int):
+    """(a1, a2) for every seed under ``strategy``; see the module docstring for shapes."""
+    kind, rule = strategy.split("_")
+    ts = kind == "ts"
+    if rule == "asym":
+        return _asym(f, width, beta, noise, ts)
+    if rule == "osym":
+        return _osym(f, width, beta, noise, ts)
+    return _csym(f, width, beta, noise, ts, t)
