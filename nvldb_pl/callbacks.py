@@ -114,7 +114,7 @@ class RunSummary(pl.Callback):
         wall = time.perf_counter() - self._start
         reg = module.regret.compute()
         T = int(reg["rounds"]) if int(reg["rounds"]) > 0 else module.t
-        cum_avg, cum_weak = reg["cum_avg"].cpu(), reg["cum_weak"].cpu()
+        cum_avg, cum_weak = reg["cum_avg"].cpu().reshape(-1), reg["cum_weak"].cpu().reshape(-1)
         per_round = cum_avg / max(T, 1)
         mean, std = _mean_std(per_round)
         dm, hp = trainer.datamodule, module.hparams
@@ -128,7 +128,7 @@ class RunSummary(pl.Callback):
             "base_seed": dm.spec.base_seed,
             "seeds": [
                 {"seed": int(s), "cum_avg_regret": float(a), "cum_weak_regret": float(w)}
-                for s, a, w in zip(reg["seed_ids"].cpu(), cum_avg, cum_weak)
+                for s, a, w in zip(reg["seed_ids"].cpu().reshape(-1), cum_avg, cum_weak)
             ],
             "R_T_over_T_mean": float(mean),
             "R_T_over_T_std": float(std),

@@ -2,7 +2,7 @@
 
 Every random draw is a pure function of (base seed, seed id, round): the task parameter of
 seed i from ``(base, i, TAG_TASK)``, and round t's contexts, Thompson-sampling noise and
-feedback uniforms from ``(base, i, TAG_ROUNDS, t // chunk)``. So a seed can be regenerated
+feedback uniforms from ``(base, i, TAG_ROUNDS, (t-1) // CHUNK_ROUNDS)``. So a seed can be regenerated
 alone, in any batch of seeds, on any process, and the stream can start at any round (resume).
 
 One batch (one round t, 1-indexed) is a dict:
@@ -28,6 +28,7 @@ from .links import check_link
 from .tasks import check_task, draw_contexts, draw_theta, utility
 
 TAG_TASK, TAG_ROUNDS, TAG_INIT = 0, 1, 2
+CHUNK_ROUNDS = 64  # rounds drawn per generator; part of the stream's definition, not a setting
 
 
 def rng_for(base_seed: int, seed_id: int, tag: int, *more: int) -> np.random.Generator:
@@ -58,11 +59,10 @@ class StreamSpec:
     num_seeds: int = 20
     first_seed_id: int = 0
     base_seed: int = 0
-    chunk_rounds: int = 64
 
     def __post_init__(self) -> None:
         check_task(self.task, "data.task")
-        for name, low in (("dim", 1), ("arms", 2), ("rounds", 1), ("num_seeds", 1), ("chunk_rounds", 1)):
+        for name, low in (("dim", 1), ("arms", 2), ("rounds", 1), ("num_seeds", 1)):
             value = getattr(self, name)
             _require(isinstance(value, int) and not isinstance(value, bool) and value >= low,
                      f"data.{name}", f"must be an integer >= {low}, got {value!r}")
@@ -87,7 +87,7 @@ class RoundStream(IterableDataset):
         return self.spec.rounds - self.start_round
 
     def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        sp, n = self.spec, self.spec.chunk_rounds
+        sp, n = self.spec, CHUNK_ROUNDS
         xs, zs, us = [], [], []
         for i in sp.seed_ids:
             rng = rng_for(sp.base_seed, i, TAG_ROUNDS, c)
@@ -100,7 +100,7 @@ class RoundStream(IterableDataset):
         sp = self.spec
         chunk_id, cache = -1, None
         for t in range(self.start_round + 1, sp.rounds + 1):
-            c, j = divmod(t - 1, sp.chunk_rounds)
+            c, j = divmod(t - 1, CHUNK_ROUNDS)
             if c != chunk_id:
                 chunk_id, cache = c, self._chunk(c)
             x, z, u = (a[j] for a in cache)
@@ -125,7 +125,6 @@ class BanditDataModule(pl.LightningDataModule):
         first_seed_id: seed ids are ``first_seed_id .. first_seed_id + S - 1``.
         seed: base seed of every random draw; ``None`` takes ``seed_everything``'s value.
         link: preference link g of the environment, ``logistic`` (BTL) or ``probit``.
-        chunk_rounds: rounds generated per seed at once (speed only; results do not depend on it).
     """
 
     def __init__(
@@ -138,11 +137,10 @@ class BanditDataModule(pl.LightningDataModule):
         first_seed_id: int = 0,
         seed: Optional[int] = None,
         link: str = "logistic",
-        chunk_rounds: int = 64,
     ):
         super().__init__()
         self.link = check_link(link, "data.link")
-        self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), chunk_rounds)
+        self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed))
         self.start_round = 0  # set by the module when resuming
 
     @property

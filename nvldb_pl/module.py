@@ -74,7 +74,7 @@ class NVLDB(pl.LightningModule):
         width: int = 32,
         depth: int = 3,
         init: str = "kaiming",
-        lr: float = 1e-2,
+        lr: float = 1e-3,
         lam: float = 1.0,
         beta: float = 1.0,
         epsilon: float = 0.1,

@@ -1,0 +1,39 @@
+"""Run one experiment from Python (tests, sweeps, benchmarks): the same pieces as the CLI."""
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Optional
+
+import lightning.pytorch as pl
+
+from .callbacks import DuelingLoop, RunSummary
+from .data import BanditDataModule
+from .module import NVLDB
+
+LINKED = ("dim", "arms", "rounds", "num_seeds", "link")
+
+
+def build(data: dict, model: dict) -> tuple[BanditDataModule, NVLDB]:
+    dm = BanditDataModule(**data)
+    linked = {k: getattr(dm.spec, k) for k in LINKED if k != "link"}
+    module = NVLDB(**linked, link=dm.link, **model)
+    return dm, module
+
+
+def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
+                   log_every_n_rounds: int = 50, quiet: bool = True) -> tuple[dict, NVLDB]:
+    """Fit one configuration; returns (summary dict, trained module). No logger unless root_dir."""
+    dm, module = build(data, model)
+    summary = RunSummary()
+    if quiet:
+        logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+        warnings.filterwarnings("ignore", module="lightning")
+    trainer = pl.Trainer(
+        max_epochs=1, accelerator="cpu", devices=1, precision=precision,
+        logger=root_dir is not None, default_root_dir=root_dir, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        callbacks=[DuelingLoop(log_every_n_rounds), summary],
+    )
+    trainer.fit(module, datamodule=dm)
+    return summary.summary, module
