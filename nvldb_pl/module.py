@@ -34,9 +34,13 @@ from .metrics import CumulativeRegret
 from .network import INITS, StackedMLP, init_weights
 
 
+LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
+
+
 def _check(cond: bool, field: str, msg: str) -> None:
     if not cond:
-        raise ValueError(f"model.{field}: {msg}")
+        name = f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}"
+        raise ValueError(f"{name}: {msg}")
 
 
 class NVLDB(pl.LightningModule):

@@ -1,0 +1,117 @@
+"""A straightforward NVLDB loop: one seed at a time, Python loops over arms, as the appendix
+listings are written (``torch.inverse(V)`` per pair, V rebuilt from the history each round).
+
+It exists for two reasons: it is the speed baseline of ``scripts/benchmark.py``, and, run on
+the same streams, it must make the same decisions as the vectorized Lightning loop
+(``tests/test_naive_equivalence.py``). It reuses no selection or Gram code of the package.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .data import TAG_INIT, RoundStream, StreamSpec, rng_for
+from .network import init_weights
+from .objective import refit_theta
+
+
+def _phi(weights, x, m):
+    h = x
+    for w in weights:
+        h = torch.relu(h @ w.T)
+    return math.sqrt(m) * h
+
+
+def _zeta(df, eps, variance_aware):
+    if not variance_aware:
+        return torch.ones_like(df)
+    p = torch.sigmoid(df.detach())
+    return torch.clamp(torch.sqrt(p * (1 - p)), min=eps)
+
+
+def _select(strategy, f, grads, Vinv, beta, noise, t):
+    K = len(f)
+    kind, rule = strategy.split("_")
+
+    def w(i, j):
+        z = grads[i] - grads[j]
+        return beta * math.sqrt(max(float(z @ Vinv @ z), 0.0))
+
+    if rule == "asym":
+        a1 = int(np.argmax(f))
+        best, a2 = -math.inf, 0
+        for j in range(K):
+            score = f[j] + w(j, a1) if kind == "ucb" else (f[j] - f[a1]) + w(j, a1) * noise[0][j]
+            if score > best:
+                best, a2 = score, j
+        return a1, a2
+    if rule == "osym":
+        best, pair = -math.inf, (0, 0)
+        for i in range(K):
+            for j in range(K):
+                score = f[i] + f[j] + w(i, j) * (noise[i][j] if kind == "ts" else 1.0)
+                if score > best:
+                    best, pair = score, (i, j)
+        return pair
+    greedy = int(np.argmax(f))
+    cand = [i for i in range(K) if i == greedy or all(w(i, j) > f[j] - f[i] for j in range(K) if j != i)]
+    best, pair = -math.inf, (greedy, greedy)
+    for i in cand:
+        for j in cand:
+            n = w(i, j) / beta
+            score = n if kind == "ucb" else n * n + n * n / (2 * math.sqrt(math.log(K * t * t))) * noise[i][j]
+            if score > best:
+                best, pair = score, (i, j)
+    return pair
+
+
+def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware=True, width=32, depth=3,
+             init="kaiming", lr=1e-3, lam=1.0, beta=1.0, epsilon=0.1, grad_steps=20, refit_iterations=8):
+    """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret)."""
+    one = StreamSpec(spec.task, spec.dim, spec.arms, spec.rounds, 1, seed_id, spec.base_seed)
+    gen = torch.Generator().manual_seed(int(rng_for(spec.base_seed, seed_id, TAG_INIT).integers(2**62)))
+    params = [p.float() for p in init_weights(spec.dim, width, depth, init, gen)]
+    weights = [p.clone().requires_grad_(True) for p in params[:-1]]
+    theta0 = params[-1].clone()
+    theta = theta0.clone().requires_grad_(True)
+    opt = torch.optim.Adam(weights + [theta], lr=lr)
+    V = lam * torch.eye(spec.dim, dtype=torch.float64)
+    hist_x1, hist_x2, hist_o = [], [], []
+    pairs, cum = [], 0.0
+    for t, batch in enumerate(RoundStream(one), start=1):
+        x, u = batch["contexts"][0], batch["utilities"][0]
+        noise, uniform = batch["noise"][0].tolist(), float(batch["uniform"][0])
+        with torch.no_grad():
+            grads = [_phi(weights, x[k], width).double() for k in range(spec.arms)]  # d f / d theta
+            f = [float(g @ theta.double()) for g in grads]
+        a1, a2 = _select(strategy, f, grads, torch.inverse(V), beta, noise, t)
+        du = float(u[a1] - u[a2])
+        o = 1.0 if uniform < 1.0 / (1.0 + math.exp(-du)) else 0.0
+        cum += (2 * float(u.max()) - float(u[a1]) - float(u[a2])) / 2
+        pairs.append((a1, a2))
+        hist_x1.append(x[a1])
+        hist_x2.append(x[a2])
+        hist_o.append(o)
+        X1, X2, O = torch.stack(hist_x1), torch.stack(hist_x2), torch.tensor(hist_o)
+        for _ in range(grad_steps):
+            opt.zero_grad()
+            df = _phi(weights, X1, width) @ theta - _phi(weights, X2, width) @ theta
+            zeta = _zeta(df, epsilon, variance_aware)
+            sign = 2 * O - 1
+            loss = -(torch.nn.functional.logsigmoid(sign * df) / zeta**2).sum()
+            loss = loss + 0.5 * lam * ((theta - theta0) ** 2).sum()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            dphi = (_phi(weights, X1, width) - _phi(weights, X2, width)).double()
+            zeta = _zeta((dphi @ theta.double()), epsilon, variance_aware)
+            new = refit_theta("logistic", theta.double()[None], dphi[None], O.double()[None],
+                              zeta[None].pow(-2), theta0.double()[None], lam, refit_iterations)[0]
+            theta.copy_(new)
+            zeta = _zeta(dphi @ theta.double(), epsilon, variance_aware)
+            V = lam * torch.eye(spec.dim, dtype=torch.float64)  # appendix: V reinitialized each round
+            for i in range(len(hist_o)):
+                V += torch.outer(dphi[i], dphi[i]) / zeta[i] ** 2
+    return pairs, cum

@@ -1,0 +1,60 @@
+"""The CLI from a subprocess, as a user runs it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _cli(*args, cwd=ROOT):
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "main.py"), "fit", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
+    out = tmp_path / "run"
+    res = _cli("--config", "configs/square.yaml", "--data.rounds", "12", "--data.num_seeds", "3",
+               "--data.dim", "4", "--data.arms", "3", "--model.strategy", "ts_csym",
+               "--model.variance_aware", "false", "--model.width", "8", "--trainer.default_root_dir", str(out),
+               "--trainer.enable_progress_bar", "false", "--seed_everything", "7")
+    assert res.returncode == 0, res.stderr[-3000:]
+    [version] = list((out / "lightning_logs").iterdir())
+    summary = json.loads((version / "summary.json").read_text())
+    assert summary["task"] == "square" and summary["strategy"] == "ts_csym"
+    assert summary["variance_aware"] is False and summary["rounds"] == 12 and summary["num_seeds"] == 3
+    assert summary["base_seed"] == 7
+    assert [s["seed"] for s in summary["seeds"]] == [0, 1, 2]
+    assert all(s["cum_avg_regret"] >= s["cum_weak_regret"] >= 0 for s in summary["seeds"])
+    mean = sum(s["cum_avg_regret"] for s in summary["seeds"]) / 3 / 12
+    assert summary["R_T_over_T_mean"] == pytest.approx(mean)
+    assert summary["seed_rounds_per_second"] > 0 and summary["wall_seconds"] > 0
+    assert not (out.parent / "runs").exists()  # nothing written outside default_root_dir
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(version)).Reload()
+    tags = acc.Tags()["scalars"]
+    for name in ("cum_avg", "cum_weak", "avg_per_round"):
+        for stat in ("mean", "std"):
+            assert f"regret/{name}_{stat}" in tags
+    steps = [e.step for e in acc.Scalars("regret/cum_avg_mean")]
+    assert steps == list(range(1, 13))  # x-axis = round, every round, once
+    last = acc.Scalars("regret/avg_per_round_mean")[-1].value
+    assert last == pytest.approx(summary["R_T_over_T_mean"], rel=1e-5)
+    hparams = (version / "hparams.yaml").read_text()
+    assert "ts_csym" in hparams
+
+
+def test_cli_rejects_unknown_strategy_with_the_field_name(tmp_path):
+    res = _cli("--config", "configs/cos.yaml", "--model.strategy", "ucb_best", "--trainer.default_root_dir",
+               str(tmp_path))
+    assert res.returncode != 0
+    assert "model.strategy" in res.stderr and "ucb_best" in res.stderr
+    assert not (tmp_path / "lightning_logs").exists() or not list((tmp_path / "lightning_logs").glob("*/summary.json"))
+
+
+def test_cli_rejects_out_of_range_value_with_the_field_name(tmp_path):
+    res = _cli("--config", "configs/cos.yaml", "--data.arms", "1", "--trainer.default_root_dir", str(tmp_path))
+    assert res.returncode != 0 and "data.arms" in res.stderr
