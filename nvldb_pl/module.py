@@ -35,6 +35,7 @@ from .network import INITS, StackedMLP, init_weights
 
 
 LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
+TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 
 
 def _check(cond: bool, field: str, msg: str) -> None:
@@ -110,7 +111,8 @@ class NVLDB(pl.LightningModule):
 
         S, T, d = num_seeds, rounds, dim
         self.net = StackedMLP(S, d, width, depth)
-        self.register_buffer("hist_x", torch.zeros(S, T, 2, d))  # (x_{i,a1}, x_{i,a2})
+        # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the network consumes it
+        self.register_buffer("hist_xt", torch.zeros(S, d, 2 * T))
         self.register_buffer("hist_o", torch.zeros(S, T))  # o_i
         self.register_buffer("hist_du", torch.zeros(S, T, dtype=torch.float64))  # true Delta u_i (oracle only)
         self.register_buffer("weight", torch.zeros(S, T, dtype=torch.float64))  # 1 / zeta_i^2 (for V)
@@ -180,21 +182,27 @@ class NVLDB(pl.LightningModule):
         """Append round t's duel (x_a1, x_a2, o_t) to the history (line 7)."""
         i = self.t
         rows = torch.arange(contexts.shape[0], device=contexts.device)
-        self.hist_x[:, i, 0] = contexts[rows, a1]
-        self.hist_x[:, i, 1] = contexts[rows, a2]
+        self.hist_xt[:, :, 2 * i] = contexts[rows, a1]
+        self.hist_xt[:, :, 2 * i + 1] = contexts[rows, a2]
         self.hist_o[:, i] = o.to(self.hist_o.dtype)
         self.hist_du[:, i] = du.to(torch.float64)
         self.rounds_done += 1
 
+    def history(self, t: Optional[int] = None) -> torch.Tensor:
+        """The duels so far as [S, t, 2, d]: (x_{i,a1}, x_{i,a2}) for i < t."""
+        t = self.t if t is None else t
+        S, d = self.hist_xt.shape[:2]
+        return self.hist_xt[:, :, : 2 * t].transpose(1, 2).reshape(S, t, 2, d)
+
     def _history_features(self, t: int) -> torch.Tensor:
         """phi of both items of every past duel with the current W: [S, t, 2, d]."""
-        S, d = self.hist_x.shape[0], self.hist_x.shape[-1]
-        return self.net.features(self.hist_x[:, :t].reshape(S, 2 * t, d)).view(S, t, 2, d)
+        S, d = self.hist_xt.shape[:2]
+        return self.net.features_t(self.hist_xt[:, :, : 2 * t]).transpose(1, 2).reshape(S, t, 2, d)
 
-    def _weights(self, delta_f: torch.Tensor, t: int) -> torch.Tensor:
-        """1 / zeta_i^2 for rows 0..t-1 (eq. wi) given Delta f_i [S, t]."""
+    def _weights(self, delta_f: torch.Tensor, t: int, lo: int = 0) -> torch.Tensor:
+        """1 / zeta_i^2 for rows lo..t-1 (eq. wi) given Delta f_i [S, t - lo]."""
         hp = self.hparams
-        delta = self.hist_du[:, :t] if self.variance_mode == "oracle" else delta_f
+        delta = self.hist_du[:, lo:t] if self.variance_mode == "oracle" else delta_f
         return objective.zeta(delta, hp.link, hp.epsilon, self.variance_mode).to(torch.float64).pow(-2)
 
     def training_step(self, batch, batch_idx):
@@ -240,19 +248,29 @@ class NVLDB(pl.LightningModule):
         return w[:, 0]
 
     def _adam_steps(self, t: int) -> torch.Tensor:
-        """n Adam steps on eq. (total_loss), summed over seeds (each seed its own trajectory)."""
+        """n Adam steps on eq. (total_loss), summed over seeds (each seed its own trajectory).
+
+        Each step's gradient is accumulated over blocks of ``TRAIN_CHUNK_ROUNDS`` history rows
+        (the loss is a sum over rows, so this is the full-batch gradient up to float rounding);
+        a block's activations stay in cache, about 2x faster on CPU at t >= 1000.
+        """
         hp, opt = self.hparams, self.optimizers()
-        o = self.hist_o[:, :t]
+        S = self.hist_xt.shape[0]
         for _ in range(hp.grad_steps):
             opt.zero_grad(set_to_none=True)
-            f = self.net.utility(self._history_features(t).flatten(1, 2)).view(o.shape[0], t, 2)
-            delta_f = (f[..., 0] - f[..., 1]).float()
-            w = self._weights(delta_f, t).to(delta_f.dtype)
-            per_seed = objective.weighted_nll(hp.link, delta_f, o, w) + objective.ridge(
-                self.net.theta, self.net.theta0, hp.lam)
+            per_seed = objective.ridge(self.net.theta, self.net.theta0, hp.lam)
             self.manual_backward(per_seed.sum())
+            per_seed = per_seed.detach()
+            for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
+                hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
+                f = self.net.utility_t(self.net.features_t(self.hist_xt[:, :, 2 * lo : 2 * hi])).view(S, hi - lo, 2)
+                delta_f = (f[..., 0] - f[..., 1]).float()
+                w = self._weights(delta_f, hi, lo).to(delta_f.dtype)
+                nll = objective.weighted_nll(hp.link, delta_f, self.hist_o[:, lo:hi], w)
+                self.manual_backward(nll.sum())
+                per_seed = per_seed + nll.detach()
             opt.step()
-        return per_seed.detach()
+        return per_seed
 
     def _flag_bad(self, bad: torch.Tensor, t: int) -> None:
         """Remember the first round at which a seed went non-finite (checked by the callback)."""

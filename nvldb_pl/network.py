@@ -3,6 +3,9 @@
 phi(x; W) = sqrt(m) ReLU(W^L ReLU(W^{L-1} ... ReLU(W^1 x))) with W^1 in R^{m x d},
 W^l in R^{m x m} (2 <= l <= L-1), W^L in R^{d x m}; no biases, as in the paper.
 Every parameter carries a leading seed dimension S: W^l is [S, out, in], theta is [S, d].
+Internally the network runs feature-major (points as columns, [S, d, N]): h <- ReLU(W^l h) is one
+batched matmul whose long dimension is N, about 2x faster on CPU than the row-major form for
+these skinny layers (d = 5 inputs and outputs).
 The seeds never mix: summing their losses gives each seed its own gradient, and Adam is
 elementwise, so each seed follows its own trajectory.
 
@@ -69,12 +72,20 @@ class StackedMLP(nn.Module):
         self.theta.copy_(theta0)
         self.theta0.copy_(theta0)
 
+    def features_t(self, x_t: torch.Tensor) -> torch.Tensor:
+        """phi(x; W), eq. (nn), feature-major: x_t [S, d, N] -> phi_t [S, d, N]."""
+        h = x_t
+        for w in self.weights:
+            h = torch.relu(torch.bmm(w, h))
+        return math.sqrt(self.width) * h
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """phi(x; W), eq. (nn): [S, N, d] -> [S, N, d]."""
-        h = x
-        for w in self.weights:
-            h = torch.relu(torch.bmm(h, w.transpose(1, 2)))
-        return math.sqrt(self.width) * h
+        return self.features_t(x.transpose(1, 2)).transpose(1, 2)
+
+    def utility_t(self, phi_t: torch.Tensor) -> torch.Tensor:
+        """f = theta^T phi from feature-major phi_t [S, d, N] -> [S, N]."""
+        return torch.bmm(self.theta.to(phi_t.dtype).unsqueeze(1), phi_t).squeeze(1)
 
     def utility(self, phi: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:
         """f = theta^T phi: [S, N, d] -> [S, N]."""

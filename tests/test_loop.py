@@ -21,7 +21,7 @@ def test_four_seeds_together_equal_four_single_seed_runs(strategy):
     summary, module = _run(num_seeds=4, strategy=strategy)
     for s in range(4):
         single, m1 = _run(num_seeds=1, first_seed_id=s, strategy=strategy)
-        assert torch.equal(module.hist_x[s], m1.hist_x[0]), f"seed {s}: different selections"
+        assert torch.equal(module.history()[s], m1.history()[0]), f"seed {s}: different selections"
         assert torch.equal(module.hist_o[s], m1.hist_o[0])
         assert summary["seeds"][s]["seed"] == single["seeds"][0]["seed"] == s
         assert summary["seeds"][s]["cum_avg_regret"] == pytest.approx(single["seeds"][0]["cum_avg_regret"], abs=1e-12)
@@ -57,7 +57,8 @@ def test_recompute_gram_equals_formula_on_final_state():
         dphi = phi[:, :, 0] - phi[:, :, 1]
         df = torch.einsum("std,sd->st", dphi, m.net.theta.double())
         w = objective.zeta(df, "logistic", m.hparams.epsilon, "estimated").pow(-2)
-    torch.testing.assert_close(m.V, gram.gram_from_history(dphi, w, m.hparams.lam), rtol=1e-9, atol=1e-9)
+    # theta is stored in float32 after the float64 refit: agreement to float32 rounding
+    torch.testing.assert_close(m.V, gram.gram_from_history(dphi, w, m.hparams.lam), rtol=1e-6, atol=1e-6)
 
 
 def test_gram_modes_agree_when_the_network_is_frozen():
@@ -67,7 +68,7 @@ def test_gram_modes_agree_when_the_network_is_frozen():
     # equal up to float32 rounding of phi (batched over the history vs. over the K arms)
     torch.testing.assert_close(a.V, b.V, rtol=1e-5, atol=1e-6 * float(a.V.abs().max()))
     assert not torch.allclose(a.V, a.hparams.lam * torch.eye(5, dtype=torch.float64))
-    assert torch.equal(a.hist_x, b.hist_x)
+    assert torch.equal(a.history(), b.history())
 
 
 def test_episode_length_h_skips_updates_between_episodes():

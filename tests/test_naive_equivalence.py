@@ -13,7 +13,7 @@ def test_vectorized_loop_makes_the_naive_loops_decisions(strategy):
     spec = StreamSpec(task="cos", rounds=rounds, num_seeds=S, base_seed=11)
     for s in range(S):
         pairs, cum = run_seed(spec, s, **model)
-        x = module.hist_x[s]  # the contexts the vectorized loop chose
+        x = module.history()[s]  # the contexts the vectorized loop chose
         ctx = [b["contexts"][s] for b in RoundStream(spec)]
         chosen = [(ctx[t][a1], ctx[t][a2]) for t, (a1, a2) in enumerate(pairs)]
         for t, (c1, c2) in enumerate(chosen):

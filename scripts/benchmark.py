@@ -1,0 +1,64 @@
+"""Throughput of the vectorized loop against the straightforward per-seed loop (nvldb_pl.naive).
+
+    python scripts/benchmark.py --task cos --seeds 20 --rounds 1000 --naive-seeds 2
+
+Prints seed-rounds/s of both (measured in the same process, one after the other), their ratio,
+and the vectorized loop's time split: training (Adam steps), refit (theta Newton solve incl. the
+history forward pass), Gram upkeep, arm selection, and the rest (stream, Lightning, logging).
+The naive loop's cost per seed-round does not depend on how many seeds it runs (one at a time),
+so ``--naive-seeds`` only trades benchmark time against noise.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+
+from nvldb_pl.data import StreamSpec  # noqa: E402
+from nvldb_pl.naive import run_seed  # noqa: E402
+from nvldb_pl.run import run_experiment  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="cos")
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=1000)
+    p.add_argument("--width", type=int, default=32)
+    p.add_argument("--depth", type=int, default=3)
+    p.add_argument("--grad-steps", type=int, default=20)
+    p.add_argument("--strategy", default="ucb_asym")
+    p.add_argument("--naive-seeds", type=int, default=2, help="seeds for the naive loop (0: skip it)")
+    p.add_argument("--precision", nargs="+", default=["32-true"], help="e.g. 32-true bf16-mixed")
+    a = p.parse_args()
+    model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
+          f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")
+    results = {}
+    for precision in a.precision:
+        summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0}, model,
+                                    precision=precision)
+        wall, tm = summary["wall_seconds"], summary["timings_seconds"]
+        rate = a.seeds * a.rounds / wall
+        results[precision] = rate
+        rest = wall - sum(tm.values())
+        print(f"vectorized [{precision}]: {rate:8.1f} seed-rounds/s  wall {wall:7.1f}s  R(T)/T {summary['R_T_over_T_mean']:.3f}")
+        for name, sec in list(tm.items()) + [("other (stream, Lightning, logging)", rest)]:
+            print(f"    {name:<36s} {sec:8.2f}s  {100 * sec / wall:5.1f}%")
+    if a.naive_seeds:
+        spec = StreamSpec(task=a.task, rounds=a.rounds, num_seeds=a.naive_seeds, base_seed=0)
+        start = time.perf_counter()
+        for s in range(a.naive_seeds):
+            run_seed(spec, s, **model)
+        wall = time.perf_counter() - start
+        naive = a.naive_seeds * a.rounds / wall
+        print(f"naive per-seed loop: {naive:8.1f} seed-rounds/s  wall {wall:7.1f}s ({a.naive_seeds} seeds)")
+        for precision, rate in results.items():
+            print(f"speed-up [{precision}]: {rate / naive:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
