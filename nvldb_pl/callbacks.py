@@ -44,8 +44,9 @@ class DuelingLoop(pl.Callback):
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         t = module.t + 1
-        if int(batch["round"]) != t:
-            raise RuntimeError(f"data stream is at round {int(batch['round'])} but the learner expects round {t}")
+        expected = trainer.datamodule.start_round + batch_idx + 1
+        if expected != t:
+            raise RuntimeError(f"data stream is at round {expected} but the learner expects round {t}")
         x, u = batch["contexts"], batch["utilities"]
         a1, a2 = module.select(x, batch["noise"], t)
         rows = torch.arange(x.shape[0], device=x.device)

@@ -122,6 +122,7 @@ class NVLDB(pl.LightningModule):
         self.regret = CumulativeRegret(list(range(S)))
         self.timings = {"select": 0.0, "train": 0.0, "refit": 0.0, "gram": 0.0}
         self._selected_dphi: Optional[torch.Tensor] = None
+        self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
         self.seed_ids: list[int] = list(range(S))
 
     # ------------------------------------------------------------------ set-up
@@ -140,18 +141,22 @@ class NVLDB(pl.LightningModule):
 
     def setup(self, stage: str) -> None:
         dm = self.trainer.datamodule
-        if dm is not None and int(self.rounds_done) == 0:
+        if dm is not None and self._t == 0:
             for name in ("dim", "arms", "rounds", "num_seeds"):
                 if getattr(dm.spec, name) != self.hparams[name]:
                     raise ValueError(f"model.{name}={self.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
             self.init_parameters(dm.spec.base_seed, dm.seed_ids)
 
     def configure_optimizers(self):
-        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr)
+        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, fused=True)  # elementwise: seeds independent
 
     @property
     def t(self) -> int:
-        return int(self.rounds_done)
+        """Rounds observed so far (the current round once ``observe`` has run)."""
+        return self._t
+
+    def on_load_checkpoint(self, checkpoint) -> None:
+        self._t = int(checkpoint["state_dict"]["rounds_done"])
 
     @contextmanager
     def _timed(self, name: str):
@@ -187,6 +192,7 @@ class NVLDB(pl.LightningModule):
         self.hist_o[:, i] = o.to(self.hist_o.dtype)
         self.hist_du[:, i] = du.to(torch.float64)
         self.rounds_done += 1
+        self._t += 1
 
     def history(self, t: Optional[int] = None) -> torch.Tensor:
         """The duels so far as [S, t, 2, d]: (x_{i,a1}, x_{i,a2}) for i < t."""
@@ -258,17 +264,17 @@ class NVLDB(pl.LightningModule):
         S = self.hist_xt.shape[0]
         for _ in range(hp.grad_steps):
             opt.zero_grad(set_to_none=True)
-            per_seed = objective.ridge(self.net.theta, self.net.theta0, hp.lam)
-            self.manual_backward(per_seed.sum())
-            per_seed = per_seed.detach()
+            per_seed = None
             for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
                 hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
                 f = self.net.utility_t(self.net.features_t(self.hist_xt[:, :, 2 * lo : 2 * hi])).view(S, hi - lo, 2)
                 delta_f = (f[..., 0] - f[..., 1]).float()
                 w = self._weights(delta_f, hi, lo).to(delta_f.dtype)
-                nll = objective.weighted_nll(hp.link, delta_f, self.hist_o[:, lo:hi], w)
-                self.manual_backward(nll.sum())
-                per_seed = per_seed + nll.detach()
+                block = objective.weighted_nll(hp.link, delta_f, self.hist_o[:, lo:hi], w)
+                if lo == 0:
+                    block = block + objective.ridge(self.net.theta, self.net.theta0, hp.lam)
+                self.manual_backward(block.sum())
+                per_seed = block.detach() if per_seed is None else per_seed + block.detach()
             opt.step()
         return per_seed
 

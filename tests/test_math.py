@@ -126,3 +126,24 @@ def test_regret_arithmetic():
     out = metric.compute()
     torch.testing.assert_close(out["cum_avg"], 2 * ra)
     assert out["seed_ids"].tolist() == [10, 11, 12, 13, 14] and int(out["rounds"]) == 2
+
+
+def test_task_utilities_match_the_appendix_formulas():
+    from nvldb_pl.tasks import draw_contexts, draw_theta, utility
+    rng = np.random.default_rng(0)
+    x = draw_contexts(4, 3, 5, rng)  # [rounds=4 used as seeds, K=3, d=5]
+    np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0)
+    assert np.all(np.abs(x) <= 1.0)
+    for task in ("cos", "square", "quadratic"):
+        theta = np.stack([draw_theta(task, 5, rng) for _ in range(4)])
+        assert np.all(np.abs(theta) <= 1.0) and theta.shape == ((4, 5, 5) if task == "quadratic" else (4, 5))
+        u = utility(task, theta, x)
+        for s in range(4):
+            for k in range(3):
+                if task == "cos":
+                    expect = math.cos(3 * float(theta[s] @ x[s, k]))
+                elif task == "square":
+                    expect = 10 * float(theta[s] @ x[s, k]) ** 2
+                else:
+                    expect = float(x[s, k] @ theta[s] @ theta[s].T @ x[s, k])
+                assert u[s, k] == pytest.approx(expect, rel=1e-12, abs=1e-12)
