@@ -21,6 +21,7 @@ selection time (Alg. 1 line 13, eq. gram_matrix's W_{i-1}). Between updates (H >
 """
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 from typing import Optional
@@ -57,13 +58,17 @@ class NVLDB(pl.LightningModule):
         lr: Adam step size [eta].
         lam: regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
         beta: confidence width coefficient [a_t].
-        epsilon: lower bound on zeta [epsilon] of eq. (wi).
+        epsilon: lower bound on zeta [epsilon] of eq. (wi); ``None`` = 1/sqrt(d), the order
+            Theorem (Variance-aware UCB methods) asks for (epsilon = O(1/sqrt(d))).
         grad_steps: Adam steps per update [n].
         episode: update every H rounds [H].
         train_network: take the n Adam steps (Alg. 1 line 9).
         refit_theta: refit theta with W fixed (Alg. 1 line 10).
         refit_iterations: Newton iterations of that refit.
         gram_mode: ``recompute`` or ``incremental``.
+        distinct_arms: never duel an arm with itself (not the paper; see :mod:`nvldb_pl.selection`).
+        w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
+            paper's eq. total_loss, which regularizes theta only; 0 = the paper).
     """
 
     def __init__(
@@ -82,13 +87,15 @@ class NVLDB(pl.LightningModule):
         lr: float = 1e-3,
         lam: float = 1.0,
         beta: float = 1.0,
-        epsilon: float = 0.1,
+        epsilon: Optional[float] = None,
         grad_steps: int = 20,
         episode: int = 1,
         train_network: bool = True,
         refit_theta: bool = True,
         refit_iterations: int = 8,
         gram_mode: str = "recompute",
+        w_reg: float = 0.0,
+        distinct_arms: bool = False,
     ):
         super().__init__()
         selection.check_strategy(strategy)
@@ -101,11 +108,15 @@ class NVLDB(pl.LightningModule):
         _check(arms >= 2, "arms", f"must be >= 2, got {arms}")
         _check(depth >= 2, "depth", f"eq. (nn) needs at least W^1 and W^L, got {depth}")
         _check(grad_steps >= 0, "grad_steps", f"must be >= 0, got {grad_steps}")
+        _check(w_reg >= 0, "w_reg", f"must be >= 0, got {w_reg}")
+        if epsilon is None:
+            epsilon = 1.0 / math.sqrt(dim) if dim >= 1 else 1.0
         for name, value in (("lr", lr), ("lam", lam), ("beta", beta), ("epsilon", epsilon)):
             _check(value > 0, name, f"must be > 0, got {value}")
         _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
         self.save_hyperparameters()
+        self.hparams.epsilon = epsilon  # the value in force, also when it came from 1/sqrt(d)
         self.automatic_optimization = False
         self.variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
 
@@ -176,7 +187,8 @@ class NVLDB(pl.LightningModule):
             phi = self.net.features(contexts.float()).to(torch.float64)  # phi(x; W_{t-1})
             f = self.net.utility(phi, self.net.theta.to(torch.float64))  # theta_{t-1}^T phi
             width, ok = gram.pairwise_widths(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
-            a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t)
+            a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t,
+                                      self.hparams.distinct_arms)
             rows = torch.arange(phi.shape[0], device=phi.device)
             self._selected_dphi = phi[rows, a1] - phi[rows, a2]
             self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
@@ -273,6 +285,8 @@ class NVLDB(pl.LightningModule):
                 block = objective.weighted_nll(hp.link, delta_f, self.hist_o[:, lo:hi], w)
                 if lo == 0:
                     block = block + objective.ridge(self.net.theta, self.net.theta0, hp.lam)
+                    if hp.w_reg > 0:
+                        block = block + 0.5 * hp.w_reg * self.net.distance_to_init()
                 self.manual_backward(block.sum())
                 per_seed = block.detach() if per_seed is None else per_seed + block.detach()
             opt.step()

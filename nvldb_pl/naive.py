@@ -68,8 +68,9 @@ def _select(strategy, f, grads, Vinv, beta, noise, t):
 
 
 def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware=True, width=32, depth=3,
-             init="kaiming", lr=1e-3, lam=1.0, beta=1.0, epsilon=0.1, grad_steps=20, refit_iterations=8):
+             init="kaiming", lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20, refit_iterations=8):
     """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret)."""
+    epsilon = 1.0 / math.sqrt(spec.dim) if epsilon is None else epsilon
     one = StreamSpec(spec.task, spec.dim, spec.arms, spec.rounds, 1, seed_id, spec.base_seed)
     gen = torch.Generator().manual_seed(int(rng_for(spec.base_seed, seed_id, TAG_INIT).integers(2**62)))
     params = [p.float() for p in init_weights(spec.dim, width, depth, init, gen)]

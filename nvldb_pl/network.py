@@ -62,15 +62,22 @@ class StackedMLP(nn.Module):
         )
         self.theta = nn.Parameter(torch.zeros(num_seeds, dim))
         self.register_buffer("theta0", torch.zeros(num_seeds, dim))
+        for layer, w in enumerate(self.weights):  # W^l_0, the initial weights
+            self.register_buffer(f"w0_{layer}", torch.zeros_like(w))
 
     @torch.no_grad()
     def load_seed_init(self, per_seed: list[list[torch.Tensor]]) -> None:
         """Copy each seed's [W^1..W^L, theta_0] (from :func:`init_weights`) into the stack."""
         for layer, w in enumerate(self.weights):
             w.copy_(torch.stack([p[layer] for p in per_seed]))
+            getattr(self, f"w0_{layer}").copy_(w)
         theta0 = torch.stack([p[-1] for p in per_seed])
         self.theta.copy_(theta0)
         self.theta0.copy_(theta0)
+
+    def distance_to_init(self) -> torch.Tensor:
+        """sum_l ||W^l - W^l_0||_F^2 per seed: [S]."""
+        return sum((w - getattr(self, f"w0_{layer}")).pow(2).flatten(1).sum(1) for layer, w in enumerate(self.weights))
 
     def features_t(self, x_t: torch.Tensor) -> torch.Tensor:
         """phi(x; W), eq. (nn), feature-major: x_t [S, d, N] -> phi_t [S, d, N]."""

@@ -15,6 +15,11 @@ read 0 > 0 and leave C_t empty; as the appendix listing does, k' = k is skipped.
 argmax_k f_k is always kept in C_t, so C_t is never empty (it satisfies every condition except
 under exact ties, where the strict inequality could drop it).
 
+``distinct=True`` (an option, not the paper: the paper's equations and listings allow a duel of
+an arm with itself, which carries no information since Delta phi = 0) removes the diagonal: the
+ASYM second arm is taken among k != a1, OSYM among pairs k != k', and CSYM among candidate pairs
+k != k'; when C_t holds one arm c, CSYM duels c with argmax_{k != c} ||Delta phi_{c,k}||.
+
 TS-CSYM follows the main text: the sampled score has mean ||Delta phi||^2_{V^-1} and variance
 ||Delta phi||^4_{V^-1} / (4 log(K t^2)). The appendix listing departs from the equation (mean
 a_t ||.||, scale (a_t ||.||)^2 / 4); we follow the equation.
@@ -40,7 +45,11 @@ def _pair_argmax(score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return flat // K, flat % K
 
 
-def _asym(f, width, beta, noise, ts):
+def _off_diagonal(K: int, device) -> torch.Tensor:
+    return ~torch.eye(K, dtype=torch.bool, device=device)
+
+
+def _asym(f, width, beta, noise, ts, distinct=False):
     a1 = torch.argmax(f, dim=1)  # eq. (ucb_uns_1st)
     w = torch.gather(width, 2, a1.view(-1, 1, 1).expand(-1, f.shape[1], 1)).squeeze(2)  # ||dphi_{k,a1}||
     if ts:  # u~_k ~ N(theta^T dphi_{k,a1}, a_t^2 ||dphi_{k,a1}||^2)
@@ -48,13 +57,17 @@ def _asym(f, width, beta, noise, ts):
         score = (f - f1) + beta * w * noise[:, 0, :]
     else:  # f_k + a_t ||dphi_{k,a1}||
         score = f + beta * w
+    if distinct:
+        score = score.masked_fill(torch.nn.functional.one_hot(a1, f.shape[1]).bool(), -torch.inf)
     return a1, torch.argmax(score, dim=1)
 
 
-def _osym(f, width, beta, noise, ts):
+def _osym(f, width, beta, noise, ts, distinct=False):
     pair_sum = f.unsqueeze(2) + f.unsqueeze(1)  # theta^T (phi_k + phi_k')
-    bonus = beta * width * (noise if ts else 1.0)
-    return _pair_argmax(pair_sum + bonus)
+    score = pair_sum + beta * width * (noise if ts else 1.0)
+    if distinct:
+        score = score.masked_fill(~_off_diagonal(f.shape[1], f.device), -torch.inf)
+    return _pair_argmax(score)
 
 
 def candidate_set(f: torch.Tensor, width: torch.Tensor, beta: float) -> torch.Tensor:
@@ -67,9 +80,12 @@ def candidate_set(f: torch.Tensor, width: torch.Tensor, beta: float) -> torch.Te
     return cand | greedy
 
 
-def _csym(f, width, beta, noise, ts, t):
+def _csym(f, width, beta, noise, ts, t, distinct=False):
     cand = candidate_set(f, width, beta)
     both = cand.unsqueeze(2) & cand.unsqueeze(1)
+    if distinct:  # off-diagonal candidate pairs; a lone candidate c duels its widest partner
+        lone = cand.sum(dim=1, keepdim=True) == 1
+        both = (both | (lone & cand).unsqueeze(2)) & _off_diagonal(f.shape[1], f.device)
     if ts:
         sq = width * width
         score = sq + sq / (2.0 * math.sqrt(math.log(f.shape[1] * t * t))) * noise
@@ -78,12 +94,13 @@ def _csym(f, width, beta, noise, ts, t):
     return _pair_argmax(torch.where(both, score, -torch.inf))
 
 
-def select(strategy: str, f: torch.Tensor, width: torch.Tensor, beta: float, noise: torch.Tensor, t: int):
+def select(strategy: str, f: torch.Tensor, width: torch.Tensor, beta: float, noise: torch.Tensor, t: int,
+           distinct: bool = False):
     """(a1, a2) for every seed under ``strategy``; see the module docstring for shapes."""
     kind, rule = strategy.split("_")
     ts = kind == "ts"
     if rule == "asym":
-        return _asym(f, width, beta, noise, ts)
+        return _asym(f, width, beta, noise, ts, distinct)
     if rule == "osym":
-        return _osym(f, width, beta, noise, ts)
-    return _csym(f, width, beta, noise, ts, t)
+        return _osym(f, width, beta, noise, ts, distinct)
+    return _csym(f, width, beta, noise, ts, t, distinct)

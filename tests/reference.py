@@ -36,15 +36,20 @@ def argmax_first(values):
     return arg
 
 
-def select(strategy, f, W, beta, noise, t):
-    """One seed: f [K], W [K][K] widths, noise [K][K]. Returns (a1, a2) per the section's equations."""
+def select(strategy, f, W, beta, noise, t, distinct=False):
+    """One seed: f [K], W [K][K] widths, noise [K][K]. Returns (a1, a2) per the section's equations.
+
+    ``distinct``: the package's option that never pairs an arm with itself.
+    """
     K = len(f)
     kind, rule = strategy.split("_")
     if rule == "asym":
         a1 = argmax_first(f)
         scores = []
         for k in range(K):
-            if kind == "ucb":
+            if distinct and k == a1:
+                scores.append(-math.inf)
+            elif kind == "ucb":
                 scores.append(f[k] + beta * W[k][a1])
             else:
                 scores.append((f[k] - f[a1]) + beta * W[k][a1] * noise[0][k])
@@ -53,6 +58,8 @@ def select(strategy, f, W, beta, noise, t):
         best, pair = -math.inf, (0, 0)
         for k in range(K):
             for k2 in range(K):
+                if distinct and k == k2:
+                    continue
                 bonus = beta * W[k][k2] * (noise[k][k2] if kind == "ts" else 1.0)
                 score = f[k] + f[k2] + bonus
                 if score > best:
@@ -67,7 +74,10 @@ def select(strategy, f, W, beta, noise, t):
     best, pair = -math.inf, None
     for k in range(K):
         for k2 in range(K):
-            if k not in cand or k2 not in cand:
+            if distinct and k == k2:
+                continue
+            lone_partner = distinct and len(cand) == 1 and k == cand[0]
+            if k not in cand or (k2 not in cand and not lone_partner):
                 continue
             if kind == "ucb":
                 score = W[k][k2]

@@ -117,11 +117,20 @@ def test_bad_model_config_names_the_field(field, value):
         NVLDB(**{field: value})
 
 
-def test_learning_square_beats_random_pairs():
-    """Square task, default network/optimizer, short horizon: clearly below a random pair policy."""
-    rounds, S = 300, 3
-    summary, _ = run_experiment({"task": "square", "rounds": rounds, "num_seeds": S, "seed": 0}, {})
-    # expected regret per round of a uniformly random pair on the same stream: max u - mean u
-    rand = np.mean([float((b["utilities"].max(1).values - b["utilities"].mean(1)).mean())
-                    for b in RoundStream(StreamSpec(task="square", rounds=rounds, num_seeds=S))])
-    assert summary["R_T_over_T_mean"] < 0.75 * rand, (summary["R_T_over_T_mean"], rand)
+def _random_pair_regret(task, rounds, S):
+    """Expected r^a_t of a uniformly random pair on the same stream: max u - mean u, averaged."""
+    stream = RoundStream(StreamSpec(task=task, rounds=rounds, num_seeds=S))
+    return np.mean([float((b["utilities"].max(1).values - b["utilities"].mean(1)).mean()) for b in stream])
+
+
+@pytest.mark.parametrize("task,rounds,seeds,bar,model", [
+    ("square", 300, 3, 0.6, {}),
+    # cos with the literal rules (self-duels allowed) is only ~10% below random at T=300; with
+    # distinct arms it learns clearly (see README, "Measured").
+    ("cos", 300, 6, 0.8, {"distinct_arms": True}),
+])
+def test_learning_beats_random_pairs(task, rounds, seeds, bar, model):
+    """Default network and optimizer, short horizon: R(T)/T clearly below a random pair policy."""
+    summary, _ = run_experiment({"task": task, "rounds": rounds, "num_seeds": seeds, "seed": 0}, model)
+    rand = _random_pair_regret(task, rounds, seeds)
+    assert summary["R_T_over_T_mean"] < bar * rand, (summary["R_T_over_T_mean"], rand)

@@ -36,21 +36,33 @@ def test_pairwise_widths_flag_non_positive_definite():
     assert torch.isnan(widths[1]).all() and torch.isfinite(widths[0]).all()
 
 
-def _check_against_reference(strategy, f, widths, beta, noise, t):
-    a1, a2 = selection.select(strategy, f, widths, beta, noise, t)
+def _check_against_reference(strategy, f, widths, beta, noise, t, distinct=False):
+    a1, a2 = selection.select(strategy, f, widths, beta, noise, t, distinct)
+    if distinct:
+        assert torch.all(a1 != a2)
     for s in range(f.shape[0]):
-        expect = ref.select(strategy, f[s].tolist(), widths[s].tolist(), beta, noise[s].tolist(), t)
+        expect = ref.select(strategy, f[s].tolist(), widths[s].tolist(), beta, noise[s].tolist(), t, distinct)
         assert (a1[s].item(), a2[s].item()) == expect, (strategy, s)
 
 
 @pytest.mark.parametrize("strategy", selection.STRATEGIES)
 @pytest.mark.parametrize("K", [2, 5, 9])
 @pytest.mark.parametrize("beta", [0.1, 1.0, 5.0])
-def test_rule_matches_equation_on_random_inputs(strategy, K, beta):
+@pytest.mark.parametrize("distinct", [False, True])
+def test_rule_matches_equation_on_random_inputs(strategy, K, beta, distinct):
     phi, V, theta, noise = _random_inputs(16, K, 4, K * 10 + int(beta * 10))
     f = torch.einsum("skd,sd->sk", phi, theta)
     widths, _ = gram.pairwise_widths(phi, V)
-    _check_against_reference(strategy, f, widths, beta, noise, t=7)
+    _check_against_reference(strategy, f, widths, beta, noise, t=7, distinct=distinct)
+
+
+@pytest.mark.parametrize("strategy", selection.STRATEGIES)
+def test_distinct_arms_with_ties_and_lone_candidates(strategy):
+    S, K = 3, 4
+    f = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 9.0, 0.0, 0.0], [2.0, 1.0, 2.0, 0.5]], dtype=torch.float64)
+    widths = torch.tensor([[0, 1, 2, 3], [1, 0, 1, 1], [2, 1, 0, 4], [3, 1, 4, 0]], dtype=torch.float64).repeat(S, 1, 1)
+    noise = torch.zeros(S, K, K, dtype=torch.float64)
+    _check_against_reference(strategy, f, widths, 1.0, noise, t=5, distinct=True)
 
 
 @pytest.mark.parametrize("strategy", selection.STRATEGIES)
