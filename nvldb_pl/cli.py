@@ -13,14 +13,12 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from .callbacks import DuelingLoop, RunSummary
 from .data import BanditDataModule
-from .module import NVLDB
-
-LINKED = ("dim", "arms", "rounds", "num_seeds", "link")
+from .module import LINKED_FROM_DATA, NVLDB
 
 
 class NVLDBCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
-        for key in LINKED:
+        for key in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{key}", f"model.{key}")
         parser.add_lightning_class_args(DuelingLoop, "loop")
 

@@ -9,15 +9,13 @@ import lightning.pytorch as pl
 
 from .callbacks import DuelingLoop, RunSummary
 from .data import BanditDataModule
-from .module import NVLDB
-
-LINKED = ("dim", "arms", "rounds", "num_seeds", "link")
+from .module import LINKED_FROM_DATA, NVLDB
 
 
 def build(data: dict, model: dict) -> tuple[BanditDataModule, NVLDB]:
     dm = BanditDataModule(**data)
-    linked = {k: getattr(dm.spec, k) for k in LINKED if k != "link"}
-    module = NVLDB(**linked, link=dm.link, **model)
+    linked = {k: dm.link if k == "link" else getattr(dm.spec, k) for k in LINKED_FROM_DATA}
+    module = NVLDB(**linked, **model)
     return dm, module
 
 
