@@ -126,7 +126,6 @@ class NVLDB(pl.LightningModule):
         self.register_buffer("hist_xt", torch.zeros(S, d, 2 * T))
         self.register_buffer("hist_o", torch.zeros(S, T))  # o_i
         self.register_buffer("hist_du", torch.zeros(S, T, dtype=torch.float64))  # true Delta u_i (oracle only)
-        self.register_buffer("weight", torch.zeros(S, T, dtype=torch.float64))  # 1 / zeta_i^2 (for V)
         self.register_buffer("V", lam * torch.eye(d, dtype=torch.float64).repeat(S, 1, 1))  # V_0 = lambda I
         self.register_buffer("rounds_done", torch.zeros((), dtype=torch.int64))
         self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
@@ -228,7 +227,7 @@ class NVLDB(pl.LightningModule):
         if t % hp.episode != 0:  # no update: V gains round t's term at the unchanged parameters
             with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 df = self.net.utility(self._selected_dphi.unsqueeze(1), self.net.theta.to(torch.float64))
-                w = self._weights_last(df, t)
+                w = self._weights(df, t, t - 1)[:, 0]  # zeta_t of the newest duel only
                 self.V = gram.rank_one_update(self.V, self._selected_dphi, w)
             return None
         loss = None
@@ -247,7 +246,6 @@ class NVLDB(pl.LightningModule):
                     self.net.theta.copy_(theta)
             with self._timed("gram"):
                 w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)  # zeta at (theta_t, W_t)
-                self.weight[:, :t] = w
                 if hp.gram_mode == "recompute":
                     self.V = gram.gram_from_history(dphi, w, hp.lam)
                 else:
@@ -257,13 +255,6 @@ class NVLDB(pl.LightningModule):
                 bad |= ~torch.isfinite(loss)
             self._flag_bad(bad, t)
         return None
-
-    def _weights_last(self, df: torch.Tensor, t: int) -> torch.Tensor:
-        hp = self.hparams
-        delta = self.hist_du[:, t - 1 : t] if self.variance_mode == "oracle" else df
-        w = objective.zeta(delta, hp.link, hp.epsilon, self.variance_mode).to(torch.float64).pow(-2)
-        self.weight[:, t - 1] = w[:, 0]
-        return w[:, 0]
 
     def _adam_steps(self, t: int) -> torch.Tensor:
         """n Adam steps on eq. (total_loss), summed over seeds (each seed its own trajectory).
