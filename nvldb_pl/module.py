@@ -131,6 +131,7 @@ class NVLDB(pl.LightningModule):
         self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
         self.regret = CumulativeRegret(list(range(S)))
         self.timings = {"select": 0.0, "train": 0.0, "refit": 0.0, "gram": 0.0}
+        self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
         self._selected_dphi: Optional[torch.Tensor] = None
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
         self.seed_ids: list[int] = list(range(S))
@@ -170,11 +171,13 @@ class NVLDB(pl.LightningModule):
 
     @contextmanager
     def _timed(self, name: str):
-        if self.device.type == "cuda":
+        """Wall time of a section; on CUDA it only counts launches unless ``sync_timings``."""
+        sync = self.sync_timings and self.device.type == "cuda"
+        if sync:
             torch.cuda.synchronize(self.device)
         start = time.perf_counter()
         yield
-        if self.device.type == "cuda":
+        if sync:
             torch.cuda.synchronize(self.device)
         self.timings[name] += time.perf_counter() - start
 

@@ -23,6 +23,7 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
                    log_every_n_rounds: int = 50, quiet: bool = True) -> tuple[dict, NVLDB]:
     """Fit one configuration; returns (summary dict, trained module). No logger unless root_dir."""
     dm, module = build(data, model)
+    module.sync_timings = True
     summary = RunSummary()
     if quiet:
         logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
