@@ -45,6 +45,12 @@ def _check(cond: bool, field: str, msg: str) -> None:
         raise ValueError(f"{name}: {msg}")
 
 
+def _as_pairs(cols: torch.Tensor) -> torch.Tensor:
+    """Feature-major duel columns [S, d, 2t] (pair i in columns 2i, 2i+1) -> [S, t, 2, d]."""
+    S, d, n = cols.shape
+    return cols.transpose(1, 2).reshape(S, n // 2, 2, d)
+
+
 class NVLDB(pl.LightningModule):
     """Neural variance-aware linear dueling bandit, S seeds at once.
 
@@ -110,7 +116,7 @@ class NVLDB(pl.LightningModule):
         _check(grad_steps >= 0, "grad_steps", f"must be >= 0, got {grad_steps}")
         _check(w_reg >= 0, "w_reg", f"must be >= 0, got {w_reg}")
         if epsilon is None:
-            epsilon = 1.0 / math.sqrt(dim) if dim >= 1 else 1.0
+            epsilon = 1.0 / math.sqrt(dim)  # dim >= 1 was checked above
         for name, value in (("lr", lr), ("lam", lam), ("beta", beta), ("epsilon", epsilon)):
             _check(value > 0, name, f"must be > 0, got {value}")
         _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
@@ -210,14 +216,11 @@ class NVLDB(pl.LightningModule):
 
     def history(self, t: Optional[int] = None) -> torch.Tensor:
         """The duels so far as [S, t, 2, d]: (x_{i,a1}, x_{i,a2}) for i < t."""
-        t = self.t if t is None else t
-        S, d = self.hist_xt.shape[:2]
-        return self.hist_xt[:, :, : 2 * t].transpose(1, 2).reshape(S, t, 2, d)
+        return _as_pairs(self.hist_xt[:, :, : 2 * (self.t if t is None else t)])
 
     def _history_features(self, t: int) -> torch.Tensor:
         """phi of both items of every past duel with the current W: [S, t, 2, d]."""
-        S, d = self.hist_xt.shape[:2]
-        return self.net.features_t(self.hist_xt[:, :, : 2 * t]).transpose(1, 2).reshape(S, t, 2, d)
+        return _as_pairs(self.net.features_t(self.hist_xt[:, :, : 2 * t]))
 
     def _weights(self, delta_f: torch.Tensor, t: int, lo: int = 0) -> torch.Tensor:
         """1 / zeta_i^2 for rows lo..t-1 (eq. wi) given Delta f_i [S, t - lo]."""
