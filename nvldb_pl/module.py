@@ -30,6 +30,7 @@ import lightning.pytorch as pl
 import torch
 
 from . import gram, links, objective, selection
+from .backward import accumulate_nll_grad
 from .data import TAG_INIT, rng_for
 from .metrics import CumulativeRegret
 from .network import INITS, StackedMLP, init_weights
@@ -37,6 +38,7 @@ from .network import INITS, StackedMLP, init_weights
 
 LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
+BACKWARDS = ("manual", "autograd")
 
 
 def _check(cond: bool, field: str, msg: str) -> None:
@@ -73,6 +75,9 @@ class NVLDB(pl.LightningModule):
         refit_iterations: Newton iterations of that refit.
         gram_mode: ``recompute`` or ``incremental``.
         distinct_arms: never duel an arm with itself (not the paper; see :mod:`nvldb_pl.selection`).
+        backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.backward`, faster) or
+            ``autograd``; both give the same gradient up to float rounding. Under ``16-mixed``
+            (a GradScaler) autograd is used whatever this says.
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
             paper's eq. total_loss, which regularizes theta only; 0 = the paper).
     """
@@ -102,11 +107,13 @@ class NVLDB(pl.LightningModule):
         gram_mode: str = "recompute",
         w_reg: float = 0.0,
         distinct_arms: bool = False,
+        backward: str = "manual",
     ):
         super().__init__()
         selection.check_strategy(strategy)
         links.check_link(link, "model.link")
         _check(init in INITS, "init", f"{init!r} is not one of {list(INITS)}")
+        _check(backward in BACKWARDS, "backward", f"{backward!r} is not one of {list(BACKWARDS)}")
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
         for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds), ("width", width),
                             ("episode", episode), ("refit_iterations", refit_iterations)):
@@ -268,7 +275,38 @@ class NVLDB(pl.LightningModule):
         Each step's gradient is accumulated over blocks of ``TRAIN_CHUNK_ROUNDS`` history rows
         (the loss is a sum over rows, so this is the full-batch gradient up to float rounding);
         a block's activations stay in cache, about 2x faster on CPU at t >= 1000.
+        Returns the loss per seed [S] at the parameters before the last step.
         """
+        scaler = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
+        if self.hparams.backward == "autograd" or scaler is not None:
+            return self._adam_steps_autograd(t)
+        hp, opt, net = self.hparams, self.optimizers(), self.net
+        params = list(net.weights) + [net.theta]
+        grads = [torch.zeros_like(p) for p in params]
+        device = self.device.type
+        compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        with torch.no_grad(), torch.autocast(device, enabled=False):
+            for _ in range(hp.grad_steps):
+                for g in grads:
+                    g.zero_()
+                per_seed = objective.ridge(net.theta, net.theta0, hp.lam)
+                grads[-1].add_(net.theta - net.theta0, alpha=hp.lam)  # d/dtheta lambda/2 ||theta - theta_0||^2
+                if hp.w_reg > 0:
+                    per_seed = per_seed + 0.5 * hp.w_reg * net.distance_to_init()
+                    for layer, w in enumerate(net.weights):
+                        grads[layer].add_(w - getattr(net, f"w0_{layer}"), alpha=hp.w_reg)
+                for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
+                    hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
+                    per_seed = per_seed + accumulate_nll_grad(
+                        list(net.weights), net.theta, self.hist_xt[:, :, 2 * lo : 2 * hi], self.hist_o[:, lo:hi],
+                        hp.link, lambda df, lo=lo, hi=hi: self._weights(df, hi, lo), grads, compute_dtype)
+                for p, g in zip(params, grads):
+                    p.grad = g
+                opt.step()
+        return per_seed
+
+    def _adam_steps_autograd(self, t: int) -> torch.Tensor:
+        """:meth:`_adam_steps` with the gradient from autograd (reference, and 16-mixed)."""
         hp, opt = self.hparams, self.optimizers()
         S = self.hist_xt.shape[0]
         for _ in range(hp.grad_steps):

@@ -33,14 +33,16 @@ def main():
     p.add_argument("--strategy", default="ucb_asym")
     p.add_argument("--naive-seeds", type=int, default=2, help="seeds for the naive loop (0: skip it)")
     p.add_argument("--precision", nargs="+", default=["32-true"], help="e.g. 32-true bf16-mixed")
+    p.add_argument("--backward", nargs="+", default=["manual"], help="model.backward: manual and/or autograd")
     a = p.parse_args()
     model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
           f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")
     results = {}
-    for precision in a.precision:
-        summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0}, model,
-                                    precision=precision)
+    for precision, backward in [(p_, b_) for p_ in a.precision for b_ in a.backward]:
+        summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
+                                    {**model, "backward": backward}, precision=precision)
+        precision = f"{precision}, {backward}"
         wall, tm = summary["wall_seconds"], summary["timings_seconds"]
         rate = a.seeds * a.rounds / wall
         results[precision] = rate
