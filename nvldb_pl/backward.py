@@ -75,3 +75,26 @@ def accumulate_nll_grad(
         if layer > 0:
             g = _relu_backward(torch.bmm(Ws[layer].transpose(1, 2), g), hs[layer])
     return loss.detach()
+
+
+def per_point_gradients(weights: list[torch.Tensor], theta: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor:
+    """g(x) = d f(x) / d(W^1..W^L, theta) for every point, flattened in ``parameters()`` order.
+
+    Args:
+        weights: W^1..W^L, each [S, out, in]; theta: [S, d]; x_t: [S, d, N] points as columns.
+    Returns:
+        [S, N, p] in the weights' dtype, p = sum of the layer sizes + d (NDB's gradient features).
+    """
+    S, _, N = x_t.shape
+    scale = math.sqrt(weights[0].shape[1])
+    hs = [x_t]
+    for W in weights:
+        hs.append(torch.bmm(W, hs[-1]).relu_())
+    parts = [None] * (len(weights) + 1)
+    parts[-1] = (scale * hs[-1]).transpose(1, 2)  # df/dtheta = sqrt(m) phi
+    g = _relu_backward((scale * theta).unsqueeze(2).expand(-1, -1, N), hs[-1])  # df/d(W^L h^{L-1}) [S, d, N]
+    for layer in range(len(weights) - 1, -1, -1):
+        parts[layer] = torch.einsum("son,sin->snoi", g, hs[layer]).reshape(S, N, -1)  # per-point outer product
+        if layer > 0:
+            g = _relu_backward(torch.bmm(weights[layer].transpose(1, 2), g), hs[layer])
+    return torch.cat(parts, dim=2)

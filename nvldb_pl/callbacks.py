@@ -122,8 +122,9 @@ class RunSummary(pl.Callback):
         seed_rounds = (module.t - self._start_round) * len(cum_avg)
         self.summary = {
             "task": dm.spec.task,
-            "strategy": hp.strategy,
-            "variance_aware": hp.variance_aware,
+            "method": module.method,
+            "strategy": hp.get("strategy"),
+            "variance_aware": hp.get("variance_aware"),
             "rounds": T,
             "num_seeds": len(cum_avg),
             "base_seed": dm.spec.base_seed,

@@ -22,38 +22,24 @@ selection time (Alg. 1 line 13, eq. gram_matrix's W_{i-1}). Between updates (H >
 from __future__ import annotations
 
 import math
-import time
-from contextlib import contextmanager
 from typing import Optional
 
-import lightning.pytorch as pl
 import torch
 
-from . import gram, links, objective, selection
+from . import gram, objective, selection
 from .backward import accumulate_nll_grad
 from .data import TAG_INIT, rng_for
-from .metrics import CumulativeRegret
+from .learner import LINKED_FROM_DATA, DuelingLearner, as_pairs
+from .learner import check as _check
 from .network import INITS, StackedMLP, init_weights
 
+__all__ = ["NVLDB", "LINKED_FROM_DATA", "TRAIN_CHUNK_ROUNDS"]
 
-LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
 
 
-def _check(cond: bool, field: str, msg: str) -> None:
-    if not cond:
-        name = f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}"
-        raise ValueError(f"{name}: {msg}")
-
-
-def _as_pairs(cols: torch.Tensor) -> torch.Tensor:
-    """Feature-major duel columns [S, d, 2t] (pair i in columns 2i, 2i+1) -> [S, t, 2, d]."""
-    S, d, n = cols.shape
-    return cols.transpose(1, 2).reshape(S, n // 2, 2, d)
-
-
-class NVLDB(pl.LightningModule):
+class NVLDB(DuelingLearner):
     """Neural variance-aware linear dueling bandit, S seeds at once.
 
     Args (paper symbol in brackets):
@@ -109,16 +95,13 @@ class NVLDB(pl.LightningModule):
         distinct_arms: bool = False,
         backward: str = "manual",
     ):
-        super().__init__()
+        super().__init__(dim, arms, rounds, num_seeds, link)
         selection.check_strategy(strategy)
-        links.check_link(link, "model.link")
         _check(init in INITS, "init", f"{init!r} is not one of {list(INITS)}")
         _check(backward in BACKWARDS, "backward", f"{backward!r} is not one of {list(BACKWARDS)}")
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
-        for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds), ("width", width),
-                            ("episode", episode), ("refit_iterations", refit_iterations)):
+        for name, value in (("width", width), ("episode", episode), ("refit_iterations", refit_iterations)):
             _check(value >= 1, name, f"must be >= 1, got {value}")
-        _check(arms >= 2, "arms", f"must be >= 2, got {arms}")
         _check(depth >= 2, "depth", f"eq. (nn) needs at least W^1 and W^L, got {depth}")
         _check(grad_steps >= 0, "grad_steps", f"must be >= 0, got {grad_steps}")
         _check(w_reg >= 0, "w_reg", f"must be >= 0, got {w_reg}")
@@ -133,66 +116,24 @@ class NVLDB(pl.LightningModule):
         self.automatic_optimization = False
         self.variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
 
-        S, T, d = num_seeds, rounds, dim
+        self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + strategy.upper().replace("_", "-")
+        S, d = num_seeds, dim
         self.net = StackedMLP(S, d, width, depth)
-        # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the network consumes it
-        self.register_buffer("hist_xt", torch.zeros(S, d, 2 * T))
-        self.register_buffer("hist_o", torch.zeros(S, T))  # o_i
-        self.register_buffer("hist_du", torch.zeros(S, T, dtype=torch.float64))  # true Delta u_i (oracle only)
         self.register_buffer("V", lam * torch.eye(d, dtype=torch.float64).repeat(S, 1, 1))  # V_0 = lambda I
-        self.register_buffer("rounds_done", torch.zeros((), dtype=torch.int64))
-        self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
-        self.regret = CumulativeRegret(list(range(S)))
-        self.timings = {"select": 0.0, "train": 0.0, "refit": 0.0, "gram": 0.0}
-        self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
         self._selected_dphi: Optional[torch.Tensor] = None
-        self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
-        self.seed_ids: list[int] = list(range(S))
 
     # ------------------------------------------------------------------ set-up
-    def init_parameters(self, base_seed: int, seed_ids: list[int]) -> None:
+    def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
         """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
-        _check(len(seed_ids) == self.hparams.num_seeds, "num_seeds", f"{len(seed_ids)} seed ids for {self.hparams.num_seeds} seeds")
         hp = self.hparams
         per_seed = []
         for i in seed_ids:
             gen = torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
             per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen))
         self.net.load_seed_init(per_seed)
-        self.seed_ids = list(seed_ids)
-        self.regret.seed_ids = torch.tensor(seed_ids, dtype=torch.int64, device=self.device)
-        self.regret._defaults["seed_ids"] = self.regret.seed_ids.clone()
-
-    def setup(self, stage: str) -> None:
-        dm = self.trainer.datamodule
-        if dm is not None and self._t == 0:
-            for name in ("dim", "arms", "rounds", "num_seeds"):
-                if getattr(dm.spec, name) != self.hparams[name]:
-                    raise ValueError(f"model.{name}={self.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
-            self.init_parameters(dm.spec.base_seed, dm.seed_ids)
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, fused=True)  # elementwise: seeds independent
-
-    @property
-    def t(self) -> int:
-        """Rounds observed so far (the current round once ``observe`` has run)."""
-        return self._t
-
-    def on_load_checkpoint(self, checkpoint) -> None:
-        self._t = int(checkpoint["state_dict"]["rounds_done"])
-
-    @contextmanager
-    def _timed(self, name: str):
-        """Wall time of a section; on CUDA it only counts launches unless ``sync_timings``."""
-        sync = self.sync_timings and self.device.type == "cuda"
-        if sync:
-            torch.cuda.synchronize(self.device)
-        start = time.perf_counter()
-        yield
-        if sync:
-            torch.cuda.synchronize(self.device)
-        self.timings[name] += time.perf_counter() - start
 
     # ------------------------------------------------------------------ Alg. 1 lines 6 and 8-13
     @torch.no_grad()
@@ -209,25 +150,9 @@ class NVLDB(pl.LightningModule):
             self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
         return a1, a2
 
-    @torch.no_grad()
-    def observe(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, o: torch.Tensor, du: torch.Tensor) -> None:
-        """Append round t's duel (x_a1, x_a2, o_t) to the history (line 7)."""
-        i = self.t
-        rows = torch.arange(contexts.shape[0], device=contexts.device)
-        self.hist_xt[:, :, 2 * i] = contexts[rows, a1]
-        self.hist_xt[:, :, 2 * i + 1] = contexts[rows, a2]
-        self.hist_o[:, i] = o.to(self.hist_o.dtype)
-        self.hist_du[:, i] = du.to(torch.float64)
-        self.rounds_done += 1
-        self._t += 1
-
-    def history(self, t: Optional[int] = None) -> torch.Tensor:
-        """The duels so far as [S, t, 2, d]: (x_{i,a1}, x_{i,a2}) for i < t."""
-        return _as_pairs(self.hist_xt[:, :, : 2 * (self.t if t is None else t)])
-
     def _history_features(self, t: int) -> torch.Tensor:
         """phi of both items of every past duel with the current W: [S, t, 2, d]."""
-        return _as_pairs(self.net.features_t(self.hist_xt[:, :, : 2 * t]))
+        return as_pairs(self.net.features_t(self.hist_xt[:, :, : 2 * t]))
 
     def _weights(self, delta_f: torch.Tensor, t: int, lo: int = 0) -> torch.Tensor:
         """1 / zeta_i^2 for rows lo..t-1 (eq. wi) given Delta f_i [S, t - lo]."""
@@ -326,17 +251,3 @@ class NVLDB(pl.LightningModule):
                 per_seed = block.detach() if per_seed is None else per_seed + block.detach()
             opt.step()
         return per_seed
-
-    def _flag_bad(self, bad: torch.Tensor, t: int) -> None:
-        """Remember the first round at which a seed went non-finite (checked by the callback)."""
-        self.first_bad_round = torch.where(bad & (self.first_bad_round == 0), t, self.first_bad_round)
-
-    def check_finite(self) -> None:
-        """Raise, naming seeds and rounds, if any seed's loss, theta or V went non-finite."""
-        bad = self.first_bad_round.cpu()
-        if bool((bad > 0).any()):
-            where = ", ".join(f"seed {self.seed_ids[i]} at round {int(r)}" for i, r in enumerate(bad) if r > 0)
-            raise FloatingPointError(
-                f"non-finite loss, theta or Gram matrix: {where}. Lower model.lr, raise model.epsilon or "
-                f"model.lam, or check the task's utilities."
-            )

@@ -7,22 +7,33 @@ from typing import Optional
 
 import lightning.pytorch as pl
 
+from . import baselines
 from .callbacks import DuelingLoop, RunSummary
 from .data import BanditDataModule
-from .module import LINKED_FROM_DATA, NVLDB
+from .learner import LINKED_FROM_DATA, DuelingLearner
+from .module import NVLDB
+
+LEARNERS = {"NVLDB": NVLDB, **{name: getattr(baselines, name) for name in
+                               ("NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")}}
 
 
-def build(data: dict, model: dict) -> tuple[BanditDataModule, NVLDB]:
+def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[BanditDataModule, DuelingLearner]:
+    """The data module and a learner (a class, or a name of :data:`LEARNERS`) with data's fields linked."""
+    if isinstance(learner, str):
+        if learner not in LEARNERS:
+            raise ValueError(f"model: unknown learner {learner!r}; choose one of {list(LEARNERS)}")
+        learner = LEARNERS[learner]
     dm = BanditDataModule(**data)
     linked = {k: dm.link if k == "link" else getattr(dm.spec, k) for k in LINKED_FROM_DATA}
-    module = NVLDB(**linked, **model)
+    module = learner(**linked, **model)
     return dm, module
 
 
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
-                   log_every_n_rounds: int = 50, quiet: bool = True) -> tuple[dict, NVLDB]:
+                   log_every_n_rounds: int = 50, quiet: bool = True,
+                   learner: str | type = "NVLDB") -> tuple[dict, DuelingLearner]:
     """Fit one configuration; returns (summary dict, trained module). No logger unless root_dir."""
-    dm, module = build(data, model)
+    dm, module = build(data, model, learner)
     module.sync_timings = True
     summary = RunSummary()
     if quiet:

@@ -1,0 +1,89 @@
+"""NDB (Verma, Dai, Lin, Jaillet, Low 2024, "Neural Dueling Bandits"): NDB-UCB and NDB-TS.
+
+The same network f(x) = theta^T phi(x; W) as NVLDB, trained the same way (n warm-started Adam
+steps per round) but on the unweighted log-likelihood with lam/2 ||(W, theta) - (W_0, theta_0)||^2
+over all parameters, and no theta refit. Exploration uses g(x) = d f(x) / d(W, theta), the
+gradient with respect to ALL p network parameters (p = 1349 at d=5, m=32, L=3):
+
+    V_t = lam I + sum_{i<=t} (g(x_{i,a1}) - g(x_{i,a2})) (...)^T     (gradients at selection time)
+    a1 = argmax_k f(x_k);
+    NDB-UCB: a2 = argmax_k f(x_k) + beta ||g(x_k) - g(x_a1)||_{V^-1}
+    NDB-TS:  a2 = argmax_k u~_k, u~_k ~ N(f(x_k) - f(x_a1), beta^2 ||g(x_k) - g(x_a1)||^2_{V^-1})
+
+i.e. NVLDB's ASYM rules (:mod:`nvldb_pl.selection`) with gradient features instead of phi.
+``gram``: ``full`` (default: the NDB paper's V; feasible at width 32: V^-1 is kept in float64 by
+Sherman-Morrison rank-one updates, O(p^2) per round, since a Cholesky of a p x p matrix per round
+would cost O(p^3)) or ``diag`` (the diagonal approximation neural-bandit codes use at larger widths:
+||z||^2 ~ sum_j z_j^2 / U_j, U = diag(V)).
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import selection
+from ..backward import per_point_gradients
+from ..learner import check
+from ..module import NVLDB
+
+NDB_GRAMS = ("full", "diag")
+
+
+class NDB(NVLDB):
+    """NDB-UCB / NDB-TS. Args as :class:`nvldb_pl.NVLDB` plus ``rule`` (``ucb`` or ``ts``) and
+    ``gram`` (``full`` or ``diag``); lam is both the ridge towards the initial parameters and V_0."""
+
+    def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
+                 rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, init: str = "kaiming",
+                 lr: float = 1e-3, lam: float = 1.0, beta: float = 1.0, grad_steps: int = 20):
+        check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
+        check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
+        super().__init__(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, strategy=f"{rule}_asym",
+                         variance_aware=False, width=width, depth=depth, init=init, lr=lr, lam=lam, beta=beta,
+                         grad_steps=grad_steps, refit_theta=False, gram_mode="incremental", w_reg=lam)
+        self.save_hyperparameters()
+        self.method = f"NDB-{rule.upper()}"
+        p = sum(w.numel() for w in self.net.weights) // num_seeds + dim
+        eye = torch.eye(p, dtype=torch.float64)
+        if gram == "full":
+            self.register_buffer("Vinv", eye.repeat(num_seeds, 1, 1) / lam)  # V_0^-1 = I / lam
+        else:
+            self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))
+        self._dg = None
+
+    def widths_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
+        """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
+        if self.hparams.gram == "full":
+            M = g @ self.Vinv @ g.transpose(1, 2)  # g_k^T V^-1 g_k'
+        else:
+            M = (g / self.U.unsqueeze(1)) @ g.transpose(1, 2)
+        diag = torch.diagonal(M, dim1=1, dim2=2)
+        return (diag.unsqueeze(2) + diag.unsqueeze(1) - 2 * M).clamp(min=0).sqrt()
+
+    @torch.no_grad()
+    def select(self, contexts, noise, t):
+        with self._timed("select"), torch.autocast(self.device.type, enabled=False):
+            net = self.net
+            g = per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2)).to(torch.float64)
+            f = net.utility(net.features(contexts.float()).to(torch.float64), net.theta.to(torch.float64))
+            width = self.widths_from_gradients(g)
+            a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t)
+            rows = torch.arange(g.shape[0], device=g.device)
+            self._dg = g[rows, a1] - g[rows, a2]
+            self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(width).flatten(1).all(dim=1), t)
+        return a1, a2
+
+    def training_step(self, batch, batch_idx):
+        t = self.t
+        with self._timed("gram"), torch.no_grad():
+            z = self._dg
+            if self.hparams.gram == "full":  # Sherman-Morrison: (V + z z^T)^-1
+                vz = torch.bmm(self.Vinv, z.unsqueeze(2))  # [S, p, 1]
+                u = vz / (1.0 + (z.unsqueeze(2) * vz).sum(1, keepdim=True)).sqrt()
+                self.Vinv.baddbmm_(u, u.transpose(1, 2), alpha=-1.0)  # in place: one pass over V^-1
+            else:
+                self.U = self.U + z.pow(2)
+        if self.hparams.grad_steps > 0:
+            with self._timed("train"):
+                loss = self._adam_steps(t)
+            self._flag_bad(~torch.isfinite(loss), t)
+        return None

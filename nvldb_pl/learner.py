@@ -1,0 +1,141 @@
+"""What every dueling learner of the package shares: the history, the regret metric, the round
+counter, finiteness checks and timings. NVLDB (:mod:`nvldb_pl.module`) and the baselines
+(:mod:`nvldb_pl.baselines`) subclass it and add their estimator and selection rule.
+
+The contract with :class:`nvldb_pl.callbacks.DuelingLoop`, per round t:
+``select(contexts [S, K, d], noise [S, K, K], t) -> (a1, a2)`` (both [S] int64), then
+``observe(contexts, a1, a2, o, du)``, then Lightning's ``training_step`` (the learner's update).
+Every learner holds S independent seeds stacked along the first dimension.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import lightning.pytorch as pl
+import torch
+
+from . import links
+from .metrics import CumulativeRegret
+
+LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
+
+
+def check(cond: bool, field: str, msg: str) -> None:
+    """Raise a ValueError naming the config field (``data.x`` for the fields linked from data)."""
+    if not cond:
+        name = f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}"
+        raise ValueError(f"{name}: {msg}")
+
+
+def as_pairs(cols: torch.Tensor) -> torch.Tensor:
+    """Feature-major duel columns [S, d, 2t] (pair i in columns 2i, 2i+1) -> [S, t, 2, d]."""
+    S, d, n = cols.shape
+    return cols.transpose(1, 2).reshape(S, n // 2, 2, d)
+
+
+class DuelingLearner(pl.LightningModule):
+    """Base class: S seeds' duel history (preallocated), regret and bookkeeping.
+
+    Subclasses implement ``select``, ``training_step`` and ``init_seed_state`` and set
+    ``method`` (the name in summaries and reports).
+    """
+
+    method = "learner"
+    TIMED = ("select", "train", "refit", "gram")
+
+    def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
+        super().__init__()
+        links.check_link(link, "model.link")
+        for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds)):
+            check(value >= 1, name, f"must be >= 1, got {value}")
+        check(arms >= 2, "arms", f"must be >= 2, got {arms}")
+        S, T, d = num_seeds, rounds, dim
+        # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the networks consume them
+        self.register_buffer("hist_xt", torch.zeros(S, d, 2 * T))
+        self.register_buffer("hist_o", torch.zeros(S, T))  # o_i
+        self.register_buffer("hist_du", torch.zeros(S, T, dtype=torch.float64))  # true Delta u_i (oracle only)
+        self.register_buffer("rounds_done", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
+        self.regret = CumulativeRegret(list(range(S)))
+        self.timings = {name: 0.0 for name in self.TIMED}
+        self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
+        self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
+        self.seed_ids: list[int] = list(range(S))
+
+    # ------------------------------------------------------------------ set-up
+    def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
+        """Draw each seed's initial parameters from its own stream (override when there are any)."""
+
+    def init_parameters(self, base_seed: int, seed_ids: list[int]) -> None:
+        check(len(seed_ids) == self.hparams.num_seeds, "num_seeds",
+              f"{len(seed_ids)} seed ids for {self.hparams.num_seeds} seeds")
+        self.init_seed_state(base_seed, list(seed_ids))
+        self.seed_ids = list(seed_ids)
+        self.regret.seed_ids = torch.tensor(seed_ids, dtype=torch.int64, device=self.device)
+        self.regret._defaults["seed_ids"] = self.regret.seed_ids.clone()
+
+    def setup(self, stage: str) -> None:
+        dm = self.trainer.datamodule
+        if dm is not None and self._t == 0:
+            for name in ("dim", "arms", "rounds", "num_seeds"):
+                if getattr(dm.spec, name) != self.hparams[name]:
+                    raise ValueError(f"model.{name}={self.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
+            self.init_parameters(dm.spec.base_seed, dm.seed_ids)
+
+    def configure_optimizers(self):
+        return None
+
+    @property
+    def t(self) -> int:
+        """Rounds observed so far (the current round once ``observe`` has run)."""
+        return self._t
+
+    def on_load_checkpoint(self, checkpoint) -> None:
+        self._t = int(checkpoint["state_dict"]["rounds_done"])
+
+    @contextmanager
+    def _timed(self, name: str):
+        """Wall time of a section; on CUDA it only counts launches unless ``sync_timings``."""
+        sync = self.sync_timings and self.device.type == "cuda"
+        if sync:
+            torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
+        yield
+        if sync:
+            torch.cuda.synchronize(self.device)
+        self.timings[name] += time.perf_counter() - start
+
+    # ------------------------------------------------------------------ the round
+    def select(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def observe(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, o: torch.Tensor, du: torch.Tensor) -> None:
+        """Append round t's duel (x_a1, x_a2, o_t) to the history (Alg. 1 line 7)."""
+        i = self.t
+        rows = torch.arange(contexts.shape[0], device=contexts.device)
+        self.hist_xt[:, :, 2 * i] = contexts[rows, a1]
+        self.hist_xt[:, :, 2 * i + 1] = contexts[rows, a2]
+        self.hist_o[:, i] = o.to(self.hist_o.dtype)
+        self.hist_du[:, i] = du.to(torch.float64)
+        self.rounds_done += 1
+        self._t += 1
+
+    def history(self, t: int | None = None) -> torch.Tensor:
+        """The duels so far as [S, t, 2, d]: (x_{i,a1}, x_{i,a2}) for i < t."""
+        return as_pairs(self.hist_xt[:, :, : 2 * (self.t if t is None else t)])
+
+    def _flag_bad(self, bad: torch.Tensor, t: int) -> None:
+        """Remember the first round at which a seed went non-finite (checked by the callback)."""
+        self.first_bad_round = torch.where(bad & (self.first_bad_round == 0), t, self.first_bad_round)
+
+    def check_finite(self) -> None:
+        """Raise, naming seeds and rounds, if any seed's loss, parameters or Gram matrix went non-finite."""
+        bad = self.first_bad_round.cpu()
+        if bool((bad > 0).any()):
+            where = ", ".join(f"seed {self.seed_ids[i]} at round {int(r)}" for i, r in enumerate(bad) if r > 0)
+            raise FloatingPointError(
+                f"non-finite loss, theta or Gram matrix: {where}. Lower model.lr, raise model.epsilon or "
+                f"model.lam, or check the task's utilities."
+            )
