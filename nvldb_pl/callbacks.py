@@ -31,13 +31,16 @@ class DuelingLoop(pl.Callback):
     """Selection and feedback before each training step; regret after it.
 
     Logged per round (mean and std over seeds): ``regret/cum_avg`` (R^a_t), ``regret/cum_weak``
-    (R^w_t) and ``regret/avg_per_round`` (R^a_t / t).
+    (R^w_t) and ``regret/avg_per_round`` (R^a_t / t). With ``save_curves``, the per-round,
+    per-seed R^a_t and R^w_t also go to ``curves.csv`` in the log dir at the end of training.
     """
 
-    def __init__(self, log_every_n_rounds: int = 25):
+    def __init__(self, log_every_n_rounds: int = 25, save_curves: bool = True):
         if log_every_n_rounds < 1:
-            raise ValueError(f"log_every_n_rounds: must be >= 1, got {log_every_n_rounds}")
+            raise ValueError(f"loop.log_every_n_rounds: must be >= 1, got {log_every_n_rounds}")
         self.log_every_n_rounds = log_every_n_rounds
+        self.save_curves = save_curves
+        self._curves: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []
         self._pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         self._step_regret = None
         self.running_mean = float("nan")
@@ -64,6 +67,9 @@ class DuelingLoop(pl.Callback):
 
     def on_train_end(self, trainer, module):
         self.flush(trainer, module)
+        if self.save_curves and trainer.is_global_zero and self._curves and trainer.log_dir:
+            os.makedirs(trainer.log_dir, exist_ok=True)
+            write_curves_atomic(os.path.join(trainer.log_dir, "curves.csv"), module.seed_ids, self._curves)
 
     def flush(self, trainer, module) -> None:
         """Check finiteness, then write the buffered rounds to the logger (step = round)."""
@@ -76,6 +82,8 @@ class DuelingLoop(pl.Callback):
         self._pending.clear()
         if not (torch.isfinite(cum_avg).all() and torch.isfinite(cum_weak).all()):
             raise FloatingPointError(f"non-finite regret between rounds {rounds[0]} and {rounds[-1]}: check the task's utilities")
+        if self.save_curves:
+            self._curves.append((rounds, cum_avg, cum_weak))
         per_round = cum_avg / torch.tensor(rounds, dtype=torch.float64).unsqueeze(1)
         stats = {name: _mean_std(v) for name, v in
                  (("cum_avg", cum_avg), ("cum_weak", cum_weak), ("avg_per_round", per_round))}
@@ -88,6 +96,20 @@ class DuelingLoop(pl.Callback):
                 metrics[f"regret/{name}_mean"] = float(mean[b])
                 metrics[f"regret/{name}_std"] = float(std[b])
             trainer.logger.log_metrics(metrics, step=r)
+
+
+def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
+    """``round,seed,cum_avg_regret,cum_weak_regret`` (one row per round and seed), write then rename."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write("round,seed,cum_avg_regret,cum_weak_regret\n")
+        for rounds, cum_avg, cum_weak in blocks:
+            for b, r in enumerate(rounds):
+                for s, seed in enumerate(seed_ids):
+                    fh.write(f"{r},{seed},{float(cum_avg[b, s]):.6g},{float(cum_weak[b, s]):.6g}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def write_json_atomic(path: str, payload: dict) -> None:

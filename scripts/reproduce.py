@@ -1,0 +1,56 @@
+"""Run the paper's comparison grid and write the reproduction report.
+
+    python scripts/reproduce.py --out results/synthetic                       # the full grid
+    python scripts/reproduce.py --out /tmp/quick --rounds 200 --seeds 3      # a quick version
+    python scripts/reproduce.py --out results/synthetic --report-only        # tables/figures only
+
+Methods: the six NVLDB rules, NLDB-UCB-ASYM, NDB-UCB, NDB-TS, CoLSTIM, VACDB, MaxInP, Random
+(see nvldb_pl/report.py). Finished runs under <out>/runs are reused. Writes <out>/report.md,
+<out>/<task>.png (needs matplotlib: pip install -e '.[report]'), <out>/curves_<task>.csv.gz and
+TensorBoard logs (tensorboard --logdir <out>/runs).
+"""
+import argparse
+import os
+import shlex
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from nvldb_pl.report import METHODS, check_positive, parse_overrides, run_grid, write_report  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="folder for runs and the report")
+    p.add_argument("--tasks", nargs="+", default=["cos", "square", "quadratic"])
+    p.add_argument("--methods", nargs="+", default=list(METHODS))
+    p.add_argument("--rounds", type=int, default=2000)
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--base-seed", type=int, default=0)
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="model arguments for every method that accepts them, e.g. width=8 grad_steps=5")
+    p.add_argument("--report-only", action="store_true", help="only reuse finished runs; run nothing")
+    a = p.parse_args(argv)
+    try:
+        check_positive("--rounds", a.rounds)
+        check_positive("--seeds", a.seeds)
+        os.makedirs(a.out, exist_ok=True)
+        command = "python scripts/reproduce.py " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
+        if a.report_only:
+            from nvldb_pl.report import find_run
+            runs = {(t, m): find_run(os.path.join(a.out, "runs", t, m), a.rounds, a.seeds, a.base_seed)
+                    for t in a.tasks for m in a.methods}
+            runs = {k: v for k, v in runs.items() if v}
+            if not runs:
+                raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
+        else:
+            runs = run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set))
+        print("wrote", write_report(a.out, runs, command))
+    except (ValueError, FileNotFoundError, FloatingPointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
