@@ -17,7 +17,6 @@ import time
 import lightning.pytorch as pl
 import torch
 
-from . import links
 from .metrics import instant_regret
 
 
@@ -54,7 +53,7 @@ class DuelingLoop(pl.Callback):
         a1, a2 = module.select(x, batch["noise"], t)
         rows = torch.arange(x.shape[0], device=x.device)
         du = u[rows, a1] - u[rows, a2]
-        o = (batch["uniform"] < links.prob(trainer.datamodule.link, du)).to(torch.float32)
+        o = (batch["uniform"] < trainer.datamodule.preference_prob(du)).to(torch.float32)
         module.observe(x, a1, a2, o, du)
         self._step_regret = instant_regret(u, a1, a2)
 

@@ -24,10 +24,14 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from . import links, uci
 from .links import check_link
-from .tasks import check_task, draw_contexts, draw_theta, utility
+from .tasks import TASKS, draw_contexts, draw_theta, utility
 
-TAG_TASK, TAG_ROUNDS, TAG_INIT = 0, 1, 2
+TAG_TASK, TAG_ROUNDS, TAG_INIT, TAG_DISJOINT = 0, 1, 2, 3
+ALL_TASKS = TASKS + uci.UCI_TASKS
+SAMPLINGS = ("per_seed", "disjoint")
+PREFERENCES = links.LINKS + ("deterministic",)
 CHUNK_ROUNDS = 64  # rounds drawn per generator; part of the stream's definition, not a setting
 
 
@@ -59,9 +63,11 @@ class StreamSpec:
     num_seeds: int = 20
     first_seed_id: int = 0
     base_seed: int = 0
+    sampling: str = "per_seed"
 
     def __post_init__(self) -> None:
-        check_task(self.task, "data.task")
+        _require(self.task in ALL_TASKS, "data.task", f"{self.task!r} is not a known task; choose one of {list(ALL_TASKS)}")
+        _require(self.sampling in SAMPLINGS, "data.sampling", f"{self.sampling!r} is not one of {list(SAMPLINGS)}")
         for name, low in (("dim", 1), ("arms", 2), ("rounds", 1), ("num_seeds", 1)):
             value = getattr(self, name)
             _require(isinstance(value, int) and not isinstance(value, bool) and value >= low,
@@ -74,14 +80,39 @@ class StreamSpec:
 
 
 class RoundStream(IterableDataset):
-    """Streams rounds ``start_round+1 .. rounds`` of the synthetic task for all seeds."""
+    """Streams rounds ``start_round+1 .. rounds`` of the task for all seeds.
 
-    def __init__(self, spec: StreamSpec, start_round: int = 0):
+    Synthetic tasks draw contexts from the seed's stream; UCI tasks (``dataset`` = (X, y)) take
+    one instance per seed and round (see :meth:`_instances`) and encode it per arm.
+    """
+
+    def __init__(self, spec: StreamSpec, start_round: int = 0, dataset: Optional[tuple[np.ndarray, np.ndarray]] = None):
         self.spec = spec
         self.start_round = start_round
-        self.thetas = np.stack(
-            [draw_theta(spec.task, spec.dim, rng_for(spec.base_seed, i, TAG_TASK)) for i in spec.seed_ids]
-        )
+        self.dataset = dataset
+        if dataset is None:
+            self.thetas = np.stack(
+                [draw_theta(spec.task, spec.dim, rng_for(spec.base_seed, i, TAG_TASK)) for i in spec.seed_ids]
+            )
+
+    def _instances(self, seed_id: int, rounds: np.ndarray) -> np.ndarray:
+        """Row indices for 1-indexed ``rounds`` of one seed.
+
+        ``per_seed``: the seed's own shuffles of all n rows, one after another (without
+        replacement until the data is exhausted, then a fresh shuffle). ``disjoint``: one
+        shuffle from the base seed, seed i taking positions i*T .. (i+1)*T - 1 (no row is used by
+        two seeds; needs n >= (last seed id + 1) * T, checked by the data module).
+        """
+        sp, n = self.spec, len(self.dataset[1])
+        if sp.sampling == "disjoint":
+            order = np.random.default_rng([sp.base_seed, TAG_DISJOINT]).permutation(n)
+            return order[seed_id * sp.rounds + rounds - 1]
+        out = np.empty(len(rounds), dtype=np.int64)
+        epochs = (rounds - 1) // n
+        for e in np.unique(epochs):
+            perm = rng_for(sp.base_seed, seed_id, TAG_TASK, int(e)).permutation(n)
+            out[epochs == e] = perm[(rounds[epochs == e] - 1) % n]
+        return out
 
     def __len__(self) -> int:
         return self.spec.rounds - self.start_round
@@ -91,10 +122,21 @@ class RoundStream(IterableDataset):
         xs, zs, us = [], [], []
         for i in sp.seed_ids:
             rng = rng_for(sp.base_seed, i, TAG_ROUNDS, c)
-            xs.append(draw_contexts(n, sp.arms, sp.dim, rng))
+            if self.dataset is None:
+                xs.append(draw_contexts(n, sp.arms, sp.dim, rng))
+            else:  # the row index, encoded in __iter__
+                xs.append(self._instances(i, np.arange(c * n + 1, c * n + n + 1)))
             zs.append(rng.standard_normal((n, sp.arms, sp.arms)))
             us.append(rng.random(n))
         return np.stack(xs, 1), np.stack(zs, 1), np.stack(us, 1)  # [n, S, ...]
+
+    def _round(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(contexts [S, K, d], utilities [S, K]) from one round's draw."""
+        if self.dataset is None:
+            return x, utility(self.spec.task, self.thetas, x)
+        X, y = self.dataset
+        contexts = uci.block_contexts(X[x], self.spec.arms)
+        return contexts, np.eye(self.spec.arms)[y[x]]  # u_k = 1 if k = y
 
     def __iter__(self) -> Iterator[dict]:
         sp = self.spec
@@ -104,27 +146,35 @@ class RoundStream(IterableDataset):
             if c != chunk_id:
                 chunk_id, cache = c, self._chunk(c)
             x, z, u = (a[j] for a in cache)
+            contexts, utilities = self._round(x)
             yield {
                 "round": torch.tensor(t, dtype=torch.int64),
-                "contexts": torch.from_numpy(x.astype(np.float32)),
-                "utilities": torch.from_numpy(utility(sp.task, self.thetas, x)),
+                "contexts": torch.from_numpy(contexts.astype(np.float32)),
+                "utilities": torch.from_numpy(utilities),
                 "noise": torch.from_numpy(z),
                 "uniform": torch.from_numpy(u),
             }
 
 
 class BanditDataModule(pl.LightningDataModule):
-    """Owns the round stream of a synthetic dueling task (appendix protocol).
+    """Owns the round stream of a dueling task (appendix protocol).
 
     Args:
-        task: utility function, one of ``cos``, ``square``, ``quadratic``.
+        task: ``cos``, ``square``, ``quadratic`` (synthetic) or ``statlog``, ``magic``,
+            ``covertype`` (UCI, :mod:`nvldb_pl.uci`; then dim must be K * p and arms K).
         dim: context dimension d.
         arms: number of arms K per round (>= 2).
         rounds: horizon T (one epoch = T rounds).
         num_seeds: S, independent experiments run together as a batch dimension.
         first_seed_id: seed ids are ``first_seed_id .. first_seed_id + S - 1``.
         seed: base seed of every random draw; ``None`` takes ``seed_everything``'s value.
-        link: preference link g of the environment, ``logistic`` (BTL) or ``probit``.
+        link: link g, ``logistic`` (BTL) or ``probit``: the learner's model of the preferences,
+            and the environment's too unless ``preference`` says otherwise.
+        preference: the environment's preference model: ``logistic``, ``probit`` or
+            ``deterministic`` (P(i beats j) = 1 if u_i > u_j, 0.5 on ties); ``None`` = ``link``.
+        data_dir: folder of the UCI files (``None``: ``$NVLDB_UCI_DIR`` or ../shared/data/uci).
+        data_file: one UCI file to read instead (e.g. the full ``covtype.data.gz``).
+        sampling: UCI rows per seed: ``per_seed`` shuffles or ``disjoint`` (see RoundStream).
     """
 
     def __init__(
@@ -137,15 +187,42 @@ class BanditDataModule(pl.LightningDataModule):
         first_seed_id: int = 0,
         seed: Optional[int] = None,
         link: str = "logistic",
+        preference: Optional[str] = None,
+        data_dir: Optional[str] = None,
+        data_file: Optional[str] = None,
+        sampling: str = "per_seed",
     ):
         super().__init__()
         self.link = check_link(link, "data.link")
-        self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed))
+        self.preference = preference or link
+        _require(self.preference in PREFERENCES, "data.preference",
+                 f"{preference!r} is not one of {list(PREFERENCES)}")
+        self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling)
         self.start_round = 0  # set by the module when resuming
+        self.dataset = None
+        if task in uci.UCI_TASKS:  # read and check the files now, before any training starts
+            self.dataset = uci.load(task, data_dir, data_file)
+            K, p = len(uci.SPECS[task].labels), uci.SPECS[task].features
+            _require(arms == K, "data.arms", f"{task} has {K} classes, so arms must be {K}, got {arms}")
+            _require(dim == K * p, "data.dim", f"{task} contexts are the block encoding of {p} features "
+                                               f"for {K} arms, so dim must be {K * p}, got {dim}")
+            n = len(self.dataset[1])
+            if sampling == "disjoint":
+                need = (first_seed_id + num_seeds) * rounds
+                _require(n >= need, "data.sampling", f"disjoint rows need (first_seed_id + num_seeds) x rounds = "
+                                                     f"{need} rows, but {task} has {n}")
+        elif sampling != "per_seed":
+            raise ValueError(f"data.sampling: {sampling!r} applies to the UCI tasks only")
+
+    def preference_prob(self, du: torch.Tensor) -> torch.Tensor:
+        """P(o = 1) = P(a1 beats a2) given u_a1 - u_a2 under the environment's preference model."""
+        if self.preference == "deterministic":
+            return (du > 0).to(du.dtype) + 0.5 * (du == 0).to(du.dtype)
+        return links.prob(self.preference, du)
 
     @property
     def seed_ids(self) -> list[int]:
         return self.spec.seed_ids
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(RoundStream(self.spec, self.start_round), batch_size=None, num_workers=0)
+        return DataLoader(RoundStream(self.spec, self.start_round, self.dataset), batch_size=None, num_workers=0)

@@ -1,0 +1,139 @@
+"""UCI classification data as dueling tasks (appendix "Real-World Dataset"): readers and encoding.
+
+Datasets (files as UCI ships them; see ``../shared/data/uci/README.md``):
+
+* ``statlog``   Statlog (Shuttle): ``shuttle/shuttle.trn`` + ``shuttle/shuttle.tst``, 9 features,
+  whitespace-separated, label 1..7 in the last column (7 arms).
+* ``magic``     MAGIC Gamma Telescope: ``magic/magic04.data``, 10 features, comma-separated, label
+  ``g``/``h`` (2 arms).
+* ``covertype`` Covertype: ``covtype/covtype_odmgm_20k.data`` (or UCI's full ``covtype.data.gz``),
+  54 features, comma-separated, label 1..7 (7 arms).
+
+A ``.gz`` twin of any file is read when the plain file is absent. Features are standardized on
+the data (zero-variance columns stay 0). The context of arm k for instance x is the disjoint
+(block) encoding: x in block k of a K*p vector, normalized to unit norm; u_k = 1 if k = y.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+UCI_TASKS = ("statlog", "magic", "covertype")
+
+
+@dataclass(frozen=True)
+class UCISpec:
+    files: tuple[tuple[str, ...], ...]  # per part, candidate paths relative to the data dir
+    features: int
+    labels: tuple[str, ...]  # label strings in arm order
+
+
+SPECS = {
+    "statlog": UCISpec((("shuttle/shuttle.trn",), ("shuttle/shuttle.tst",)), 9, tuple("1234567")),
+    "magic": UCISpec((("magic/magic04.data",),), 10, ("g", "h")),
+    "covertype": UCISpec((("covtype/covtype_odmgm_20k.data", "covtype/covtype.data"),), 54, tuple("1234567")),
+}
+
+
+def default_data_dir() -> str:
+    """``$NVLDB_UCI_DIR`` if set, else ``../shared/data/uci`` next to the repository."""
+    env = os.environ.get("NVLDB_UCI_DIR")
+    if env:
+        return env
+    return str(Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci")
+
+
+def _open(path: str):
+    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+
+
+def _resolve(data_dir: str, candidates: tuple[str, ...]) -> str:
+    for rel in candidates:
+        for path in (os.path.join(data_dir, rel), os.path.join(data_dir, rel) + ".gz"):
+            if os.path.isfile(path):
+                return path
+    tried = ", ".join(os.path.join(data_dir, c) + "[.gz]" for c in candidates)
+    raise FileNotFoundError(f"data.data_dir: no data file found; looked for {tried}")
+
+
+def read_table(path: str, features: int, labels: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``f_1 .. f_p label`` (comma- or whitespace-separated) -> X [n, p] float64, y [n] in 0..K-1.
+
+    Raises ValueError naming the file and line for a wrong column count, a non-numeric cell or
+    an unknown label, and for an empty file.
+    """
+    index = {label: k for k, label in enumerate(labels)}
+    X, y = [], []
+    try:
+        with _open(path) as fh:
+            for n, line in enumerate(fh, start=1):
+                line = line.strip()
+                if not line:
+                    continue
+                cells = line.split(",") if "," in line else line.split()
+                if len(cells) != features + 1:
+                    raise ValueError(f"{path}, line {n}: expected {features + 1} columns "
+                                     f"({features} features and a label), found {len(cells)}")
+                try:
+                    X.append([float(c) for c in cells[:-1]])
+                except ValueError:
+                    bad = next(i for i, c in enumerate(cells[:-1]) if not _is_number(c))
+                    raise ValueError(f"{path}, line {n}, column {bad + 1}: non-numeric value {cells[bad]!r}") from None
+                label = cells[-1].strip()
+                if label not in index:
+                    raise ValueError(f"{path}, line {n}: unknown label {label!r}; expected one of {list(labels)}")
+                y.append(index[label])
+    except (OSError, EOFError, UnicodeDecodeError) as err:  # unreadable, truncated gzip, binary junk
+        raise ValueError(f"{path}: cannot be read as a text table ({err})") from None
+    if not X:
+        raise ValueError(f"{path}: no data rows")
+    X = np.asarray(X, dtype=np.float64)
+    if not np.isfinite(X).all():
+        r = int(np.argwhere(~np.isfinite(X))[0][0])
+        raise ValueError(f"{path}: a NaN or infinite feature in data row {r + 1}")
+    return X, np.asarray(y, dtype=np.int64)
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
+
+
+def load(task: str, data_dir: Optional[str] = None, data_file: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
+    """(X standardized [n, p], y [n]) of a UCI task; ``data_file`` overrides the file lookup."""
+    spec = SPECS[task]
+    data_dir = data_dir or default_data_dir()
+    if data_file is not None:
+        if not os.path.isfile(data_file):
+            raise FileNotFoundError(f"data.data_file: {data_file} does not exist")
+        paths = [data_file]
+    else:
+        if not os.path.isdir(data_dir):
+            raise FileNotFoundError(f"data.data_dir: {data_dir} is not a folder (set data.data_dir or NVLDB_UCI_DIR)")
+        paths = [_resolve(data_dir, part) for part in spec.files]
+    parts = [read_table(p, spec.features, spec.labels) for p in paths]
+    X = np.concatenate([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))  # rounding leaves ~1e-17 on a constant column
+    X = np.where(constant, 0.0, (X - mean) / np.where(constant, 1.0, std))
+    return X, y
+
+
+def block_contexts(x: np.ndarray, arms: int) -> np.ndarray:
+    """Disjoint encoding: x [..., p] -> [..., K, K*p], arm k holding x / ||x|| in block k."""
+    p = x.shape[-1]
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    x = x / np.where(norm > 0, norm, 1.0)
+    out = np.zeros(x.shape[:-1] + (arms, arms * p))
+    for k in range(arms):
+        out[..., k, k * p:(k + 1) * p] = x
+    return out
