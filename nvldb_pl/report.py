@@ -21,17 +21,27 @@ import numpy as np
 from .callbacks import write_json_atomic
 from .run import LEARNERS, run_experiment
 
-# name -> (learner, model arguments). NVLDB's six rules, NLDB, and the baselines.
+RULES = ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")
+# name -> (learner, model arguments). NVLDB's and NLDB's six rules, and the baselines.
 METHODS: dict[str, tuple[str, dict]] = {
-    **{f"NVLDB-{s.upper().replace('_', '-')}": ("NVLDB", {"strategy": s})
-       for s in ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")},
-    "NLDB-UCB-ASYM": ("NVLDB", {"strategy": "ucb_asym", "variance_aware": False}),
+    **{f"NVLDB-{s.upper().replace('_', '-')}": ("NVLDB", {"strategy": s}) for s in RULES},
+    **{f"NLDB-{s.upper().replace('_', '-')}": ("NVLDB", {"strategy": s, "variance_aware": False}) for s in RULES},
     "NDB-UCB": ("NDB", {"rule": "ucb"}),
     "NDB-TS": ("NDB", {"rule": "ts"}),
     "CoLSTIM": ("CoLSTIM", {}),
     "VACDB": ("VACDB", {}),
     "MaxInP": ("MaxInP", {}),
     "Random": ("RandomPair", {}),
+}
+
+# The default grid (issue "baselines"): six NVLDB rules, NLDB-UCB-ASYM, and every baseline.
+DEFAULT_METHODS = [m for m in METHODS if not m.startswith("NLDB-") or m == "NLDB-UCB-ASYM"]
+
+# Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
+TASK_DATA = {
+    "statlog": {"dim": 63, "arms": 7, "preference": "deterministic"},
+    "magic": {"dim": 20, "arms": 2},
+    "covertype": {"dim": 378, "arms": 7},
 }
 
 # What the paper states in numbers. Figure 1 (d=5, K=5, m=32, T=2000) is given as plots only;
@@ -41,6 +51,8 @@ PAPER = {
     ("square", "NVLDB-UCB-ASYM"): "1.66 ± 0.78 (m=500), 1.37 ± 0.22 (m=1000)",
     ("square", "NVLDB-UCB-OSYM"): "0.97 ± 0.17 (m=500), 1.73 ± 0.65 (m=1000)",
     ("square", "NVLDB-UCB-CSYM"): "1.13 ± 0.35 (m=500), 1.54 ± 0.65 (m=1000)",
+    ("statlog", "NVLDB-UCB-OSYM"): "0.017 at T=200 (main text)",
+    ("statlog", "NLDB-UCB-OSYM"): "0.199 at T=200 (main text)",
 }
 
 
@@ -79,7 +91,8 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
                 log(f"[reuse] {task:<10s} {method:<16s} {found}")
             else:
                 start = time.perf_counter()
-                data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed}
+                data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed,
+                        **TASK_DATA.get(task, {})}
                 summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner)
                 found = find_run(run_dir, rounds, num_seeds, base_seed)
                 log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "

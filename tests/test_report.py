@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from nvldb_pl.report import METHODS
+from nvldb_pl.report import DEFAULT_METHODS
 
 REPRODUCE = os.path.join(os.path.dirname(__file__), "..", "scripts", "reproduce.py")
 
@@ -24,7 +24,7 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
     assert _main(argv) == 0
     report = open(os.path.join(out, "report.md")).read()
     rows = re.findall(r"^\| (\S+) \| ([0-9.]+) ± ([0-9.]+) \|", report, flags=re.M)
-    assert sorted(r[0] for r in rows) == sorted(METHODS)
+    assert sorted(r[0] for r in rows) == sorted(DEFAULT_METHODS)
     values = [float(r[1]) for r in rows]
     assert values == sorted(values) and all(v > 0 for v in values)
     assert "--rounds 12 --seeds 2" in report
@@ -35,11 +35,11 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
     import gzip
     with gzip.open(os.path.join(out, "curves_cos.csv.gz"), "rt") as fh:
         lines = fh.read().splitlines()
-    assert lines[0] == "method,seed,round,cum_avg_regret" and len(lines) == 1 + len(METHODS) * 2 * 12
+    assert lines[0] == "method,seed,round,cum_avg_regret" and len(lines) == 1 + len(DEFAULT_METHODS) * 2 * 12
     capsys.readouterr()
     assert _main(argv) == 0  # the second time every run is reused
     log = capsys.readouterr().out
-    assert log.count("[reuse]") == len(METHODS) and "[run]" not in log
+    assert log.count("[reuse]") == len(DEFAULT_METHODS) and "[run]" not in log
 
 
 def test_reproduce_rejects_unknown_method(tmp_path, capsys):
