@@ -44,11 +44,20 @@ class DuelingLoop(pl.Callback):
         self._step_regret = None
         self.running_mean = float("nan")
 
+    def state_dict(self) -> dict:
+        """The curves so far (and unflushed rounds), so a resumed run writes whole curves."""
+        pending = [(r, a.cpu(), w.cpu()) for r, a, w in self._pending]
+        return {"curves": self._curves, "pending": pending, "running_mean": self.running_mean}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._curves = list(state.get("curves", []))
+        self._pending = list(state.get("pending", []))
+        self.running_mean = state.get("running_mean", float("nan"))
+
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         t = module.t + 1
-        expected = trainer.datamodule.start_round + batch_idx + 1
-        if expected != t:
-            raise RuntimeError(f"data stream is at round {expected} but the learner expects round {t}")
+        if batch["round"] != t:
+            raise RuntimeError(f"data stream is at round {batch['round']} but the learner expects round {t}")
         x, u = batch["contexts"], batch["utilities"]
         a1, a2 = module.select(x, batch["noise"], t)
         rows = torch.arange(x.shape[0], device=x.device)
@@ -76,8 +85,8 @@ class DuelingLoop(pl.Callback):
             return
         module.check_finite()
         rounds = [r for r, _, _ in self._pending]
-        cum_avg = torch.stack([a for _, a, _ in self._pending]).cpu()  # [B, S]
-        cum_weak = torch.stack([w for _, _, w in self._pending]).cpu()
+        cum_avg = torch.stack([a.cpu() for _, a, _ in self._pending])  # [B, S]
+        cum_weak = torch.stack([w.cpu() for _, _, w in self._pending])
         self._pending.clear()
         if not (torch.isfinite(cum_avg).all() and torch.isfinite(cum_weak).all()):
             raise FloatingPointError(f"non-finite regret between rounds {rounds[0]} and {rounds[-1]}: check the task's utilities")

@@ -3,11 +3,15 @@
 The model is any :class:`~nvldb_pl.learner.DuelingLearner`: NVLDB by default, or a baseline
 chosen with ``--model CoLSTIM`` (a class name of :mod:`nvldb_pl.baselines`, or a full import
 path); ``--model.<arg>`` sets that class's arguments. One source of truth for what both sides
-need: ``data.{dim,arms,rounds,num_seeds,link}`` are linked into the model. ``loop.*`` configures the :class:`~nvldb_pl.callbacks.DuelingLoop`
+need: ``data.{dim,arms,rounds,num_seeds,link}`` are linked into the model. ``checkpoint.*``
+configures :class:`~nvldb_pl.checkpoint.RoundCheckpoint` (``last.ckpt`` every 50 rounds by
+default, in the run's log dir); ``fit --ckpt_path last`` resumes the newest run under
+``default_root_dir`` that has one, logging into that same run's folder. ``loop.*`` configures the :class:`~nvldb_pl.callbacks.DuelingLoop`
 callback. Everything a run writes goes under ``trainer.default_root_dir``.
 """
 from __future__ import annotations
 
+import glob
 import os
 
 from lightning.pytorch.cli import LightningCLI
@@ -15,6 +19,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
 from .callbacks import DuelingLoop, RunSummary
+from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
 from .learner import LINKED_FROM_DATA, DuelingLearner
 
@@ -25,13 +30,43 @@ class NVLDBCLI(LightningCLI):
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}")
         parser.set_defaults({"model": {"class_path": "nvldb_pl.module.NVLDB"}})
         parser.add_lightning_class_args(DuelingLoop, "loop")
+        parser.add_lightning_class_args(RoundCheckpoint, "checkpoint")
 
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
+        root = cfg.get("default_root_dir") or os.getcwd()
+        logger = None
         if cfg.get("logger") in (None, True):
-            root = cfg.get("default_root_dir") or os.getcwd()
-            kwargs["logger"] = TensorBoardLogger(save_dir=root, name="lightning_logs", default_hp_metric=False)
-        return super().instantiate_trainer(**kwargs)
+            ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
+            version = resumed_version(root, ckpt)
+            logger = kwargs["logger"] = TensorBoardLogger(save_dir=root, name="lightning_logs", version=version,
+                                                          default_hp_metric=False)
+        trainer = super().instantiate_trainer(**kwargs)
+        for cb in trainer.callbacks:
+            if isinstance(cb, RoundCheckpoint) and cb.dirpath is None:
+                cb.dirpath = os.path.join(logger.log_dir if logger else root, "checkpoints")
+        return trainer
+
+
+def resumed_version(root: str, ckpt_path) -> int | None:
+    """The TensorBoard version to log into: that of the run being resumed, else None (a new one).
+
+    ``last``: the newest ``lightning_logs/version_N`` with ``checkpoints/last.ckpt``; a path
+    inside ``<root>/lightning_logs/version_N/``: that N.
+    """
+    logs = os.path.join(root, "lightning_logs")
+    if ckpt_path == "last":
+        found = [d for d in glob.glob(os.path.join(logs, "version_*"))
+                 if os.path.isfile(os.path.join(d, "checkpoints", "last.ckpt"))]
+        if found:
+            return max(int(d.rsplit("_", 1)[1]) for d in found)
+        return None
+    if ckpt_path:
+        rel = os.path.relpath(os.path.abspath(ckpt_path), os.path.abspath(logs))
+        head = rel.split(os.sep)[0]
+        if not rel.startswith("..") and head.startswith("version_") and head[8:].isdigit():
+            return int(head[8:])
+    return None
 
 
 def main(args=None) -> NVLDBCLI:
@@ -43,7 +78,7 @@ def main(args=None) -> NVLDBCLI:
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
             "max_epochs": 1,
-            "enable_checkpointing": False,
+            "enable_checkpointing": True,
             "num_sanity_val_steps": 0,
             "log_every_n_steps": 1,
             "callbacks": [RunSummary()],

@@ -7,7 +7,7 @@ alone, in any batch of seeds, on any process, and the stream can start at any ro
 
 One batch (one round t, 1-indexed) is a dict:
 
-* ``round``:     int64 scalar t
+* ``round``:     t, a Python int
 * ``contexts``:  [S, K, d] float32, the context set X_t (what the learner sees)
 * ``utilities``: [S, K] float64, u(x_{t,k}) (used only for feedback and regret)
 * ``noise``:     [S, K, K] float64 standard normals (Thompson sampling draws)
@@ -115,7 +115,9 @@ class RoundStream(IterableDataset):
         return out
 
     def __len__(self) -> int:
-        return self.spec.rounds - self.start_round
+        # The whole horizon, also when resuming at start_round: Lightning restores its batch
+        # counter from the checkpoint (start_round batches done) and stops at this length.
+        return self.spec.rounds
 
     def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         sp, n = self.spec, CHUNK_ROUNDS
@@ -148,7 +150,7 @@ class RoundStream(IterableDataset):
             x, z, u = (a[j] for a in cache)
             contexts, utilities = self._round(x)
             yield {
-                "round": torch.tensor(t, dtype=torch.int64),
+                "round": t,  # a Python int: stays on the host, so checking it costs no device sync
                 "contexts": torch.from_numpy(contexts.astype(np.float32)),
                 "utilities": torch.from_numpy(utilities),
                 "noise": torch.from_numpy(z),
@@ -213,6 +215,19 @@ class BanditDataModule(pl.LightningDataModule):
                                                      f"{need} rows, but {task} has {n}")
         elif sampling != "per_seed":
             raise ValueError(f"data.sampling: {sampling!r} applies to the UCI tasks only")
+
+    def state_dict(self) -> dict:
+        return {"spec": vars(self.spec).copy(), "link": self.link, "preference": self.preference}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Refuse to resume a checkpoint whose stream differs from this config's (naming the fields)."""
+        mine = self.state_dict()
+        saved = {**state.get("spec", {}), "link": state.get("link"), "preference": state.get("preference")}
+        here = {**mine["spec"], "link": mine["link"], "preference": mine["preference"]}
+        differ = [f"data.{'seed' if k == 'base_seed' else k}: checkpoint {saved[k]!r}, config {v!r}"
+                  for k, v in here.items() if k in saved and saved[k] != v]
+        if differ:
+            raise ValueError("the checkpoint was made with another config: " + "; ".join(differ))
 
     def preference_prob(self, du: torch.Tensor) -> torch.Tensor:
         """P(o = 1) = P(a1 beats a2) given u_a1 - u_a2 under the environment's preference model."""

@@ -92,7 +92,20 @@ class DuelingLearner(pl.LightningModule):
         return self._t
 
     def on_load_checkpoint(self, checkpoint) -> None:
+        """Refuse a checkpoint of another config (naming the fields); restart the stream at its round."""
+        saved = checkpoint.get("hyper_parameters", {})
+        differ = [f"model.{k}: checkpoint {saved[k]!r}, config {v!r}" for k, v in self.hparams.items()
+                  if k in saved and saved[k] != v]
+        if type(self).__name__ != checkpoint.get("learner", type(self).__name__):
+            differ.insert(0, f"model: checkpoint {checkpoint['learner']}, config {type(self).__name__}")
+        if differ:
+            raise ValueError("the checkpoint was made with another config: " + "; ".join(differ))
         self._t = int(checkpoint["state_dict"]["rounds_done"])
+        if self._trainer is not None and self._trainer.datamodule is not None:
+            self._trainer.datamodule.start_round = self._t
+
+    def on_save_checkpoint(self, checkpoint) -> None:
+        checkpoint["learner"] = type(self).__name__
 
     @contextmanager
     def _timed(self, name: str):

@@ -4,7 +4,7 @@ r^a_t = (2 u(x*) - u(x_a1) - u(x_a2)) / 2   (average regret)
 r^w_t = u(x*) - max(u(x_a1), u(x_a2))       (weak regret)
 R^a_T = sum_t r^a_t,  R^w_T = sum_t r^w_t
 
-The metric's states are per seed ([S]) and reduce across processes by concatenation, so mean
+The metric's states are per seed ([S]), persistent (saved in checkpoints for exact resume), and reduce across processes by concatenation, so mean
 and std over all seeds of a distributed run come from torchmetrics' own sync.
 """
 from __future__ import annotations
@@ -29,10 +29,10 @@ class CumulativeRegret(Metric):
     def __init__(self, seed_ids: list[int]):
         super().__init__()
         S = len(seed_ids)
-        self.add_state("seed_ids", torch.tensor(seed_ids, dtype=torch.int64), dist_reduce_fx="cat")
-        self.add_state("cum_avg", torch.zeros(S, dtype=torch.float64), dist_reduce_fx="cat")
-        self.add_state("cum_weak", torch.zeros(S, dtype=torch.float64), dist_reduce_fx="cat")
-        self.add_state("rounds", torch.zeros((), dtype=torch.int64), dist_reduce_fx="max")
+        self.add_state("seed_ids", torch.tensor(seed_ids, dtype=torch.int64), dist_reduce_fx="cat", persistent=True)
+        self.add_state("cum_avg", torch.zeros(S, dtype=torch.float64), dist_reduce_fx="cat", persistent=True)
+        self.add_state("cum_weak", torch.zeros(S, dtype=torch.float64), dist_reduce_fx="cat", persistent=True)
+        self.add_state("rounds", torch.zeros((), dtype=torch.int64), dist_reduce_fx="max", persistent=True)
 
     def update(self, r_avg: torch.Tensor, r_weak: torch.Tensor) -> None:
         self.cum_avg += r_avg.to(torch.float64)

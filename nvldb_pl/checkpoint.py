@@ -1,0 +1,39 @@
+"""Checkpoints every N rounds, and the pieces exact resume needs.
+
+Lightning's ``ModelCheckpoint(every_n_train_steps)`` counts optimizer steps (n per round under
+manual optimization), so :class:`RoundCheckpoint` counts rounds instead. It writes
+``<log dir>/checkpoints/last.ckpt`` (overwritten in place through Lightning's atomic save: a
+kill mid-write leaves the previous checkpoint intact), which ``--ckpt_path last`` finds.
+
+What a checkpoint holds, and so what resume restores: the learner's buffers (history, Gram
+matrices, theta, round counter, per-seed regret metric states), the optimizer state (Adam's
+moments), the data module's definition (checked against the resuming config) and the
+:class:`~nvldb_pl.callbacks.DuelingLoop` curves. Every random draw is a function of (base seed,
+seed id, round), so the stream simply restarts at the saved round: nothing else to restore.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+
+class RoundCheckpoint(ModelCheckpoint):
+    """Save ``last.ckpt`` after every ``every_n_rounds``-th round and after the last round."""
+
+    def __init__(self, every_n_rounds: int = 50, dirpath: Optional[str] = None):
+        if every_n_rounds < 1:
+            raise ValueError(f"checkpoint.every_n_rounds: must be >= 1, got {every_n_rounds}")
+        super().__init__(dirpath=dirpath, save_last=True, save_top_k=0, enable_version_counter=False)
+        self.every_n_rounds = every_n_rounds
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        t = pl_module.t
+        if t % self.every_n_rounds == 0 or t == pl_module.hparams.rounds:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:  # rounds, not epochs, decide
+        pass
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        pass
