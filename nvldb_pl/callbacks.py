@@ -59,6 +59,7 @@ class DuelingLoop(pl.Callback):
         if batch["round"] != t:
             raise RuntimeError(f"data stream is at round {batch['round']} but the learner expects round {t}")
         x, u = batch["contexts"], batch["utilities"]
+        module.flag_bad_contexts(x, t)
         a1, a2 = module.select(x, batch["noise"], t)
         rows = torch.arange(x.shape[0], device=x.device)
         du = u[rows, a1] - u[rows, a2]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
+import tempfile
 
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -35,6 +37,7 @@ class NVLDBCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
         root = cfg.get("default_root_dir") or os.getcwd()
+        check_writable(root)
         logger = None
         if cfg.get("logger") in (None, True):
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
@@ -46,6 +49,16 @@ class NVLDBCLI(LightningCLI):
             if isinstance(cb, RoundCheckpoint) and cb.dirpath is None:
                 cb.dirpath = os.path.join(logger.log_dir if logger else root, "checkpoints")
         return trainer
+
+
+def check_writable(root: str) -> None:
+    """Fail before training if the run folder cannot be created or written."""
+    try:
+        os.makedirs(root, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root):
+            pass
+    except OSError as err:
+        raise ValueError(f"trainer.default_root_dir: {root} is not a writable folder ({err.strerror})") from None
 
 
 def resumed_version(root: str, ckpt_path) -> int | None:
@@ -85,3 +98,16 @@ def main(args=None) -> NVLDBCLI:
         },
         args=args,
     )
+
+
+def run_cli(argv: list[str] | None = None) -> int:
+    """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
+    for a configuration, data or numerical error; 0 on success."""
+    try:
+        main(argv)
+    except (ValueError, FileNotFoundError, FloatingPointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
+        return stop.code if isinstance(stop.code, int) else 2
+    return 0

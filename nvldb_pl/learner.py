@@ -9,6 +9,7 @@ Every learner holds S independent seeds stacked along the first dimension.
 """
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 
@@ -28,6 +29,35 @@ def check(cond: bool, field: str, msg: str) -> None:
         raise ValueError(f"{name}: {msg}")
 
 
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo (Linux), else physical memory, else no limit."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def check_memory(need: int, what: str) -> None:
+    """Refuse up front a config whose preallocated state cannot fit in memory, with the numbers."""
+    avail = available_memory_bytes()
+    if need > 0.9 * avail:
+        raise ValueError(f"data.num_seeds / data.rounds: this config preallocates about {need / 2**30:.2f} GiB "
+                         f"({what}) but {avail / 2**30:.2f} GiB of memory is available; lower num_seeds or "
+                         f"rounds, or spread the seeds over processes")
+
+
+def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
+    """The duel history: S x T x 2 x d float32 contexts, S x T outcomes (f32) and gaps (f64)."""
+    return num_seeds * rounds * (2 * dim * 4 + 4 + 8)
+
+
 def as_pairs(cols: torch.Tensor) -> torch.Tensor:
     """Feature-major duel columns [S, d, 2t] (pair i in columns 2i, 2i+1) -> [S, t, 2, d]."""
     S, d, n = cols.shape
@@ -44,12 +74,14 @@ class DuelingLearner(pl.LightningModule):
     method = "learner"
     TIMED = ("select", "train", "refit", "gram")
 
-    def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
+    def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str, extra_bytes: int = 0):
         super().__init__()
-        links.check_link(link, "model.link")
+        check(link in links.LINKS, "link", f"{link!r} is not a known link function; choose one of {list(links.LINKS)}")
         for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds)):
             check(value >= 1, name, f"must be >= 1, got {value}")
         check(arms >= 2, "arms", f"must be >= 2, got {arms}")
+        check_memory(history_bytes(dim, rounds, num_seeds) + extra_bytes,
+                     f"history S x T x 2 x d = {num_seeds} x {rounds} x 2 x {dim} and the learner's state")
         S, T, d = num_seeds, rounds, dim
         # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the networks consume them
         self.register_buffer("hist_xt", torch.zeros(S, d, 2 * T))
@@ -57,6 +89,7 @@ class DuelingLearner(pl.LightningModule):
         self.register_buffer("hist_du", torch.zeros(S, T, dtype=torch.float64))  # true Delta u_i (oracle only)
         self.register_buffer("rounds_done", torch.zeros((), dtype=torch.int64))
         self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
+        self.register_buffer("first_bad_context", torch.zeros(S, dtype=torch.int64))  # NaN/inf from the environment
         self.regret = CumulativeRegret(list(range(S)))
         self.timings = {name: 0.0 for name in self.TIMED}
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
@@ -143,8 +176,18 @@ class DuelingLearner(pl.LightningModule):
         """Remember the first round at which a seed went non-finite (checked by the callback)."""
         self.first_bad_round = torch.where(bad & (self.first_bad_round == 0), t, self.first_bad_round)
 
+    @torch.no_grad()
+    def flag_bad_contexts(self, contexts: torch.Tensor, t: int) -> None:
+        """Remember (no host sync) seeds whose round-t contexts hold NaN or inf."""
+        bad = ~torch.isfinite(contexts).flatten(1).all(dim=1)
+        self.first_bad_context = torch.where(bad & (self.first_bad_context == 0), t, self.first_bad_context)
+
     def check_finite(self) -> None:
-        """Raise, naming seeds and rounds, if any seed's loss, parameters or Gram matrix went non-finite."""
+        """Raise, naming seeds and rounds, if a context, loss, parameter or Gram matrix went non-finite."""
+        ctx = self.first_bad_context.cpu()
+        if bool((ctx > 0).any()):
+            where = ", ".join(f"seed {self.seed_ids[i]} at round {int(r)}" for i, r in enumerate(ctx) if r > 0)
+            raise FloatingPointError(f"non-finite (NaN or inf) context from the environment: {where}")
         bad = self.first_bad_round.cpu()
         if bool((bad > 0).any()):
             where = ", ".join(f"seed {self.seed_ids[i]} at round {int(r)}" for i, r in enumerate(bad) if r > 0)

@@ -22,7 +22,7 @@ import torch
 
 from .. import selection
 from ..backward import per_point_gradients
-from ..learner import check
+from ..learner import check, check_memory, history_bytes
 from ..module import NVLDB
 
 NDB_GRAMS = ("full", "diag")
@@ -37,12 +37,14 @@ class NDB(NVLDB):
                  lr: float = 1e-3, lam: float = 1.0, beta: float = 1.0, grad_steps: int = 20):
         check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
+        p = dim * width + width * width * (depth - 2) + width * dim + dim  # |W| + |theta| of eq. (nn)
+        check_memory(history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
+                     f"history and V^-1 of {num_seeds} x {p} x {p} float64")
         super().__init__(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, strategy=f"{rule}_asym",
                          variance_aware=False, width=width, depth=depth, init=init, lr=lr, lam=lam, beta=beta,
                          grad_steps=grad_steps, refit_theta=False, gram_mode="incremental", w_reg=lam)
         self.save_hyperparameters()
         self.method = f"NDB-{rule.upper()}"
-        p = sum(w.numel() for w in self.net.weights) // num_seeds + dim
         eye = torch.eye(p, dtype=torch.float64)
         if gram == "full":
             self.register_buffer("Vinv", eye.repeat(num_seeds, 1, 1) / lam)  # V_0^-1 = I / lam

@@ -1,0 +1,99 @@
+"""The bad-input table of the README, one row each: a clear message naming the field or file,
+a non-zero exit, and nothing earlier overwritten. Runs the CLI in-process (nvldb_pl.cli.run_cli)."""
+import json
+import os
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from nvldb_pl.cli import run_cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COS = os.path.join(ROOT, "configs", "cos.yaml")
+QUICK = ["--data.rounds=6", "--data.num_seeds=2", "--model.width=4", "--model.grad_steps=1",
+         "--trainer.enable_progress_bar=false"]
+
+# (argument, what the message must name); each is one row of the README's table
+ROWS = [
+    ("--data.arms=1", "data.arms"),
+    ("--data.dim=0", "data.dim"),
+    ("--data.rounds=0", "data.rounds"),
+    ("--data.num_seeds=0", "data.num_seeds"),
+    ("--data.rounds=abc", "data.rounds"),
+    ("--data.task=sine", "data.task"),
+    ("--data.link=cauchy", "data.link"),
+    ("--data.preference=coin", "data.preference"),
+    ("--data.sampling=disjoint", "data.sampling"),
+    ("--model.lr=-0.1", "model.lr"),
+    ("--model.lam=0", "model.lam"),
+    ("--model.epsilon=-1", "model.epsilon"),
+    ("--model.beta=0", "model.beta"),
+    ("--model.strategy=ucb_best", "model.strategy"),
+    ("--model.width=0", "model.width"),
+    ("--model.depth=1", "model.depth"),
+    ("--model.grad_steps=-1", "model.grad_steps"),
+    ("--model.gram_mode=lazy", "model.gram_mode"),
+    ("--model.init=xavier", "model.init"),
+    ("--model=Oracle", "Oracle"),
+    ("--checkpoint.every_n_rounds=0", "checkpoint.every_n_rounds"),
+    ("--loop.log_every_n_rounds=0", "loop.log_every_n_rounds"),
+    ("--data.num_seeds=100000 --data.rounds=1000000", "preallocates about"),
+]
+
+
+@pytest.mark.parametrize("arg,names", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, capsys):
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", *arg.split()])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert names in err, err[-2000:]
+    assert not list(tmp_path.rglob("summary.json")) and not list(tmp_path.rglob("*.ckpt"))
+
+
+def test_unwritable_log_dir_is_named(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={blocker}/sub"])
+    assert code == 2 and "trainer.default_root_dir" in capsys.readouterr().err
+    assert blocker.read_text() == "not a folder"
+
+
+def test_missing_uci_folder_is_named(tmp_path, capsys):
+    code = run_cli(["fit", "--config", os.path.join(ROOT, "configs", "statlog.yaml"), *QUICK,
+                    f"--data.data_dir={tmp_path}/absent", f"--trainer.default_root_dir={tmp_path}"])
+    assert code == 2 and f"{tmp_path}/absent" in capsys.readouterr().err
+
+
+def test_failed_run_leaves_an_earlier_summary_untouched(tmp_path, capsys):
+    assert run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}"]) == 0
+    summary = tmp_path / "lightning_logs" / "version_0" / "summary.json"
+    before = summary.read_bytes()
+    json.loads(before)
+    # resuming that run with another config fails before anything is written
+    code = run_cli(["fit", "--config", COS, *QUICK, "--model.lr=0.5", "--ckpt_path=last",
+                    f"--trainer.default_root_dir={tmp_path}"])
+    assert code == 2 and "model.lr" in capsys.readouterr().err
+    assert summary.read_bytes() == before
+
+
+class _NaNContexts(pl.Callback):
+    """A user-supplied environment that hands seed 1 a NaN context at round 4."""
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if batch["round"] == 4:
+            batch["contexts"][1, 2, 0] = float("nan")
+
+
+def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
+    from nvldb_pl.callbacks import DuelingLoop, RunSummary
+    from nvldb_pl.run import build
+
+    dm, module = build({"rounds": 12, "num_seeds": 3, "seed": 0}, {"width": 4, "grad_steps": 1})
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         callbacks=[_NaNContexts(), DuelingLoop(log_every_n_rounds=5), RunSummary()],
+                         default_root_dir=tmp_path)
+    with pytest.raises(FloatingPointError, match=r"context from the environment: seed 1 at round 4"):
+        trainer.fit(module, datamodule=dm)
+    assert not list(tmp_path.rglob("summary.json"))
+    assert torch.isfinite(module.regret.cum_avg).all()
