@@ -25,6 +25,7 @@ import math
 from typing import Optional
 
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 
 from . import gram, objective, selection
 from .backward import accumulate_nll_grad
@@ -134,6 +135,13 @@ class NVLDB(DuelingLearner):
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, fused=True)  # elementwise: seeds independent
+
+    def on_fit_start(self) -> None:
+        if getattr(self.trainer.precision_plugin, "scaler", None) is not None and self.hparams.num_seeds > 1:
+            rank_zero_warn(
+                "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
+                "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
+                "Use bf16-mixed (no scaler), or one seed per process.")
 
     # ------------------------------------------------------------------ Alg. 1 lines 6 and 8-13
     @torch.no_grad()
