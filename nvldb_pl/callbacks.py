@@ -76,19 +76,31 @@ class DuelingLoop(pl.Callback):
 
     def on_train_end(self, trainer, module):
         self.flush(trainer, module)
-        if self.save_curves and trainer.is_global_zero and self._curves and trainer.log_dir:
-            os.makedirs(trainer.log_dir, exist_ok=True)
-            write_curves_atomic(os.path.join(trainer.log_dir, "curves.csv"), module.seed_ids, self._curves)
+        log_dir = trainer.log_dir  # a collective under several processes: every rank asks
+        if self.save_curves and trainer.is_global_zero and self._curves and log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+            write_curves_atomic(os.path.join(log_dir, "curves.csv"), trainer.datamodule.spec.seed_ids, self._curves)
 
     def flush(self, trainer, module) -> None:
-        """Check finiteness, then write the buffered rounds to the logger (step = round)."""
+        """Check finiteness, then write the buffered rounds to the logger (step = round).
+
+        With seeds sharded over processes, every rank gathers every rank's flags and curves here
+        (the same rounds on every rank), so all ranks stop together and rank 0 logs all seeds.
+        """
         if not self._pending:
             return
-        module.check_finite()
         rounds = [r for r, _, _ in self._pending]
-        cum_avg = torch.stack([a.cpu() for _, a, _ in self._pending])  # [B, S]
-        cum_weak = torch.stack([w.cpu() for _, _, w in self._pending])
+        cum_avg = torch.stack([a.to(module.device) for _, a, _ in self._pending])  # [B, S_local]
+        cum_weak = torch.stack([w.to(module.device) for _, _, w in self._pending])
         self._pending.clear()
+        if trainer.world_size > 1:
+            flags = module.all_gather(torch.stack([module.first_bad_context, module.first_bad_round]))
+            module.check_finite(flags, trainer.datamodule.spec.seed_ids)
+            cum_avg, cum_weak = (module.all_gather(x).permute(1, 0, 2).reshape(len(rounds), -1)
+                                 for x in (cum_avg, cum_weak))  # [B, S] in seed-id order
+        else:
+            module.check_finite()
+        cum_avg, cum_weak = cum_avg.cpu(), cum_weak.cpu()
         if not (torch.isfinite(cum_avg).all() and torch.isfinite(cum_weak).all()):
             raise FloatingPointError(f"non-finite regret between rounds {rounds[0]} and {rounds[-1]}: check the task's utilities")
         if self.save_curves:
@@ -169,8 +181,8 @@ class RunSummary(pl.Callback):
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),
         }
+        folder = trainer.log_dir or trainer.default_root_dir  # a collective: every rank asks
         if trainer.is_global_zero:
-            folder = trainer.log_dir or trainer.default_root_dir
             os.makedirs(folder, exist_ok=True)
             write_json_atomic(os.path.join(folder, "summary.json"), self.summary)
             if trainer.logger is not None:

@@ -20,6 +20,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
+from . import parallel  # noqa: F401  (registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
@@ -38,17 +39,13 @@ class NVLDBCLI(LightningCLI):
         cfg = self._get(self.config_init, "trainer", default={})
         root = cfg.get("default_root_dir") or os.getcwd()
         check_writable(root)
-        logger = None
         if cfg.get("logger") in (None, True):
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
             version = resumed_version(root, ckpt)
-            logger = kwargs["logger"] = TensorBoardLogger(save_dir=root, name="lightning_logs", version=version,
+            kwargs["logger"] = TensorBoardLogger(save_dir=root, name="lightning_logs", version=version,
                                                           default_hp_metric=False)
-        trainer = super().instantiate_trainer(**kwargs)
-        for cb in trainer.callbacks:
-            if isinstance(cb, RoundCheckpoint) and cb.dirpath is None:
-                cb.dirpath = os.path.join(logger.log_dir if logger else root, "checkpoints")
-        return trainer
+        # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
+        return super().instantiate_trainer(**kwargs)
 
 
 def check_writable(root: str) -> None:

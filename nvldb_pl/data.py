@@ -16,7 +16,7 @@ One batch (one round t, 1-indexed) is a dict:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Optional
 
 import lightning.pytorch as pl
@@ -201,6 +201,7 @@ class BanditDataModule(pl.LightningDataModule):
                  f"{preference!r} is not one of {list(PREFERENCES)}")
         self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling)
         self.start_round = 0  # set by the module when resuming
+        self.local_spec = self.spec  # this process's shard of seeds (see setup)
         self.dataset = None
         if task in uci.UCI_TASKS:  # read and check the files now, before any training starts
             self.dataset = uci.load(task, data_dir, data_file)
@@ -237,7 +238,16 @@ class BanditDataModule(pl.LightningDataModule):
 
     @property
     def seed_ids(self) -> list[int]:
-        return self.spec.seed_ids
+        """The seed ids this process runs (all of them unless seeds are sharded over processes)."""
+        return self.local_spec.seed_ids
+
+    def setup(self, stage: str) -> None:
+        """Under several processes (``seed_parallel``), keep this rank's shard of the seed ids."""
+        trainer = self.trainer
+        if trainer is not None and trainer.world_size > 1:
+            from .parallel import shard
+            local, first = shard(self.spec.num_seeds, self.spec.first_seed_id, trainer.world_size, trainer.global_rank)
+            self.local_spec = replace(self.spec, num_seeds=local, first_seed_id=first)
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(RoundStream(self.spec, self.start_round, self.dataset), batch_size=None, num_workers=0)
+        return DataLoader(RoundStream(self.local_spec, self.start_round, self.dataset), batch_size=None, num_workers=0)

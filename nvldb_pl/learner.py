@@ -73,6 +73,7 @@ class DuelingLearner(pl.LightningModule):
 
     method = "learner"
     TIMED = ("select", "train", "refit", "gram")
+    SHARED_BUFFERS = ("rounds_done", "reg")  # tensors without a leading seed dimension
 
     def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str, extra_bytes: int = 0):
         super().__init__()
@@ -95,14 +96,14 @@ class DuelingLearner(pl.LightningModule):
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
         self.seed_ids: list[int] = list(range(S))
+        self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
         """Draw each seed's initial parameters from its own stream (override when there are any)."""
 
     def init_parameters(self, base_seed: int, seed_ids: list[int]) -> None:
-        check(len(seed_ids) == self.hparams.num_seeds, "num_seeds",
-              f"{len(seed_ids)} seed ids for {self.hparams.num_seeds} seeds")
+        check(len(seed_ids) == self.num_local, "num_seeds", f"{len(seed_ids)} seed ids for {self.num_local} seeds")
         self.init_seed_state(base_seed, list(seed_ids))
         self.seed_ids = list(seed_ids)
         self.regret.seed_ids = torch.tensor(seed_ids, dtype=torch.int64, device=self.device)
@@ -114,7 +115,24 @@ class DuelingLearner(pl.LightningModule):
             for name in ("dim", "arms", "rounds", "num_seeds"):
                 if getattr(dm.spec, name) != self.hparams[name]:
                     raise ValueError(f"model.{name}={self.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
+            if len(dm.seed_ids) != self.num_local:  # seeds sharded over processes: keep this rank's share
+                self.keep_seeds(len(dm.seed_ids))
             self.init_parameters(dm.spec.base_seed, dm.seed_ids)
+
+    @torch.no_grad()
+    def keep_seeds(self, n: int) -> None:
+        """Cut every per-seed tensor to its first ``n`` seeds (before initialization, when every
+        seed's slot still holds the same initial value), e.g. for this process's shard."""
+        old = self.num_local
+        for mod in self.modules():
+            for name, buf in list(mod._buffers.items()):
+                if buf is not None and name not in self.SHARED_BUFFERS and buf.dim() > 0 and buf.shape[0] == old:
+                    mod._buffers[name] = buf[:n].clone()
+            for name, par in list(mod._parameters.items()):
+                if par is not None and par.shape[0] == old:
+                    mod._parameters[name] = torch.nn.Parameter(par.data[:n].clone(), requires_grad=par.requires_grad)
+        self.regret = CumulativeRegret(list(range(n)))
+        self.num_local = n
 
     def configure_optimizers(self):
         return None
@@ -182,15 +200,22 @@ class DuelingLearner(pl.LightningModule):
         bad = ~torch.isfinite(contexts).flatten(1).all(dim=1)
         self.first_bad_context = torch.where(bad & (self.first_bad_context == 0), t, self.first_bad_context)
 
-    def check_finite(self) -> None:
-        """Raise, naming seeds and rounds, if a context, loss, parameter or Gram matrix went non-finite."""
-        ctx = self.first_bad_context.cpu()
+    def check_finite(self, gathered: torch.Tensor | None = None, seed_ids: list[int] | None = None) -> None:
+        """Raise, naming seeds and rounds, if a context, loss, parameter or Gram matrix went non-finite.
+
+        ``gathered`` [W, 2, S_local]: every rank's (first_bad_context, first_bad_round), so that all
+        ranks raise together (with ``seed_ids`` the global ids in rank order).
+        """
+        if gathered is None:
+            ctx, bad, ids = self.first_bad_context.cpu(), self.first_bad_round.cpu(), self.seed_ids
+        else:
+            g = gathered.cpu()
+            ctx, bad, ids = g[:, 0].reshape(-1), g[:, 1].reshape(-1), seed_ids
         if bool((ctx > 0).any()):
-            where = ", ".join(f"seed {self.seed_ids[i]} at round {int(r)}" for i, r in enumerate(ctx) if r > 0)
+            where = ", ".join(f"seed {ids[i]} at round {int(r)}" for i, r in enumerate(ctx) if r > 0)
             raise FloatingPointError(f"non-finite (NaN or inf) context from the environment: {where}")
-        bad = self.first_bad_round.cpu()
         if bool((bad > 0).any()):
-            where = ", ".join(f"seed {self.seed_ids[i]} at round {int(r)}" for i, r in enumerate(bad) if r > 0)
+            where = ", ".join(f"seed {ids[i]} at round {int(r)}" for i, r in enumerate(bad) if r > 0)
             raise FloatingPointError(
                 f"non-finite loss, theta or Gram matrix: {where}. Lower model.lr, raise model.epsilon or "
                 f"model.lam, or check the task's utilities."

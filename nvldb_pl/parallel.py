@@ -1,0 +1,80 @@
+"""``--trainer.strategy seed_parallel``: independent seeds spread over processes (CPU or GPUs).
+
+Plain DDP would broadcast rank 0's weights to every rank and average gradients: the seeds would
+stop being independent experiments. :class:`SeedParallelStrategy` keeps DDP's launcher and
+process group but never wraps the model, so nothing is broadcast or all-reduced in training.
+
+Each rank runs its own shard of seed ids: with S seeds (``data.num_seeds``, the total) on W
+processes, rank r runs ids ``first + r*S/W .. first + (r+1)*S/W - 1`` (S must divide evenly;
+otherwise the run is refused up front). Every random draw is a function of (base seed, seed id,
+round), so per-seed results equal those of one process running all S seeds. The regret curves
+are gathered every log flush (:meth:`nvldb_pl.callbacks.DuelingLoop.flush`) so that rank 0 logs
+mean and std over all seeds, and the per-seed regret metric reduces by concatenation through
+torchmetrics, so ``summary.json`` lists every seed.
+
+Checkpoints: every rank saves its own state, rank 0 to ``last.ckpt`` and rank r to
+``last.ckpt.rank{r}`` next to it, keeping the one before as ``<name>.prev``. A kill can land
+between two ranks' saves, so on resume the ranks agree on the latest round that every rank has
+(its ``last`` or its ``prev``) and each loads that file: the ranks always restart together.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
+
+
+def shard(num_seeds: int, first_seed_id: int, world_size: int, rank: int) -> tuple[int, int]:
+    """(local number of seeds, first local seed id) of ``rank``; refuses an uneven split."""
+    if num_seeds % world_size:
+        raise ValueError(f"data.num_seeds={num_seeds} does not split evenly over {world_size} processes "
+                         f"(trainer.devices x trainer.num_nodes); use a multiple of {world_size}")
+    local = num_seeds // world_size
+    return local, first_seed_id + rank * local
+
+
+class SeedParallelStrategy(DDPStrategy):
+    """DDP's processes without DDP's model wrapper: one shard of independent seeds per rank."""
+
+    strategy_name = "seed_parallel"
+
+    def configure_ddp(self) -> None:  # no DistributedDataParallel: no broadcast, no gradient averaging
+        pass
+
+    def _rank_path(self, filepath) -> str:
+        return str(filepath) if self.global_rank == 0 else f"{filepath}.rank{self.global_rank}"
+
+    def save_checkpoint(self, checkpoint, filepath, storage_options=None) -> None:
+        path = self._rank_path(filepath)
+        tmp = f"{path}.tmp"
+        self.checkpoint_io.save_checkpoint(checkpoint, tmp, storage_options=storage_options)
+        if os.path.exists(path):
+            os.replace(path, f"{path}.prev")
+        os.replace(tmp, path)
+
+    def load_checkpoint(self, checkpoint_path, weights_only=None):
+        path = self._rank_path(checkpoint_path)
+        found = {}
+        for candidate in (path, f"{path}.prev"):
+            if os.path.exists(candidate):
+                ckpt = self.checkpoint_io.load_checkpoint(candidate, weights_only=weights_only)
+                found[int(ckpt["state_dict"]["rounds_done"])] = ckpt
+        mine = sorted(found, reverse=True) + [-1] * (2 - len(found))
+        every = self.all_gather(torch.tensor(mine[:2], device=self.root_device)).view(-1, 2).cpu().tolist()
+        common = set(every[0]).intersection(*map(set, every[1:])) - {-1}
+        if not common:
+            raise FileNotFoundError(f"ckpt_path: the ranks' checkpoints next to {checkpoint_path} share no round "
+                                    f"(rounds per rank: {every})")
+        return found[max(common)]
+
+    def remove_checkpoint(self, filepath) -> None:
+        path = self._rank_path(filepath)
+        for p in (path, f"{path}.prev"):
+            if os.path.exists(p):
+                os.remove(p)
+
+
+if "seed_parallel" not in StrategyRegistry:
+    StrategyRegistry.register("seed_parallel", SeedParallelStrategy, start_method="popen",
+                              description="independent seeds sharded over processes, no DDP wrapper")
