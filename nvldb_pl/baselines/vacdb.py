@@ -114,8 +114,11 @@ class VACDB(DuelingLearner):
             levels = torch.arange(1, L + 1, device=Z.device).view(1, L, 1)
             weight = ((self.hist_layer[:, None, :t] == levels) * self.hist_w[:, None, :t].pow(2)).reshape(S * L, t)
             theta = self.theta.reshape(S * L, d)
-            new = torch.empty_like(theta)
+            new = theta.clone()
+            changed = torch.unique(layer_of).tolist()  # a host sync; layers that got no duel keep their optimum
             for l in range(L):  # one problem per (seed, layer), ridge lam 4^-l; batched over seeds
+                if l + 1 not in changed:
+                    continue
                 idx = torch.arange(S, device=Z.device) * L + l
                 new[idx] = objective.refit_theta(hp.link, theta[idx], Z[idx], o[idx], weight[idx],
                                                  torch.zeros_like(theta[idx]), float(self.reg[l]), hp.refit_iterations)
