@@ -41,6 +41,7 @@ class DuelingLoop(pl.Callback):
         self.save_curves = save_curves
         self._curves: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []
         self._pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        self._logged_through = 0  # on resume: rounds the interrupted run already wrote to TensorBoard
         self._step_regret = None
         self.running_mean = float("nan")
 
@@ -53,6 +54,14 @@ class DuelingLoop(pl.Callback):
         self._curves = list(state.get("curves", []))
         self._pending = list(state.get("pending", []))
         self.running_mean = state.get("running_mean", float("nan"))
+
+    def on_train_start(self, trainer, module):
+        """On resume, find the last round already in this run's TensorBoard events: the rounds
+        between the checkpoint and the kill were logged then (with the same values, the resume
+        being exact) and are not written twice."""
+        self._logged_through = 0
+        if module.t > 0 and trainer.is_global_zero and trainer.logger is not None and trainer.logger.log_dir:
+            self._logged_through = last_logged_round(trainer.logger.log_dir)
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         t = module.t + 1
@@ -112,11 +121,25 @@ class DuelingLoop(pl.Callback):
         if trainer.logger is None or trainer.sanity_checking:
             return
         for b, r in enumerate(rounds):
+            if r <= self._logged_through:
+                continue
             metrics = {}
             for name, (mean, std) in stats.items():
                 metrics[f"regret/{name}_mean"] = float(mean[b])
                 metrics[f"regret/{name}_std"] = float(std[b])
             trainer.logger.log_metrics(metrics, step=r)
+
+
+def last_logged_round(log_dir: str, tag: str = "regret/cum_avg_mean") -> int:
+    """The largest step of ``tag`` in the TensorBoard event files of ``log_dir`` (0 if none)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    if not os.path.isdir(log_dir):
+        return 0
+    acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
+    acc.Reload()
+    if tag not in acc.Tags().get("scalars", []):
+        return 0
+    return max(e.step for e in acc.Scalars(tag))
 
 
 def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
