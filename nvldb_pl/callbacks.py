@@ -13,6 +13,7 @@ import json
 import math
 import os
 import time
+from contextlib import contextmanager
 
 import lightning.pytorch as pl
 import torch
@@ -142,28 +143,31 @@ def last_logged_round(log_dir: str, tag: str = "regret/cum_avg_mean") -> int:
     return max(e.step for e in acc.Scalars(tag))
 
 
-def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
-    """``round,seed,cum_avg_regret,cum_weak_regret`` (one row per round and seed), write then rename."""
+@contextmanager
+def atomic_text(path: str):
+    """Open ``path`` for writing through a temporary file in the same folder, renamed over it
+    once complete (and synced): never a half-written file, and an old one survives a failure."""
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as fh:
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
+    """``round,seed,cum_avg_regret,cum_weak_regret``, one row per round and seed."""
+    with atomic_text(path) as fh:
         fh.write("round,seed,cum_avg_regret,cum_weak_regret\n")
         for rounds, cum_avg, cum_weak in blocks:
             for b, r in enumerate(rounds):
                 for s, seed in enumerate(seed_ids):
                     fh.write(f"{r},{seed},{float(cum_avg[b, s]):.6g},{float(cum_weak[b, s]):.6g}\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
-    """Write to a temporary file in the same folder, then rename: never a half-written file."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
+    with atomic_text(path) as fh:
         json.dump(payload, fh, indent=2)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class RunSummary(pl.Callback):

@@ -222,13 +222,13 @@ class BanditDataModule(pl.LightningDataModule):
 
     def load_state_dict(self, state: dict) -> None:
         """Refuse to resume a checkpoint whose stream differs from this config's (naming the fields)."""
-        mine = self.state_dict()
-        saved = {**state.get("spec", {}), "link": state.get("link"), "preference": state.get("preference")}
-        here = {**mine["spec"], "link": mine["link"], "preference": mine["preference"]}
-        differ = [f"data.{'seed' if k == 'base_seed' else k}: checkpoint {saved[k]!r}, config {v!r}"
-                  for k, v in here.items() if k in saved and saved[k] != v]
-        if differ:
-            raise ValueError("the checkpoint was made with another config: " + "; ".join(differ))
+        from .learner import refuse_other_config
+
+        def flat(st: dict) -> dict:  # base_seed is what the config calls data.seed
+            spec = {("seed" if k == "base_seed" else k): v for k, v in st.get("spec", {}).items()}
+            return {**spec, "link": st.get("link"), "preference": st.get("preference")}
+
+        refuse_other_config(flat(state), flat(self.state_dict()), "data.")
 
     def preference_prob(self, du: torch.Tensor) -> torch.Tensor:
         """P(o = 1) = P(a1 beats a2) given u_a1 - u_a2 under the environment's preference model."""

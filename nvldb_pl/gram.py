@@ -24,14 +24,25 @@ def rank_one_update(V: torch.Tensor, dphi: torch.Tensor, weight: torch.Tensor) -
     return V + weight.to(torch.float64)[:, None, None] * dphi.unsqueeze(2) * dphi.unsqueeze(1)
 
 
+def whiten(phi: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """z = L^{-1} phi^T with V = L L^T, so ||phi_k||_{V^-1} = ||z[:, :, k]||: phi [S, K, d] -> [S, d, K].
+
+    Also returns ``ok`` [S]: False where V was not positive definite.
+    """
+    chol, info = torch.linalg.cholesky_ex(V)
+    return torch.linalg.solve_triangular(chol, phi.to(torch.float64).transpose(1, 2), upper=False), info == 0
+
+
 def pairwise_widths(phi: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """N[s, k, k'] = ||phi_k - phi_k'||_{V^-1} for one round: phi [S, K, d], V [S, d, d] -> [S, K, K].
 
     Also returns ``ok`` [S]: False where V was not positive definite (its widths are NaN).
     """
-    chol, info = torch.linalg.cholesky_ex(V)
-    z = torch.linalg.solve_triangular(chol, phi.to(torch.float64).transpose(1, 2), upper=False)  # [S, d, K]
-    diff = z.unsqueeze(3) - z.unsqueeze(2)  # [S, d, K, K]
-    widths = diff.pow(2).sum(dim=1).sqrt()
-    ok = info == 0
-    return torch.where(ok[:, None, None], widths, torch.nan), ok
+    z, ok = whiten(phi, V)
+    return widths_from_whitened(z, ok), ok
+
+
+def widths_from_whitened(z: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    """||z_k - z_k'||_2 for all pairs, NaN where V was not positive definite: [S, d, K] -> [S, K, K]."""
+    widths = (z.unsqueeze(3) - z.unsqueeze(2)).pow(2).sum(dim=1).sqrt()  # over d of [S, d, K, K]
+    return torch.where(ok[:, None, None], widths, torch.nan)

@@ -58,6 +58,14 @@ def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
     return num_seeds * rounds * (2 * dim * 4 + 4 + 8)
 
 
+def refuse_other_config(saved: dict, current: dict, prefix: str) -> None:
+    """Raise naming every field whose checkpointed value differs from the config's (resume)."""
+    differ = [f"{prefix}{k}: checkpoint {saved[k]!r}, config {v!r}" for k, v in current.items()
+              if k in saved and saved[k] != v]
+    if differ:
+        raise ValueError("the checkpoint was made with another config: " + "; ".join(differ))
+
+
 def as_pairs(cols: torch.Tensor) -> torch.Tensor:
     """Feature-major duel columns [S, d, 2t] (pair i in columns 2i, 2i+1) -> [S, t, 2, d]."""
     S, d, n = cols.shape
@@ -75,13 +83,13 @@ class DuelingLearner(pl.LightningModule):
     TIMED = ("select", "train", "refit", "gram")
     SHARED_BUFFERS = ("rounds_done", "reg")  # tensors without a leading seed dimension
 
-    def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str, extra_bytes: int = 0):
+    def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
         super().__init__()
         check(link in links.LINKS, "link", f"{link!r} is not a known link function; choose one of {list(links.LINKS)}")
         for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds)):
             check(value >= 1, name, f"must be >= 1, got {value}")
         check(arms >= 2, "arms", f"must be >= 2, got {arms}")
-        check_memory(history_bytes(dim, rounds, num_seeds) + extra_bytes,
+        check_memory(history_bytes(dim, rounds, num_seeds),
                      f"history S x T x 2 x d = {num_seeds} x {rounds} x 2 x {dim} and the learner's state")
         S, T, d = num_seeds, rounds, dim
         # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the networks consume them
@@ -144,13 +152,9 @@ class DuelingLearner(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint) -> None:
         """Refuse a checkpoint of another config (naming the fields); restart the stream at its round."""
-        saved = checkpoint.get("hyper_parameters", {})
-        differ = [f"model.{k}: checkpoint {saved[k]!r}, config {v!r}" for k, v in self.hparams.items()
-                  if k in saved and saved[k] != v]
-        if type(self).__name__ != checkpoint.get("learner", type(self).__name__):
-            differ.insert(0, f"model: checkpoint {checkpoint['learner']}, config {type(self).__name__}")
-        if differ:
-            raise ValueError("the checkpoint was made with another config: " + "; ".join(differ))
+        name = type(self).__name__
+        refuse_other_config({"learner": checkpoint.get("learner", name), **checkpoint.get("hyper_parameters", {})},
+                            {"learner": name, **self.hparams}, "model.")
         self._t = int(checkpoint["state_dict"]["rounds_done"])
         if self._trainer is not None and self._trainer.datamodule is not None:
             self._trainer.datamodule.start_round = self._t
@@ -211,12 +215,13 @@ class DuelingLearner(pl.LightningModule):
         else:
             g = gathered.cpu()
             ctx, bad, ids = g[:, 0].reshape(-1), g[:, 1].reshape(-1), seed_ids
+        def where(first_round: torch.Tensor) -> str:
+            return ", ".join(f"seed {ids[i]} at round {int(r)}" for i, r in enumerate(first_round) if r > 0)
+
         if bool((ctx > 0).any()):
-            where = ", ".join(f"seed {ids[i]} at round {int(r)}" for i, r in enumerate(ctx) if r > 0)
-            raise FloatingPointError(f"non-finite (NaN or inf) context from the environment: {where}")
+            raise FloatingPointError(f"non-finite (NaN or inf) context from the environment: {where(ctx)}")
         if bool((bad > 0).any()):
-            where = ", ".join(f"seed {ids[i]} at round {int(r)}" for i, r in enumerate(bad) if r > 0)
             raise FloatingPointError(
-                f"non-finite loss, theta or Gram matrix: {where}. Lower model.lr, raise model.epsilon or "
+                f"non-finite loss, theta or Gram matrix: {where(bad)}. Lower model.lr, raise model.epsilon or "
                 f"model.lam, or check the task's utilities."
             )

@@ -40,13 +40,15 @@ class LinearDueling(DuelingLearner):
         """sqrt(d log T): the width the linear dueling codes run with."""
         return math.sqrt(self.hparams.dim * math.log(max(self.hparams.rounds, 2)))
 
-    def estimates(self, contexts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """f [S, K] = theta^T x_k and pairwise widths [S, K, K] = ||x_k - x_k'||_{Sigma^-1}."""
+    def estimates(self, contexts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """f [S, K] = theta^T x_k, pairwise widths [S, K, K] = ||x_k - x_k'||_{Sigma^-1} and
+        norms [S, K] = ||x_k||_{Sigma^-1}, from one Cholesky factor of Sigma."""
         x = contexts.to(torch.float64)
-        width, ok = gram.pairwise_widths(x, self.Sigma)
+        z, ok = gram.whiten(x, self.Sigma)
+        width = gram.widths_from_whitened(z, ok)
         f = torch.einsum("skd,sd->sk", x, self.theta)
         self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), self.t + 1)
-        return f, width
+        return f, width, z.pow(2).sum(dim=1).sqrt()
 
     @torch.no_grad()
     def training_step(self, batch, batch_idx):
@@ -82,7 +84,7 @@ class MaxInP(LinearDueling):
     @torch.no_grad()
     def select(self, contexts, noise, t):
         with self._timed("select"):
-            f, width = self.estimates(contexts)
+            f, width, _ = self.estimates(contexts)
             return selection.select("ucb_csym", f, width, self.hparams.beta, noise, t)
 
 
@@ -105,10 +107,7 @@ class CoLSTIM(LinearDueling):
     def select(self, contexts, noise, t):
         with self._timed("select"):
             hp = self.hparams
-            f, width = self.estimates(contexts)
-            x = contexts.to(torch.float64)
-            chol = torch.linalg.cholesky_ex(self.Sigma)[0]
-            norm = torch.linalg.solve_triangular(chol, x.transpose(1, 2), upper=False).pow(2).sum(1).sqrt()  # ||x_k||
+            f, width, norm = self.estimates(contexts)
             u = torch.special.ndtr(noise.to(torch.float64)).clamp(1e-12, 1 - 1e-12)
             gumbel = -torch.log(-torch.log(u))
             clip = math.sqrt(hp.dim * math.log(max(hp.rounds, 2)))

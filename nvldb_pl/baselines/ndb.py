@@ -66,7 +66,8 @@ class NDB(NVLDB):
         with self._timed("select"), torch.autocast(self.device.type, enabled=False):
             net = self.net
             g = per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2)).to(torch.float64)
-            f = net.utility(net.features(contexts.float()).to(torch.float64), net.theta.to(torch.float64))
+            phi = g[:, :, -self.hparams.dim:]  # df/dtheta = phi(x; W): the forward pass is already done
+            f = net.utility(phi, net.theta.to(torch.float64))
             width = self.widths_from_gradients(g)
             a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t)
             rows = torch.arange(g.shape[0], device=g.device)

@@ -109,19 +109,17 @@ class VACDB(DuelingLearner):
             self.Sigma = self.Sigma + (onehot * w.pow(2).unsqueeze(1))[:, :, None, None] * (z.unsqueeze(2) * z.unsqueeze(1))[:, None]
         with self._timed("refit"):
             pairs = self.history().to(torch.float64)
-            Z = (pairs[:, :, 0] - pairs[:, :, 1]).unsqueeze(1).expand(S, L, t, d).reshape(S * L, t, d)
-            o = self.hist_o[:, :t].to(torch.float64).unsqueeze(1).expand(S, L, t).reshape(S * L, t)
-            levels = torch.arange(1, L + 1, device=Z.device).view(1, L, 1)
-            weight = ((self.hist_layer[:, None, :t] == levels) * self.hist_w[:, None, :t].pow(2)).reshape(S * L, t)
-            theta = self.theta.reshape(S * L, d)
-            new = theta.clone()
+            Z = pairs[:, :, 0] - pairs[:, :, 1]  # z_i, shared by the layers
+            o = self.hist_o[:, :t].to(torch.float64)
+            new = self.theta.clone()
             changed = torch.unique(layer_of).tolist()  # a host sync; layers that got no duel keep their optimum
             for l in range(L):  # one problem per (seed, layer), ridge lam 4^-l; batched over seeds
                 if l + 1 not in changed:
                     continue
-                idx = torch.arange(S, device=Z.device) * L + l
-                new[idx] = objective.refit_theta(hp.link, theta[idx], Z[idx], o[idx], weight[idx],
-                                                 torch.zeros_like(theta[idx]), float(self.reg[l]), hp.refit_iterations)
-            self.theta = new.view(S, L, d)
+                weight = (self.hist_layer[:, :t] == l + 1) * self.hist_w[:, :t].pow(2)  # w_i^2 in layer l, else 0
+                new[:, l] = objective.refit_theta(hp.link, self.theta[:, l], Z, o, weight,
+                                                  torch.zeros_like(self.theta[:, l]), float(self.reg[l]),
+                                                  hp.refit_iterations)
+            self.theta = new
             self._flag_bad(~torch.isfinite(self.theta).flatten(1).all(dim=1), t)
         return None
