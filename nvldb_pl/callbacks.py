@@ -171,9 +171,14 @@ def write_json_atomic(path: str, payload: dict) -> None:
 
 
 class RunSummary(pl.Callback):
-    """At the end of training: ``summary.json`` in the log dir and the HPARAMS-tab final metrics."""
+    """At the end of training: ``summary.json`` in the log dir and the HPARAMS-tab final metrics.
 
-    def __init__(self):
+    ``write=False`` keeps the summary in memory only (``self.summary``), for runs that must
+    leave no files behind (:func:`nvldb_pl.run.run_experiment` without a folder).
+    """
+
+    def __init__(self, write: bool = True):
+        self.write = write
         self._start = None
         self.summary: dict = {}
 
@@ -209,7 +214,7 @@ class RunSummary(pl.Callback):
             "timings_seconds": dict(module.timings),
         }
         folder = trainer.log_dir or trainer.default_root_dir  # a collective: every rank asks
-        if trainer.is_global_zero:
+        if trainer.is_global_zero and self.write:
             os.makedirs(folder, exist_ok=True)
             write_json_atomic(os.path.join(folder, "summary.json"), self.summary)
             if trainer.logger is not None:

@@ -35,7 +35,7 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
     """Fit one configuration; returns (summary dict, trained module). No logger unless root_dir."""
     dm, module = build(data, model, learner)
     module.sync_timings = True
-    summary = RunSummary()
+    summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)
     if quiet:
         logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
         warnings.filterwarnings("ignore", module="lightning")
@@ -43,7 +43,7 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
         max_epochs=1, accelerator="cpu", devices=1, precision=precision,
         logger=root_dir is not None, default_root_dir=root_dir, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-        callbacks=[DuelingLoop(log_every_n_rounds), summary],
+        callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary],
     )
     trainer.fit(module, datamodule=dm)
     return summary.summary, module

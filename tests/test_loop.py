@@ -134,3 +134,9 @@ def test_learning_beats_random_pairs(task, rounds, seeds, bar, model):
     summary, _ = run_experiment({"task": task, "rounds": rounds, "num_seeds": seeds, "seed": 0}, model)
     rand = _random_pair_regret(task, rounds, seeds)
     assert summary["R_T_over_T_mean"] < bar * rand, (summary["R_T_over_T_mean"], rand)
+
+
+def test_run_without_a_folder_writes_no_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    summary, _ = _run(rounds=5, num_seeds=2)
+    assert summary["rounds"] == 5 and list(tmp_path.iterdir()) == []
