@@ -144,20 +144,25 @@ def last_logged_round(log_dir: str, tag: str = "regret/cum_avg_mean") -> int:
 
 
 @contextmanager
-def atomic_text(path: str):
-    """Open ``path`` for writing through a temporary file in the same folder, renamed over it
-    once complete (and synced): never a half-written file, and an old one survives a failure."""
+def atomic_open(path: str, mode: str = "w"):
+    """Open ``path`` for writing (``mode`` "w" or "wb") through a temporary file in the same
+    folder, renamed over it once complete (and synced): never a half-written file, and an old
+    one survives a failure (the temporary file is removed)."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        yield fh
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
     """``round,seed,cum_avg_regret,cum_weak_regret``, one row per round and seed."""
-    with atomic_text(path) as fh:
+    with atomic_open(path) as fh:
         fh.write("round,seed,cum_avg_regret,cum_weak_regret\n")
         for rounds, cum_avg, cum_weak in blocks:
             for b, r in enumerate(rounds):
@@ -166,7 +171,7 @@ def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
-    with atomic_text(path) as fh:
+    with atomic_open(path) as fh:
         json.dump(payload, fh, indent=2)
 
 

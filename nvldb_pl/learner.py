@@ -82,6 +82,8 @@ class DuelingLearner(pl.LightningModule):
     method = "learner"
     TIMED = ("select", "train", "refit", "gram")
     SHARED_BUFFERS = ("rounds_done", "reg")  # tensors without a leading seed dimension
+    HISTORY_BUFFERS = ("hist_xt", "hist_o", "hist_du")  # last dimension: one (hist_xt: two) per duel
+    LIVE = True  # usable by nvldb_pl.live.DuelingBandit (answers late, in any order)
 
     def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
         super().__init__()
@@ -105,6 +107,7 @@ class DuelingLearner(pl.LightningModule):
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
         self.seed_ids: list[int] = list(range(S))
         self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
+        self._own_optimizer = None  # live use, without a Trainer (see attach_optimizer)
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
@@ -131,16 +134,60 @@ class DuelingLearner(pl.LightningModule):
     def keep_seeds(self, n: int) -> None:
         """Cut every per-seed tensor to its first ``n`` seeds (before initialization, when every
         seed's slot still holds the same initial value), e.g. for this process's shard."""
+        self.take_seeds(list(range(n)))
+
+    @torch.no_grad()
+    def take_seeds(self, index: list[int]) -> None:
+        """Keep only the seeds at positions ``index`` of every per-seed buffer and parameter
+        (e.g. one trained seed of a checkpoint, for live use). Optimizer state is not touched."""
         old = self.num_local
         for mod in self.modules():
             for name, buf in list(mod._buffers.items()):
                 if buf is not None and name not in self.SHARED_BUFFERS and buf.dim() > 0 and buf.shape[0] == old:
-                    mod._buffers[name] = buf[:n].clone()
+                    mod._buffers[name] = buf[index].clone()
             for name, par in list(mod._parameters.items()):
                 if par is not None and par.shape[0] == old:
-                    mod._parameters[name] = torch.nn.Parameter(par.data[:n].clone(), requires_grad=par.requires_grad)
-        self.regret = CumulativeRegret(list(range(n)))
-        self.num_local = n
+                    mod._parameters[name] = torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad)
+        self.regret = CumulativeRegret(list(range(len(index))))
+        self.num_local = len(index)
+
+    @torch.no_grad()
+    def grow_history(self, capacity: int) -> None:
+        """Make room for ``capacity`` duels in every history buffer (live use past the preallocated T)."""
+        for name in self.HISTORY_BUFFERS:
+            buf = getattr(self, name)
+            per_duel = 2 if name == "hist_xt" else 1
+            if buf.shape[-1] >= per_duel * capacity:
+                continue
+            new = buf.new_zeros(*buf.shape[:-1], per_duel * capacity)
+            new[..., : buf.shape[-1]] = buf
+            setattr(self, name, new)
+
+    def optimizer(self):
+        """The optimizer: Lightning's under a Trainer, else the one :meth:`attach_optimizer` made."""
+        return self.optimizers() if self._trainer is not None else self._own_optimizer
+
+    def attach_optimizer(self, state: dict | None = None) -> None:
+        """Create the optimizer outside a Trainer (live use), optionally with a saved state."""
+        opt = self.configure_optimizers()
+        if opt is not None and state is not None:
+            opt.load_state_dict(state)
+        self._own_optimizer = opt
+
+    def backprop(self, loss: torch.Tensor) -> None:
+        """Backpropagate: Lightning's manual_backward under a Trainer (precision, scaler), else plain."""
+        if self._trainer is not None:
+            self.manual_backward(loss)
+        else:
+            loss.backward()
+
+    def scores(self, contexts: torch.Tensor) -> torch.Tensor:
+        """The estimated utilities f(x_k) [S, K] of contexts [S, K, d] (a learned ranking)."""
+        raise NotImplementedError
+
+    def prepare_observe(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> None:
+        """Recompute, for the pair (a1, a2) of ``contexts`` [S, K, d], what :meth:`select` keeps
+        for the update (live use, where answers come late and in any order). None here."""
 
     def configure_optimizers(self):
         return None

@@ -153,10 +153,24 @@ class NVLDB(DuelingLearner):
             width, ok = gram.pairwise_widths(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
             a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t,
                                       self.hparams.distinct_arms)
-            rows = torch.arange(phi.shape[0], device=phi.device)
-            self._selected_dphi = phi[rows, a1] - phi[rows, a2]
+            self._remember_pair(phi, a1, a2)
             self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
         return a1, a2
+
+    def _remember_pair(self, phi: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> None:
+        """Delta phi_{t,a1,a2} with W_{t-1} (phi [S, K, d]): V's new term in incremental mode."""
+        rows = torch.arange(phi.shape[0], device=phi.device)
+        self._selected_dphi = phi[rows, a1] - phi[rows, a2]
+
+    @torch.no_grad()
+    def scores(self, contexts):
+        with torch.autocast(self.device.type, enabled=False):
+            return self.net.utility(self.net.features(contexts.float()).to(torch.float64))  # theta^T phi
+
+    @torch.no_grad()
+    def prepare_observe(self, contexts, a1, a2):
+        with torch.autocast(self.device.type, enabled=False):
+            self._remember_pair(self.net.features(contexts.float()).to(torch.float64), a1, a2)
 
     def _history_features(self, t: int) -> torch.Tensor:
         """phi of both items of every past duel with the current W: [S, t, 2, d]."""
@@ -213,7 +227,7 @@ class NVLDB(DuelingLearner):
         scaler = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
         if self.hparams.backward == "autograd" or scaler is not None:
             return self._adam_steps_autograd(t)
-        hp, opt, net = self.hparams, self.optimizers(), self.net
+        hp, opt, net = self.hparams, self.optimizer(), self.net
         params = list(net.weights) + [net.theta]
         grads = [torch.zeros_like(p) for p in params]
         device = self.device.type
@@ -240,7 +254,7 @@ class NVLDB(DuelingLearner):
 
     def _adam_steps_autograd(self, t: int) -> torch.Tensor:
         """:meth:`_adam_steps` with the gradient from autograd (reference, and 16-mixed)."""
-        hp, opt = self.hparams, self.optimizers()
+        hp, opt = self.hparams, self.optimizer()
         S = self.hist_xt.shape[0]
         for _ in range(hp.grad_steps):
             opt.zero_grad(set_to_none=True)
@@ -255,7 +269,7 @@ class NVLDB(DuelingLearner):
                     block = block + objective.ridge(self.net.theta, self.net.theta0, hp.lam)
                     if hp.w_reg > 0:
                         block = block + 0.5 * hp.w_reg * self.net.distance_to_init()
-                self.manual_backward(block.sum())
+                self.backprop(block.sum())
                 per_seed = block.detach() if per_seed is None else per_seed + block.detach()
             opt.step()
         return per_seed

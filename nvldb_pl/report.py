@@ -18,7 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from .callbacks import atomic_text, write_json_atomic
+from .callbacks import atomic_open, write_json_atomic
 from .run import LEARNERS, run_experiment
 
 RULES = ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")
@@ -160,7 +160,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
                     for j, seed in enumerate(seeds):
                         fh.write(f"{method},{seed},{r},{R[i, j]:.6g}\n")
     path = os.path.join(out, "report.md")
-    with atomic_text(path) as fh:
+    with atomic_open(path) as fh:
         fh.write("\n".join(lines) + "\n")
     write_json_atomic(os.path.join(out, "report.json"), {f"{t}/{m}": v for (t, m), v in table.items()})
     return path

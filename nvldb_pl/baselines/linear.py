@@ -51,6 +51,10 @@ class LinearDueling(DuelingLearner):
         return f, width, z.pow(2).sum(dim=1).sqrt()
 
     @torch.no_grad()
+    def scores(self, contexts):
+        return torch.einsum("skd,sd->sk", contexts.to(torch.float64), self.theta)  # theta^T x
+
+    @torch.no_grad()
     def training_step(self, batch, batch_idx):
         t = self.t
         with self._timed("gram"):

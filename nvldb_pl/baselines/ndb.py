@@ -61,17 +61,31 @@ class NDB(NVLDB):
         diag = torch.diagonal(M, dim1=1, dim2=2)
         return (diag.unsqueeze(2) + diag.unsqueeze(1) - 2 * M).clamp(min=0).sqrt()
 
+    def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
+        """g(x_k) = df(x_k)/d(W, theta) at the current parameters: [S, K, d] -> [S, K, p] (float64)."""
+        net = self.net
+        return per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2)).to(torch.float64)
+
+    def _remember_pair(self, g, a1, a2):
+        """g(x_a1) - g(x_a2) at selection time: V's new term."""
+        rows = torch.arange(g.shape[0], device=g.device)
+        self._dg = g[rows, a1] - g[rows, a2]
+
+    @torch.no_grad()
+    def prepare_observe(self, contexts, a1, a2):
+        with torch.autocast(self.device.type, enabled=False):
+            self._remember_pair(self._gradients(contexts), a1, a2)
+
     @torch.no_grad()
     def select(self, contexts, noise, t):
         with self._timed("select"), torch.autocast(self.device.type, enabled=False):
             net = self.net
-            g = per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2)).to(torch.float64)
+            g = self._gradients(contexts)
             phi = g[:, :, -self.hparams.dim:]  # df/dtheta = phi(x; W): the forward pass is already done
             f = net.utility(phi, net.theta.to(torch.float64))
             width = self.widths_from_gradients(g)
             a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t)
-            rows = torch.arange(g.shape[0], device=g.device)
-            self._dg = g[rows, a1] - g[rows, a2]
+            self._remember_pair(g, a1, a2)
             self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(width).flatten(1).all(dim=1), t)
         return a1, a2
 

@@ -31,6 +31,8 @@ from ..learner import DuelingLearner, check
 
 class VACDB(DuelingLearner):
     method = "VACDB"
+    HISTORY_BUFFERS = DuelingLearner.HISTORY_BUFFERS + ("hist_layer", "hist_w")
+    LIVE = False  # a duel's layer and weight are decided at selection time, for that round only
 
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20,
                  link: str = "logistic", lam: float = 1.0, beta: float = 1.0, layers: Optional[int] = None,

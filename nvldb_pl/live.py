@@ -1,0 +1,233 @@
+"""The learner in front of real feedback: ask for a pair, tell the answer, without a simulator.
+
+    bandit = DuelingBandit.from_config("configs/live.yaml", dim=5)   # or .from_checkpoint(path)
+    i, j = bandit.select(contexts)            # contexts [K, d]: the K items on offer now
+    bandit.observe(contexts, i, j, outcome)   # outcome 1: item i was preferred, 0: item j was
+    bandit.scores(contexts)                   # estimated utilities f(x_k) [K]: the learned ranking
+    bandit.save("bandit.pt")
+
+One learner (S = 1 seed) of the package, driven through the very methods the Lightning loop
+calls each round (``select``, ``observe``, ``training_step``; see :mod:`nvldb_pl.learner`): every
+line of selection, loss, refit and Gram upkeep is shared, nothing is re-implemented here.
+
+Answers may come late, in batches and in any order. ``select`` changes nothing in the learner
+(only the Thompson-sampling draws advance), so several pairs can be shown before any answer;
+``observe`` first recomputes, with the current parameters, what the update needs from its pair
+(``prepare_observe``: Delta phi for the incremental Gram, NDB's gradient difference), appends
+the duel and runs one update. With each answer given at once, this is exactly the loop's round
+(``tests/test_live.py`` checks a live bandit fed the stream's contexts and answers against a
+``fit`` run, selection by selection). VACDB is not offered live: a duel's layer and weight are
+decided at selection time for that round only. ``oracle_variance`` needs the true utilities,
+which live feedback does not have.
+
+The history grows (doubling) past the configured horizon; a round's cost grows with the number
+of answers, as in the paper's loop. Checkpoints are pickles: load only files you trust.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from .callbacks import atomic_open
+from .learner import LINKED_FROM_DATA, DuelingLearner
+from .run import LEARNERS
+
+FORMAT = "nvldb_pl.live/1"
+
+
+def _as_contexts(contexts, dim: int) -> torch.Tensor:
+    """contexts as a float32 [K, d] tensor, checked: K >= 2, d = the learner's dim, all finite."""
+    x = torch.as_tensor(np.asarray(contexts, dtype=np.float64) if not torch.is_tensor(contexts) else contexts)
+    if x.dim() != 2 or x.shape[0] < 2 or x.shape[1] != dim:
+        raise ValueError(f"contexts: expected a [K, d] array with K >= 2 items and d = {dim} features, "
+                         f"got shape {list(x.shape)}")
+    if not bool(torch.isfinite(x).all()):
+        bad = sorted({int(r) for r in torch.nonzero(~torch.isfinite(x))[:, 0]})
+        raise ValueError(f"contexts: non-finite (NaN or inf) features in item(s) {bad}")
+    return x.to(torch.float32)
+
+
+def _learner_args(cls: type, args: dict, where: str) -> dict:
+    """``args`` checked against ``cls.__init__`` (an unknown name is an error naming it)."""
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(set(args) - accepted)
+    if unknown:
+        raise ValueError(f"{where}: {cls.__name__} has no argument(s) {unknown}; it takes {sorted(accepted - set(LINKED_FROM_DATA))}")
+    return dict(args)
+
+
+class DuelingBandit:
+    """Ask/tell use of one learner. Build it with :meth:`create`, :meth:`from_config` or
+    :meth:`from_checkpoint`; all arrays are per call: contexts [K, d] (K may change between calls)."""
+
+    def __init__(self, learner: DuelingLearner, seed: int = 0, generator_state: Optional[torch.Tensor] = None,
+                 optimizer_state: Optional[dict] = None):
+        if not type(learner).LIVE:
+            raise ValueError(f"model: {type(learner).__name__} cannot be used live (its update needs the "
+                             f"selection of the same round); use NVLDB, NDB, CoLSTIM, MaxInP or RandomPair")
+        if getattr(learner, "variance_mode", None) == "oracle":
+            raise ValueError("model.oracle_variance: needs the true utilities, which live feedback does not have")
+        if learner.num_local != 1:
+            raise ValueError(f"model: a live bandit holds one seed, this learner holds {learner.num_local}")
+        self.learner = learner
+        self.seed = int(seed)
+        learner.attach_optimizer(optimizer_state)
+        self._gen = torch.Generator().manual_seed(self.seed)  # Thompson-sampling draws
+        if generator_state is not None:
+            self._gen.set_state(generator_state)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def create(cls, learner: str = "NVLDB", dim: int = 5, horizon: int = 1000, link: str = "logistic",
+               seed: int = 0, **model) -> "DuelingBandit":
+        """A fresh learner (a name of :data:`nvldb_pl.run.LEARNERS`) with its initial parameters drawn
+        from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
+        T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T)."""
+        if learner not in LEARNERS:
+            raise ValueError(f"model: unknown learner {learner!r}; choose one of {list(LEARNERS)}")
+        cls_ = LEARNERS[learner]
+        args = _learner_args(cls_, model, "model")
+        module = cls_(dim=dim, arms=2, rounds=horizon, num_seeds=1, link=link, **args)
+        module.init_parameters(seed, [0])
+        return cls(module, seed)
+
+    @classmethod
+    def from_config(cls, config, dim: Optional[int] = None, horizon: Optional[int] = None,
+                    seed: Optional[int] = None) -> "DuelingBandit":
+        """From a YAML file (or its dict) in the format of ``configs/*.yaml``: ``model`` (NVLDB's
+        arguments, or ``class_path`` + ``init_args``), ``data.dim``, ``data.link``,
+        ``data.rounds`` (the horizon) and ``seed_everything``; keyword arguments override them."""
+        where = "config"
+        if not isinstance(config, dict):
+            import yaml
+            where = str(config)
+            if not os.path.isfile(config):
+                raise FileNotFoundError(f"{config}: no such config file")
+            with open(config) as fh:
+                try:
+                    config = yaml.safe_load(fh) or {}
+                except yaml.YAMLError as err:
+                    raise ValueError(f"{where}: not valid YAML ({err})") from None
+            if not isinstance(config, dict):
+                raise ValueError(f"{where}: expected a mapping with 'model' and 'data' sections")
+        data, model = dict(config.get("data") or {}), dict(config.get("model") or {})
+        name = "NVLDB"
+        if "class_path" in model:
+            name = str(model["class_path"]).rsplit(".", 1)[-1]
+            model = dict(model.get("init_args") or {})
+        model = {k: v for k, v in model.items() if k not in LINKED_FROM_DATA}
+        try:
+            return cls.create(name, dim=int(dim if dim is not None else data.get("dim", 5)),
+                              horizon=int(horizon if horizon is not None else data.get("rounds", 1000)),
+                              link=data.get("link", "logistic"),
+                              seed=int(seed if seed is not None else config.get("seed_everything", 0) or 0), **model)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+
+    @classmethod
+    def from_checkpoint(cls, path: str, seed_index: int = 0) -> "DuelingBandit":
+        """From :meth:`save`'s file, or from a ``fit`` run's ``last.ckpt`` (then seed ``seed_index``
+        of its S seeds: its network, Gram matrix, optimizer state and history go on learning)."""
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such checkpoint")
+        try:
+            ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as err:  # a truncated or foreign file
+            raise ValueError(f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+        if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+            raise ValueError(f"{path}: not a nvldb_pl checkpoint (no state_dict)")
+        live = ckpt.get("format") == FORMAT
+        name = ckpt.get("learner", "NVLDB")
+        if name not in LEARNERS:
+            raise ValueError(f"{path}: learner {name!r} is not one of {list(LEARNERS)}")
+        learner_cls = LEARNERS[name]
+        hp = dict(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}))
+        accepted = set(inspect.signature(learner_cls.__init__).parameters) - {"self"}
+        module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
+        module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
+        module.load_state_dict(ckpt["state_dict"])
+        module._t = int(module.rounds_done)
+        S = module.num_local
+        if not 0 <= seed_index < S:
+            raise ValueError(f"seed_index: {path} holds {S} seed(s), got {seed_index}")
+        opt_state = ckpt["optimizer"] if live else (ckpt.get("optimizer_states") or [None])[0]
+        if S > 1:
+            module.take_seeds([seed_index])
+            if opt_state is not None:  # Adam's moments carry the seed dimension first
+                opt_state = {**opt_state, "state": {
+                    k: {n: (v[seed_index : seed_index + 1].clone() if torch.is_tensor(v) and v.dim() > 0 else v)
+                        for n, v in st.items()} for k, st in opt_state["state"].items()}}
+        seed = ckpt.get("seed", int(hp.get("seed", 0)) if live else 0)
+        return cls(module, seed, ckpt.get("generator") if live else None, opt_state)
+
+    # ------------------------------------------------------------------ ask / tell
+    @property
+    def dim(self) -> int:
+        return int(self.learner.hparams.dim)
+
+    @property
+    def num_observed(self) -> int:
+        """Answers learned from so far."""
+        return self.learner.t
+
+    def select(self, contexts, noise: Optional[torch.Tensor] = None) -> tuple[int, int]:
+        """The pair (i, j) to show from ``contexts`` [K, d] (Alg. 1 line 6). ``noise`` [1, K, K]
+        standard normals replaces this bandit's own Thompson-sampling draw (tests)."""
+        x = _as_contexts(contexts, self.dim)
+        K = x.shape[0]
+        if noise is None:
+            noise = torch.randn(1, K, K, generator=self._gen, dtype=torch.float64)
+        a1, a2 = self.learner.select(x.unsqueeze(0), noise, self.learner.t + 1)
+        self.learner.check_finite()
+        return int(a1[0]), int(a2[0])
+
+    def observe(self, contexts, i: int, j: int, outcome) -> None:
+        """Learn from one answer: ``outcome`` 1 (or True) if item i of ``contexts`` was preferred
+        to item j, 0 if j was (Alg. 1 lines 7-13). Pairs may be answered in any order."""
+        x = _as_contexts(contexts, self.dim)
+        K = x.shape[0]
+        for name, k in (("i", i), ("j", j)):
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= int(k) < K:
+                raise ValueError(f"{name}: must be an item index in [0, {K}), got {k!r}")
+        if isinstance(outcome, (bool, np.bool_)):
+            outcome = int(outcome)
+        if outcome not in (0, 1):
+            raise ValueError(f"outcome: must be 1 (item i preferred) or 0 (item j preferred), got {outcome!r}")
+        L = self.learner
+        if L.t >= L.hist_o.shape[-1]:
+            L.grow_history(2 * L.hist_o.shape[-1])
+        a1, a2 = torch.tensor([int(i)]), torch.tensor([int(j)])
+        L.prepare_observe(x.unsqueeze(0), a1, a2)
+        L.observe(x.unsqueeze(0), a1, a2, torch.tensor([float(outcome)]), torch.zeros(1, dtype=torch.float64))
+        L.training_step(None, L.t - 1)
+        L.check_finite()
+
+    def scores(self, contexts) -> np.ndarray:
+        """Estimated utilities f(x_k) of ``contexts`` [K, d]: sort them for the learned ranking."""
+        x = _as_contexts(contexts, self.dim)
+        return self.learner.scores(x.unsqueeze(0))[0].cpu().numpy()
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str) -> None:
+        """Everything needed to go on exactly where this bandit stands (written atomically)."""
+        L = self.learner
+        opt = L.optimizer()
+        payload = {"format": FORMAT, "learner": next(k for k, v in LEARNERS.items() if type(L) is v),
+                   "hparams": dict(L.hparams), "state_dict": L.state_dict(),
+                   "optimizer": opt.state_dict() if opt is not None else None,
+                   "generator": self._gen.get_state(), "seed": self.seed}
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{path}: folder {folder} does not exist")
+        with atomic_open(path, "wb") as fh:
+            torch.save(payload, fh)
+
+
+def rank(bandit: DuelingBandit, contexts, names: Sequence[str]) -> list[tuple[str, float]]:
+    """(name, estimated utility) of every item, best first."""
+    s = bandit.scores(contexts)
+    return [(names[k], float(s[k])) for k in np.argsort(-s, kind="stable")]

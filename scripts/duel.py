@@ -1,0 +1,148 @@
+"""Ask a person "A or B?" about items of a small built-in catalog, learn, and show the learned ranking.
+
+    python scripts/duel.py                          # interactive: answer 1 or 2 (q stops)
+    python scripts/duel.py --answers answers.txt    # answers from a file, one per line: 1, 2 or q
+    python scripts/duel.py --simulate               # a simulated person with a hidden taste
+    python scripts/duel.py --questions 30 --save me.pt   # ... and keep the learner
+    python scripts/duel.py --load me.pt             # go on from a saved learner
+
+Each question offers ``--offer`` random items of the catalog (the round's context set X_t); the
+learner (``configs/live.yaml`` by default: NVLDB-UCB-ASYM with distinct arms) picks the two to
+show through :class:`nvldb_pl.live.DuelingBandit`, the same code as the simulated experiments.
+Item contexts: the catalog's features standardized over the catalog, each item scaled to unit norm.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from nvldb_pl.live import DuelingBandit, rank  # noqa: E402
+
+FEATURES = ("sweetness", "acidity", "body", "bitterness", "price")
+NAMES = ("Aurora", "Basalt", "Cinder", "Delta", "Ember", "Fjord", "Granite", "Harbor",
+         "Indigo", "Juniper", "Kestrel", "Lumen")
+TASTE = np.array([1.0, -0.5, 0.8, -1.0, -0.7])  # the simulated person's hidden weights per feature
+
+
+def catalog(seed: int = 2026) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(names, raw features [N, 5] in [0, 1] with one decimal, contexts [N, 5] of unit norm)."""
+    raw = np.round(np.random.default_rng(seed).uniform(0, 1, (len(NAMES), len(FEATURES))), 1)
+    z = (raw - raw.mean(0)) / raw.std(0)
+    return list(NAMES), raw, z / np.linalg.norm(z, axis=1, keepdims=True)
+
+
+def describe(name: str, raw: np.ndarray) -> str:
+    return f"{name:<8s} " + "  ".join(f"{f} {v:.1f}" for f, v in zip(FEATURES, raw))
+
+
+def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
+    """Kendall's tau-a between two score vectors (pairs tied in either count as 0)."""
+    n, s = len(a), 0.0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s += np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])
+    return s / (n * (n - 1) / 2)
+
+
+class Answers:
+    """Where answers come from: the terminal, a file (checked line by line) or a simulated person."""
+
+    def __init__(self, path=None, simulate=False, stdin=None, out=None):
+        self.lines, self.path, self.simulate = None, path, simulate
+        self.stdin, self.out = stdin or sys.stdin, out or sys.stdout
+        if path is not None:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"--answers: {path}: no such file")
+            with open(path) as fh:
+                self.lines = [(n, s.split("#", 1)[0].strip()) for n, s in enumerate(fh, 1)]
+            self.lines = [(n, s) for n, s in self.lines if s]
+            for n, s in self.lines:
+                if s not in ("1", "2", "q"):
+                    raise ValueError(f"--answers: {path} line {n}: expected 1, 2 or q, got {s!r}")
+
+    def next(self, raw_i, raw_j):
+        """1 if the first item shown is preferred, 0 if the second, None to stop."""
+        if self.simulate:
+            return int(raw_i @ TASTE > raw_j @ TASTE)
+        if self.lines is not None:
+            if not self.lines:
+                return None
+            s = self.lines.pop(0)[1]
+        else:
+            while True:
+                self.out.write("1 or 2 (q stops)? ")
+                self.out.flush()
+                s = self.stdin.readline()
+                if not s:  # end of input
+                    return None
+                s = s.strip().lower()
+                if s in ("1", "2", "q"):
+                    break
+                self.out.write(f"please type 1, 2 or q, not {s!r}\n")
+        return None if s == "q" else int(s == "1")
+
+
+def main(argv=None, stdin=None, out=None) -> int:
+    out = out or sys.stdout
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--answers", help="read answers from this file (1, 2 or q per line; # comments)")
+    src.add_argument("--simulate", action="store_true", help="a simulated person answers (hidden taste)")
+    p.add_argument("--questions", type=int, default=20, help="at most this many questions (default 20)")
+    p.add_argument("--offer", type=int, default=4, help="items offered per question, K (default 4)")
+    p.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "live.yaml"))
+    p.add_argument("--load", help="go on from a learner saved with --save")
+    p.add_argument("--save", help="save the learner here at the end")
+    p.add_argument("--seed", type=int, default=0, help="which items are offered, and the learner's seed")
+    a = p.parse_args(argv)
+    try:
+        if a.questions < 0:
+            raise ValueError(f"--questions: must be >= 0, got {a.questions}")
+        names, raw, contexts = catalog()
+        if not 2 <= a.offer <= len(names):
+            raise ValueError(f"--offer: must be between 2 and {len(names)}, got {a.offer}")
+        answers = Answers(a.answers, a.simulate, stdin, out)
+        if a.load:
+            bandit = DuelingBandit.from_checkpoint(a.load)
+            if bandit.dim != contexts.shape[1]:
+                raise ValueError(f"--load: {a.load} has dim {bandit.dim}, the catalog has {contexts.shape[1]} features")
+        else:
+            bandit = DuelingBandit.from_config(a.config, dim=contexts.shape[1], seed=a.seed)
+        rng = np.random.default_rng([a.seed, bandit.num_observed])
+        asked = 0
+        while asked < a.questions:
+            offer = rng.choice(len(names), size=a.offer, replace=False)
+            i, j = bandit.select(contexts[offer])
+            if i == j:  # only with distinct_arms off: nothing to ask, the learner duels an item with itself
+                bandit.observe(contexts[offer], i, j, 1)
+                continue
+            out.write(f"\nQuestion {asked + 1}: which do you prefer?\n  1) {describe(names[offer[i]], raw[offer[i]])}\n"
+                      f"  2) {describe(names[offer[j]], raw[offer[j]])}\n")
+            o = answers.next(raw[offer[i]], raw[offer[j]])
+            if o is None:
+                break
+            if a.simulate or a.answers:
+                out.write(f"answer: {1 if o else 2}\n")
+            bandit.observe(contexts[offer], i, j, o)
+            asked += 1
+        out.write(f"\nLearned ranking after {bandit.num_observed} answers (estimated utility):\n")
+        ranking = rank(bandit, contexts, names)
+        for n, (name, score) in enumerate(ranking, 1):
+            out.write(f"{n:3d}. {describe(name, raw[names.index(name)])}   {score:+.3f}\n")
+        if a.simulate:
+            tau = kendall_tau(bandit.scores(contexts), raw @ TASTE)
+            out.write(f"Kendall tau against the simulated person's hidden taste: {tau:.2f}\n")
+        if a.save:
+            bandit.save(a.save)
+            out.write(f"saved the learner to {a.save}\n")
+    except (ValueError, FileNotFoundError, FloatingPointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
