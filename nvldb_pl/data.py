@@ -28,7 +28,7 @@ from . import links, uci
 from .links import check_link
 from .tasks import TASKS, draw_contexts, draw_theta, utility
 
-TAG_TASK, TAG_ROUNDS, TAG_INIT, TAG_DISJOINT = 0, 1, 2, 3
+TAG_TASK, TAG_ROUNDS, TAG_INIT, TAG_DISJOINT, TAG_SAMPLE = 0, 1, 2, 3, 4
 ALL_TASKS = TASKS + uci.UCI_TASKS
 SAMPLINGS = ("per_seed", "disjoint")
 PREFERENCES = links.LINKS + ("deterministic",)

@@ -81,7 +81,7 @@ class DuelingLearner(pl.LightningModule):
 
     method = "learner"
     TIMED = ("select", "train", "refit", "gram")
-    SHARED_BUFFERS = ("rounds_done", "reg")  # tensors without a leading seed dimension
+    SHARED_BUFFERS = ("rounds_done", "reg", "base_seed")  # tensors without a leading seed dimension
     HISTORY_BUFFERS = ("hist_xt", "hist_o", "hist_du")  # last dimension: one (hist_xt: two) per duel
     LIVE = True  # usable by nvldb_pl.live.DuelingBandit (answers late, in any order)
 
@@ -101,6 +101,8 @@ class DuelingLearner(pl.LightningModule):
         self.register_buffer("rounds_done", torch.zeros((), dtype=torch.int64))
         self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
         self.register_buffer("first_bad_context", torch.zeros(S, dtype=torch.int64))  # NaN/inf from the environment
+        self.register_buffer("base_seed", torch.zeros((), dtype=torch.int64))  # of the streams a learner draws itself
+        self.register_buffer("seed_id", torch.arange(S, dtype=torch.int64))
         self.regret = CumulativeRegret(list(range(S)))
         self.timings = {name: 0.0 for name in self.TIMED}
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
@@ -117,6 +119,8 @@ class DuelingLearner(pl.LightningModule):
         check(len(seed_ids) == self.num_local, "num_seeds", f"{len(seed_ids)} seed ids for {self.num_local} seeds")
         self.init_seed_state(base_seed, list(seed_ids))
         self.seed_ids = list(seed_ids)
+        self.base_seed.fill_(int(base_seed))
+        self.seed_id.copy_(torch.tensor(seed_ids, dtype=torch.int64))
         self.regret.seed_ids = torch.tensor(seed_ids, dtype=torch.int64, device=self.device)
         self.regret._defaults["seed_ids"] = self.regret.seed_ids.clone()
 

@@ -24,12 +24,13 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from . import gram, objective, selection
 from .backward import accumulate_nll_grad
-from .data import TAG_INIT, rng_for
+from .data import TAG_INIT, TAG_SAMPLE, rng_for
 from .learner import LINKED_FROM_DATA, DuelingLearner, as_pairs
 from .learner import check as _check
 from .network import INITS, StackedMLP, init_weights
@@ -38,6 +39,7 @@ __all__ = ["NVLDB", "LINKED_FROM_DATA", "TRAIN_CHUNK_ROUNDS"]
 
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
+SAMPLE_WEIGHTINGS = ("uniform", "recency")
 
 
 class NVLDB(DuelingLearner):
@@ -65,6 +67,12 @@ class NVLDB(DuelingLearner):
         backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.backward`, faster) or
             ``autograd``; both give the same gradient up to float rounding. Under ``16-mixed``
             (a GradScaler) autograd is used whatever this says.
+        sample_size: B; ``None`` (the paper): every Adam step and the theta refit use the whole
+            history. An integer: once t > B, each Adam step uses B history rows drawn afresh
+            (with replacement) and the refit another B, the loss scaled by t / B (an unbiased
+            estimate of eq. total_loss), so a round's training cost stops growing with t.
+        sample_weighting: ``uniform`` over rows 1..t, or ``recency``: row i with probability
+            proportional to i (the newest row t times as likely as the oldest).
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
             paper's eq. total_loss, which regularizes theta only; 0 = the paper).
     """
@@ -95,6 +103,8 @@ class NVLDB(DuelingLearner):
         w_reg: float = 0.0,
         distinct_arms: bool = False,
         backward: str = "manual",
+        sample_size: Optional[int] = None,
+        sample_weighting: str = "uniform",
     ):
         super().__init__(dim, arms, rounds, num_seeds, link)
         selection.check_strategy(strategy)
@@ -106,6 +116,9 @@ class NVLDB(DuelingLearner):
         _check(depth >= 2, "depth", f"eq. (nn) needs at least W^1 and W^L, got {depth}")
         _check(grad_steps >= 0, "grad_steps", f"must be >= 0, got {grad_steps}")
         _check(w_reg >= 0, "w_reg", f"must be >= 0, got {w_reg}")
+        _check(sample_size is None or sample_size >= 1, "sample_size", f"must be >= 1 (or null: whole history), got {sample_size}")
+        _check(sample_weighting in SAMPLE_WEIGHTINGS, "sample_weighting",
+               f"{sample_weighting!r} is not one of {list(SAMPLE_WEIGHTINGS)}")
         if epsilon is None:
             epsilon = 1.0 / math.sqrt(dim)  # dim >= 1 was checked above
         for name, value in (("lr", lr), ("lam", lam), ("beta", beta), ("epsilon", epsilon)):
@@ -176,11 +189,46 @@ class NVLDB(DuelingLearner):
         """phi of both items of every past duel with the current W: [S, t, 2, d]."""
         return as_pairs(self.net.features_t(self.hist_xt[:, :, : 2 * t]))
 
-    def _weights(self, delta_f: torch.Tensor, t: int, lo: int = 0) -> torch.Tensor:
-        """1 / zeta_i^2 for rows lo..t-1 (eq. wi) given Delta f_i [S, t - lo]."""
+    def _weights(self, delta_f: torch.Tensor, t: int, lo: int = 0, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """1 / zeta_i^2 (eq. wi) given Delta f_i, for rows lo..t-1 ([S, t - lo]) or the history
+        rows ``rows`` [S, B] (a training sample)."""
         hp = self.hparams
-        delta = self.hist_du[:, lo:t] if self.variance_mode == "oracle" else delta_f
+        if self.variance_mode == "oracle":
+            delta = self.hist_du[:, lo:t] if rows is None else self.hist_du.gather(1, rows)
+        else:
+            delta = delta_f
         return objective.zeta(delta, hp.link, hp.epsilon, self.variance_mode).to(torch.float64).pow(-2)
+
+    # ------------------------------------------------------------------ bounded training set
+    def _sample_rows(self, t: int, draws: int) -> Optional[torch.Tensor]:
+        """``draws`` samples of B history rows per seed, [S, draws, B] (None: use the whole
+        history). Drawn from the stream (base seed, seed id, TAG_SAMPLE, t): S-independent."""
+        B = self.hparams.sample_size
+        if B is None or t <= B:
+            return None
+        base = int(self.base_seed)
+        out = []
+        for i in self.seed_id.tolist():
+            rng = rng_for(base, i, TAG_SAMPLE, t)
+            if self.hparams.sample_weighting == "uniform":
+                out.append(rng.integers(0, t, size=(draws, B)))
+            else:  # density proportional to the row's position: inverse CDF of a linear ramp
+                out.append(np.minimum((t * np.sqrt(rng.random((draws, B)))).astype(np.int64), t - 1))
+        return torch.from_numpy(np.stack(out)).to(self.device)
+
+    def _train_blocks(self, t: int, rows: Optional[torch.Tensor]):
+        """(contexts [S, d, 2n], outcomes [S, n], weight function of Delta f) per block of the
+        loss: the whole history in blocks of TRAIN_CHUNK_ROUNDS, or one sampled block scaled t/B."""
+        if rows is None:
+            for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
+                hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
+                yield (self.hist_xt[:, :, 2 * lo : 2 * hi], self.hist_o[:, lo:hi],
+                       lambda df, lo=lo, hi=hi: self._weights(df, hi, lo))
+            return
+        scale = t / rows.shape[1]
+        cols = torch.stack([2 * rows, 2 * rows + 1], dim=2).flatten(1)  # [S, 2B]: (a1, a2) columns of each row
+        x = self.hist_xt.gather(2, cols.unsqueeze(1).expand(-1, self.hist_xt.shape[1], -1))
+        yield x, self.hist_o.gather(1, rows), lambda df: scale * self._weights(df, t, rows=rows)
 
     def training_step(self, batch, batch_idx):
         hp, t = self.hparams, self.t
@@ -196,20 +244,32 @@ class NVLDB(DuelingLearner):
                 loss = self._adam_steps(t)
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
             with self._timed("refit"):
-                phi = self._history_features(t).to(torch.float64)
-                dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
                 theta = self.net.theta.to(torch.float64)
-                if hp.refit_theta:  # Alg. 1 line 10
+                rows = self._sample_rows(t, 1) if hp.refit_theta else None
+                if rows is not None:  # Alg. 1 line 10 on a sample of B rows, scaled t / B
+                    x, o, weights = next(self._train_blocks(t, rows[:, 0]))
+                    phi = as_pairs(self.net.features_t(x)).to(torch.float64)
+                    dphi = phi[:, :, 0] - phi[:, :, 1]
+                    w = weights(torch.einsum("std,sd->st", dphi, theta))
+                    theta = objective.refit_theta(hp.link, theta, dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations)
+                    self.net.theta.copy_(theta)
+                if hp.gram_mode == "recompute" or (hp.refit_theta and rows is None):
+                    phi = self._history_features(t).to(torch.float64)
+                    dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
+                if hp.refit_theta and rows is None:  # Alg. 1 line 10
                     w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)
                     theta = objective.refit_theta(hp.link, theta, dphi, self.hist_o[:, :t], w,
                                                   self.net.theta0, hp.lam, hp.refit_iterations)
                     self.net.theta.copy_(theta)
             with self._timed("gram"):
-                w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)  # zeta at (theta_t, W_t)
                 if hp.gram_mode == "recompute":
+                    w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)  # zeta at (theta_t, W_t)
                     self.V = gram.gram_from_history(dphi, w, hp.lam)
-                else:
-                    self.V = gram.rank_one_update(self.V, self._selected_dphi, w[:, t - 1])
+                else:  # the newest duel's zeta at (theta_t, W_t); its Delta phi from selection time
+                    last = as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])).to(torch.float64)
+                    df = torch.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)
+                    w = self._weights(df, t, t - 1)[:, 0]
+                    self.V = gram.rank_one_update(self.V, self._selected_dphi, w)
             bad = ~torch.isfinite(theta).all(dim=1)
             if loss is not None:
                 bad |= ~torch.isfinite(loss)
@@ -232,8 +292,9 @@ class NVLDB(DuelingLearner):
         grads = [torch.zeros_like(p) for p in params]
         device = self.device.type
         compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        samples = self._sample_rows(t, hp.grad_steps)
         with torch.no_grad(), torch.autocast(device, enabled=False):
-            for _ in range(hp.grad_steps):
+            for step in range(hp.grad_steps):
                 for g in grads:
                     g.zero_()
                 per_seed = objective.ridge(net.theta, net.theta0, hp.lam)
@@ -242,11 +303,9 @@ class NVLDB(DuelingLearner):
                     per_seed = per_seed + 0.5 * hp.w_reg * net.distance_to_init()
                     for layer, w in enumerate(net.weights):
                         grads[layer].add_(w - getattr(net, f"w0_{layer}"), alpha=hp.w_reg)
-                for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
-                    hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
-                    per_seed = per_seed + accumulate_nll_grad(
-                        list(net.weights), net.theta, self.hist_xt[:, :, 2 * lo : 2 * hi], self.hist_o[:, lo:hi],
-                        hp.link, lambda df, lo=lo, hi=hi: self._weights(df, hi, lo), grads, compute_dtype)
+                for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
+                    per_seed = per_seed + accumulate_nll_grad(list(net.weights), net.theta, x, o, hp.link,
+                                                              weights, grads, compute_dtype)
                 for p, g in zip(params, grads):
                     p.grad = g
                 opt.step()
@@ -256,16 +315,16 @@ class NVLDB(DuelingLearner):
         """:meth:`_adam_steps` with the gradient from autograd (reference, and 16-mixed)."""
         hp, opt = self.hparams, self.optimizer()
         S = self.hist_xt.shape[0]
-        for _ in range(hp.grad_steps):
+        samples = self._sample_rows(t, hp.grad_steps)
+        for step in range(hp.grad_steps):
             opt.zero_grad(set_to_none=True)
             per_seed = None
-            for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
-                hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
-                f = self.net.utility_t(self.net.features_t(self.hist_xt[:, :, 2 * lo : 2 * hi])).view(S, hi - lo, 2)
+            for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
+                f = self.net.utility_t(self.net.features_t(x)).view(S, o.shape[1], 2)
                 delta_f = (f[..., 0] - f[..., 1]).float()
-                w = self._weights(delta_f, hi, lo).to(delta_f.dtype)
-                block = objective.weighted_nll(hp.link, delta_f, self.hist_o[:, lo:hi], w)
-                if lo == 0:
+                w = weights(delta_f).to(delta_f.dtype)
+                block = objective.weighted_nll(hp.link, delta_f, o, w)
+                if per_seed is None:
                     block = block + objective.ridge(self.net.theta, self.net.theta0, hp.lam)
                     if hp.w_reg > 0:
                         block = block + 0.5 * hp.w_reg * self.net.distance_to_init()

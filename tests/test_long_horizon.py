@@ -1,0 +1,97 @@
+"""Options for long horizons: a bounded training sample per Adam step (uniform or recency-weighted),
+retraining every H rounds and the incremental Gram matrix; the default stays exact."""
+import numpy as np
+import pytest
+import torch
+
+from nvldb_pl.module import NVLDB
+from nvldb_pl.run import run_experiment
+
+
+def _filled(t, seeds=(0, 1, 2), **kw):
+    m = NVLDB(dim=4, arms=3, rounds=t, num_seeds=len(seeds), width=8, **kw)
+    m.init_parameters(7, list(seeds))
+    for s_i, s in enumerate(seeds):  # each seed's history depends on its id only
+        g = torch.Generator().manual_seed(100 + s)
+        m.hist_xt[s_i] = torch.randn(4, 2 * t, generator=g)
+        m.hist_o[s_i] = (torch.rand(t, generator=g) < 0.5).float()
+    m._t = t
+    m.rounds_done.fill_(t)
+    return m
+
+
+def test_sampled_step_is_the_scaled_loss_on_the_drawn_rows():
+    """One SGD step with B = 16 of t = 100 rows equals, per seed, the gradient of
+    (t / B) sum_{i in sample} -log g(s_i Delta f_i) / zeta_i^2 + lam/2 ||theta - theta_0||^2 (eq.
+    total_loss on the drawn rows, with multiplicity), computed by autograd one seed at a time."""
+    t, B = 100, 16
+    for backward in ("manual", "autograd"):
+        m = _filled(t, grad_steps=1, sample_size=B, backward=backward)
+        rows = m._sample_rows(t, 1)[:, 0]  # what the step will draw: the stream of (seed, round t)
+        assert rows.shape == (3, B) and int(rows.min()) >= 0 and int(rows.max()) < t
+        start = [w.detach().clone() for w in m.net.weights] + [m.net.theta.detach().clone()]
+        m._own_optimizer = torch.optim.SGD(m.net.parameters(), lr=0.05)
+        m._adam_steps(t)
+        after = list(m.net.weights) + [m.net.theta]
+        for s in range(3):
+            ws = [w[s].detach().clone().requires_grad_(True) for w in start[:-1]]
+            theta = start[-1][s].detach().clone().requires_grad_(True)
+            loss = 0.5 * 1.0 * (theta - m.net.theta0[s]).pow(2).sum()
+            for r in rows[s].tolist():
+                fs = []
+                for col in (2 * r, 2 * r + 1):
+                    h = m.hist_xt[s, :, col]
+                    for w in ws:
+                        h = torch.relu(w @ h)
+                    fs.append(theta @ (np.sqrt(8) * h))
+                df = fs[0] - fs[1]
+                p = torch.sigmoid(df.detach())
+                zeta = torch.clamp(torch.sqrt(p * (1 - p)), min=m.hparams.epsilon)  # eq. (wi)
+                sign = 1.0 if m.hist_o[s, r] == 1 else -1.0
+                loss = loss - (t / B) * torch.nn.functional.logsigmoid(sign * df) / zeta**2
+            loss.backward()
+            for p_after, p0, g in zip(after, [w[s] for w in start], ws + [theta]):
+                torch.testing.assert_close(p_after[s].detach(), p0 - 0.05 * g.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_draws_are_per_seed_streams_and_recency_favours_new_rows():
+    t = 5000
+    uni = _filled(t, seeds=(0, 1, 2), sample_size=256)._sample_rows(t, 20)
+    alone = _filled(t, seeds=(1,), sample_size=256)._sample_rows(t, 20)
+    assert torch.equal(uni[1], alone[0])  # seed 1 draws the same rows beside other seeds or alone
+    assert not torch.equal(uni[0], uni[1])
+    rec = _filled(t, seeds=(0, 1, 2), sample_size=256, sample_weighting="recency")._sample_rows(t, 20)
+    # uniform rows: mean t/2; linear ramp: mean 2t/3 (std of a mean of 15360 draws: about 0.2% of t)
+    assert abs(float(uni.double().mean()) / t - 0.5) < 0.01
+    assert abs(float(rec.double().mean()) / t - 2 / 3) < 0.01
+    assert int(rec.max()) < t and int(rec.min()) >= 0
+    assert _filled(t, sample_size=t)._sample_rows(t, 1) is None  # t <= B: the whole history
+
+
+def test_a_sample_larger_than_the_horizon_is_the_exact_loop():
+    data = {"task": "cos", "rounds": 30, "num_seeds": 2, "seed": 1}
+    _, exact = run_experiment(data, {"width": 8})
+    _, big = run_experiment(data, {"width": 8, "sample_size": 64})
+    for k, v in exact.state_dict().items():
+        assert torch.equal(v, big.state_dict()[k]), k
+
+
+def test_bounded_mode_runs_seed_independent():
+    """B = 8 < T, H = 3, incremental Gram: each seed makes the same selections and regret alone or
+    beside others (parameters up to float rounding of batched matmuls, as for the exact loop)."""
+    model = {"width": 8, "sample_size": 8, "sample_weighting": "recency", "episode": 3, "gram_mode": "incremental"}
+    s2, two = run_experiment({"task": "cos", "rounds": 40, "num_seeds": 2, "seed": 4}, dict(model))
+    s1, one = run_experiment({"task": "cos", "rounds": 40, "num_seeds": 1, "seed": 4, "first_seed_id": 1}, dict(model))
+    assert torch.equal(two.hist_xt[1], one.hist_xt[0])
+    assert torch.equal(two.hist_o[1], one.hist_o[0])
+    torch.testing.assert_close(two.net.theta[1], one.net.theta[0], rtol=1e-5, atol=1e-6)
+    assert s2["seeds"][1]["cum_avg_regret"] == pytest.approx(s1["seeds"][0]["cum_avg_regret"], abs=1e-12)
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"sample_size": 0}, "model.sample_size: must be >= 1"),
+    ({"sample_weighting": "newest"}, "model.sample_weighting: 'newest' is not one of"),
+])
+def test_bad_values_are_named(kw, message):
+    with pytest.raises(ValueError, match=message):
+        NVLDB(**kw)
