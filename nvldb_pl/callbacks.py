@@ -200,6 +200,10 @@ class RunSummary(pl.Callback):
         mean, std = _mean_std(per_round)
         dm, hp = trainer.datamodule, module.hparams
         seed_rounds = (module.t - self._start_round) * len(cum_avg)
+        self_duels = module.self_duels
+        if trainer.world_size > 1:
+            self_duels = module.all_gather(self_duels).reshape(-1)
+        self_duels = self_duels.cpu().tolist()
         self.summary = {
             "task": dm.spec.task,
             "method": module.method,
@@ -209,8 +213,9 @@ class RunSummary(pl.Callback):
             "num_seeds": len(cum_avg),
             "base_seed": dm.spec.base_seed,
             "seeds": [
-                {"seed": int(s), "cum_avg_regret": float(a), "cum_weak_regret": float(w)}
-                for s, a, w in zip(reg["seed_ids"].cpu().reshape(-1), cum_avg, cum_weak)
+                {"seed": int(s), "cum_avg_regret": float(a), "cum_weak_regret": float(w),
+                 "self_duel_fraction": n / max(module.t, 1)}
+                for s, a, w, n in zip(reg["seed_ids"].cpu().reshape(-1), cum_avg, cum_weak, self_duels)
             ],
             "R_T_over_T_mean": float(mean),
             "R_T_over_T_std": float(std),

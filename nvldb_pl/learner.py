@@ -101,6 +101,7 @@ class DuelingLearner(pl.LightningModule):
         self.register_buffer("rounds_done", torch.zeros((), dtype=torch.int64))
         self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
         self.register_buffer("first_bad_context", torch.zeros(S, dtype=torch.int64))  # NaN/inf from the environment
+        self.register_buffer("self_duels", torch.zeros(S, dtype=torch.int64))  # rounds with a1 = a2
         self.register_buffer("base_seed", torch.zeros((), dtype=torch.int64))  # of the streams a learner draws itself
         self.register_buffer("seed_id", torch.arange(S, dtype=torch.int64))
         self.regret = CumulativeRegret(list(range(S)))
@@ -238,6 +239,7 @@ class DuelingLearner(pl.LightningModule):
         self.hist_xt[:, :, 2 * i + 1] = contexts[rows, a2]
         self.hist_o[:, i] = o.to(self.hist_o.dtype)
         self.hist_du[:, i] = du.to(torch.float64)
+        self.self_duels += a1 == a2  # an arm dueled with itself: no information (Delta phi = 0)
         self.rounds_done += 1
         self._t += 1
 

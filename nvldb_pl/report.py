@@ -122,7 +122,8 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
     lines = ["# Reproduction report", "", f"Made by: `{command}`", "",
              "R(T)/T: mean ± std over seeds of the cumulative average regret divided by T. "
              "R(t): cumulative average regret R^a_t (mean ± std) at t = T/4, T/2, T. "
-             "Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
+             "Self-duels: share of rounds whose two arms were the same arm (no information; '–': "
+             "run made before this was recorded). Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
              "(its Figure 1 is given as plots only).", ""]
     table = {}
     for task in tasks:
@@ -136,18 +137,20 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
                 summary = json.load(fh)
             T = int(rounds[-1])
             at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
+            duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
+            duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append((R[-1].mean() / T, method, _mean_std(R[-1] / T), {q: _mean_std(v) for q, v in at.items()},
-                         summary["wall_seconds"], len(seeds)))
+                         summary["wall_seconds"], len(seeds), duels))
             curves[method] = (rounds, seeds, R)
         rows.sort()
         T = int(max(c[0][-1] for c in curves.values()))
         S = rows[0][5]
         lines += [f"## {task} (T={T}, {S} seeds)", "",
-                  f"| method | R(T)/T | R({T // 4}) | R({T // 2}) | R({T}) | wall s | paper R(T)/T |",
-                  "|---|---|---|---|---|---|---|"]
-        for _, method, (m, s), at, wall, _ in rows:
+                  f"| method | R(T)/T | R({T // 4}) | R({T // 2}) | R({T}) | self-duels | wall s | paper R(T)/T |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for _, method, (m, s), at, wall, _, duels in rows:
             cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
-            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {wall:.0f} | {PAPER.get((task, method), '')} |")
+            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall:.0f} | {PAPER.get((task, method), '')} |")
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s}
         lines.append("")
         png = plot_task(out, task, curves)
