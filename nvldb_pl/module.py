@@ -69,8 +69,9 @@ class NVLDB(DuelingLearner):
             (a GradScaler) autograd is used whatever this says.
         sample_size: B; ``None`` (the paper): every Adam step and the theta refit use the whole
             history. An integer: once t > B, each Adam step uses B history rows drawn afresh
-            (with replacement) and the refit another B, the loss scaled by t / B (an unbiased
-            estimate of eq. total_loss), so a round's training cost stops growing with t.
+            (with replacement), the theta refit the rows of the first step's draw, the loss
+            scaled by t / B (an unbiased estimate of eq. total_loss), so a round's training cost
+            stops growing with t.
         sample_weighting: ``uniform`` over rows 1..t, or ``recency``: row i with probability
             proportional to i (the newest row t times as likely as the oldest).
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
