@@ -197,6 +197,13 @@ class DuelingLearner(pl.LightningModule):
     def configure_optimizers(self):
         return None
 
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        """The stream yields CPU tensors: on CPU there is nothing to move (skips Lightning's
+        walk over the batch, about 1-3 ms a round, which matters at 10^5 rounds)."""
+        if device.type == "cpu":
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
     @property
     def t(self) -> int:
         """Rounds observed so far (the current round once ``observe`` has run)."""
