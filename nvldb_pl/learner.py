@@ -155,6 +155,7 @@ class DuelingLearner(pl.LightningModule):
                     mod._parameters[name] = torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad)
         self.regret = CumulativeRegret(list(range(len(index))))
         self.num_local = len(index)
+        self.seed_ids = self.seed_id.tolist()
 
     @torch.no_grad()
     def grow_history(self, capacity: int) -> None:

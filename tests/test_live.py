@@ -116,7 +116,7 @@ def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
     state = torch.load(ckpt, weights_only=False)["state_dict"]
     assert torch.equal(bandit.learner.net.theta[0], state["net.theta"][1])
     assert torch.equal(bandit.learner.V[0], state["V"][1])
-    assert bandit.num_observed == 12
+    assert bandit.num_observed == 12 and bandit.learner.seed_ids == [1]
     x = _unit_rows(np.random.default_rng(2), 5, 5)
     from nvldb_pl.module import NVLDB
     hp = torch.load(ckpt, weights_only=False)["hyper_parameters"]
