@@ -122,6 +122,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
     lines = ["# Reproduction report", "", f"Made by: `{command}`", "",
              "R(T)/T: mean ± std over seeds of the cumulative average regret divided by T. "
              "R(t): cumulative average regret R^a_t (mean ± std) at t = T/4, T/2, T. "
+             "curves_<task>.csv.gz: R^a_t per method, seed and round (every round to 100, then every 10th). "
              "Self-duels: share of rounds whose two arms were the same arm (no information; '–': "
              "run made before this was recorded). Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
              "(its Figure 1 is given as plots only).", ""]
@@ -160,6 +161,8 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
             fh.write("method,seed,round,cum_avg_regret\n")
             for method, (rounds, seeds, R) in curves.items():
                 for i, r in enumerate(rounds):
+                    if not kept_round(int(r), T):
+                        continue
                     for j, seed in enumerate(seeds):
                         fh.write(f"{method},{seed},{r},{R[i, j]:.6g}\n")
     path = os.path.join(out, "report.md")
@@ -167,6 +170,12 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
         fh.write("\n".join(lines) + "\n")
     write_json_atomic(os.path.join(out, "report.json"), {f"{t}/{m}": v for (t, m), v in table.items()})
     return path
+
+
+def kept_round(r: int, T: int) -> bool:
+    """Rounds written to the committed curves_<task>.csv.gz: every round up to 100, then every
+    10th, and T (keeps the file small; each run's own curves.csv holds every round)."""
+    return r <= 100 or r % 10 == 0 or r == T
 
 
 def plot_task(out: str, task: str, curves: dict) -> Optional[str]:
