@@ -25,7 +25,6 @@ of answers, as in the paper's loop. Checkpoints are pickles: load only files you
 """
 from __future__ import annotations
 
-import inspect
 import os
 from typing import Optional, Sequence
 
@@ -34,7 +33,7 @@ import torch
 
 from .callbacks import atomic_open
 from .learner import LINKED_FROM_DATA, DuelingLearner
-from .run import LEARNERS
+from .run import LEARNERS, init_args
 
 FORMAT = "nvldb_pl.live/1"
 
@@ -53,7 +52,7 @@ def _as_contexts(contexts, dim: int) -> torch.Tensor:
 
 def _learner_args(cls: type, args: dict, where: str) -> dict:
     """``args`` checked against ``cls.__init__`` (an unknown name is an error naming it)."""
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    accepted = init_args(cls)
     unknown = sorted(set(args) - accepted)
     if unknown:
         raise ValueError(f"{where}: {cls.__name__} has no argument(s) {unknown}; it takes {sorted(accepted - set(LINKED_FROM_DATA))}")
@@ -146,7 +145,7 @@ class DuelingBandit:
             raise ValueError(f"{path}: learner {name!r} is not one of {list(LEARNERS)}")
         learner_cls = LEARNERS[name]
         hp = dict(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}))
-        accepted = set(inspect.signature(learner_cls.__init__).parameters) - {"self"}
+        accepted = init_args(learner_cls)
         module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
         module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
         module.load_state_dict(ckpt["state_dict"])

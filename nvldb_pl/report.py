@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import glob
 import gzip
-import inspect
 import json
 import os
 import time
@@ -19,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from .callbacks import atomic_open, write_json_atomic
-from .run import LEARNERS, run_experiment
+from .run import LEARNERS, init_args, run_experiment
 
 RULES = ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")
 # name -> (learner, model arguments). NVLDB's and NLDB's six rules, and the baselines.
@@ -57,7 +56,7 @@ PAPER = {
 
 
 def _accepts(learner: str) -> set[str]:
-    return set(inspect.signature(LEARNERS[learner].__init__).parameters) - {"self"}
+    return init_args(LEARNERS[learner])
 
 
 def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int) -> Optional[str]:

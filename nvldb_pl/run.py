@@ -1,6 +1,7 @@
 """Run one experiment from Python (tests, sweeps, benchmarks): the same pieces as the CLI."""
 from __future__ import annotations
 
+import inspect
 import logging
 import warnings
 from typing import Optional
@@ -15,6 +16,11 @@ from .module import NVLDB
 
 LEARNERS = {"NVLDB": NVLDB, **{name: getattr(baselines, name) for name in
                                ("NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")}}
+
+
+def init_args(cls: type) -> set[str]:
+    """The argument names a learner class's constructor takes."""
+    return set(inspect.signature(cls.__init__).parameters) - {"self"}
 
 
 def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[BanditDataModule, DuelingLearner]:
