@@ -153,6 +153,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
             lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall:.0f} | {PAPER.get((task, method), '')} |")
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s}
         lines.append("")
+        lines += paired_lines(curves, T)
         png = plot_task(out, task, curves)
         if png:
             lines += [f"![{task}]({os.path.basename(png)})", ""]
@@ -169,6 +170,49 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
         fh.write("\n".join(lines) + "\n")
     write_json_atomic(os.path.join(out, "report.json"), {f"{t}/{m}": v for (t, m), v in table.items()})
     return path
+
+
+# The baselines of the paper's claim "every NVLDB variant beats NDB, CoLSTIM and VACDB".
+CLAIM_BASELINES = ("NDB-UCB", "NDB-TS", "CoLSTIM", "VACDB")
+
+
+def paired_lines(curves: dict, T: int) -> list[str]:
+    """Per NVLDB rule: paired differences of R(T)/T against NLDB with the same rule and against
+    each baseline of the paper's claim (same seeds and streams, so compared seed by seed).
+
+    ``curves``: method -> (rounds, seed ids, R^a_t [rounds, seeds]). A cell is mean ± standard
+    error over seeds of NVLDB's R(T)/T minus the other's, and in brackets the number of seeds
+    where NVLDB is lower; '–' where the other method did not run (or ran other seeds or another T).
+    """
+    order = list(METHODS)
+    nvldb = sorted((m for m in curves if m.startswith("NVLDB-")), key=lambda m: (order.index(m) if m in order else len(order), m))
+    columns = ["NLDB (same rule)"] + [b for b in CLAIM_BASELINES if b in curves]
+
+    def other(method: str, column: str) -> str:
+        return method.replace("NVLDB-", "NLDB-", 1) if column == columns[0] else column
+
+    if not any(other(m, c) in curves for m in nvldb for c in columns):
+        return []
+
+    def final(method: str) -> dict:
+        rounds, seeds, R = curves[method]
+        return dict(zip(seeds, R[-1] / T)) if int(rounds[-1]) == T else {}
+
+    lines = ["Paired differences of R(T)/T, NVLDB minus the column's method, seed by seed (mean ± standard "
+             "error; in brackets the seeds where NVLDB is lower; negative: NVLDB better):", "",
+             "| NVLDB rule | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for m in nvldb:
+        mine, cells = final(m), []
+        for column in columns:
+            theirs = final(other(m, column)) if other(m, column) in curves else {}
+            if not mine or sorted(theirs) != sorted(mine):
+                cells.append("–")
+                continue
+            d = np.array([mine[s] - theirs[s] for s in sorted(mine)])
+            se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0.0
+            cells.append(f"{d.mean():+.3f} ± {se:.3f} ({int((d < 0).sum())}/{d.size})")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def kept_round(r: int, T: int) -> bool:

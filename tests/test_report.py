@@ -28,6 +28,10 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
     values = [float(r[1]) for r in rows]
     assert values == sorted(values) and all(v > 0 for v in values)
     assert "--rounds 12 --seeds 2" in report
+    assert "| NVLDB rule | NLDB (same rule) | NDB-UCB | NDB-TS | CoLSTIM | VACDB |" in report
+    paired = re.findall(r"^\| (NVLDB-\S+) \| ([+-][0-9.]+ ± [0-9.]+ \(\d/2\)|–) \|", report, flags=re.M)
+    assert [m for m, _ in paired] == [m for m in DEFAULT_METHODS if m.startswith("NVLDB-")]
+    assert [c == "–" for _, c in paired] == [m != "NVLDB-UCB-ASYM" for m, _ in paired]  # only NLDB-UCB-ASYM ran
     # a readable PNG: real image data of a sensible size
     from matplotlib.image import imread
     img = imread(os.path.join(out, "cos.png"))
@@ -45,3 +49,41 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
 def test_reproduce_rejects_unknown_method(tmp_path, capsys):
     assert _main(["--out", str(tmp_path), "--methods", "NVLDB-UCB-ASYM", "Oracle", "--rounds", "5", "--seeds", "1"]) == 2
     assert "--methods" in capsys.readouterr().err
+
+
+def test_paired_differences_match_a_seed_by_seed_loop():
+    import math
+    import numpy as np
+    from nvldb_pl.report import paired_lines
+    T = 10
+    rng = np.random.default_rng(0)
+    rounds = np.arange(1, T + 1)
+
+    def run(seeds):
+        return rounds, list(seeds), np.cumsum(rng.random((T, len(seeds))), axis=0)
+
+    curves = {"NVLDB-UCB-ASYM": run([0, 1, 2, 3]), "NLDB-UCB-ASYM": run([3, 2, 1, 0]),  # seeds in another order
+              "NVLDB-TS-CSYM": run([0, 1, 2, 3]), "CoLSTIM": run([0, 1, 2, 3]),
+              "VACDB": (rounds[:5], [0, 1, 2, 3], rng.random((5, 4)))}  # another T: not comparable
+    lines = paired_lines(curves, T)
+    header = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert header == ["NVLDB rule", "NLDB (same rule)", "CoLSTIM", "VACDB"]
+    table = {r.split("|")[1].strip(): [c.strip() for c in r.strip("|").split("|")[1:]] for r in lines[4:] if r}
+    assert list(table) == ["NVLDB-UCB-ASYM", "NVLDB-TS-CSYM"]  # the paper's order of rules
+    for method, cells in table.items():
+        for column, cell in zip(header[1:], cells):
+            other = method.replace("NVLDB", "NLDB") if column.startswith("NLDB") else column
+            if other not in curves or other == "VACDB":
+                assert cell == "–"
+                continue
+            diffs = []
+            for seed in (0, 1, 2, 3):
+                mine = curves[method][2][-1, curves[method][1].index(seed)] / T
+                theirs = curves[other][2][-1, curves[other][1].index(seed)] / T
+                diffs.append(mine - theirs)
+            mean = sum(diffs) / 4
+            se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 3) / 2
+            wins = sum(d < 0 for d in diffs)
+            assert cell == f"{mean:+.3f} ± {se:.3f} ({wins}/4)"
+    assert paired_lines({"CoLSTIM": curves["CoLSTIM"], "NVLDB-UCB-ASYM": curves["NVLDB-UCB-ASYM"]}, T)[2].count("|") == 4
+    assert paired_lines({"CoLSTIM": curves["CoLSTIM"], "Random": curves["NVLDB-TS-CSYM"]}, T) == []
