@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import glob
 import gzip
+import io
 import json
 import os
 import time
@@ -157,7 +158,10 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
         png = plot_task(out, task, curves)
         if png:
             lines += [f"![{task}]({os.path.basename(png)})", ""]
-        with gzip.open(os.path.join(out, f"curves_{task}.csv.gz"), "wt") as fh:
+        path = os.path.join(out, f"curves_{task}.csv.gz")
+        # mtime 0: the same curves give the same bytes (no timestamp in the gzip header)
+        with atomic_open(path, "wb") as raw, gzip.GzipFile(path, "wb", fileobj=raw, mtime=0) as gz, \
+                io.TextIOWrapper(gz, encoding="utf-8") as fh:
             fh.write("method,seed,round,cum_avg_regret\n")
             for method, (rounds, seeds, R) in curves.items():
                 for i, r in enumerate(rounds):

@@ -41,7 +41,9 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
         lines = fh.read().splitlines()
     assert lines[0] == "method,seed,round,cum_avg_regret" and len(lines) == 1 + len(DEFAULT_METHODS) * 2 * 12
     capsys.readouterr()
+    first = open(os.path.join(out, "curves_cos.csv.gz"), "rb").read()
     assert _main(argv) == 0  # the second time every run is reused
+    assert open(os.path.join(out, "curves_cos.csv.gz"), "rb").read() == first  # byte for byte
     log = capsys.readouterr().out
     assert log.count("[reuse]") == len(DEFAULT_METHODS) and "[run]" not in log
 
