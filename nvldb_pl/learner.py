@@ -108,7 +108,6 @@ class DuelingLearner(pl.LightningModule):
         self.timings = {name: 0.0 for name in self.TIMED}
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
-        self.seed_ids: list[int] = list(range(S))
         self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
         self._own_optimizer = None  # live use, without a Trainer (see attach_optimizer)
 
@@ -119,7 +118,6 @@ class DuelingLearner(pl.LightningModule):
     def init_parameters(self, base_seed: int, seed_ids: list[int]) -> None:
         check(len(seed_ids) == self.num_local, "num_seeds", f"{len(seed_ids)} seed ids for {self.num_local} seeds")
         self.init_seed_state(base_seed, list(seed_ids))
-        self.seed_ids = list(seed_ids)
         self.base_seed.fill_(int(base_seed))
         self.seed_id.copy_(torch.tensor(seed_ids, dtype=torch.int64))
         self.regret.seed_ids = torch.tensor(seed_ids, dtype=torch.int64, device=self.device)
@@ -155,7 +153,6 @@ class DuelingLearner(pl.LightningModule):
                     mod._parameters[name] = torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad)
         self.regret = CumulativeRegret(list(range(len(index))))
         self.num_local = len(index)
-        self.seed_ids = self.seed_id.tolist()
 
     @torch.no_grad()
     def grow_history(self, capacity: int) -> None:
@@ -204,6 +201,12 @@ class DuelingLearner(pl.LightningModule):
         if device.type == "cpu":
             return batch
         return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
+    @property
+    def seed_ids(self) -> list[int]:
+        """The seed ids this learner holds, read from the ``seed_id`` buffer (so they follow
+        ``take_seeds`` and ``load_state_dict``); for error messages, not the per-round path."""
+        return self.seed_id.tolist()
 
     @property
     def t(self) -> int:

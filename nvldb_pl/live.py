@@ -150,7 +150,6 @@ class DuelingBandit:
         module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
         module.load_state_dict(ckpt["state_dict"])
         module._t = int(module.rounds_done)
-        module.seed_ids = module.seed_id.tolist()  # error messages name the checkpoint's seed ids
         S = module.num_local
         if not 0 <= seed_index < S:
             raise ValueError(f"seed_index: {path} holds {S} seed(s), got {seed_index}")

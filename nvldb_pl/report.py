@@ -208,7 +208,8 @@ def paired_lines(curves: dict, T: int) -> list[str]:
     for m in nvldb:
         mine, cells = final(m), []
         for column in columns:
-            theirs = final(other(m, column)) if other(m, column) in curves else {}
+            name = other(m, column)
+            theirs = final(name) if name in curves else {}
             if not mine or sorted(theirs) != sorted(mine):
                 cells.append("–")
                 continue
