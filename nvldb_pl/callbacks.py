@@ -21,6 +21,13 @@ import torch
 from .metrics import instant_regret
 
 
+def device_name(device: torch.device) -> str:
+    """"cpu", or the accelerator's model ("cuda: NVIDIA H100 80GB HBM3"): wall times depend on it."""
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    return device.type
+
+
 def _mean_std(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and sample std (ddof=1; 0 for a single seed) over the last dimension."""
     std = values.std(dim=-1) if values.shape[-1] > 1 else torch.zeros_like(values[..., 0])
@@ -221,6 +228,7 @@ class RunSummary(pl.Callback):
             "R_T_over_T_mean": float(mean),
             "R_T_over_T_std": float(std),
             "wall_seconds": wall,
+            "device": device_name(module.device),
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),
         }

@@ -17,6 +17,7 @@ import time
 from typing import Optional
 
 import numpy as np
+import torch
 
 from .callbacks import atomic_open, write_json_atomic
 from .run import LEARNERS, init_args, run_experiment
@@ -75,11 +76,16 @@ def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int) -> Optio
 
 
 def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0,
-             overrides: Optional[dict] = None, log=print) -> dict[tuple[str, str], str]:
-    """Run (or reuse) every (task, method); returns their log dirs."""
+             overrides: Optional[dict] = None, log=print, accelerator: str = "cpu") -> dict[tuple[str, str], str]:
+    """Run (or reuse) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their log dirs."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
+    if accelerator not in ("cpu", "gpu"):
+        raise ValueError(f"--accelerator: {accelerator!r}; choose cpu or gpu")
+    if accelerator == "gpu" and not torch.cuda.is_available():
+        raise ValueError("--accelerator gpu: torch sees no CUDA GPU here (torch.cuda.is_available() is False); "
+                         "use --accelerator cpu")
     done = {}
     for task in tasks:
         for method in methods:
@@ -93,12 +99,18 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
                 start = time.perf_counter()
                 data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed,
                         **TASK_DATA.get(task, {})}
-                summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner)
+                summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator)
                 found = find_run(run_dir, rounds, num_seeds, base_seed)
                 log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
                     f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s")
             done[task, method] = found
     return done
+
+
+def wall_cell(summary: dict) -> str:
+    """A run's wall seconds, with its device when not the CPU (runs made before it was recorded: CPU)."""
+    device = summary.get("device", "cpu")
+    return f"{summary['wall_seconds']:.0f}" + ("" if device == "cpu" else f" ({device})")
 
 
 def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
@@ -141,7 +153,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append((R[-1].mean() / T, method, _mean_std(R[-1] / T), {q: _mean_std(v) for q, v in at.items()},
-                         summary["wall_seconds"], len(seeds), duels))
+                         wall_cell(summary), len(seeds), duels))
             curves[method] = (rounds, seeds, R)
         rows.sort()
         T = int(max(c[0][-1] for c in curves.values()))
@@ -151,7 +163,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
                   "|---|---|---|---|---|---|---|---|"]
         for _, method, (m, s), at, wall, _, duels in rows:
             cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
-            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall:.0f} | {PAPER.get((task, method), '')} |")
+            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {PAPER.get((task, method), '')} |")
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s}
         lines.append("")
         lines += paired_lines(curves, T)

@@ -37,8 +37,9 @@ def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[Bandi
 
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
                    log_every_n_rounds: int = 50, quiet: bool = True,
-                   learner: str | type = "NVLDB") -> tuple[dict, DuelingLearner]:
-    """Fit one configuration; returns (summary dict, trained module). No logger unless root_dir."""
+                   learner: str | type = "NVLDB", accelerator: str = "cpu") -> tuple[dict, DuelingLearner]:
+    """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
+    returns (summary dict, trained module). No logger unless root_dir."""
     dm, module = build(data, model, learner)
     module.sync_timings = True
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)
@@ -46,7 +47,7 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
         logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
         warnings.filterwarnings("ignore", module="lightning")
     trainer = pl.Trainer(
-        max_epochs=1, accelerator="cpu", devices=1, precision=precision,
+        max_epochs=1, accelerator=accelerator, devices=1, precision=precision,
         logger=root_dir is not None, default_root_dir=root_dir, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary],

@@ -31,6 +31,8 @@ def main(argv=None):
     p.add_argument("--base-seed", type=int, default=0)
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="model arguments for every method that accepts them, e.g. width=8 grad_steps=5")
+    p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"],
+                   help="device of every run (one device; wall times in the report name it when not cpu)")
     p.add_argument("--report-only", action="store_true", help="only reuse finished runs; run nothing")
     a = p.parse_args(argv)
     try:
@@ -46,7 +48,8 @@ def main(argv=None):
             if not runs:
                 raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
         else:
-            runs = run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set))
+            runs = run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
+                            accelerator=a.accelerator)
         print("wrote", write_report(a.out, runs, command))
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)

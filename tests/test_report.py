@@ -53,6 +53,27 @@ def test_reproduce_rejects_unknown_method(tmp_path, capsys):
     assert "--methods" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
+def test_reproduce_refuses_gpu_without_one_before_running(tmp_path, capsys):
+    assert _main(["--out", str(tmp_path), "--methods", "Random", "--rounds", "5", "--seeds", "1",
+                  "--tasks", "cos", "--accelerator", "gpu"]) == 2
+    assert "--accelerator gpu" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_wall_cell_names_a_non_cpu_device(tmp_path, capsys):
+    from nvldb_pl.report import wall_cell
+    assert wall_cell({"wall_seconds": 12.4}) == "12"  # made before the device was recorded: CPU
+    assert wall_cell({"wall_seconds": 12.6, "device": "cpu"}) == "13"
+    assert wall_cell({"wall_seconds": 7.0, "device": "cuda: NVIDIA H100"}) == "7 (cuda: NVIDIA H100)"
+    out = str(tmp_path / "rep")
+    assert _main(["--out", out, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--methods", "Random"]) == 0
+    import glob
+    import json
+    (path,) = glob.glob(os.path.join(out, "runs", "cos", "Random", "lightning_logs", "version_*", "summary.json"))
+    assert json.load(open(path))["device"] == "cpu"
+
+
 def test_paired_differences_match_a_seed_by_seed_loop():
     import math
     import numpy as np
