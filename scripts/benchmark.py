@@ -1,6 +1,7 @@
 """Throughput of the vectorized loop against the straightforward per-seed loop (nvldb_pl.naive).
 
     python scripts/benchmark.py --task cos --seeds 20 --rounds 1000 --naive-seeds 2
+    python scripts/benchmark.py --accelerator gpu --precision 32-true bf16-mixed --naive-seeds 0
 
 Prints seed-rounds/s of both (measured in the same process, one after the other), their ratio,
 and the vectorized loop's time split: training (Adam steps), refit (theta Newton solve incl. the
@@ -33,21 +34,25 @@ def main():
     p.add_argument("--strategy", default="ucb_asym")
     p.add_argument("--naive-seeds", type=int, default=2, help="seeds for the naive loop (0: skip it)")
     p.add_argument("--precision", nargs="+", default=["32-true"], help="e.g. 32-true bf16-mixed")
+    p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="device of the vectorized loop")
     p.add_argument("--backward", nargs="+", default=["manual"], help="model.backward: manual and/or autograd")
     a = p.parse_args()
+    if a.accelerator == "gpu" and not torch.cuda.is_available():
+        p.error("--accelerator gpu: torch sees no CUDA GPU here")
     model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
           f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")
     results = {}
     for precision, backward in [(p_, b_) for p_ in a.precision for b_ in a.backward]:
         summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
-                                    {**model, "backward": backward}, precision=precision)
+                                    {**model, "backward": backward}, precision=precision,
+                                    accelerator=a.accelerator)
         precision = f"{precision}, {backward}"
         wall, tm = summary["wall_seconds"], summary["timings_seconds"]
         rate = a.seeds * a.rounds / wall
         results[precision] = rate
         rest = wall - sum(tm.values())
-        print(f"vectorized [{precision}]: {rate:8.1f} seed-rounds/s  wall {wall:7.1f}s  R(T)/T {summary['R_T_over_T_mean']:.3f}")
+        print(f"vectorized [{precision}] on {summary['device']}: {rate:8.1f} seed-rounds/s  wall {wall:7.1f}s  R(T)/T {summary['R_T_over_T_mean']:.3f}")
         for name, sec in list(tm.items()) + [("other (stream, Lightning, logging)", rest)]:
             print(f"    {name:<36s} {sec:8.2f}s  {100 * sec / wall:5.1f}%")
     if a.naive_seeds:
