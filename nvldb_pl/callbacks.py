@@ -49,7 +49,7 @@ class DuelingLoop(pl.Callback):
         self.save_curves = save_curves
         self._curves: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []
         self._pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []
-        self._logged_through = 0  # on resume: rounds the interrupted run already wrote to TensorBoard
+        self._logged_through: dict[str, int] = {}  # on resume: per tag, rounds the interrupted run already wrote
         self._step_regret = None
         self.running_mean = float("nan")
 
@@ -67,9 +67,10 @@ class DuelingLoop(pl.Callback):
         """On resume, find the last round already in this run's TensorBoard events: the rounds
         between the checkpoint and the kill were logged then (with the same values, the resume
         being exact) and are not written twice."""
-        self._logged_through = 0
+        self._logged_through = {}
         if module.t > 0 and trainer.is_global_zero and trainer.logger is not None and trainer.logger.log_dir:
-            self._logged_through = last_logged_round(trainer.logger.log_dir)
+            # per tag: a kill in the middle of a flush can leave a round written for some tags only
+            self._logged_through = logged_rounds(trainer.logger.log_dir)
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         t = module.t + 1
@@ -130,25 +131,28 @@ class DuelingLoop(pl.Callback):
         if trainer.logger is None or trainer.sanity_checking:
             return
         for b, r in enumerate(rounds):
-            if r <= self._logged_through:
-                continue
             metrics = {}
             for name, (mean, std) in stats.items():
                 metrics[f"regret/{name}_mean"] = float(mean[b])
                 metrics[f"regret/{name}_std"] = float(std[b])
-            trainer.logger.log_metrics(metrics, step=r)
+            metrics = {k: v for k, v in metrics.items() if r > self._logged_through.get(k, 0)}
+            if metrics:
+                trainer.logger.log_metrics(metrics, step=r)
+
+
+def logged_rounds(log_dir: str) -> dict[str, int]:
+    """Per scalar tag, the largest step in the TensorBoard event files of ``log_dir`` ({} if none)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    if not os.path.isdir(log_dir):
+        return {}
+    acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: max(e.step for e in acc.Scalars(tag)) for tag in acc.Tags().get("scalars", [])}
 
 
 def last_logged_round(log_dir: str, tag: str = "regret/cum_avg_mean") -> int:
     """The largest step of ``tag`` in the TensorBoard event files of ``log_dir`` (0 if none)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    if not os.path.isdir(log_dir):
-        return 0
-    acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
-    acc.Reload()
-    if tag not in acc.Tags().get("scalars", []):
-        return 0
-    return max(e.step for e in acc.Scalars(tag))
+    return logged_rounds(log_dir).get(tag, 0)
 
 
 @contextmanager

@@ -93,3 +93,18 @@ def test_checkpoint_of_another_config_is_refused_naming_the_fields(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode != 0
     assert "another config" in out.stderr and "model.lr" in out.stderr
+
+
+def test_logged_rounds_is_per_tag_so_a_half_written_flush_is_completed(tmp_path):
+    # a SIGKILL in the middle of a flush can leave round 5 written for one tag only: resume must
+    # re-log round 5 for the other tags (and only for them), so it reads the last round per tag
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from nvldb_pl.callbacks import last_logged_round, logged_rounds
+    logger = TensorBoardLogger(str(tmp_path), name="", version=0)
+    for r in range(1, 5):
+        logger.log_metrics({"regret/cum_avg_mean": float(r), "regret/avg_per_round_std": 0.1 * r}, step=r)
+    logger.log_metrics({"regret/cum_avg_mean": 5.0}, step=5)
+    logger.finalize("success")
+    got = logged_rounds(logger.log_dir)
+    assert got == {"regret/cum_avg_mean": 5, "regret/avg_per_round_std": 4}
+    assert last_logged_round(logger.log_dir) == 5 and logged_rounds(str(tmp_path / "none")) == {}
