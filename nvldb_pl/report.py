@@ -17,10 +17,9 @@ import time
 from typing import Optional
 
 import numpy as np
-import torch
 
 from .callbacks import atomic_open, write_json_atomic
-from .run import LEARNERS, init_args, run_experiment
+from .run import LEARNERS, check_accelerator, init_args, run_experiment
 
 RULES = ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")
 # name -> (learner, model arguments). NVLDB's and NLDB's six rules, and the baselines.
@@ -81,11 +80,7 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
-    if accelerator not in ("cpu", "gpu"):
-        raise ValueError(f"--accelerator: {accelerator!r}; choose cpu or gpu")
-    if accelerator == "gpu" and not torch.cuda.is_available():
-        raise ValueError("--accelerator gpu: torch sees no CUDA GPU here (torch.cuda.is_available() is False); "
-                         "use --accelerator cpu")
+    check_accelerator(accelerator)  # up front: not after the first tasks' runs
     done = {}
     for task in tasks:
         for method in methods:

@@ -7,6 +7,7 @@ import warnings
 from typing import Optional
 
 import lightning.pytorch as pl
+import torch
 
 from . import baselines
 from .callbacks import DuelingLoop, RunSummary
@@ -35,11 +36,21 @@ def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[Bandi
     return dm, module
 
 
+def check_accelerator(accelerator: str) -> None:
+    """Refuse, before anything runs or is written, a device this machine does not have."""
+    if accelerator not in ("cpu", "gpu"):
+        raise ValueError(f"--accelerator: {accelerator!r}; choose cpu or gpu")
+    if accelerator == "gpu" and not torch.cuda.is_available():
+        raise ValueError("--accelerator gpu: torch sees no CUDA GPU here (torch.cuda.is_available() is False); "
+                         "use --accelerator cpu")
+
+
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
                    log_every_n_rounds: int = 50, quiet: bool = True,
                    learner: str | type = "NVLDB", accelerator: str = "cpu") -> tuple[dict, DuelingLearner]:
     """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
     returns (summary dict, trained module). No logger unless root_dir."""
+    check_accelerator(accelerator)
     dm, module = build(data, model, learner)
     module.sync_timings = True
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from nvldb_pl.data import StreamSpec  # noqa: E402
 from nvldb_pl.naive import run_seed  # noqa: E402
-from nvldb_pl.run import run_experiment  # noqa: E402
+from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
 
 
 def main():
@@ -37,8 +37,10 @@ def main():
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="device of the vectorized loop")
     p.add_argument("--backward", nargs="+", default=["manual"], help="model.backward: manual and/or autograd")
     a = p.parse_args()
-    if a.accelerator == "gpu" and not torch.cuda.is_available():
-        p.error("--accelerator gpu: torch sees no CUDA GPU here")
+    try:
+        check_accelerator(a.accelerator)
+    except ValueError as err:
+        p.error(str(err))
     model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
           f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")
