@@ -74,6 +74,13 @@ def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int) -> Optio
     return None
 
 
+def finished_runs(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int,
+                  base_seed: int = 0) -> dict[tuple[str, str], str]:
+    """{(task, method): log dir} of every finished run under ``out/runs`` made with these settings."""
+    runs = {(t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed) for t in tasks for m in methods}
+    return {k: v for k, v in runs.items() if v}
+
+
 def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0,
              overrides: Optional[dict] = None, log=print, accelerator: str = "cpu") -> dict[tuple[str, str], str]:
     """Run (or reuse) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their log dirs."""

@@ -6,7 +6,9 @@
 
 Methods (default): the six NVLDB rules, NLDB-UCB-ASYM, NDB-UCB, NDB-TS, CoLSTIM, VACDB, MaxInP,
 Random; the other five NLDB rules on request (see nvldb_pl/report.py). Tasks: cos, square,
-quadratic, statlog, magic, covertype. Finished runs under <out>/runs are reused. Writes <out>/report.md,
+quadratic, statlog, magic, covertype. Finished runs under <out>/runs are reused, and the report covers every
+finished run there for the tasks asked (same T, seeds and base seed), so methods run one per call add up to
+one report; --report-only reports just the --methods asked. Writes <out>/report.md,
 <out>/<task>.png (needs matplotlib: pip install -e '.[report]'), <out>/curves_<task>.csv.gz and
 TensorBoard logs (tensorboard --logdir <out>/runs).
 """
@@ -17,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.report import DEFAULT_METHODS, METHODS, check_positive, parse_overrides, run_grid, write_report  # noqa: E402
+from nvldb_pl.report import DEFAULT_METHODS, METHODS, check_positive, finished_runs, parse_overrides, run_grid, write_report  # noqa: E402
 
 
 def main(argv=None):
@@ -41,15 +43,17 @@ def main(argv=None):
         os.makedirs(a.out, exist_ok=True)
         command = "python scripts/reproduce.py " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
         if a.report_only:
-            from nvldb_pl.report import find_run
-            runs = {(t, m): find_run(os.path.join(a.out, "runs", t, m), a.rounds, a.seeds, a.base_seed)
-                    for t in a.tasks for m in a.methods}
-            runs = {k: v for k, v in runs.items() if v}
+            runs = finished_runs(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed)
             if not runs:
                 raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
         else:
-            runs = run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
-                            accelerator=a.accelerator)
+            run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
+                     accelerator=a.accelerator)
+            # the report keeps the methods earlier calls ran here: one method per call adds up to one report
+            runs = finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed)
+            earlier = list(dict.fromkeys(m for _, m in runs if m not in a.methods))
+            if earlier:
+                command += f"` plus the runs of earlier calls in this folder: `{' '.join(earlier)}"
         print("wrote", write_report(a.out, runs, command))
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -110,3 +110,24 @@ def test_paired_differences_match_a_seed_by_seed_loop():
             assert cell == f"{mean:+.3f} ± {se:.3f} ({wins}/4)"
     assert paired_lines({"CoLSTIM": curves["CoLSTIM"], "NVLDB-UCB-ASYM": curves["NVLDB-UCB-ASYM"]}, T)[2].count("|") == 4
     assert paired_lines({"CoLSTIM": curves["CoLSTIM"], "Random": curves["NVLDB-TS-CSYM"]}, T) == []
+
+
+def test_methods_run_one_per_call_add_up_to_one_report(tmp_path, capsys):
+    """A second call with another method keeps the first call's rows; --report-only picks a subset."""
+    out = str(tmp_path / "rep")
+    base = ["--out", out, "--rounds", "6", "--seeds", "2", "--tasks", "cos"]
+
+    def rows():
+        text = open(os.path.join(out, "report.md")).read()
+        return sorted(re.findall(r"^\| (\S+) \| [0-9.]+ ± [0-9.]+ \|", text, flags=re.M)), text
+
+    assert _main(base + ["--methods", "Random"]) == 0
+    assert rows()[0] == ["Random"]
+    assert _main(base + ["--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=1"]) == 0
+    names, text = rows()
+    assert names == ["NVLDB-UCB-ASYM", "Random"]
+    assert "plus the runs of earlier calls in this folder: `Random`" in text
+    assert _main(base + ["--methods", "NLDB-UCB-ASYM", "--set", "width=4", "grad_steps=1", "--rounds", "5"]) == 0
+    assert rows()[0] == ["NLDB-UCB-ASYM"]  # another T: the T=6 runs are not mixed in
+    assert _main(base + ["--methods", "Random", "--report-only"]) == 0
+    assert rows()[0] == ["Random"]
