@@ -19,10 +19,21 @@ def check_link(name: str, field: str = "link") -> str:
     return name
 
 
+def sigmoid(z: torch.Tensor) -> torch.Tensor:
+    """1 / (1 + exp(-z)), the same in every element whatever the tensor's size.
+
+    torch.sigmoid on CPU computes a vectorized body and a scalar tail that differ in the last
+    bit, and which elements fall in the tail depends on the tensor's size, so on the number of
+    seeds: a seed's results then depend on the seeds beside it. exp, + and / agree in both paths
+    (tests/test_math.py checks this). Saturates to 0 and 1 without NaN (exp(-z) = inf gives 0).
+    """
+    return 1.0 / (1.0 + torch.exp(-z))
+
+
 def prob(link: str, z: torch.Tensor) -> torch.Tensor:
     """g(z): probability that the first item of a pair wins."""
     if link == "logistic":
-        return torch.sigmoid(z)
+        return sigmoid(z)
     return torch.special.ndtr(z)
 
 
@@ -41,7 +52,7 @@ def nll_derivatives(link: str, z: torch.Tensor, o: torch.Tensor) -> tuple[torch.
     """
     s = 2.0 * o - 1.0  # (-1)^(1-o)
     if link == "logistic":
-        p = torch.sigmoid(z)
+        p = sigmoid(z)
         return p - o, p * (1.0 - p)
     sz = s * z
     # Mills-ratio form r = pdf(sz)/cdf(sz), computed in log space for stability.

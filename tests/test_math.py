@@ -110,6 +110,51 @@ def test_seeds_do_not_share_gradients():
     assert any(w.grad[0].abs().max() > 0 for w in net.weights)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_link_functions_of_a_seed_do_not_depend_on_the_seeds_beside_it(dtype):
+    """Every prefix of a tensor (fewer seeds) gets the very bits the whole tensor gets.
+
+    torch.sigmoid fails this on CPU (vectorized body vs scalar tail); the logistic link must not.
+    """
+    g = torch.Generator().manual_seed(0)
+    for trial in range(50):
+        z = torch.randn(64, generator=g, dtype=dtype) * (1 + 10 * trial / 50)
+        o = (torch.rand(64, generator=g) < 0.5).to(dtype)
+        for link in links.LINKS:
+            whole = [links.prob(link, z), links.log_prob(link, z), *links.nll_derivatives(link, z, o)]
+            for k in range(1, 40):
+                part = [links.prob(link, z[:k]), links.log_prob(link, z[:k]), *links.nll_derivatives(link, z[:k], o[:k])]
+                assert all(torch.equal(a[:k], b) for a, b in zip(whole, part)), (link, trial, k)
+    sig = links.sigmoid(torch.tensor([-1000.0, -30.0, 0.0, 30.0, 1000.0], dtype=dtype))
+    assert torch.allclose(sig, torch.sigmoid(torch.tensor([-1000.0, -30.0, 0.0, 30.0, 1000.0], dtype=dtype)),
+                          rtol=4 * torch.finfo(dtype).eps, atol=0)
+    assert sig[0] == 0 and sig[-1] == 1 and sig[2] == 0.5
+
+
+def test_training_gradient_of_a_seed_does_not_depend_on_the_number_of_seeds():
+    """The hand-written gradient at Covertype's sizes (d=378, m=32) for 20 seeds, sliced, equals 3 seeds'.
+
+    With torch.sigmoid this differed in the last bit after one duel, and 3-seed runs left the
+    20-seed run's trajectories after 34-155 rounds.
+    """
+    from nvldb_pl.backward import accumulate_nll_grad
+    g = torch.Generator().manual_seed(0)
+    S, d, m = 20, 378, 32
+    Ws = [torch.randn(S, m, d, generator=g) / d**0.5, torch.randn(S, m, m, generator=g) / m**0.5,
+          torch.randn(S, d, m, generator=g) / m**0.5]
+    theta = torch.randn(S, d, generator=g) / d**0.5
+    for n in (1, 2, 3, 5):
+        x = torch.randn(S, d, 2 * n, generator=g)
+        o = (torch.rand(S, n, generator=g) < 0.5).float()
+        out = []
+        for s in (S, 3):
+            grads = [torch.zeros_like(w[:s]) for w in Ws] + [torch.zeros_like(theta[:s])]
+            loss = accumulate_nll_grad([w[:s] for w in Ws], theta[:s], x[:s], o[:s], "logistic",
+                                       lambda df: 1.0 / (1.0 + df.abs()), grads, None)
+            out.append([loss, *grads])
+        assert all(torch.equal(a[:3], b) for a, b in zip(*out)), n
+
+
 def test_regret_arithmetic():
     g = torch.Generator().manual_seed(0)
     u = torch.randn(5, 4, generator=g, dtype=torch.float64)
@@ -147,3 +192,25 @@ def test_task_utilities_match_the_appendix_formulas():
                 else:
                     expect = float(x[s, k] @ theta[s] @ theta[s].T @ x[s, k])
                 assert u[s, k] == pytest.approx(expect, rel=1e-12, abs=1e-12)
+
+
+def test_the_learners_adam_step_of_a_seed_does_not_depend_on_the_number_of_seeds():
+    """NVLDB's own optimizer at Covertype's sizes (d=378, m=32): 20 seeds, sliced, equal 3 seeds.
+
+    torch's fused CPU Adam failed this for theta [S, 378] (the last bit of some elements).
+    """
+    from nvldb_pl.module import NVLDB
+    g = torch.Generator().manual_seed(0)
+    steps = [[torch.randn(20, *w.shape[1:], generator=g) * 10.0 ** (-6 * i / 40) for w in
+              NVLDB(dim=378, arms=7, rounds=10, num_seeds=1, width=32).net.parameters()] for i in range(40)]
+    out = []
+    for S in (20, 3):
+        m = NVLDB(dim=378, arms=7, rounds=10, num_seeds=S, width=32)
+        m.init_parameters(0, list(range(S)))
+        opt = m.configure_optimizers()
+        for grads in steps:
+            for p, gr in zip(m.net.parameters(), grads):
+                p.grad = gr[:S].clone()
+            opt.step()
+        out.append([p.detach().clone() for p in m.net.parameters()])
+    assert all(torch.equal(a[:3], b) for a, b in zip(*out))
