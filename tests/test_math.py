@@ -125,9 +125,9 @@ def test_link_functions_of_a_seed_do_not_depend_on_the_seeds_beside_it(dtype):
             for k in range(1, 40):
                 part = [links.prob(link, z[:k]), links.log_prob(link, z[:k]), *links.nll_derivatives(link, z[:k], o[:k])]
                 assert all(torch.equal(a[:k], b) for a, b in zip(whole, part)), (link, trial, k)
-    sig = links.sigmoid(torch.tensor([-1000.0, -30.0, 0.0, 30.0, 1000.0], dtype=dtype))
-    assert torch.allclose(sig, torch.sigmoid(torch.tensor([-1000.0, -30.0, 0.0, 30.0, 1000.0], dtype=dtype)),
-                          rtol=4 * torch.finfo(dtype).eps, atol=0)
+    edge = torch.tensor([-1000.0, -30.0, 0.0, 30.0, 1000.0], dtype=dtype)
+    sig = links.sigmoid(edge)
+    assert torch.allclose(sig, torch.sigmoid(edge), rtol=4 * torch.finfo(dtype).eps, atol=0)
     assert sig[0] == 0 and sig[-1] == 1 and sig[2] == 0.5
 
 
@@ -201,8 +201,8 @@ def test_the_learners_adam_step_of_a_seed_does_not_depend_on_the_number_of_seeds
     """
     from nvldb_pl.module import NVLDB
     g = torch.Generator().manual_seed(0)
-    steps = [[torch.randn(20, *w.shape[1:], generator=g) * 10.0 ** (-6 * i / 40) for w in
-              NVLDB(dim=378, arms=7, rounds=10, num_seeds=1, width=32).net.parameters()] for i in range(40)]
+    shapes = [w.shape[1:] for w in NVLDB(dim=378, arms=7, rounds=10, num_seeds=1, width=32).net.parameters()]
+    steps = [[torch.randn(20, *shape, generator=g) * 10.0 ** (-6 * i / 40) for shape in shapes] for i in range(40)]
     out = []
     for S in (20, 3):
         m = NVLDB(dim=378, arms=7, rounds=10, num_seeds=S, width=32)
