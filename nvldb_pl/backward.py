@@ -1,7 +1,7 @@
 """Hand-written gradient of the history term of eq. (total_loss), for all S seeds at once.
 
-The network of eq. (nn) has no biases and ReLU everywhere, so its backward pass is three
-matmuls and one ReLU mask per layer. Written out, it skips what autograd spends on these skinny
+The network of eq. (nn) is ReLU everywhere, so its backward pass is three matmuls and one ReLU
+mask per layer (plus a column sum per layer for the standard parametrization's biases). Written out, it skips what autograd spends on these skinny
 layers (graph bookkeeping, saved-tensor copies, a separate mask per ReLU): about 1.5-2x faster
 per Adam step on 2 CPU cores (see README "Performance"). ``tests/test_math.py`` checks it
 against autograd on the same loss.
@@ -16,7 +16,7 @@ and not differentiated), exactly as the autograd path treats them.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -37,28 +37,30 @@ def accumulate_nll_grad(
     weight_of: Callable[[torch.Tensor], torch.Tensor],
     grads: list[torch.Tensor],
     compute_dtype: Optional[torch.dtype] = None,
+    biases: Sequence[torch.Tensor] = (),
+    scale: Optional[float] = None,
 ) -> torch.Tensor:
-    """Add d/d(W^1..W^L, theta) of sum_i -log g(s_i Delta f_i) / zeta_i^2 to ``grads``.
+    """Add d/d(W^1..W^L, theta, b^1..b^L) of sum_i -log g(s_i Delta f_i) / zeta_i^2 to ``grads``.
 
     Args:
         weights: W^1..W^L, each [S, out, in] (detached values are read, never modified).
         theta: [S, d].
         x_t: [S, d, 2n] duel columns; o: [S, n] outcomes in {0, 1}.
         weight_of: Delta f [S, n] (float32) -> 1 / zeta^2 [S, n] (eq. wi).
-        grads: float32 accumulators shaped like ``weights + [theta]``, updated in place.
+        grads: float32 accumulators shaped like ``weights + [theta] + biases``, updated in place.
         compute_dtype: dtype of the matmuls (``None``: the weights' own, e.g. bfloat16 under
             mixed precision); gradients are accumulated in the accumulators' dtype.
+        biases: b^1..b^L, each [S, out] (standard parametrization), or none.
+        scale: the output factor of phi; ``None`` = sqrt(m) of eq. (nn).
     Returns:
         The block's loss per seed, [S], detached.
     """
     S, _, N = x_t.shape
     dtype = compute_dtype or weights[0].dtype
-    scale = math.sqrt(weights[0].shape[1])  # sqrt(m) of eq. (nn)
+    scale = math.sqrt(weights[0].shape[1]) if scale is None else scale
     Ws = [w.detach().to(dtype) for w in weights]
     th = theta.detach().to(dtype)
-    hs = [x_t.to(dtype)]  # h^0 = x, h^l = ReLU(W^l h^{l-1})
-    for W in Ws:
-        hs.append(torch.bmm(W, hs[-1]).relu_())
+    hs = _forward(Ws, [b.detach().to(dtype) for b in biases], x_t.to(dtype))
     f = scale * torch.bmm(th.unsqueeze(1), hs[-1]).squeeze(1).float()  # f = theta^T phi, [S, 2n]
     pair = f.view(S, N // 2, 2)
     delta_f = pair[..., 0] - pair[..., 1]
@@ -68,33 +70,50 @@ def accumulate_nll_grad(
     d1, _ = links.nll_derivatives(link, delta_f, o)  # d/dDelta f of -log g(s Delta f)
     g_df = w * d1
     g_f = (scale * torch.stack([g_df, -g_df], dim=-1)).view(S, 1, N).to(dtype)  # dL/d(theta^T h^L)
-    grads[-1].add_(torch.bmm(hs[-1], g_f.transpose(1, 2)).squeeze(2).to(grads[-1].dtype))
-    g = _relu_backward(th.unsqueeze(2) * g_f, hs[-1])  # dL/d(W^L h^{L-1})
-    for layer in range(len(Ws) - 1, -1, -1):
+    L = len(Ws)
+    grads[L].add_(torch.bmm(hs[-1], g_f.transpose(1, 2)).squeeze(2).to(grads[L].dtype))  # d/dtheta
+    g = _relu_backward(th.unsqueeze(2) * g_f, hs[-1])  # dL/d(W^L h^{L-1} + b^L)
+    for layer in range(L - 1, -1, -1):
         grads[layer].add_(torch.bmm(g, hs[layer].transpose(1, 2)).to(grads[layer].dtype))
+        if biases:
+            grads[L + 1 + layer].add_(g.sum(dim=2).to(grads[L + 1 + layer].dtype))
         if layer > 0:
             g = _relu_backward(torch.bmm(Ws[layer].transpose(1, 2), g), hs[layer])
     return loss.detach()
 
 
-def per_point_gradients(weights: list[torch.Tensor], theta: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor:
-    """g(x) = d f(x) / d(W^1..W^L, theta) for every point, flattened in ``parameters()`` order.
+def _forward(Ws: list[torch.Tensor], bs: list[torch.Tensor], x_t: torch.Tensor) -> list[torch.Tensor]:
+    """[h^0 = x, h^1, ..., h^L] with h^l = ReLU(W^l h^{l-1} (+ b^l)), feature-major."""
+    hs = [x_t]
+    for layer, W in enumerate(Ws):
+        pre = torch.bmm(W, hs[-1])
+        if bs:  # not baddbmm: its rounding depends on the batch size (the number of seeds)
+            pre = pre + bs[layer].unsqueeze(2)
+        hs.append(pre.relu_())
+    return hs
+
+
+def per_point_gradients(weights: list[torch.Tensor], theta: torch.Tensor, x_t: torch.Tensor,
+                        biases: Sequence[torch.Tensor] = (), scale: Optional[float] = None) -> torch.Tensor:
+    """g(x) = d f(x) / d(W^1..W^L, theta, b^1..b^L) for every point, flattened in ``parameters()`` order.
 
     Args:
-        weights: W^1..W^L, each [S, out, in]; theta: [S, d]; x_t: [S, d, N] points as columns.
+        weights: W^1..W^L, each [S, out, in]; theta: [S, d]; x_t: [S, d, N] points as columns;
+        biases: b^1..b^L, each [S, out], or none; scale: phi's output factor (``None``: sqrt(m)).
     Returns:
-        [S, N, p] in the weights' dtype, p = sum of the layer sizes + d (NDB's gradient features).
+        [S, N, p] in the weights' dtype, p = every parameter's size summed (NDB's gradient features).
     """
     S, _, N = x_t.shape
-    scale = math.sqrt(weights[0].shape[1])
-    hs = [x_t]
-    for W in weights:
-        hs.append(torch.bmm(W, hs[-1]).relu_())
-    parts = [None] * (len(weights) + 1)
-    parts[-1] = (scale * hs[-1]).transpose(1, 2)  # df/dtheta = sqrt(m) phi
-    g = _relu_backward((scale * theta).unsqueeze(2).expand(-1, -1, N), hs[-1])  # df/d(W^L h^{L-1}) [S, d, N]
-    for layer in range(len(weights) - 1, -1, -1):
+    scale = math.sqrt(weights[0].shape[1]) if scale is None else scale
+    L = len(weights)
+    hs = _forward(list(weights), list(biases), x_t)
+    parts = [None] * (L + 1 + len(biases))
+    parts[L] = (scale * hs[-1]).transpose(1, 2)  # df/dtheta = scale * phi
+    g = _relu_backward((scale * theta).unsqueeze(2).expand(-1, -1, N), hs[-1])  # df/d(W^L h^{L-1} + b^L) [S, d, N]
+    for layer in range(L - 1, -1, -1):
         parts[layer] = torch.einsum("son,sin->snoi", g, hs[layer]).reshape(S, N, -1)  # per-point outer product
+        if biases:
+            parts[L + 1 + layer] = g.transpose(1, 2)
         if layer > 0:
             g = _relu_backward(torch.bmm(weights[layer].transpose(1, 2), g), hs[layer])
     return torch.cat(parts, dim=2)

@@ -33,7 +33,7 @@ from .backward import accumulate_nll_grad
 from .data import TAG_INIT, TAG_SAMPLE, rng_for
 from .learner import LINKED_FROM_DATA, DuelingLearner, as_pairs
 from .learner import check as _check
-from .network import INITS, StackedMLP, init_weights
+from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
 
 __all__ = ["NVLDB", "LINKED_FROM_DATA", "TRAIN_CHUNK_ROUNDS"]
 
@@ -51,7 +51,11 @@ class NVLDB(DuelingLearner):
         variance_aware: zeta_i = max(sigma_hat_i, epsilon) if true (NVLDB), 1 if false (NLDB).
         oracle_variance: use the true sigma_i instead of sigma_hat_i (needs variance_aware).
         width, depth: m and L of eq. (nn).
-        init: ``kaiming`` or ``paper`` (eq. init); see :mod:`nvldb_pl.network`.
+        parametrization: ``ntk`` (eq. nn literally: sqrt(m) output factor, no biases) or
+            ``standard`` (``nn.Linear`` layers: no sqrt(m), optional biases); see :mod:`nvldb_pl.network`.
+        bias: biases in every layer (``standard`` only).
+        init: ``kaiming`` or ``paper`` (eq. init) for ``ntk``, ``torch`` or ``normal`` for
+            ``standard``; ``None`` = the first of these (kaiming, torch).
         lr: Adam step size [eta].
         lam: regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
         beta: confidence width coefficient [a_t].
@@ -90,7 +94,9 @@ class NVLDB(DuelingLearner):
         oracle_variance: bool = False,
         width: int = 32,
         depth: int = 3,
-        init: str = "kaiming",
+        parametrization: str = "ntk",
+        bias: bool = False,
+        init: Optional[str] = None,
         lr: float = 1e-3,
         lam: float = 1.0,
         beta: float = 1.0,
@@ -107,9 +113,17 @@ class NVLDB(DuelingLearner):
         sample_size: Optional[int] = None,
         sample_weighting: str = "uniform",
     ):
+        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         super().__init__(dim, arms, rounds, num_seeds, link)
         selection.check_strategy(strategy)
-        _check(init in INITS, "init", f"{init!r} is not one of {list(INITS)}")
+        _check(parametrization in PARAMETRIZATIONS, "parametrization",
+               f"{parametrization!r} is not one of {list(PARAMETRIZATIONS)}")
+        if init is None:
+            init = INITS_OF[parametrization][0]
+        _check(init in INITS_OF[parametrization], "init",
+               f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
+               f"{list(INITS_OF[parametrization])}")
+        _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
         _check(backward in BACKWARDS, "backward", f"{backward!r} is not one of {list(BACKWARDS)}")
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
         for name, value in (("width", width), ("episode", episode), ("refit_iterations", refit_iterations)):
@@ -126,14 +140,18 @@ class NVLDB(DuelingLearner):
             _check(value > 0, name, f"must be > 0, got {value}")
         _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
-        self.save_hyperparameters()
-        self.hparams.epsilon = epsilon  # the value in force, also when it came from 1/sqrt(d)
+        # NVLDB's own arguments, named: a subclass (NDB) or LightningCLI's instantiator would otherwise
+        # put the subclass's arguments in their place
+        self.save_hyperparameters(args)
+        self.hparams.epsilon = epsilon  # the values in force, also when they came from a default
+        self.hparams.init = init
+        self.strategy = strategy
         self.automatic_optimization = False
         self.variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
 
         self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + strategy.upper().replace("_", "-")
         S, d = num_seeds, dim
-        self.net = StackedMLP(S, d, width, depth)
+        self.net = StackedMLP(S, d, width, depth, parametrization, bias)
         self.register_buffer("V", lam * torch.eye(d, dtype=torch.float64).repeat(S, 1, 1))  # V_0 = lambda I
         self._selected_dphi: Optional[torch.Tensor] = None
 
@@ -141,11 +159,13 @@ class NVLDB(DuelingLearner):
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
         """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
         hp = self.hparams
-        per_seed = []
+        per_seed, biases = [], []
         for i in seed_ids:
             gen = torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
             per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen))
-        self.net.load_seed_init(per_seed)
+            if self.net.biases:
+                biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen))
+        self.net.load_seed_init(per_seed, biases)
 
     def configure_optimizers(self):
         # Elementwise, so seeds stay independent. Not fused=True: torch's fused CPU Adam rounds the
@@ -167,7 +187,7 @@ class NVLDB(DuelingLearner):
             phi = self.net.features(contexts.float()).to(torch.float64)  # phi(x; W_{t-1})
             f = self.net.utility(phi, self.net.theta.to(torch.float64))  # theta_{t-1}^T phi
             width, ok = gram.pairwise_widths(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
-            a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t,
+            a1, a2 = selection.select(self.strategy, f, width, self.hparams.beta, noise, t,
                                       self.hparams.distinct_arms)
             self._remember_pair(phi, a1, a2)
             self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
@@ -291,7 +311,7 @@ class NVLDB(DuelingLearner):
         if self.hparams.backward == "autograd" or scaler is not None:
             return self._adam_steps_autograd(t)
         hp, opt, net = self.hparams, self.optimizer(), self.net
-        params = list(net.weights) + [net.theta]
+        params = net.param_list()
         grads = [torch.zeros_like(p) for p in params]
         device = self.device.type
         compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
@@ -306,9 +326,12 @@ class NVLDB(DuelingLearner):
                     per_seed = per_seed + 0.5 * hp.w_reg * net.distance_to_init()
                     for layer, w in enumerate(net.weights):
                         grads[layer].add_(w - getattr(net, f"w0_{layer}"), alpha=hp.w_reg)
+                    for layer, b in enumerate(net.biases):
+                        grads[len(net.weights) + 1 + layer].add_(b - getattr(net, f"w0_{len(net.weights) + layer}"),
+                                                                 alpha=hp.w_reg)
                 for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
-                    per_seed = per_seed + accumulate_nll_grad(list(net.weights), net.theta, x, o, hp.link,
-                                                              weights, grads, compute_dtype)
+                    per_seed = per_seed + accumulate_nll_grad(list(net.weights), net.theta, x, o, hp.link, weights,
+                                                              grads, compute_dtype, list(net.biases), net.scale)
                 for p, g in zip(params, grads):
                     p.grad = g
                 opt.step()

@@ -13,15 +13,18 @@ import numpy as np
 import torch
 
 from .data import TAG_INIT, RoundStream, StreamSpec, rng_for
-from .network import init_weights
+from .network import init_biases, init_weights
 from .objective import refit_theta
 
 
-def _phi(weights, x, m):
+def _phi(weights, x, scale, biases=()):
     h = x
-    for w in weights:
-        h = torch.relu(h @ w.T)
-    return math.sqrt(m) * h
+    for layer, w in enumerate(weights):
+        h = h @ w.T
+        if biases:
+            h = h + biases[layer]
+        h = torch.relu(h)
+    return scale * h
 
 
 def _zeta(df, eps, variance_aware):
@@ -31,7 +34,7 @@ def _zeta(df, eps, variance_aware):
     return torch.clamp(torch.sqrt(p * (1 - p)), min=eps)
 
 
-def _select(strategy, f, grads, Vinv, beta, noise, t):
+def _select(strategy, f, grads, Vinv, beta, noise, t, distinct=False):
     K = len(f)
     kind, rule = strategy.split("_")
 
@@ -43,6 +46,8 @@ def _select(strategy, f, grads, Vinv, beta, noise, t):
         a1 = int(np.argmax(f))
         best, a2 = -math.inf, 0
         for j in range(K):
+            if distinct and j == a1:
+                continue
             score = f[j] + w(j, a1) if kind == "ucb" else (f[j] - f[a1]) + w(j, a1) * noise[0][j]
             if score > best:
                 best, a2 = score, j
@@ -51,15 +56,26 @@ def _select(strategy, f, grads, Vinv, beta, noise, t):
         best, pair = -math.inf, (0, 0)
         for i in range(K):
             for j in range(K):
+                if distinct and i == j:
+                    continue
                 score = f[i] + f[j] + w(i, j) * (noise[i][j] if kind == "ts" else 1.0)
                 if score > best:
                     best, pair = score, (i, j)
         return pair
     greedy = int(np.argmax(f))
     cand = [i for i in range(K) if i == greedy or all(w(i, j) > f[j] - f[i] for j in range(K) if j != i)]
+    if distinct and len(cand) == 1:  # a lone candidate duels its optimistic competitor
+        c, best, a2 = cand[0], -math.inf, 0
+        for j in range(K):
+            score = f[j] + w(c, j) * (noise[c][j] if kind == "ts" else 1.0)
+            if j != c and score > best:
+                best, a2 = score, j
+        return c, a2
     best, pair = -math.inf, (greedy, greedy)
     for i in cand:
         for j in cand:
+            if distinct and i == j:
+                continue
             n = w(i, j) / beta
             score = n if kind == "ucb" else n * n + n * n / (2 * math.sqrt(math.log(K * t * t))) * noise[i][j]
             if score > best:
@@ -68,16 +84,20 @@ def _select(strategy, f, grads, Vinv, beta, noise, t):
 
 
 def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware=True, width=32, depth=3,
-             init="kaiming", lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20, refit_iterations=8):
+             parametrization="ntk", bias=False, init=None, lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20,
+             refit_iterations=8, distinct_arms=False):
     """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret)."""
     epsilon = 1.0 / math.sqrt(spec.dim) if epsilon is None else epsilon
+    init = init or ("kaiming" if parametrization == "ntk" else "torch")
+    scale = math.sqrt(width) if parametrization == "ntk" else 1.0
     one = StreamSpec(spec.task, spec.dim, spec.arms, spec.rounds, 1, seed_id, spec.base_seed)
     gen = torch.Generator().manual_seed(int(rng_for(spec.base_seed, seed_id, TAG_INIT).integers(2**62)))
     params = [p.float() for p in init_weights(spec.dim, width, depth, init, gen)]
     weights = [p.clone().requires_grad_(True) for p in params[:-1]]
+    biases = [b.float().requires_grad_(True) for b in init_biases(spec.dim, width, depth, init, gen)] if bias else []
     theta0 = params[-1].clone()
     theta = theta0.clone().requires_grad_(True)
-    opt = torch.optim.Adam(weights + [theta], lr=lr)
+    opt = torch.optim.Adam(weights + [theta] + biases, lr=lr)
     V = lam * torch.eye(spec.dim, dtype=torch.float64)
     hist_x1, hist_x2, hist_o = [], [], []
     pairs, cum = [], 0.0
@@ -85,9 +105,9 @@ def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware
         x, u = batch["contexts"][0], batch["utilities"][0]
         noise, uniform = batch["noise"][0].tolist(), float(batch["uniform"][0])
         with torch.no_grad():
-            grads = [_phi(weights, x[k], width).double() for k in range(spec.arms)]  # d f / d theta
+            grads = [_phi(weights, x[k], scale, biases).double() for k in range(spec.arms)]  # d f / d theta
             f = [float(g @ theta.double()) for g in grads]
-        a1, a2 = _select(strategy, f, grads, torch.inverse(V), beta, noise, t)
+        a1, a2 = _select(strategy, f, grads, torch.inverse(V), beta, noise, t, distinct_arms)
         du = float(u[a1] - u[a2])
         o = 1.0 if uniform < 1.0 / (1.0 + math.exp(-du)) else 0.0
         cum += (2 * float(u.max()) - float(u[a1]) - float(u[a2])) / 2
@@ -98,7 +118,7 @@ def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware
         X1, X2, O = torch.stack(hist_x1), torch.stack(hist_x2), torch.tensor(hist_o)
         for _ in range(grad_steps):
             opt.zero_grad()
-            df = _phi(weights, X1, width) @ theta - _phi(weights, X2, width) @ theta
+            df = _phi(weights, X1, scale, biases) @ theta - _phi(weights, X2, scale, biases) @ theta
             zeta = _zeta(df, epsilon, variance_aware)
             sign = 2 * O - 1
             loss = -(torch.nn.functional.logsigmoid(sign * df) / zeta**2).sum()
@@ -106,7 +126,7 @@ def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware
             loss.backward()
             opt.step()
         with torch.no_grad():
-            dphi = (_phi(weights, X1, width) - _phi(weights, X2, width)).double()
+            dphi = (_phi(weights, X1, scale, biases) - _phi(weights, X2, scale, biases)).double()
             zeta = _zeta((dphi @ theta.double()), epsilon, variance_aware)
             new = refit_theta("logistic", theta.double()[None], dphi[None], O.double()[None],
                               zeta[None].pow(-2), theta0.double()[None], lam, refit_iterations)[0]

@@ -1,7 +1,16 @@
 """The utility estimator f(x; theta, W) = theta^T phi(x; W) of eq. (nn), stacked over seeds.
 
-phi(x; W) = sqrt(m) ReLU(W^L ReLU(W^{L-1} ... ReLU(W^1 x))) with W^1 in R^{m x d},
-W^l in R^{m x m} (2 <= l <= L-1), W^L in R^{d x m}; no biases, as in the paper.
+Two parametrizations (``parametrization``):
+
+* ``ntk`` (eq. nn, literally): phi(x; W) = sqrt(m) ReLU(W^L ReLU(W^{L-1} ... ReLU(W^1 x))) with
+  W^1 in R^{m x d}, W^l in R^{m x m} (2 <= l <= L-1), W^L in R^{d x m}; no biases.
+* ``standard`` (what the public neural-bandit codes write with ``nn.Linear``, NDB's included):
+  phi(x; W, b) = ReLU(W^L ... ReLU(W^1 x + b^1) ... + b^L): no sqrt(m) factor, optional biases.
+  With Adam, whose step size does not shrink with m, the sqrt(m) factor makes one step move f
+  about sqrt(m) times further as the network widens; this form does not.
+
+In both, phi is the last layer's d-dimensional output and theta in R^d the last-layer
+parameter that shallow exploration acts on (V is d x d).
 Every parameter carries a leading seed dimension S: W^l is [S, out, in], theta is [S, d].
 Internally the network runs feature-major (points as columns, [S, d, N]): h <- ReLU(W^l h) is one
 batched matmul whose long dimension is N, about 2x faster on CPU than the row-major form for
@@ -9,12 +18,17 @@ these skinny layers (d = 5 inputs and outputs).
 The seeds never mix: summing their losses gives each seed its own gradient, and Adam is
 elementwise, so each seed follows its own trajectory.
 
-Initializations (``init``):
+Initializations (``init``); ``paper`` and ``kaiming`` go with ``ntk``, ``torch`` and ``normal``
+with ``standard``:
 * ``paper``: eq. (init). W^l = blockdiag(w, w) with w ~ N(0, 4/m) for l < L and
   W^L = (omega, -omega) with omega ~ N(0, 2/m); theta_0 ~ N(0, 1/d). When a layer's input size
   is odd (e.g. d = 5) the block-diagonal matrix is cut to its first ``in`` columns.
   Requires an even width m.
 * ``kaiming``: W^l ~ N(0, 2 / fan_in) (He), theta_0 ~ N(0, 1/d).
+* ``torch``: PyTorch's default for ``nn.Linear``: every weight and bias of a layer
+  U(-1/sqrt(fan_in), 1/sqrt(fan_in)); theta_0 likewise (fan_in = d).
+* ``normal``: every weight, bias and theta_0 N(0, 1), as NDB's public code.
+Biases are drawn after W and theta_0 from the same generator, so adding them changes no other draw.
 """
 from __future__ import annotations
 
@@ -23,7 +37,9 @@ import math
 import torch
 from torch import nn
 
-INITS = ("paper", "kaiming")
+PARAMETRIZATIONS = ("ntk", "standard")
+INITS_OF = {"ntk": ("kaiming", "paper"), "standard": ("torch", "normal")}  # the first is the default
+INITS = INITS_OF["ntk"] + INITS_OF["standard"]
 
 
 def _paper_layer(out: int, inp: int, var: float, gen: torch.Generator) -> torch.Tensor:
@@ -35,6 +51,10 @@ def init_weights(dim: int, width: int, depth: int, init: str, gen: torch.Generat
     """One seed's [W^1, ..., W^L, theta_0] (float64, CPU), drawn from ``gen``."""
     sizes = [dim] + [width] * (depth - 1) + [dim]
     weights = []
+    if init in INITS_OF["standard"]:
+        for inp, out in zip(sizes[:-1], sizes[1:]):
+            weights.append(_standard(init, (out, inp), inp, gen))
+        return weights + [_standard(init, (dim,), dim, gen)]
     for layer, (inp, out) in enumerate(zip(sizes[:-1], sizes[1:])):
         last = layer == depth - 1
         if init == "kaiming":
@@ -48,43 +68,81 @@ def init_weights(dim: int, width: int, depth: int, init: str, gen: torch.Generat
     return weights + [theta0]
 
 
-class StackedMLP(nn.Module):
-    """S independent copies of f(x; theta, W). Shapes: x [S, N, d] -> phi [S, N, d], f [S, N]."""
+def _standard(init: str, shape: tuple, fan_in: int, gen: torch.Generator) -> torch.Tensor:
+    """``torch``: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default); ``normal``: N(0, 1)."""
+    if init == "normal":
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+    return (2.0 * torch.rand(*shape, generator=gen, dtype=torch.float64) - 1.0) / math.sqrt(fan_in)
 
-    def __init__(self, num_seeds: int, dim: int, width: int, depth: int):
+
+def init_biases(dim: int, width: int, depth: int, init: str, gen: torch.Generator) -> list[torch.Tensor]:
+    """One seed's [b^1, ..., b^L] (float64), drawn from ``gen`` after :func:`init_weights`."""
+    sizes = [dim] + [width] * (depth - 1) + [dim]
+    return [_standard(init, (out,), inp, gen) for inp, out in zip(sizes[:-1], sizes[1:])]
+
+
+class StackedMLP(nn.Module):
+    """S independent copies of f(x; theta, W). Shapes: x [S, N, d] -> phi [S, N, d], f [S, N].
+
+    Parameters, in ``parameters()`` order: W^1..W^L [S, out, in], theta [S, d], then (with
+    ``bias``) b^1..b^L [S, out]. ``scale`` is the output factor: sqrt(m) (ntk) or 1 (standard).
+    """
+
+    def __init__(self, num_seeds: int, dim: int, width: int, depth: int, parametrization: str = "ntk",
+                 bias: bool = False):
         super().__init__()
         if depth < 2:
             raise ValueError(f"model.depth: eq. (nn) needs at least W^1 and W^L, got depth={depth}")
+        if parametrization not in PARAMETRIZATIONS:
+            raise ValueError(f"model.parametrization: {parametrization!r} is not one of {list(PARAMETRIZATIONS)}")
         self.width = width
+        self.scale = math.sqrt(width) if parametrization == "ntk" else 1.0
         sizes = [dim] + [width] * (depth - 1) + [dim]
         self.weights = nn.ParameterList(
             nn.Parameter(torch.zeros(num_seeds, out, inp)) for inp, out in zip(sizes[:-1], sizes[1:])
         )
         self.theta = nn.Parameter(torch.zeros(num_seeds, dim))
+        self.biases = nn.ParameterList(nn.Parameter(torch.zeros(num_seeds, out)) for out in sizes[1:]) if bias else []
         self.register_buffer("theta0", torch.zeros(num_seeds, dim))
-        for layer, w in enumerate(self.weights):  # W^l_0, the initial weights
+        for layer, w in enumerate(self.layer_params()):  # W^l_0 (and b^l_0), the initial values
             self.register_buffer(f"w0_{layer}", torch.zeros_like(w))
 
+    def layer_params(self) -> list[torch.Tensor]:
+        """W^1..W^L then b^1..b^L: every network parameter except theta."""
+        return list(self.weights) + list(self.biases)
+
+    def param_list(self) -> list[torch.Tensor]:
+        """Every parameter in ``parameters()`` order: W^1..W^L, theta, b^1..b^L."""
+        return list(self.weights) + [self.theta] + list(self.biases)
+
     @torch.no_grad()
-    def load_seed_init(self, per_seed: list[list[torch.Tensor]]) -> None:
-        """Copy each seed's [W^1..W^L, theta_0] (from :func:`init_weights`) into the stack."""
+    def load_seed_init(self, per_seed: list[list[torch.Tensor]], biases: list[list[torch.Tensor]] | None = None) -> None:
+        """Copy each seed's [W^1..W^L, theta_0] (from :func:`init_weights`) and, with biases, its
+        [b^1..b^L] (from :func:`init_biases`) into the stack."""
         for layer, w in enumerate(self.weights):
             w.copy_(torch.stack([p[layer] for p in per_seed]))
+        for layer, b in enumerate(self.biases):
+            b.copy_(torch.stack([p[layer] for p in biases]))
+        for layer, w in enumerate(self.layer_params()):
             getattr(self, f"w0_{layer}").copy_(w)
         theta0 = torch.stack([p[-1] for p in per_seed])
         self.theta.copy_(theta0)
         self.theta0.copy_(theta0)
 
     def distance_to_init(self) -> torch.Tensor:
-        """sum_l ||W^l - W^l_0||_F^2 per seed: [S]."""
-        return sum((w - getattr(self, f"w0_{layer}")).pow(2).flatten(1).sum(1) for layer, w in enumerate(self.weights))
+        """sum_l ||W^l - W^l_0||_F^2 (+ ||b^l - b^l_0||^2) per seed: [S]."""
+        return sum((w - getattr(self, f"w0_{layer}")).pow(2).flatten(1).sum(1)
+                   for layer, w in enumerate(self.layer_params()))
 
     def features_t(self, x_t: torch.Tensor) -> torch.Tensor:
-        """phi(x; W), eq. (nn), feature-major: x_t [S, d, N] -> phi_t [S, d, N]."""
+        """phi(x; W), eq. (nn) (or its standard form), feature-major: x_t [S, d, N] -> [S, d, N]."""
         h = x_t
-        for w in self.weights:
-            h = torch.relu(torch.bmm(w, h))
-        return math.sqrt(self.width) * h
+        for layer, w in enumerate(self.weights):
+            h = torch.bmm(w, h)
+            if self.biases:  # added after the matmul: baddbmm's rounding depends on the batch size
+                h = h + self.biases[layer].unsqueeze(2)
+            h = torch.relu(h)
+        return h if self.scale == 1.0 else self.scale * h
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """phi(x; W), eq. (nn): [S, N, d] -> [S, N, d]."""

@@ -15,10 +15,11 @@ read 0 > 0 and leave C_t empty; as the appendix listing does, k' = k is skipped.
 argmax_k f_k is always kept in C_t, so C_t is never empty (it satisfies every condition except
 under exact ties, where the strict inequality could drop it).
 
-``distinct=True`` (an option, not the paper: the paper's equations and listings allow a duel of
-an arm with itself, which carries no information since Delta phi = 0) removes the diagonal: the
-ASYM second arm is taken among k != a1, OSYM among pairs k != k', and CSYM among candidate pairs
-k != k'; when C_t holds one arm c, CSYM duels c with argmax_{k != c} ||Delta phi_{c,k}||.
+``distinct=True`` (NDB's public code, whose second-arm choice the paper's listings say they
+follow: a duel of an arm with itself carries no information, Delta phi = 0) removes the diagonal:
+the ASYM second arm is taken among k != a1, OSYM among pairs k != k', and CSYM among candidate
+pairs k != k'; when C_t holds one arm c, CSYM duels c with its optimistic competitor, as ASYM
+does: argmax_{k != c} f_k + a_t ||Delta phi_{c,k}|| (TS: a_t ||Delta phi_{c,k}|| noise[c, k]).
 
 TS-CSYM follows the main text: the sampled score has mean ||Delta phi||^2_{V^-1} and variance
 ||Delta phi||^4_{V^-1} / (4 log(K t^2)). The appendix listing departs from the equation (mean
@@ -83,15 +84,21 @@ def candidate_set(f: torch.Tensor, width: torch.Tensor, beta: float) -> torch.Te
 def _csym(f, width, beta, noise, ts, t, distinct=False):
     cand = candidate_set(f, width, beta)
     both = cand.unsqueeze(2) & cand.unsqueeze(1)
-    if distinct:  # off-diagonal candidate pairs; a lone candidate c duels its widest partner
-        lone = cand.sum(dim=1, keepdim=True) == 1
-        both = (both | (lone & cand).unsqueeze(2)) & _off_diagonal(f.shape[1], f.device)
     if ts:
         sq = width * width
         score = sq + sq / (2.0 * math.sqrt(math.log(f.shape[1] * t * t))) * noise
     else:
         score = width
-    return _pair_argmax(torch.where(both, score, -torch.inf))
+    if not distinct:
+        return _pair_argmax(torch.where(both, score, -torch.inf))
+    off = _off_diagonal(f.shape[1], f.device)
+    a1, a2 = _pair_argmax(torch.where(both & off, score, -torch.inf))  # off-diagonal candidate pairs
+    lone = cand.sum(dim=1) == 1  # C_t = {c}: c against its optimistic competitor (as ASYM)
+    c = torch.argmax(cand.to(torch.int8), dim=1)
+    rows = torch.arange(f.shape[0], device=f.device)
+    partner = f + beta * width[rows, c] * (noise[rows, c] if ts else 1.0)
+    partner = partner.masked_fill(torch.nn.functional.one_hot(c, f.shape[1]).bool(), -torch.inf)
+    return torch.where(lone, c, a1), torch.where(lone, torch.argmax(partner, dim=1), a2)
 
 
 def select(strategy: str, f: torch.Tensor, width: torch.Tensor, beta: float, noise: torch.Tensor, t: int,

@@ -1,9 +1,19 @@
-"""Small measured sweep used to choose the defaults (lr, init, epsilon); prints a Markdown table.
+"""Measured sweeps used to choose the defaults: every config on the same streams and seeds, paired.
 
-    python scripts/sweep.py --rounds 600 --seeds 3 --tasks cos square quadratic
+    python scripts/sweep.py --rounds 500 --seeds 8 --tasks cos square --out results/probe/probe.jsonl \
+        --grid '[{"parametrization": "ntk"}, {"parametrization": "standard", "bias": true}]' --vary strategy=ucb_asym,ucb_osym
+    python scripts/sweep.py --summarize results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
+
+Each finished run is appended to ``--out`` (JSON lines: task, config, per-seed R(T)/T and self-duel
+fraction) and skipped when the sweep is run again, so a sweep can be stopped and resumed.
+``--vary key=a,b`` crosses every grid entry with those values. ``--summarize`` prints, per task
+and config, R(T)/T mean ± std and the paired difference to the baseline config with the same
+other settings (mean ± standard error over seeds, and how many seeds the config wins).
 """
 import argparse
+import itertools
 import json
+import math
 import os
 import sys
 
@@ -22,24 +32,92 @@ GRID = [
 ]
 
 
+def _value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def expand(grid: list[dict], vary: list[str]) -> list[dict]:
+    """Every grid entry crossed with every combination of the ``key=a,b`` values."""
+    axes = []
+    for item in vary:
+        if "=" not in item:
+            raise ValueError(f"--vary: {item!r} is not key=value[,value...]")
+        key, values = item.split("=", 1)
+        axes.append([(key, _value(v)) for v in values.split(",")])
+    return [{**g, **dict(combo)} for g in grid for combo in itertools.product(*axes)]
+
+
+def key_of(task: str, config: dict) -> str:
+    return json.dumps([task, config], sort_keys=True)
+
+
+def done_keys(path: str) -> set[str]:
+    if not path or not os.path.exists(path):
+        return set()
+    with open(path) as fh:
+        return {key_of(r["task"], r["config"]) for r in map(json.loads, fh)}
+
+
+def summarize(path: str, baseline: dict) -> None:
+    with open(path) as fh:
+        rows = [json.loads(line) for line in fh]
+    by_key = {key_of(r["task"], r["config"]): r for r in rows}
+    print("| task | config | R(T)/T mean ± std | self-duels | paired vs baseline (± s.e.) | seeds better |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        x = r["per_seed"]
+        mean = sum(x) / len(x)
+        std = math.sqrt(sum((v - mean) ** 2 for v in x) / max(len(x) - 1, 1))
+        base = by_key.get(key_of(r["task"], {**r["config"], **baseline}))
+        paired, wins = "–", "–"
+        if base is not None and base is not r:
+            d = [a - b for a, b in zip(x, base["per_seed"])]
+            dm = sum(d) / len(d)
+            se = math.sqrt(sum((v - dm) ** 2 for v in d) / max(len(d) - 1, 1) / len(d))
+            paired, wins = f"{dm:+.3f} ± {se:.3f}", f"{sum(v < 0 for v in d)}/{len(d)}"
+        sd = sum(r["self_duels"]) / len(r["self_duels"])
+        cfg = {k: v for k, v in r["config"].items()}
+        print(f"| {r['task']} | {json.dumps(cfg)} | {mean:.3f} ± {std:.3f} | {sd:.0%} | {paired} | {wins} |")
+
+
 def main():
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=600)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--tasks", nargs="+", default=["cos", "square", "quadratic"])
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--grid", type=str, default=None, help="JSON list of model overrides")
+    p.add_argument("--vary", nargs="*", default=[], metavar="KEY=A,B", help="cross the grid with these values")
+    p.add_argument("--out", default=None, help="JSON-lines file: append each run, skip runs already there")
+    p.add_argument("--summarize", default=None, metavar="FILE", help="print the paired table of a sweep file")
+    p.add_argument("--baseline", default="{}", help="JSON overrides naming the baseline config of --summarize")
     a = p.parse_args()
+    if a.summarize:
+        summarize(a.summarize, json.loads(a.baseline))
+        return
     if a.threads:
         torch.set_num_threads(a.threads)
-    grid = json.loads(a.grid) if a.grid else GRID
-    print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {a.seeds} seeds) | wall s |")
-    print("|---|---|---|---|")
+    grid = expand(json.loads(a.grid) if a.grid else GRID, a.vary)
+    done = done_keys(a.out)
+    print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {a.seeds} seeds) | self-duels | wall s |")
+    print("|---|---|---|---|---|")
     for task in a.tasks:
         for g in grid:
+            if key_of(task, g) in done:
+                continue
             s, _ = run_experiment({"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0}, g)
+            per_seed = [x["cum_avg_regret"] / s["rounds"] for x in s["seeds"]]
+            duels = [x["self_duel_fraction"] for x in s["seeds"]]
             print(f"| {task} | {json.dumps(g)} | {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} "
-                  f"| {s['wall_seconds']:.0f} |", flush=True)
+                  f"| {sum(duels) / len(duels):.0%} | {s['wall_seconds']:.0f} |", flush=True)
+            if a.out:
+                os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+                with open(a.out, "a") as fh:
+                    fh.write(json.dumps({"task": task, "config": g, "rounds": a.rounds, "per_seed": per_seed,
+                                         "self_duels": duels, "wall_seconds": s["wall_seconds"]}) + "\n")
 
 
 if __name__ == "__main__":

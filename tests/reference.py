@@ -71,13 +71,17 @@ def select(strategy, f, W, beta, noise, t, distinct=False):
         ok = all(beta * W[k][k2] > f[k2] - f[k] for k2 in range(K) if k2 != k)
         if ok or k == greedy:
             cand.append(k)
+    if distinct and len(cand) == 1:  # a lone candidate c duels its optimistic competitor, as ASYM
+        c = cand[0]
+        scores = [-math.inf if k == c else f[k] + beta * W[c][k] * (noise[c][k] if kind == "ts" else 1.0)
+                  for k in range(K)]
+        return c, argmax_first(scores)
     best, pair = -math.inf, None
     for k in range(K):
         for k2 in range(K):
             if distinct and k == k2:
                 continue
-            lone_partner = distinct and len(cand) == 1 and k == cand[0]
-            if k not in cand or (k2 not in cand and not lone_partner):
+            if k not in cand or k2 not in cand:
                 continue
             if kind == "ucb":
                 score = W[k][k2]

@@ -18,6 +18,8 @@ would cost O(p^3)) or ``diag`` (the diagonal approximation neural-bandit codes u
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from .. import selection
@@ -33,17 +35,22 @@ class NDB(NVLDB):
     ``gram`` (``full`` or ``diag``); lam is both the ridge towards the initial parameters and V_0."""
 
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
-                 rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, init: str = "kaiming",
-                 lr: float = 1e-3, lam: float = 1.0, beta: float = 1.0, grad_steps: int = 20):
+                 rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, parametrization: str = "ntk",
+                 bias: bool = False, init: Optional[str] = None, lr: float = 1e-3, lam: float = 1.0, beta: float = 1.0,
+                 grad_steps: int = 20, distinct_arms: bool = False):
         check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
         p = dim * width + width * width * (depth - 2) + width * dim + dim  # |W| + |theta| of eq. (nn)
+        p += (width * (depth - 1) + dim) if bias else 0  # |b|
         check_memory(history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
                      f"history and V^-1 of {num_seeds} x {p} x {p} float64")
         super().__init__(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, strategy=f"{rule}_asym",
-                         variance_aware=False, width=width, depth=depth, init=init, lr=lr, lam=lam, beta=beta,
-                         grad_steps=grad_steps, refit_theta=False, gram_mode="incremental", w_reg=lam)
-        self.save_hyperparameters()
+                         variance_aware=False, width=width, depth=depth, parametrization=parametrization, bias=bias,
+                         init=init, lr=lr, lam=lam, beta=beta, grad_steps=grad_steps, refit_theta=False,
+                         gram_mode="incremental", w_reg=lam, distinct_arms=distinct_arms)
+        # NVLDB's hparams (every setting in force, which the update reads) plus NDB's own; a second
+        # save_hyperparameters() would replace them with NDB's arguments alone
+        self.hparams.update(rule=rule, gram=gram)
         self.method = f"NDB-{rule.upper()}"
         eye = torch.eye(p, dtype=torch.float64)
         if gram == "full":
@@ -64,7 +71,8 @@ class NDB(NVLDB):
     def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
         """g(x_k) = df(x_k)/d(W, theta) at the current parameters: [S, K, d] -> [S, K, p] (float64)."""
         net = self.net
-        return per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2)).to(torch.float64)
+        return per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2),
+                                   list(net.biases), net.scale).to(torch.float64)
 
     def _remember_pair(self, g, a1, a2):
         """g(x_a1) - g(x_a2) at selection time: V's new term."""
@@ -79,12 +87,10 @@ class NDB(NVLDB):
     @torch.no_grad()
     def select(self, contexts, noise, t):
         with self._timed("select"), torch.autocast(self.device.type, enabled=False):
-            net = self.net
             g = self._gradients(contexts)
-            phi = g[:, :, -self.hparams.dim:]  # df/dtheta = phi(x; W): the forward pass is already done
-            f = net.utility(phi, net.theta.to(torch.float64))
+            f = self.scores(contexts)
             width = self.widths_from_gradients(g)
-            a1, a2 = selection.select(self.hparams.strategy, f, width, self.hparams.beta, noise, t)
+            a1, a2 = selection.select(self.strategy, f, width, self.hparams.beta, noise, t, self.hparams.distinct_arms)
             self._remember_pair(g, a1, a2)
             self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(width).flatten(1).all(dim=1), t)
         return a1, a2

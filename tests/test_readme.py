@@ -1,0 +1,47 @@
+"""Every `python scripts/main.py` command the README shows, run as a user would (shortened by
+overrides appended at the end: few rounds and seeds, a temporary run folder)."""
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHORT = ["--data.rounds", "4", "--data.num_seeds", "2", "--trainer.enable_progress_bar", "false"]
+
+
+def readme_commands() -> list[str]:
+    """The `python scripts/main.py ...` commands of the README's bash blocks (continuations joined,
+    comments dropped, the part after `&&` when a line chains set-up and a command)."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("#", 1)[0].strip()
+            for part in line.split("&&"):
+                part = part.strip()
+                if part.startswith("python scripts/main.py"):
+                    out.append(part)
+    return out
+
+
+def test_the_readme_shows_main_commands():
+    commands = readme_commands()
+    assert any("configs/cos.yaml" in c and c.endswith("configs/cos.yaml") for c in commands)  # set-up command (1)
+    assert any("--model NDB" in c for c in commands)
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_readme_command_runs(command, tmp_path):
+    args = shlex.split(command)[2:]  # after "python scripts/main.py"
+    if "--print_config" not in args:
+        args += SHORT + ["--trainer.default_root_dir", str(tmp_path / "run")]
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "main.py"), *args], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"{command}\n{res.stderr[-3000:]}"
+    if "--print_config" in args:
+        assert "model:" in res.stdout and "data:" in res.stdout
+    else:
+        assert list((tmp_path / "run").glob("lightning_logs/version_*/summary.json")), res.stderr[-2000:]
