@@ -35,7 +35,11 @@ from .learner import LINKED_FROM_DATA, DuelingLearner, as_pairs
 from .learner import check as _check
 from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
 
-__all__ = ["NVLDB", "LINKED_FROM_DATA", "TRAIN_CHUNK_ROUNDS"]
+__all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "TRAIN_CHUNK_ROUNDS"]
+
+# The strict reading of the equations, where the defaults follow the practice of the public code
+# the paper's experiments build on (configs/literal/ and the reports' "-literal" methods).
+LITERAL = {"parametrization": "ntk", "bias": False, "distinct_arms": False}
 
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
@@ -54,6 +58,7 @@ class NVLDB(DuelingLearner):
         parametrization: ``ntk`` (eq. nn literally: sqrt(m) output factor, no biases) or
             ``standard`` (``nn.Linear`` layers: no sqrt(m), optional biases); see :mod:`nvldb_pl.network`.
         bias: biases in every layer (``standard`` only).
+        feature_dim: the dimension p of phi and theta (W^L in R^{p x m}, V p x p); ``None`` = d, eq. (nn).
         init: ``kaiming`` or ``paper`` (eq. init) for ``ntk``, ``torch`` or ``normal`` for
             ``standard``; ``None`` = the first of these (kaiming, torch).
         lr: Adam step size [eta].
@@ -96,6 +101,7 @@ class NVLDB(DuelingLearner):
         depth: int = 3,
         parametrization: str = "ntk",
         bias: bool = False,
+        feature_dim: Optional[int] = None,
         init: Optional[str] = None,
         lr: float = 1e-3,
         lam: float = 1.0,
@@ -126,7 +132,8 @@ class NVLDB(DuelingLearner):
         _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
         _check(backward in BACKWARDS, "backward", f"{backward!r} is not one of {list(BACKWARDS)}")
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
-        for name, value in (("width", width), ("episode", episode), ("refit_iterations", refit_iterations)):
+        for name, value in (("width", width), ("episode", episode), ("refit_iterations", refit_iterations),
+                            ("feature_dim", 1 if feature_dim is None else feature_dim)):
             _check(value >= 1, name, f"must be >= 1, got {value}")
         _check(depth >= 2, "depth", f"eq. (nn) needs at least W^1 and W^L, got {depth}")
         _check(grad_steps >= 0, "grad_steps", f"must be >= 0, got {grad_steps}")
@@ -150,9 +157,9 @@ class NVLDB(DuelingLearner):
         self.variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
 
         self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + strategy.upper().replace("_", "-")
-        S, d = num_seeds, dim
-        self.net = StackedMLP(S, d, width, depth, parametrization, bias)
-        self.register_buffer("V", lam * torch.eye(d, dtype=torch.float64).repeat(S, 1, 1))  # V_0 = lambda I
+        S, p = num_seeds, (dim if feature_dim is None else feature_dim)
+        self.net = StackedMLP(S, dim, width, depth, parametrization, bias, feature_dim)
+        self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(S, 1, 1))  # V_0 = lambda I
         self._selected_dphi: Optional[torch.Tensor] = None
 
     # ------------------------------------------------------------------ set-up
@@ -162,9 +169,9 @@ class NVLDB(DuelingLearner):
         per_seed, biases = [], []
         for i in seed_ids:
             gen = torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
-            per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen))
+            per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
             if self.net.biases:
-                biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen))
+                biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
         self.net.load_seed_init(per_seed, biases)
 
     def configure_optimizers(self):

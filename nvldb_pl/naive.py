@@ -84,7 +84,7 @@ def _select(strategy, f, grads, Vinv, beta, noise, t, distinct=False):
 
 
 def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware=True, width=32, depth=3,
-             parametrization="ntk", bias=False, init=None, lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20,
+             parametrization="ntk", bias=False, feature_dim=None, init=None, lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20,
              refit_iterations=8, distinct_arms=False):
     """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret)."""
     epsilon = 1.0 / math.sqrt(spec.dim) if epsilon is None else epsilon
@@ -92,13 +92,13 @@ def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware
     scale = math.sqrt(width) if parametrization == "ntk" else 1.0
     one = StreamSpec(spec.task, spec.dim, spec.arms, spec.rounds, 1, seed_id, spec.base_seed)
     gen = torch.Generator().manual_seed(int(rng_for(spec.base_seed, seed_id, TAG_INIT).integers(2**62)))
-    params = [p.float() for p in init_weights(spec.dim, width, depth, init, gen)]
+    params = [p.float() for p in init_weights(spec.dim, width, depth, init, gen, feature_dim)]
     weights = [p.clone().requires_grad_(True) for p in params[:-1]]
-    biases = [b.float().requires_grad_(True) for b in init_biases(spec.dim, width, depth, init, gen)] if bias else []
+    biases = [b.float().requires_grad_(True) for b in init_biases(spec.dim, width, depth, init, gen, feature_dim)] if bias else []
     theta0 = params[-1].clone()
     theta = theta0.clone().requires_grad_(True)
     opt = torch.optim.Adam(weights + [theta] + biases, lr=lr)
-    V = lam * torch.eye(spec.dim, dtype=torch.float64)
+    V = lam * torch.eye(len(theta0), dtype=torch.float64)
     hist_x1, hist_x2, hist_o = [], [], []
     pairs, cum = [], 0.0
     for t, batch in enumerate(RoundStream(one), start=1):
@@ -132,7 +132,7 @@ def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware
                               zeta[None].pow(-2), theta0.double()[None], lam, refit_iterations)[0]
             theta.copy_(new)
             zeta = _zeta(dphi @ theta.double(), epsilon, variance_aware)
-            V = lam * torch.eye(spec.dim, dtype=torch.float64)  # appendix: V reinitialized each round
+            V = lam * torch.eye(len(theta0), dtype=torch.float64)  # appendix: V reinitialized each round
             for i in range(len(hist_o)):
                 V += torch.outer(dphi[i], dphi[i]) / zeta[i] ** 2
     return pairs, cum

@@ -9,8 +9,10 @@ Two parametrizations (``parametrization``):
   With Adam, whose step size does not shrink with m, the sqrt(m) factor makes one step move f
   about sqrt(m) times further as the network widens; this form does not.
 
-In both, phi is the last layer's d-dimensional output and theta in R^d the last-layer
-parameter that shallow exploration acts on (V is d x d).
+In both, phi is the last layer's output and theta the last-layer parameter that shallow
+exploration acts on. phi has dimension p = d in eq. (nn) (W^L in R^{d x m}, V is d x d);
+``feature_dim`` sets another p (W^L in R^{p x m}, theta in R^p, V p x p): with p = m, phi is as
+wide as the hidden layers, as in the public codes where the last layer is ``nn.Linear(m, 1)``.
 Every parameter carries a leading seed dimension S: W^l is [S, out, in], theta is [S, d].
 Internally the network runs feature-major (points as columns, [S, d, N]): h <- ReLU(W^l h) is one
 batched matmul whose long dimension is N, about 2x faster on CPU than the row-major form for
@@ -47,14 +49,22 @@ def _paper_layer(out: int, inp: int, var: float, gen: torch.Generator) -> torch.
     return torch.block_diag(w, w)[:, :inp]
 
 
-def init_weights(dim: int, width: int, depth: int, init: str, gen: torch.Generator) -> list[torch.Tensor]:
-    """One seed's [W^1, ..., W^L, theta_0] (float64, CPU), drawn from ``gen``."""
-    sizes = [dim] + [width] * (depth - 1) + [dim]
+def layer_sizes(dim: int, width: int, depth: int, feature_dim: int | None = None) -> list[int]:
+    """[d, m, ..., m, p]: the input, the L - 1 hidden widths and phi's dimension p (``None``: d, eq. nn)."""
+    return [dim] + [width] * (depth - 1) + [dim if feature_dim is None else feature_dim]
+
+
+def init_weights(dim: int, width: int, depth: int, init: str, gen: torch.Generator,
+                 feature_dim: int | None = None) -> list[torch.Tensor]:
+    """One seed's [W^1, ..., W^L, theta_0] (float64, CPU), drawn from ``gen``; theta_0 has phi's
+    dimension p (``feature_dim``, default d)."""
+    sizes = layer_sizes(dim, width, depth, feature_dim)
+    p = sizes[-1]
     weights = []
     if init in INITS_OF["standard"]:
         for inp, out in zip(sizes[:-1], sizes[1:]):
             weights.append(_standard(init, (out, inp), inp, gen))
-        return weights + [_standard(init, (dim,), dim, gen)]
+        return weights + [_standard(init, (p,), p, gen)]
     for layer, (inp, out) in enumerate(zip(sizes[:-1], sizes[1:])):
         last = layer == depth - 1
         if init == "kaiming":
@@ -64,7 +74,7 @@ def init_weights(dim: int, width: int, depth: int, init: str, gen: torch.Generat
             weights.append(torch.cat([omega, -omega], dim=1))
         else:
             weights.append(_paper_layer(out, inp, 4.0 / width, gen))
-    theta0 = torch.randn(dim, generator=gen, dtype=torch.float64) / math.sqrt(dim)
+    theta0 = torch.randn(p, generator=gen, dtype=torch.float64) / math.sqrt(p)
     return weights + [theta0]
 
 
@@ -75,9 +85,10 @@ def _standard(init: str, shape: tuple, fan_in: int, gen: torch.Generator) -> tor
     return (2.0 * torch.rand(*shape, generator=gen, dtype=torch.float64) - 1.0) / math.sqrt(fan_in)
 
 
-def init_biases(dim: int, width: int, depth: int, init: str, gen: torch.Generator) -> list[torch.Tensor]:
+def init_biases(dim: int, width: int, depth: int, init: str, gen: torch.Generator,
+                feature_dim: int | None = None) -> list[torch.Tensor]:
     """One seed's [b^1, ..., b^L] (float64), drawn from ``gen`` after :func:`init_weights`."""
-    sizes = [dim] + [width] * (depth - 1) + [dim]
+    sizes = layer_sizes(dim, width, depth, feature_dim)
     return [_standard(init, (out,), inp, gen) for inp, out in zip(sizes[:-1], sizes[1:])]
 
 
@@ -89,7 +100,7 @@ class StackedMLP(nn.Module):
     """
 
     def __init__(self, num_seeds: int, dim: int, width: int, depth: int, parametrization: str = "ntk",
-                 bias: bool = False):
+                 bias: bool = False, feature_dim: int | None = None):
         super().__init__()
         if depth < 2:
             raise ValueError(f"model.depth: eq. (nn) needs at least W^1 and W^L, got depth={depth}")
@@ -97,13 +108,13 @@ class StackedMLP(nn.Module):
             raise ValueError(f"model.parametrization: {parametrization!r} is not one of {list(PARAMETRIZATIONS)}")
         self.width = width
         self.scale = math.sqrt(width) if parametrization == "ntk" else 1.0
-        sizes = [dim] + [width] * (depth - 1) + [dim]
+        sizes = layer_sizes(dim, width, depth, feature_dim)
         self.weights = nn.ParameterList(
             nn.Parameter(torch.zeros(num_seeds, out, inp)) for inp, out in zip(sizes[:-1], sizes[1:])
         )
-        self.theta = nn.Parameter(torch.zeros(num_seeds, dim))
+        self.theta = nn.Parameter(torch.zeros(num_seeds, sizes[-1]))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(num_seeds, out)) for out in sizes[1:]) if bias else []
-        self.register_buffer("theta0", torch.zeros(num_seeds, dim))
+        self.register_buffer("theta0", torch.zeros(num_seeds, sizes[-1]))
         for layer, w in enumerate(self.layer_params()):  # W^l_0 (and b^l_0), the initial values
             self.register_buffer(f"w0_{layer}", torch.zeros_like(w))
 

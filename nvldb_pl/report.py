@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 
 from .callbacks import atomic_open, write_json_atomic
+from .module import LITERAL
 from .run import LEARNERS, check_accelerator, init_args, run_experiment
 
 RULES = ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")
@@ -34,8 +35,14 @@ METHODS: dict[str, tuple[str, dict]] = {
     "Random": ("RandomPair", {}),
 }
 
+# The strict reading of the equations (see LITERAL in nvldb_pl/module.py): "<method>-literal".
+LITERAL_SUFFIX = "-literal"
+METHODS.update({name + LITERAL_SUFFIX: (learner, {**model, **LITERAL})
+                for name, (learner, model) in list(METHODS.items()) if learner in ("NVLDB", "NDB")})
+
 # The default grid (issue "baselines"): six NVLDB rules, NLDB-UCB-ASYM, and every baseline.
-DEFAULT_METHODS = [m for m in METHODS if not m.startswith("NLDB-") or m == "NLDB-UCB-ASYM"]
+DEFAULT_METHODS = [m for m in METHODS if (not m.startswith("NLDB-") or m == "NLDB-UCB-ASYM")
+                   and not m.endswith(LITERAL_SUFFIX)]
 
 # Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
 TASK_DATA = {
@@ -126,20 +133,49 @@ def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
     return rounds, seeds, np.array([[rows[r][s] for s in seeds] for r in rounds])
 
 
+def committed_curves(folder: str, task: str, rounds: int, seeds: int, suffix: str = "") -> dict:
+    """{method + suffix: (rounds, seed ids, R^a_t)} from a report's ``curves_<task>.csv.gz`` (every
+    round to 100, then every 10th): runs of another report, compared here seed by seed. Only runs
+    of the same T and number of seeds are kept; {} if the file is absent."""
+    path = os.path.join(folder, f"curves_{task}.csv.gz")
+    if not os.path.exists(path):
+        return {}
+    rows: dict[str, dict[int, dict[int, float]]] = {}
+    with gzip.open(path, "rt") as fh:
+        for row in csv.DictReader(fh):
+            rows.setdefault(row["method"], {}).setdefault(int(row["round"]), {})[int(row["seed"])] = float(row["cum_avg_regret"])
+    out = {}
+    for method, by_round in rows.items():
+        rs = np.array(sorted(by_round))
+        ids = sorted(by_round[rs[0]])
+        if int(rs[-1]) != rounds or len(ids) != seeds:
+            continue
+        out[method + suffix] = (rs, ids, np.array([[by_round[r][i] for i in ids] for r in rs]))
+    return out
+
+
 def _mean_std(x: np.ndarray) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else 0.0
 
 
-def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> str:
-    """report.md, one PNG per task (if matplotlib is installed) and curves_<task>.csv.gz."""
-    tasks = list(dict.fromkeys(t for t, _ in runs))
+def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra: Optional[dict] = None,
+                 extra_note: str = "") -> str:
+    """report.md, one PNG per task (if matplotlib is installed) and curves_<task>.csv.gz.
+
+    ``extra``: {task: {method: (rounds, seed ids, R^a_t)}}, curves of runs made elsewhere (e.g. the
+    literal reading's committed curves), reported and paired like the runs, ``extra_note`` saying where from.
+    """
+    extra = extra or {}
+    tasks = list(dict.fromkeys([t for t, _ in runs] + list(extra)))
     lines = ["# Reproduction report", "", f"Made by: `{command}`", "",
              "R(T)/T: mean ± std over seeds of the cumulative average regret divided by T. "
              "R(t): cumulative average regret R^a_t (mean ± std) at t = T/4, T/2, T. "
              "curves_<task>.csv.gz: R^a_t per method, seed and round (every round to 100, then every 10th). "
              "Self-duels: share of rounds whose two arms were the same arm (no information; '–': "
              "run made before this was recorded). Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
-             "(its Figure 1 is given as plots only).", ""]
+             "(its Figure 1 is given as plots only). A method named '<method>-literal' is the strict reading of "
+             f"the equations ({', '.join(f'{k}={v}' for k, v in LITERAL.items())}); the others run the package's defaults.",
+             ""] + ([extra_note, ""] if extra_note else [])
     table = {}
     for task in tasks:
         rows = []
@@ -156,6 +192,14 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str) -> st
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append((R[-1].mean() / T, method, _mean_std(R[-1] / T), {q: _mean_std(v) for q, v in at.items()},
                          wall_cell(summary), len(seeds), duels))
+            curves[method] = (rounds, seeds, R)
+        for method, (rounds, seeds, R) in extra.get(task, {}).items():
+            if method in curves:
+                continue
+            T = int(rounds[-1])
+            at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
+            rows.append((R[-1].mean() / T, method, _mean_std(R[-1] / T), {q: _mean_std(v) for q, v in at.items()},
+                         "–", len(seeds), "–"))
             curves[method] = (rounds, seeds, R)
         rows.sort()
         T = int(max(c[0][-1] for c in curves.values()))
@@ -203,11 +247,15 @@ def paired_lines(curves: dict, T: int) -> list[str]:
     where NVLDB is lower; '–' where the other method did not run (or ran other seeds or another T).
     """
     order = list(METHODS)
-    nvldb = sorted((m for m in curves if m.startswith("NVLDB-")), key=lambda m: (order.index(m) if m in order else len(order), m))
-    columns = ["NLDB (same rule)"] + [b for b in CLAIM_BASELINES if b in curves]
+    nvldb = sorted((m for m in curves if m.startswith("NVLDB-") and not m.endswith(LITERAL_SUFFIX)),
+                   key=lambda m: (order.index(m) if m in order else len(order), m))
+    literal = any(m + LITERAL_SUFFIX in curves for m in nvldb)
+    columns = (["literal (same rule)"] if literal else []) + ["NLDB (same rule)"] + [b for b in CLAIM_BASELINES if b in curves]
 
     def other(method: str, column: str) -> str:
-        return method.replace("NVLDB-", "NLDB-", 1) if column == columns[0] else column
+        if column == "literal (same rule)":
+            return method + LITERAL_SUFFIX
+        return method.replace("NVLDB-", "NLDB-", 1) if column == "NLDB (same rule)" else column
 
     if not any(other(m, c) in curves for m in nvldb for c in columns):
         return []

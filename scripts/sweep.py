@@ -8,7 +8,7 @@ Each finished run is appended to ``--out`` (JSON lines: task, config, per-seed R
 fraction) and skipped when the sweep is run again, so a sweep can be stopped and resumed.
 ``--vary key=a,b`` crosses every grid entry with those values. ``--summarize`` prints, per task
 and config, R(T)/T mean ± std and the paired difference to the baseline config with the same
-other settings (mean ± standard error over seeds, and how many seeds the config wins).
+other settings (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins).
 """
 import argparse
 import itertools
@@ -71,7 +71,8 @@ def summarize(path: str, baseline: dict) -> None:
         x = r["per_seed"]
         mean = sum(x) / len(x)
         std = math.sqrt(sum((v - mean) ** 2 for v in x) / max(len(x) - 1, 1))
-        base = by_key.get(key_of(r["task"], {**r["config"], **baseline}))
+        base_cfg = {k: v for k, v in {**r["config"], **baseline}.items() if v is not None}  # null: drop the key
+        base = by_key.get(key_of(r["task"], base_cfg))
         paired, wins = "–", "–"
         if base is not None and base is not r:
             d = [a - b for a, b in zip(x, base["per_seed"])]
@@ -79,8 +80,7 @@ def summarize(path: str, baseline: dict) -> None:
             se = math.sqrt(sum((v - dm) ** 2 for v in d) / max(len(d) - 1, 1) / len(d))
             paired, wins = f"{dm:+.3f} ± {se:.3f}", f"{sum(v < 0 for v in d)}/{len(d)}"
         sd = sum(r["self_duels"]) / len(r["self_duels"])
-        cfg = {k: v for k, v in r["config"].items()}
-        print(f"| {r['task']} | {json.dumps(cfg)} | {mean:.3f} ± {std:.3f} | {sd:.0%} | {paired} | {wins} |")
+        print(f"| {r['task']} | {json.dumps(r['config'])} | {mean:.3f} ± {std:.3f} | {sd:.0%} | {paired} | {wins} |")
 
 
 def main():
@@ -108,7 +108,10 @@ def main():
         for g in grid:
             if key_of(task, g) in done:
                 continue
-            s, _ = run_experiment({"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0}, g)
+            model = dict(g)
+            learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
+            s, _ = run_experiment({"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0}, model,
+                                  learner=learner)
             per_seed = [x["cum_avg_regret"] / s["rounds"] for x in s["seeds"]]
             duels = [x["self_duel_fraction"] for x in s["seeds"]]
             print(f"| {task} | {json.dumps(g)} | {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} "

@@ -42,6 +42,7 @@ class NDB(NVLDB):
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
         p = dim * width + width * width * (depth - 2) + width * dim + dim  # |W| + |theta| of eq. (nn)
         p += (width * (depth - 1) + dim) if bias else 0  # |b|
+        # (NDB keeps phi d-dimensional: feature_dim is NVLDB's shallow-exploration width)
         check_memory(history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
                      f"history and V^-1 of {num_seeds} x {p} x {p} float64")
         super().__init__(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, strategy=f"{rule}_asym",
