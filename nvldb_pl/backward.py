@@ -75,8 +75,8 @@ def accumulate_nll_grad(
     g = _relu_backward(th.unsqueeze(2) * g_f, hs[-1])  # dL/d(W^L h^{L-1} + b^L)
     for layer in range(L - 1, -1, -1):
         grads[layer].add_(torch.bmm(g, hs[layer].transpose(1, 2)).to(grads[layer].dtype))
-        if biases:
-            grads[L + 1 + layer].add_(g.sum(dim=2).to(grads[L + 1 + layer].dtype))
+        if biases:  # each duel's two columns summed first: terms that cancel exactly give exactly 0
+            grads[L + 1 + layer].add_(g.view(S, -1, N // 2, 2).sum(dim=3).sum(dim=2).to(grads[L + 1 + layer].dtype))
         if layer > 0:
             g = _relu_backward(torch.bmm(Ws[layer].transpose(1, 2), g), hs[layer])
     return loss.detach()

@@ -72,7 +72,8 @@ class NVLDB(DuelingLearner):
         refit_theta: refit theta with W fixed (Alg. 1 line 10).
         refit_iterations: Newton iterations of that refit.
         gram_mode: ``recompute`` or ``incremental``.
-        distinct_arms: never duel an arm with itself (not the paper; see :mod:`nvldb_pl.selection`).
+        distinct_arms: never duel an arm with itself, as NDB's public code (the equations allow it;
+            see :mod:`nvldb_pl.selection`).
         backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.backward`, faster) or
             ``autograd``; both give the same gradient up to float rounding. Under ``16-mixed``
             (a GradScaler) autograd is used whatever this says.
@@ -99,8 +100,8 @@ class NVLDB(DuelingLearner):
         oracle_variance: bool = False,
         width: int = 32,
         depth: int = 3,
-        parametrization: str = "ntk",
-        bias: bool = False,
+        parametrization: str = "standard",
+        bias: bool = True,
         feature_dim: Optional[int] = None,
         init: Optional[str] = None,
         lr: float = 1e-3,
@@ -114,7 +115,7 @@ class NVLDB(DuelingLearner):
         refit_iterations: int = 8,
         gram_mode: str = "recompute",
         w_reg: float = 0.0,
-        distinct_arms: bool = False,
+        distinct_arms: bool = True,
         backward: str = "manual",
         sample_size: Optional[int] = None,
         sample_weighting: str = "uniform",
@@ -328,7 +329,7 @@ class NVLDB(DuelingLearner):
                 for g in grads:
                     g.zero_()
                 per_seed = objective.ridge(net.theta, net.theta0, hp.lam)
-                grads[-1].add_(net.theta - net.theta0, alpha=hp.lam)  # d/dtheta lambda/2 ||theta - theta_0||^2
+                grads[len(net.weights)].add_(net.theta - net.theta0, alpha=hp.lam)  # d/dtheta lambda/2 ||theta - theta_0||^2
                 if hp.w_reg > 0:
                     per_seed = per_seed + 0.5 * hp.w_reg * net.distance_to_init()
                     for layer, w in enumerate(net.weights):

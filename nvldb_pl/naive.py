@@ -84,8 +84,8 @@ def _select(strategy, f, grads, Vinv, beta, noise, t, distinct=False):
 
 
 def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware=True, width=32, depth=3,
-             parametrization="ntk", bias=False, feature_dim=None, init=None, lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20,
-             refit_iterations=8, distinct_arms=False):
+             parametrization="standard", bias=True, feature_dim=None, init=None, lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20,
+             refit_iterations=8, distinct_arms=True):
     """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret)."""
     epsilon = 1.0 / math.sqrt(spec.dim) if epsilon is None else epsilon
     init = init or ("kaiming" if parametrization == "ntk" else "torch")

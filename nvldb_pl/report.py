@@ -17,6 +17,7 @@ import time
 from typing import Optional
 
 import numpy as np
+import torch
 
 from .callbacks import atomic_open, write_json_atomic
 from .module import LITERAL
@@ -37,6 +38,7 @@ METHODS: dict[str, tuple[str, dict]] = {
 
 # The strict reading of the equations (see LITERAL in nvldb_pl/module.py): "<method>-literal".
 LITERAL_SUFFIX = "-literal"
+LITERAL_LEARNERS = ("NVLDB-", "NLDB-", "NDB-")  # the methods whose defaults differ from the literal reading
 METHODS.update({name + LITERAL_SUFFIX: (learner, {**model, **LITERAL})
                 for name, (learner, model) in list(METHODS.items()) if learner in ("NVLDB", "NDB")})
 
@@ -133,8 +135,8 @@ def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
     return rounds, seeds, np.array([[rows[r][s] for s in seeds] for r in rounds])
 
 
-def committed_curves(folder: str, task: str, rounds: int, seeds: int, suffix: str = "") -> dict:
-    """{method + suffix: (rounds, seed ids, R^a_t)} from a report's ``curves_<task>.csv.gz`` (every
+def committed_curves(folder: str, task: str, rounds: int, seeds: int) -> dict:
+    """{method: (rounds, seed ids, R^a_t)} from a report's ``curves_<task>.csv.gz`` (every
     round to 100, then every 10th): runs of another report, compared here seed by seed. Only runs
     of the same T and number of seeds are kept; {} if the file is absent."""
     path = os.path.join(folder, f"curves_{task}.csv.gz")
@@ -150,8 +152,23 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: int, suffix: st
         ids = sorted(by_round[rs[0]])
         if int(rs[-1]) != rounds or len(ids) != seeds:
             continue
-        out[method + suffix] = (rs, ids, np.array([[by_round[r][i] for i in ids] for r in rs]))
+        out[method] = (rs, ids, np.array([[by_round[r][i] for i in ids] for r in rs]))
     return out
+
+
+def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0) -> Optional[float]:
+    """E[(u_(1) - u_(2)) / 2] over the streams of a synthetic task: the least average regret per
+    round of any policy that never duels an arm with itself (its best pair is the two best arms),
+    so a lower bound on R(T)/T under ``distinct_arms``. None for the UCI tasks (there it is 0.5:
+    one arm has u = 1, the rest 0)."""
+    if task in TASK_DATA:
+        return None
+    from .data import RoundStream, StreamSpec
+    gaps = []
+    for batch in RoundStream(StreamSpec(task=task, rounds=rounds, num_seeds=num_seeds, base_seed=base_seed)):
+        top = torch.topk(batch["utilities"].double(), 2, dim=1).values
+        gaps.append((top[:, 0] - top[:, 1]) / 2)
+    return float(torch.stack(gaps).mean())
 
 
 def _mean_std(x: np.ndarray) -> tuple[float, float]:
@@ -180,12 +197,14 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
     for task in tasks:
         rows = []
         curves = {}
+        base_seed = 0
         for (t_, method), folder in runs.items():
             if t_ != task:
                 continue
             rounds, seeds, R = load_curves(folder)
             with open(os.path.join(folder, "summary.json")) as fh:
                 summary = json.load(fh)
+            base_seed = summary.get("base_seed", 0)
             T = int(rounds[-1])
             at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
@@ -211,7 +230,11 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
             lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {PAPER.get((task, method), '')} |")
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s}
-        lines.append("")
+        floor = distinct_floor(task, T, S, base_seed)
+        lines += ["", f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
+                      f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."
+                  if floor is not None else "A policy that never duels an arm with itself has R(T)/T ≥ 0.5 here "
+                  "(one arm has u = 1, the others 0).", ""]
         lines += paired_lines(curves, T)
         png = plot_task(out, task, curves)
         if png:

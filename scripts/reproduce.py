@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.report import (DEFAULT_METHODS, LITERAL_SUFFIX, METHODS, check_positive, committed_curves,  # noqa: E402
+from nvldb_pl.report import (DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS, check_positive, committed_curves,  # noqa: E402
                              finished_runs, parse_overrides, run_grid, write_report)
 
 
@@ -38,8 +38,9 @@ def main(argv=None):
                    help="device of every run (one device; wall times in the report name it when not cpu)")
     p.add_argument("--report-only", action="store_true", help="only reuse finished runs; run nothing")
     p.add_argument("--literal-from", default=None, metavar="DIR",
-                   help="a report folder made with the literal reading (its curves_<task>.csv.gz): its NVLDB, "
-                        "NLDB and NDB runs join this report as '<method>-literal', paired seed by seed")
+                   help="a report folder made with the literal reading (its curves_<task>.csv.gz, same T and seeds): "
+                        "its NVLDB, NLDB and NDB runs join this report as '<method>-literal', its other baselines "
+                        "(which the defaults do not change) under their own names where not run here")
     a = p.parse_args(argv)
     try:
         check_positive("--rounds", a.rounds)
@@ -60,12 +61,14 @@ def main(argv=None):
                 command += f"` plus the runs of earlier calls in this folder: `{' '.join(earlier)}"
         extra, note = {}, ""
         if a.literal_from:
-            extra = {t: {m: c for m, c in committed_curves(a.literal_from, t, a.rounds, a.seeds, LITERAL_SUFFIX).items()
-                         if m.startswith(("NVLDB-", "NLDB-", "NDB-"))} for t in a.tasks}
+            extra = {t: {(m + LITERAL_SUFFIX if m.startswith(LITERAL_LEARNERS) else m): c
+                         for m, c in committed_curves(a.literal_from, t, a.rounds, a.seeds).items()}
+                     for t in a.tasks}
             if not any(extra.values()):
                 raise ValueError(f"--literal-from: no curves_<task>.csv.gz with T={a.rounds}, {a.seeds} seeds in {a.literal_from}")
-            note = (f"The '-literal' rows come from `{a.literal_from}` (its committed curves: every round to 100, then "
-                    "every 10th; no wall time or self-duel share), run on the same streams and seeds.")
+            note = (f"The '-literal' rows, and baselines not run here, come from `{a.literal_from}` (its committed "
+                    "curves: every round to 100, then every 10th; no wall time or self-duel share), run on the same "
+                    "streams and seeds.")
         print("wrote", write_report(a.out, runs, command, extra, note))
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)

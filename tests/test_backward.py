@@ -70,12 +70,15 @@ def test_bfloat16_matmuls_give_a_close_gradient_in_float32_accumulators():
         assert not torch.equal(a, b)  # the matmuls really ran in bfloat16
 
 
+@pytest.mark.parametrize("network", [{"parametrization": "ntk", "bias": False},
+                                     {"parametrization": "standard", "bias": True}])
 @pytest.mark.parametrize("w_reg", [0.0, 0.5])
-def test_module_adam_step_is_the_same_with_either_backward(w_reg):
+def test_module_adam_step_is_the_same_with_either_backward(w_reg, network):
     after = {}
     for backward in ("manual", "autograd"):
         torch.manual_seed(0)
-        m = NVLDB(dim=5, arms=3, rounds=300, num_seeds=2, width=8, grad_steps=1, w_reg=w_reg, backward=backward)
+        m = NVLDB(dim=5, arms=3, rounds=300, num_seeds=2, width=8, grad_steps=1, w_reg=w_reg, backward=backward,
+                  **network)
         m.init_parameters(0, [0, 1])
         with torch.no_grad():
             m.net.weights[0].add_(0.1)  # away from W_0, so the w_reg term has a gradient

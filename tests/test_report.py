@@ -131,3 +131,24 @@ def test_methods_run_one_per_call_add_up_to_one_report(tmp_path, capsys):
     assert rows()[0] == ["NLDB-UCB-ASYM"]  # another T: the T=6 runs are not mixed in
     assert _main(base + ["--methods", "Random", "--report-only"]) == 0
     assert rows()[0] == ["Random"]
+
+
+def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap():
+    """distinct_floor is the mean over rounds and seeds of (best - second best) / 2; a run that never
+    duels an arm with itself has at least that average regret, whatever its rule."""
+    import numpy as np
+    from nvldb_pl.data import RoundStream, StreamSpec
+    from nvldb_pl.report import distinct_floor
+    from nvldb_pl.run import run_experiment
+    floor = distinct_floor("square", 30, 3, base_seed=4)
+    gaps = []
+    for batch in RoundStream(StreamSpec(task="square", rounds=30, num_seeds=3, base_seed=4)):
+        for u in batch["utilities"].double().numpy():
+            top = sorted(u, reverse=True)
+            gaps.append((top[0] - top[1]) / 2)
+    assert floor == pytest.approx(float(np.mean(gaps)), rel=1e-12)
+    for strategy in ("ucb_asym", "ts_osym", "ucb_csym"):
+        summary, _ = run_experiment({"task": "square", "rounds": 30, "num_seeds": 3, "seed": 4},
+                                    {"width": 8, "grad_steps": 2, "strategy": strategy, "distinct_arms": True})
+        assert summary["R_T_over_T_mean"] >= floor
+    assert distinct_floor("statlog", 30, 3) is None
