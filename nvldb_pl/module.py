@@ -57,10 +57,10 @@ class NVLDB(DuelingLearner):
         width, depth: m and L of eq. (nn).
         parametrization: ``ntk`` (eq. nn literally: sqrt(m) output factor, no biases) or
             ``standard`` (``nn.Linear`` layers: no sqrt(m), optional biases); see :mod:`nvldb_pl.network`.
-        bias: biases in every layer (``standard`` only).
+        bias: biases in every layer (``standard`` only); ``None`` = true for ``standard``, false for ``ntk``.
         feature_dim: the dimension p of phi and theta (W^L in R^{p x m}, V p x p); ``None`` = d, eq. (nn).
-        init: ``kaiming`` or ``paper`` (eq. init) for ``ntk``, ``torch`` or ``normal`` for
-            ``standard``; ``None`` = the first of these (kaiming, torch).
+        init: ``kaiming`` or ``paper`` (eq. init) for ``ntk``; ``kaiming``, ``torch`` or ``normal``
+            for ``standard``; ``None`` = kaiming.
         lr: Adam step size [eta].
         lam: regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
         beta: confidence width coefficient [a_t].
@@ -101,7 +101,7 @@ class NVLDB(DuelingLearner):
         width: int = 32,
         depth: int = 3,
         parametrization: str = "standard",
-        bias: bool = True,
+        bias: Optional[bool] = None,
         feature_dim: Optional[int] = None,
         init: Optional[str] = None,
         lr: float = 1e-3,
@@ -130,6 +130,8 @@ class NVLDB(DuelingLearner):
         _check(init in INITS_OF[parametrization], "init",
                f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
                f"{list(INITS_OF[parametrization])}")
+        if bias is None:
+            bias = parametrization == "standard"
         _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
         _check(backward in BACKWARDS, "backward", f"{backward!r} is not one of {list(BACKWARDS)}")
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
@@ -153,6 +155,7 @@ class NVLDB(DuelingLearner):
         self.save_hyperparameters(args)
         self.hparams.epsilon = epsilon  # the values in force, also when they came from a default
         self.hparams.init = init
+        self.hparams.bias = bias
         self.strategy = strategy
         self.automatic_optimization = False
         self.variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"

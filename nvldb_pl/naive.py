@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .data import TAG_INIT, RoundStream, StreamSpec, rng_for
-from .network import init_biases, init_weights
+from .network import INITS_OF, init_biases, init_weights
 from .objective import refit_theta
 
 
@@ -84,11 +84,12 @@ def _select(strategy, f, grads, Vinv, beta, noise, t, distinct=False):
 
 
 def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware=True, width=32, depth=3,
-             parametrization="standard", bias=True, feature_dim=None, init=None, lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20,
+             parametrization="standard", bias=None, feature_dim=None, init=None, lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20,
              refit_iterations=8, distinct_arms=True):
     """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret)."""
     epsilon = 1.0 / math.sqrt(spec.dim) if epsilon is None else epsilon
-    init = init or ("kaiming" if parametrization == "ntk" else "torch")
+    init = init or INITS_OF[parametrization][0]
+    bias = parametrization == "standard" if bias is None else bias
     scale = math.sqrt(width) if parametrization == "ntk" else 1.0
     one = StreamSpec(spec.task, spec.dim, spec.arms, spec.rounds, 1, seed_id, spec.base_seed)
     gen = torch.Generator().manual_seed(int(rng_for(spec.base_seed, seed_id, TAG_INIT).integers(2**62)))

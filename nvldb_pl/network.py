@@ -20,13 +20,14 @@ these skinny layers (d = 5 inputs and outputs).
 The seeds never mix: summing their losses gives each seed its own gradient, and Adam is
 elementwise, so each seed follows its own trajectory.
 
-Initializations (``init``); ``paper`` and ``kaiming`` go with ``ntk``, ``torch`` and ``normal``
-with ``standard``:
+Initializations (``init``); ``paper`` goes with ``ntk`` only, ``torch`` and ``normal`` with
+``standard`` only, ``kaiming`` with either:
 * ``paper``: eq. (init). W^l = blockdiag(w, w) with w ~ N(0, 4/m) for l < L and
   W^L = (omega, -omega) with omega ~ N(0, 2/m); theta_0 ~ N(0, 1/d). When a layer's input size
   is odd (e.g. d = 5) the block-diagonal matrix is cut to its first ``in`` columns.
   Requires an even width m.
-* ``kaiming``: W^l ~ N(0, 2 / fan_in) (He), theta_0 ~ N(0, 1/d).
+* ``kaiming``: W^l ~ N(0, 2 / fan_in) (He: keeps the scale of a ReLU layer's output), theta_0 ~
+  N(0, 1/p), biases 0.
 * ``torch``: PyTorch's default for ``nn.Linear``: every weight and bias of a layer
   U(-1/sqrt(fan_in), 1/sqrt(fan_in)); theta_0 likewise (fan_in = d).
 * ``normal``: every weight, bias and theta_0 N(0, 1), as NDB's public code.
@@ -40,8 +41,8 @@ import torch
 from torch import nn
 
 PARAMETRIZATIONS = ("ntk", "standard")
-INITS_OF = {"ntk": ("kaiming", "paper"), "standard": ("torch", "normal")}  # the first is the default
-INITS = INITS_OF["ntk"] + INITS_OF["standard"]
+INITS_OF = {"ntk": ("kaiming", "paper"), "standard": ("kaiming", "torch", "normal")}  # the first is the default
+INITS = ("kaiming", "paper", "torch", "normal")
 
 
 def _paper_layer(out: int, inp: int, var: float, gen: torch.Generator) -> torch.Tensor:
@@ -61,7 +62,7 @@ def init_weights(dim: int, width: int, depth: int, init: str, gen: torch.Generat
     sizes = layer_sizes(dim, width, depth, feature_dim)
     p = sizes[-1]
     weights = []
-    if init in INITS_OF["standard"]:
+    if init in ("torch", "normal"):
         for inp, out in zip(sizes[:-1], sizes[1:]):
             weights.append(_standard(init, (out, inp), inp, gen))
         return weights + [_standard(init, (p,), p, gen)]
@@ -79,7 +80,10 @@ def init_weights(dim: int, width: int, depth: int, init: str, gen: torch.Generat
 
 
 def _standard(init: str, shape: tuple, fan_in: int, gen: torch.Generator) -> torch.Tensor:
-    """``torch``: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default); ``normal``: N(0, 1)."""
+    """``torch``: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's default); ``normal``: N(0, 1);
+    ``kaiming`` (biases only): 0."""
+    if init == "kaiming":
+        return torch.zeros(*shape, dtype=torch.float64)
     if init == "normal":
         return torch.randn(*shape, generator=gen, dtype=torch.float64)
     return (2.0 * torch.rand(*shape, generator=gen, dtype=torch.float64) - 1.0) / math.sqrt(fan_in)

@@ -31,6 +31,9 @@ def _wnorm(z, A_inv):
 
 
 # ---------------------------------------------------------------- NDB
+NDB_PAPER = {"parametrization": "ntk", "bias": False, "distinct_arms": False}  # the NDB paper's equations
+
+
 def test_per_point_gradients_equal_autograd_of_f_for_each_point():
     per = [init_weights(D, 6, 3, "kaiming", torch.Generator().manual_seed(s)) for s in range(2)]
     weights = [torch.stack([p[l] for p in per]).float() for l in range(3)]
@@ -51,7 +54,7 @@ def test_per_point_gradients_equal_autograd_of_f_for_each_point():
 
 @pytest.mark.parametrize("gram", ["full", "diag"])
 def test_ndb_gram_after_rank_one_updates_equals_direct_formula(gram):
-    m = NDB(dim=D, arms=K, rounds=10, num_seeds=2, width=4, lam=0.7, grad_steps=0, gram=gram)
+    m = NDB(dim=D, arms=K, rounds=10, num_seeds=2, width=4, lam=0.7, grad_steps=0, gram=gram, **NDB_PAPER)
     m.init_parameters(0, [0, 1])
     p = 4 * D + 4 * 4 + D * 4 + D
     g = torch.Generator().manual_seed(3)
@@ -69,7 +72,7 @@ def test_ndb_gram_after_rank_one_updates_equals_direct_formula(gram):
 @pytest.mark.parametrize("rule", ["ucb", "ts"])
 @pytest.mark.parametrize("gram", ["full", "diag"])
 def test_ndb_selection_equals_per_seed_loop(rule, gram):
-    m = NDB(dim=D, arms=K, rounds=10, num_seeds=S, width=6, rule=rule, gram=gram, beta=2.5, grad_steps=0)
+    m = NDB(dim=D, arms=K, rounds=10, num_seeds=S, width=6, rule=rule, gram=gram, beta=2.5, grad_steps=0, **NDB_PAPER)
     m.init_parameters(4, [0, 1, 2])
     p = sum(w[0].numel() for w in m.net.weights) + D
     g = torch.Generator().manual_seed(5)

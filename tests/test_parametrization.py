@@ -1,6 +1,7 @@
 """The standard parametrization (nn.Linear layers: no sqrt(m), biases) wherever the ntk one is checked:
-eq. (nn) per seed, the hand-written gradient and NDB's per-point gradients against autograd, the
-vectorized loop against the naive one, S=4 against four S=1 runs; and its validation."""
+eq. (nn) per seed, the hand-written gradient and NDB's per-point gradients against autograd, S=4
+against four S=1 runs, and its validation. The vectorized loop against the naive one, for both
+networks: tests/test_naive_equivalence.py."""
 import math
 
 import numpy as np
@@ -9,9 +10,7 @@ import torch
 
 from nvldb_pl import links, objective
 from nvldb_pl.backward import accumulate_nll_grad, per_point_gradients
-from nvldb_pl.data import RoundStream, StreamSpec
 from nvldb_pl.module import NVLDB
-from nvldb_pl.naive import run_seed
 from nvldb_pl.network import StackedMLP, init_biases, init_weights
 from nvldb_pl.run import run_experiment
 
@@ -98,30 +97,6 @@ def test_per_point_gradients_with_biases_equal_autograd():
 
 
 STANDARD = {"parametrization": "standard", "bias": True}
-
-
-@pytest.mark.parametrize("strategy,distinct,bias", [("ucb_asym", False, True), ("ucb_osym", True, True),
-                                                    ("ts_csym", True, False), ("ucb_csym", True, False),
-                                                    ("ts_asym", True, False), ("ts_osym", True, False)])
-def test_vectorized_loop_makes_the_naive_loops_decisions_standard(strategy, distinct, bias):
-    """Bit-for-bit decisions. With biases, a bias gradient is a sum of per-duel terms that nearly
-    cancel, and Adam turns its rounding residue (which differs between the naive autograd loop and
-    the hand-written batched backward) into a full lr-sized step; so the rules are compared without
-    biases, and biases on two rules whose 12 rounds stay clear of such a flip."""
-    rounds, n = 12, 3
-    model = {"width": 8, "grad_steps": 4, "strategy": strategy, "distinct_arms": distinct,
-             "parametrization": "standard", "bias": bias}
-    summary, module = run_experiment({"task": "cos", "rounds": rounds, "num_seeds": n, "seed": 11}, model)
-    spec = StreamSpec(task="cos", rounds=rounds, num_seeds=n, base_seed=11)
-    ctx = [b["contexts"] for b in RoundStream(spec)]
-    for s in range(n):
-        pairs, cum = run_seed(spec, s, **model)
-        x = module.history()[s]
-        for t, (a1, a2) in enumerate(pairs):
-            assert (x[t, 0] == ctx[t][s][a1]).all() and (x[t, 1] == ctx[t][s][a2]).all(), f"seed {s} round {t + 1}"
-            if distinct:
-                assert a1 != a2
-        assert summary["seeds"][s]["cum_avg_regret"] == pytest.approx(cum, rel=1e-9, abs=1e-9)
 
 
 @pytest.mark.parametrize("learner,model", [("NVLDB", {"strategy": "ucb_osym", "distinct_arms": True}),

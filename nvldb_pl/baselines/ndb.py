@@ -32,16 +32,18 @@ NDB_GRAMS = ("full", "diag")
 
 class NDB(NVLDB):
     """NDB-UCB / NDB-TS. Args as :class:`nvldb_pl.NVLDB` plus ``rule`` (``ucb`` or ``ts``) and
-    ``gram`` (``full`` or ``diag``); lam is both the ridge towards the initial parameters and V_0."""
+    ``gram`` (``full`` or ``diag``); lam is both the ridge towards the initial parameters and V_0.
+    The defaults give NDB NVLDB's network and second arm (a2 != a1, as NDB's authors' code);
+    ``parametrization=ntk, bias=false, distinct_arms=false`` is the NDB paper's equations."""
 
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
-                 rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, parametrization: str = "ntk",
-                 bias: bool = False, init: Optional[str] = None, lr: float = 1e-3, lam: float = 1.0, beta: float = 1.0,
-                 grad_steps: int = 20, distinct_arms: bool = False):
+                 rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, parametrization: str = "standard",
+                 bias: Optional[bool] = None, init: Optional[str] = None, lr: float = 1e-3, lam: float = 1.0, beta: float = 1.0,
+                 grad_steps: int = 20, distinct_arms: bool = True):
         check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
         p = dim * width + width * width * (depth - 2) + width * dim + dim  # |W| + |theta| of eq. (nn)
-        p += (width * (depth - 1) + dim) if bias else 0  # |b|
+        p += (width * (depth - 1) + dim) if (parametrization == "standard" if bias is None else bias) else 0  # |b|
         # (NDB keeps phi d-dimensional: feature_dim is NVLDB's shallow-exploration width)
         check_memory(history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
                      f"history and V^-1 of {num_seeds} x {p} x {p} float64")
