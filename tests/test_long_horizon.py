@@ -26,7 +26,7 @@ def test_sampled_step_is_the_scaled_loss_on_the_drawn_rows():
     total_loss on the drawn rows, with multiplicity), computed by autograd one seed at a time."""
     t, B = 100, 16
     for backward in ("manual", "autograd"):
-        m = _filled(t, grad_steps=1, sample_size=B, backward=backward)
+        m = _filled(t, grad_steps=1, sample_size=B, backward=backward, parametrization="ntk")  # eq. (nn), as below
         rows = m._sample_rows(t, 1)[:, 0]  # what the step will draw: the stream of (seed, round t)
         assert rows.shape == (3, B) and int(rows.min()) >= 0 and int(rows.max()) < t
         start = [w.detach().clone() for w in m.net.weights] + [m.net.theta.detach().clone()]

@@ -144,10 +144,12 @@ def test_run_without_a_folder_writes_no_files(tmp_path, monkeypatch):
 
 def test_self_duel_count_matches_the_history():
     """summary.json's self_duel_fraction: the rounds whose two dueled contexts are the same item."""
-    summary, module = _run(num_seeds=3, strategy="ucb_asym", rounds=60)
+    summary, module = _run(num_seeds=3, strategy="ucb_asym", rounds=60, distinct_arms=False)
     pairs = module.history()  # [S, t, 2, d]
     same = (pairs[:, :, 0] == pairs[:, :, 1]).all(dim=2).sum(dim=1)  # continuous contexts: same arm
     assert torch.equal(module.self_duels, same)
     assert int(same.sum()) > 0  # the paper's ASYM rule does duel an arm with itself here
     for s in range(3):
         assert summary["seeds"][s]["self_duel_fraction"] == int(same[s]) / 60
+    summary, module = _run(num_seeds=3, strategy="ucb_asym", rounds=60)  # the default: a2 != a1
+    assert int(module.self_duels.sum()) == 0 and all(s["self_duel_fraction"] == 0 for s in summary["seeds"])
