@@ -273,7 +273,9 @@ def paired_lines(curves: dict, T: int) -> list[str]:
     nvldb = sorted((m for m in curves if m.startswith("NVLDB-") and not m.endswith(LITERAL_SUFFIX)),
                    key=lambda m: (order.index(m) if m in order else len(order), m))
     literal = any(m + LITERAL_SUFFIX in curves for m in nvldb)
-    columns = (["literal (same rule)"] if literal else []) + ["NLDB (same rule)"] + [b for b in CLAIM_BASELINES if b in curves]
+    claim = [b for b in CLAIM_BASELINES if b in curves] + [b + LITERAL_SUFFIX for b in CLAIM_BASELINES
+                                                           if b + LITERAL_SUFFIX in curves]
+    columns = (["literal (same rule)"] if literal else []) + ["NLDB (same rule)"] + claim
 
     def other(method: str, column: str) -> str:
         if column == "literal (same rule)":
