@@ -91,8 +91,10 @@ def finished_runs(out: str, tasks: list[str], methods: list[str], rounds: int, n
 
 
 def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0,
-             overrides: Optional[dict] = None, log=print, accelerator: str = "cpu") -> dict[tuple[str, str], str]:
-    """Run (or reuse) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their log dirs."""
+             overrides: Optional[dict] = None, log=print, accelerator: str = "cpu",
+             data_overrides: Optional[dict] = None) -> dict[tuple[str, str], str]:
+    """Run (or reuse) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their log dirs.
+    ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
@@ -109,7 +111,7 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
             else:
                 start = time.perf_counter()
                 data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed,
-                        **TASK_DATA.get(task, {})}
+                        **(TASK_DATA[task] if task in TASK_DATA else (data_overrides or {}))}
                 summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator)
                 found = find_run(run_dir, rounds, num_seeds, base_seed)
                 log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "

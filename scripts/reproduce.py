@@ -32,6 +32,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=2000)
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--base-seed", type=int, default=0)
+    p.add_argument("--dim", type=int, default=None, help="context dimension d of the synthetic tasks (default 5)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="model arguments for every method that accepts them, e.g. width=8 grad_steps=5")
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"],
@@ -53,7 +54,7 @@ def main(argv=None):
                 raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
         else:
             run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
-                     accelerator=a.accelerator)
+                     accelerator=a.accelerator, data_overrides={} if a.dim is None else {"dim": a.dim})
             # the report keeps the methods earlier calls ran here: one method per call adds up to one report
             runs = finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed)
             earlier = list(dict.fromkeys(m for _, m in runs if m not in a.methods))

@@ -152,3 +152,12 @@ def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap()
                                     {"width": 8, "grad_steps": 2, "strategy": strategy, "distinct_arms": True})
         assert summary["R_T_over_T_mean"] >= floor
     assert distinct_floor("statlog", 30, 3) is None
+
+
+def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
+    out = str(tmp_path / "rep")
+    assert _main(["--out", out, "--tasks", "cos", "--dim", "3", "--rounds", "4", "--seeds", "1",
+                  "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=1"]) == 0
+    import glob
+    [hparams] = glob.glob(os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "*", "hparams.yaml"))
+    assert "dim: 3\n" in open(hparams).read()
