@@ -42,7 +42,6 @@ from torch import nn
 
 PARAMETRIZATIONS = ("ntk", "standard")
 INITS_OF = {"ntk": ("kaiming", "paper"), "standard": ("kaiming", "torch", "normal")}  # the first is the default
-INITS = ("kaiming", "paper", "torch", "normal")
 
 
 def _paper_layer(out: int, inp: int, var: float, gen: torch.Generator) -> torch.Tensor:

@@ -21,14 +21,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
+from nvldb_pl.module import LITERAL  # noqa: E402
 from nvldb_pl.run import run_experiment  # noqa: E402
 
-GRID = [
-    {"lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
-    {"lr": 1e-3, "init": "paper", "epsilon": 0.1},
-    {"lr": 1e-2, "init": "kaiming", "epsilon": 0.1},
-    {"lr": 1e-3, "init": "kaiming", "epsilon": 0.5},
-    {"lr": 1e-3, "init": "kaiming", "variance_aware": False},
+GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
+    {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
+    {**LITERAL, "lr": 1e-3, "init": "paper", "epsilon": 0.1},
+    {**LITERAL, "lr": 1e-2, "init": "kaiming", "epsilon": 0.1},
+    {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.5},
+    {**LITERAL, "lr": 1e-3, "init": "kaiming", "variance_aware": False},
 ]
 
 

@@ -161,3 +161,29 @@ def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
     import glob
     [hparams] = glob.glob(os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "*", "hparams.yaml"))
     assert "dim: 3\n" in open(hparams).read()
+
+
+def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
+    import importlib.util
+    import json
+    import sys
+    spec = importlib.util.spec_from_file_location("sweep", os.path.join(os.path.dirname(REPRODUCE), "sweep.py"))
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    out = str(tmp_path / "s.jsonl")
+    argv = ["sweep.py", "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--out", out,
+            "--grid", '[{"width": 4, "grad_steps": 1}]', "--vary", "distinct_arms=false,true"]
+    old, sys.argv = sys.argv, argv
+    try:
+        sweep.main()
+        sweep.main()  # everything finished: nothing runs again
+    finally:
+        sys.argv = old
+    rows = [json.loads(line) for line in open(out)]
+    assert [r["config"]["distinct_arms"] for r in rows] == [False, True]
+    assert all(len(r["per_seed"]) == 2 for r in rows) and rows[1]["self_duels"] == [0.0, 0.0]
+    capsys.readouterr()
+    sweep.summarize(out, {"distinct_arms": False})
+    table = capsys.readouterr().out
+    d = [b - a for a, b in zip(rows[0]["per_seed"], rows[1]["per_seed"])]
+    assert f"{sum(d) / 2:+.3f}" in table  # the paired difference of the second row against the first
