@@ -33,6 +33,7 @@ import torch
 
 from .callbacks import atomic_open
 from .learner import LINKED_FROM_DATA, DuelingLearner
+from .module import saved_hparams
 from .run import LEARNERS, init_args
 
 FORMAT = "nvldb_pl.live/1"
@@ -144,7 +145,7 @@ class DuelingBandit:
         if name not in LEARNERS:
             raise ValueError(f"{path}: learner {name!r} is not one of {list(LEARNERS)}")
         learner_cls = LEARNERS[name]
-        hp = dict(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}))
+        hp = saved_hparams(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), name)
         accepted = init_args(learner_cls)
         module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
         module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown

@@ -41,6 +41,17 @@ __all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "TRAIN_CHUNK_ROUNDS"]
 # the paper's experiments build on (configs/literal/ and the reports' "-literal" methods).
 LITERAL = {"parametrization": "ntk", "bias": False, "distinct_arms": False}
 
+# What a checkpoint written before these settings existed was made with (they were not saved then).
+BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
+
+
+def saved_hparams(hparams: dict, learner: str) -> dict:
+    """A checkpoint's hyperparameters, with the settings it predates filled in as they were then."""
+    if learner not in ("NVLDB", "NDB"):
+        return dict(hparams)
+    return {**BEFORE_PARAMETRIZATION, **hparams}
+
+
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
@@ -177,6 +188,11 @@ class NVLDB(DuelingLearner):
             if self.net.biases:
                 biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
         self.net.load_seed_init(per_seed, biases)
+
+    def on_load_checkpoint(self, checkpoint) -> None:
+        checkpoint["hyper_parameters"] = saved_hparams(checkpoint.get("hyper_parameters", {}),
+                                                       checkpoint.get("learner", type(self).__name__))
+        super().on_load_checkpoint(checkpoint)
 
     def configure_optimizers(self):
         # Elementwise, so seeds stay independent. Not fused=True: torch's fused CPU Adam rounds the

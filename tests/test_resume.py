@@ -108,3 +108,18 @@ def test_logged_rounds_is_per_tag_so_a_half_written_flush_is_completed(tmp_path)
     got = logged_rounds(logger.log_dir)
     assert got == {"regret/cum_avg_mean": 5, "regret/avg_per_round_std": 4}
     assert last_logged_round(logger.log_dir) == 5 and logged_rounds(str(tmp_path / "none")) == {}
+
+
+def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn():
+    """Checkpoints written before ``parametrization``, ``bias``, ``feature_dim`` and ``distinct_arms``
+    were saved were made with eq. (nn) and self-duels allowed: resuming one under today's defaults
+    is refused naming those fields; under the literal reading it is accepted."""
+    from nvldb_pl.module import NVLDB
+    old = {"dim": 5, "arms": 5, "rounds": 20, "num_seeds": 2, "link": "logistic", "width": 8}
+    ckpt = {"learner": "NVLDB", "hyper_parameters": dict(old), "state_dict": {"rounds_done": torch.tensor(3)}}
+    with pytest.raises(ValueError, match="model.parametrization: checkpoint 'ntk', config 'standard'") as err:
+        NVLDB(**old).on_load_checkpoint(dict(ckpt))
+    assert "model.distinct_arms" in str(err.value) and "model.bias" in str(err.value)
+    m = NVLDB(**old, parametrization="ntk", distinct_arms=False)
+    m.on_load_checkpoint(dict(ckpt, hyper_parameters=dict(old)))
+    assert m.t == 3
