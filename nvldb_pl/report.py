@@ -177,6 +177,14 @@ def _mean_std(x: np.ndarray) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else 0.0
 
 
+def _table_row(method: str, rounds: np.ndarray, seeds: list, R: np.ndarray, wall: str, duels: str) -> tuple:
+    """(sort key, method, R(T)/T mean and std, {q: R(qT/4) mean and std}, wall, seeds, self-duels)."""
+    T = int(rounds[-1])
+    at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
+    return (R[-1].mean() / T, method, _mean_std(R[-1] / T), {q: _mean_std(v) for q, v in at.items()},
+            wall, len(seeds), duels)
+
+
 def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra: Optional[dict] = None,
                  extra_note: str = "") -> str:
     """report.md, one PNG per task (if matplotlib is installed) and curves_<task>.csv.gz.
@@ -207,20 +215,14 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             with open(os.path.join(folder, "summary.json")) as fh:
                 summary = json.load(fh)
             base_seed = summary.get("base_seed", 0)
-            T = int(rounds[-1])
-            at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
-            rows.append((R[-1].mean() / T, method, _mean_std(R[-1] / T), {q: _mean_std(v) for q, v in at.items()},
-                         wall_cell(summary), len(seeds), duels))
+            rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
             curves[method] = (rounds, seeds, R)
         for method, (rounds, seeds, R) in extra.get(task, {}).items():
             if method in curves:
                 continue
-            T = int(rounds[-1])
-            at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
-            rows.append((R[-1].mean() / T, method, _mean_std(R[-1] / T), {q: _mean_std(v) for q, v in at.items()},
-                         "–", len(seeds), "–"))
+            rows.append(_table_row(method, rounds, seeds, R, "–", "–"))  # made elsewhere: no summary
             curves[method] = (rounds, seeds, R)
         rows.sort()
         T = int(max(c[0][-1] for c in curves.values()))

@@ -26,6 +26,7 @@ from .. import selection
 from ..backward import per_point_gradients
 from ..learner import check, check_memory, history_bytes
 from ..module import NVLDB
+from ..network import layer_sizes
 
 NDB_GRAMS = ("full", "diag")
 
@@ -42,9 +43,9 @@ class NDB(NVLDB):
                  grad_steps: int = 20, distinct_arms: bool = True):
         check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
-        p = dim * width + width * width * (depth - 2) + width * dim + dim  # |W| + |theta| of eq. (nn)
-        p += (width * (depth - 1) + dim) if (parametrization == "standard" if bias is None else bias) else 0  # |b|
-        # (NDB keeps phi d-dimensional: feature_dim is NVLDB's shallow-exploration width)
+        sizes = layer_sizes(dim, width, depth)
+        has_bias = parametrization == "standard" if bias is None else bias
+        p = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + dim + (sum(sizes[1:]) if has_bias else 0)  # |W|+|theta|+|b|
         check_memory(history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
                      f"history and V^-1 of {num_seeds} x {p} x {p} float64")
         super().__init__(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, strategy=f"{rule}_asym",
