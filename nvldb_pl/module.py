@@ -340,6 +340,7 @@ class NVLDB(DuelingLearner):
         hp, opt, net = self.hparams, self.optimizer(), self.net
         params = net.param_list()
         grads = [torch.zeros_like(p) for p in params]
+        grad_of = {id(p): g for p, g in zip(params, grads)}  # a parameter's accumulator, by identity
         device = self.device.type
         compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
         samples = self._sample_rows(t, hp.grad_steps)
@@ -348,14 +349,11 @@ class NVLDB(DuelingLearner):
                 for g in grads:
                     g.zero_()
                 per_seed = objective.ridge(net.theta, net.theta0, hp.lam)
-                grads[len(net.weights)].add_(net.theta - net.theta0, alpha=hp.lam)  # d/dtheta lambda/2 ||theta - theta_0||^2
+                grad_of[id(net.theta)].add_(net.theta - net.theta0, alpha=hp.lam)  # d/dtheta lambda/2 ||theta - theta_0||^2
                 if hp.w_reg > 0:
                     per_seed = per_seed + 0.5 * hp.w_reg * net.distance_to_init()
-                    for layer, w in enumerate(net.weights):
-                        grads[layer].add_(w - getattr(net, f"w0_{layer}"), alpha=hp.w_reg)
-                    for layer, b in enumerate(net.biases):
-                        grads[len(net.weights) + 1 + layer].add_(b - getattr(net, f"w0_{len(net.weights) + layer}"),
-                                                                 alpha=hp.w_reg)
+                    for w, w0 in zip(net.layer_params(), net.initial_layer_params()):
+                        grad_of[id(w)].add_(w - w0, alpha=hp.w_reg)
                 for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
                     per_seed = per_seed + accumulate_nll_grad(list(net.weights), net.theta, x, o, hp.link, weights,
                                                               grads, compute_dtype, list(net.biases), net.scale)

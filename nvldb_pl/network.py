@@ -143,10 +143,13 @@ class StackedMLP(nn.Module):
         self.theta.copy_(theta0)
         self.theta0.copy_(theta0)
 
+    def initial_layer_params(self) -> list[torch.Tensor]:
+        """W^l_0 (and b^l_0), in :meth:`layer_params` order."""
+        return [getattr(self, f"w0_{layer}") for layer in range(len(self.layer_params()))]
+
     def distance_to_init(self) -> torch.Tensor:
         """sum_l ||W^l - W^l_0||_F^2 (+ ||b^l - b^l_0||^2) per seed: [S]."""
-        return sum((w - getattr(self, f"w0_{layer}")).pow(2).flatten(1).sum(1)
-                   for layer, w in enumerate(self.layer_params()))
+        return sum((w - w0).pow(2).flatten(1).sum(1) for w, w0 in zip(self.layer_params(), self.initial_layer_params()))
 
     def features_t(self, x_t: torch.Tensor) -> torch.Tensor:
         """phi(x; W), eq. (nn) (or its standard form), feature-major: x_t [S, d, N] -> [S, d, N]."""
