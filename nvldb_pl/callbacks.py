@@ -2,8 +2,10 @@
 (:class:`RunSummary`).
 
 :class:`DuelingLoop` is the environment's side of each round: before the training step it asks
-the learner for a pair, draws the preference o_t ~ Bernoulli(g(u_a1 - u_a2)) from the round's
-own uniform, and hands the duel to the learner; after the step it accumulates regret. Per-round
+the learner for a pair (``propose``), draws the preference o_t ~ Bernoulli(g(u_a1 - u_a2)) from
+the round's own uniform, and puts the answered duel into the batch (``batch["duel"]``, which
+``training_step`` learns from) with the round's regret (``batch["regret"]``); after the step it
+accumulates that regret. Per-round
 curves stay on the device and are written to the logger every ``log_every_n_rounds`` rounds
 (x-axis = round), so the hot path has no host synchronisation.
 """
@@ -48,19 +50,18 @@ class DuelingLoop(pl.Callback):
         self.log_every_n_rounds = log_every_n_rounds
         self.save_curves = save_curves
         self._curves: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []
-        self._pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        self._unlogged: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         self._logged_through: dict[str, int] = {}  # on resume: per tag, rounds the interrupted run already wrote
-        self._step_regret = None
         self.running_mean = float("nan")
 
     def state_dict(self) -> dict:
         """The curves so far (and unflushed rounds), so a resumed run writes whole curves."""
-        pending = [(r, a.cpu(), w.cpu()) for r, a, w in self._pending]
+        pending = [(r, a.cpu(), w.cpu()) for r, a, w in self._unlogged]
         return {"curves": self._curves, "pending": pending, "running_mean": self.running_mean}
 
     def load_state_dict(self, state: dict) -> None:
         self._curves = list(state.get("curves", []))
-        self._pending = list(state.get("pending", []))
+        self._unlogged = list(state.get("pending", []))
         self.running_mean = state.get("running_mean", float("nan"))
 
     def on_train_start(self, trainer, module):
@@ -78,17 +79,18 @@ class DuelingLoop(pl.Callback):
             raise RuntimeError(f"data stream is at round {batch['round']} but the learner expects round {t}")
         x, u = batch["contexts"], batch["utilities"]
         module.flag_bad_contexts(x, t)
-        a1, a2 = module.select(x, batch["noise"], t)
+        duel = module.propose(x, batch["noise"], t)
+        a1, a2 = duel["a1"], duel["a2"]
         rows = torch.arange(x.shape[0], device=x.device)
         du = u[rows, a1] - u[rows, a2]
         o = (batch["uniform"] < trainer.datamodule.preference_prob(du)).to(torch.float32)
-        module.observe(x, a1, a2, o, du)
-        self._step_regret = instant_regret(u, a1, a2)
+        batch["duel"] = {**duel, "contexts": x, "o": o, "du": du}
+        batch["regret"] = instant_regret(u, a1, a2)
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        module.regret.update(*self._step_regret)
-        self._pending.append((module.t, module.regret.cum_avg.clone(), module.regret.cum_weak.clone()))
-        if len(self._pending) >= self.log_every_n_rounds or module.t == module.hparams.rounds:
+        module.regret.update(*batch["regret"])
+        self._unlogged.append((module.t, module.regret.cum_avg.clone(), module.regret.cum_weak.clone()))
+        if len(self._unlogged) >= self.log_every_n_rounds or module.t == module.hparams.rounds:
             self.flush(trainer, module)
             # the progress bar's R/t, refreshed when it changes (self.log costs ~1-2 ms a call)
             module.log("R/t", self.running_mean, prog_bar=True, logger=False)
@@ -106,12 +108,12 @@ class DuelingLoop(pl.Callback):
         With seeds sharded over processes, every rank gathers every rank's flags and curves here
         (the same rounds on every rank), so all ranks stop together and rank 0 logs all seeds.
         """
-        if not self._pending:
+        if not self._unlogged:
             return
-        rounds = [r for r, _, _ in self._pending]
-        cum_avg = torch.stack([a.to(module.device) for _, a, _ in self._pending])  # [B, S_local]
-        cum_weak = torch.stack([w.to(module.device) for _, _, w in self._pending])
-        self._pending.clear()
+        rounds = [r for r, _, _ in self._unlogged]
+        cum_avg = torch.stack([a.to(module.device) for _, a, _ in self._unlogged])  # [B, S_local]
+        cum_weak = torch.stack([w.to(module.device) for _, _, w in self._unlogged])
+        self._unlogged.clear()
         if trainer.world_size > 1:
             flags = module.all_gather(torch.stack([module.first_bad_context, module.first_bad_round]))
             module.check_finite(flags, trainer.datamodule.spec.seed_ids)
@@ -148,11 +150,6 @@ def logged_rounds(log_dir: str) -> dict[str, int]:
     acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
     acc.Reload()
     return {tag: max(e.step for e in acc.Scalars(tag)) for tag in acc.Tags().get("scalars", [])}
-
-
-def last_logged_round(log_dir: str, tag: str = "regret/cum_avg_mean") -> int:
-    """The largest step of ``tag`` in the TensorBoard event files of ``log_dir`` (0 if none)."""
-    return logged_rounds(log_dir).get(tag, 0)
 
 
 @contextmanager

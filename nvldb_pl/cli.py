@@ -15,6 +15,7 @@ import glob
 import os
 import sys
 import tempfile
+import warnings
 
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -25,6 +26,19 @@ from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
 from .learner import LINKED_FROM_DATA, DuelingLearner
+
+
+# Warnings from inside Lightning that a user of this package can do nothing about, filtered by
+# their exact text (every other warning still shows):
+# - Lightning's own use of torch's pytree API, deprecated in torch 2.13 (no code of ours involved);
+# - "IterableDataset has __len__": it concerns worker processes, and RoundStream is always loaded
+#   with num_workers=0 (its __len__ gives Lightning the horizon T, which resume relies on).
+QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"Your `IterableDataset` has `__len__` defined")
+
+
+def quiet_lightning() -> None:
+    for message in QUIET:
+        warnings.filterwarnings("ignore", message=message)
 
 
 class NVLDBCLI(LightningCLI):
@@ -80,6 +94,7 @@ def resumed_version(root: str, ckpt_path) -> int | None:
 
 
 def main(args=None) -> NVLDBCLI:
+    quiet_lightning()
     return NVLDBCLI(
         DuelingLearner,
         BanditDataModule,

@@ -249,5 +249,12 @@ class BanditDataModule(pl.LightningDataModule):
             local, first = shard(self.spec.num_seeds, self.spec.first_seed_id, trainer.world_size, trainer.global_rank)
             self.local_spec = replace(self.spec, num_seeds=local, first_seed_id=first)
 
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        """The stream yields CPU tensors: on CPU there is nothing to move (skips Lightning's
+        walk over the batch, about 1-3 ms a round, which matters at 10^5 rounds)."""
+        if device.type == "cpu":
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
     def train_dataloader(self) -> DataLoader:
         return DataLoader(RoundStream(self.local_spec, self.start_round, self.dataset), batch_size=None, num_workers=0)

@@ -2,9 +2,17 @@
 counter, finiteness checks and timings. NVLDB (:mod:`nvldb_pl.module`) and the baselines
 (:mod:`nvldb_pl.baselines`) subclass it and add their estimator and selection rule.
 
-The contract with :class:`nvldb_pl.callbacks.DuelingLoop`, per round t:
-``select(contexts [S, K, d], noise [S, K, K], t) -> (a1, a2)`` (both [S] int64), then
-``observe(contexts, a1, a2, o, du)``, then Lightning's ``training_step`` (the learner's update).
+The round, as data (no per-round state is kept in attributes between the calls):
+
+1. ``propose(contexts [S, K, d], noise [S, K, K], t) -> duel``: a dict with the pair ``a1``, ``a2``
+   ([S] int64) and whatever the update needs from selection time (NVLDB: ``dphi``, the feature
+   difference at W_{t-1}); :class:`nvldb_pl.callbacks.DuelingLoop` adds ``contexts``, the outcome
+   ``o`` [S] and the true gap ``du`` [S] and puts the duel into the batch as ``batch["duel"]``;
+2. ``training_step(batch)`` -> ``learn(duel)``: append the duel to the history (``observe``,
+   Alg. 1 line 7), then the learner's ``update(duel)`` (lines 8-13).
+
+The live API (:mod:`nvldb_pl.live`) calls the same ``propose``/``learn``; for an answer that comes
+later, ``memo(contexts, a1, a2)`` recomputes the selection-time part at the current parameters.
 Every learner holds S independent seeds stacked along the first dimension.
 """
 from __future__ import annotations
@@ -75,8 +83,9 @@ def as_pairs(cols: torch.Tensor) -> torch.Tensor:
 class DuelingLearner(pl.LightningModule):
     """Base class: S seeds' duel history (preallocated), regret and bookkeeping.
 
-    Subclasses implement ``select``, ``training_step`` and ``init_seed_state`` and set
-    ``method`` (the name in summaries and reports).
+    Subclasses implement ``select`` (or ``propose``, when the update needs something from
+    selection time, then also ``memo``), ``update`` and ``init_seed_state``, and set ``method``
+    (the name in summaries and reports).
     """
 
     method = "learner"
@@ -130,14 +139,8 @@ class DuelingLearner(pl.LightningModule):
                 if getattr(dm.spec, name) != self.hparams[name]:
                     raise ValueError(f"model.{name}={self.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
             if len(dm.seed_ids) != self.num_local:  # seeds sharded over processes: keep this rank's share
-                self.keep_seeds(len(dm.seed_ids))
+                self.take_seeds(list(range(len(dm.seed_ids))))  # every slot still holds the same initial value
             self.init_parameters(dm.spec.base_seed, dm.seed_ids)
-
-    @torch.no_grad()
-    def keep_seeds(self, n: int) -> None:
-        """Cut every per-seed tensor to its first ``n`` seeds (before initialization, when every
-        seed's slot still holds the same initial value), e.g. for this process's shard."""
-        self.take_seeds(list(range(n)))
 
     @torch.no_grad()
     def take_seeds(self, index: list[int]) -> None:
@@ -188,19 +191,14 @@ class DuelingLearner(pl.LightningModule):
         """The estimated utilities f(x_k) [S, K] of contexts [S, K, d] (a learned ranking)."""
         raise NotImplementedError
 
-    def prepare_observe(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> None:
-        """Recompute, for the pair (a1, a2) of ``contexts`` [S, K, d], what :meth:`select` keeps
-        for the update (live use, where answers come late and in any order). None here."""
+    def memo(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> dict:
+        """What :meth:`propose` adds to the duel for the update, recomputed for the pair (a1, a2)
+        of ``contexts`` [S, K, d] at the current parameters (live use, where answers come late
+        and in any order). Nothing here."""
+        return {}
 
     def configure_optimizers(self):
         return None
-
-    def transfer_batch_to_device(self, batch, device, dataloader_idx):
-        """The stream yields CPU tensors: on CPU there is nothing to move (skips Lightning's
-        walk over the batch, about 1-3 ms a round, which matters at 10^5 rounds)."""
-        if device.type == "cpu":
-            return batch
-        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     @property
     def seed_ids(self) -> list[int]:
@@ -239,6 +237,30 @@ class DuelingLearner(pl.LightningModule):
 
     # ------------------------------------------------------------------ the round
     def select(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a1, a2) [S] for round t from contexts [S, K, d] and the round's normals [S, K, K]."""
+        duel = self.propose(contexts, noise, t)
+        return duel["a1"], duel["a2"]
+
+    def propose(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> dict:
+        """Round t's duel so far: ``{"a1": [S], "a2": [S], ...what update needs from selection}``."""
+        if type(self).select is DuelingLearner.select:
+            raise NotImplementedError(f"{type(self).__name__} implements neither select nor propose")
+        a1, a2 = self.select(contexts, noise, t)
+        return {"a1": a1, "a2": a2}
+
+    def training_step(self, batch: dict, batch_idx: int):
+        """Lightning's step: learn from the duel the loop put into the batch (``batch["duel"]``)."""
+        self.learn(batch["duel"])
+        return None
+
+    def learn(self, duel: dict) -> None:
+        """One answered duel (keys ``contexts`` [S, K, d], ``a1``, ``a2``, ``o`` [S], ``du`` [S] and
+        :meth:`propose`'s extras): append it to the history, then update (Alg. 1 lines 7-13)."""
+        self.observe(duel["contexts"], duel["a1"], duel["a2"], duel["o"], duel["du"])
+        self.update(duel)
+
+    def update(self, duel: dict) -> None:
+        """The learner's update after round t's duel was appended (t = ``self.t``)."""
         raise NotImplementedError
 
     @torch.no_grad()

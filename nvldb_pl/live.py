@@ -7,14 +7,14 @@
     bandit.save("bandit.pt")
 
 One learner (S = 1 seed) of the package, driven through the very methods the Lightning loop
-calls each round (``select``, ``observe``, ``training_step``; see :mod:`nvldb_pl.learner`): every
-line of selection, loss, refit and Gram upkeep is shared, nothing is re-implemented here.
+calls each round (``propose``, ``learn``; see :mod:`nvldb_pl.learner`): every line of selection,
+loss, refit and Gram upkeep is shared, nothing is re-implemented here.
 
 Answers may come late, in batches and in any order. ``select`` changes nothing in the learner
 (only the Thompson-sampling draws advance), so several pairs can be shown before any answer;
 ``observe`` first recomputes, with the current parameters, what the update needs from its pair
-(``prepare_observe``: Delta phi for the incremental Gram, NDB's gradient difference), appends
-the duel and runs one update. With each answer given at once, this is exactly the loop's round
+(``memo``: Delta phi for the incremental Gram, NDB's gradient difference), then ``learn``s the
+duel (appends it and runs one update). With each answer given at once, this is exactly the loop's round
 (``tests/test_live.py`` checks a live bandit fed the stream's contexts and answers against a
 ``fit`` run, selection by selection). VACDB is not offered live: a duel's layer and weight are
 decided at selection time for that round only. ``oracle_variance`` needs the true utilities,
@@ -200,10 +200,9 @@ class DuelingBandit:
         L = self.learner
         if L.t >= L.hist_o.shape[-1]:
             L.grow_history(2 * L.hist_o.shape[-1])
-        a1, a2 = torch.tensor([int(i)]), torch.tensor([int(j)])
-        L.prepare_observe(x.unsqueeze(0), a1, a2)
-        L.observe(x.unsqueeze(0), a1, a2, torch.tensor([float(outcome)]), torch.zeros(1, dtype=torch.float64))
-        L.training_step(None, L.t - 1)
+        a1, a2, contexts = torch.tensor([int(i)]), torch.tensor([int(j)]), x.unsqueeze(0)
+        L.learn({"a1": a1, "a2": a2, **L.memo(contexts, a1, a2), "contexts": contexts,
+                 "o": torch.tensor([float(outcome)]), "du": torch.zeros(1, dtype=torch.float64)})
         L.check_finite()
 
     def scores(self, contexts) -> np.ndarray:

@@ -1,13 +1,15 @@
 """NVLDB (Algorithm 1) as a LightningModule: S independent seeds stacked in one set of parameters.
 
-Reading order, one round t (the callback :class:`nvldb_pl.callbacks.DuelingLoop` drives 1-3):
+Reading order, one round t (the callback :class:`nvldb_pl.callbacks.DuelingLoop` drives 1-2 and
+puts the duel into the batch; ``training_step(batch)`` runs 3-4 through ``learn``):
 
-1. ``select``  (Alg. 1 line 6): phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, widths from V_{t-1},
-   then the chosen rule of :mod:`nvldb_pl.selection`.
+1. ``propose`` (Alg. 1 line 6): phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, widths from V_{t-1},
+   then the chosen rule of :mod:`nvldb_pl.selection`; the duel carries Delta phi at W_{t-1}.
 2. the environment answers o_t ~ Bernoulli(g(u(x_a1) - u(x_a2))) (line 7).
 3. ``observe`` appends (x_a1, x_a2, o_t) to the preallocated history.
-4. ``training_step`` (lines 8-13): every H rounds, n Adam steps on eq. (total_loss) over the whole
-   history, warm-started; then theta refit by Newton with W fixed; then zeta (eq. wi) and V.
+4. ``update`` (lines 8-13): every H rounds, ``_adam_steps`` (n Adam steps on eq. (total_loss) over
+   the whole history, warm-started), ``_refit_theta`` (Newton with W fixed), ``_update_gram``
+   (zeta of eq. wi and V).
 
 zeta during training: the weights 1/zeta_i^2 are recomputed, detached, from the current
 parameters at every Adam step (eq. wi: "by (theta_t, W_t)"); the theta refit holds them at their
@@ -43,6 +45,12 @@ LITERAL = {"parametrization": "ntk", "bias": False, "distinct_arms": False}
 
 # What a checkpoint written before these settings existed was made with (they were not saved then).
 BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
+
+
+def _pair_difference(phi: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
+    """phi [S, K, p] -> phi[a1] - phi[a2] per seed [S, p]."""
+    rows = torch.arange(phi.shape[0], device=phi.device)
+    return phi[rows, a1] - phi[rows, a2]
 
 
 def saved_hparams(hparams: dict, learner: str) -> dict:
@@ -175,7 +183,6 @@ class NVLDB(DuelingLearner):
         S, p = num_seeds, (dim if feature_dim is None else feature_dim)
         self.net = StackedMLP(S, dim, width, depth, parametrization, bias, feature_dim)
         self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(S, 1, 1))  # V_0 = lambda I
-        self._selected_dphi: Optional[torch.Tensor] = None
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
@@ -206,34 +213,29 @@ class NVLDB(DuelingLearner):
                 "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
                 "Use bf16-mixed (no scaler), or one seed per process.")
 
-    # ------------------------------------------------------------------ Alg. 1 lines 6 and 8-13
+    # ------------------------------------------------------------------ Alg. 1 line 6
     @torch.no_grad()
-    def select(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(a1, a2) [S] for round t from contexts [S, K, d] and TS noise [S, K, K] (line 6)."""
+    def propose(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> dict:
+        """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6), with
+        ``dphi`` [S, d] = Delta phi_{t,a1,a2} at W_{t-1} (V's new term in incremental mode)."""
         with self._timed("select"), torch.autocast(self.device.type, enabled=False):
             phi = self.net.features(contexts.float()).to(torch.float64)  # phi(x; W_{t-1})
             f = self.net.utility(phi, self.net.theta.to(torch.float64))  # theta_{t-1}^T phi
             width, ok = gram.pairwise_widths(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
             a1, a2 = selection.select(self.strategy, f, width, self.hparams.beta, noise, t,
                                       self.hparams.distinct_arms)
-            self._remember_pair(phi, a1, a2)
             self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
-        return a1, a2
+        return {"a1": a1, "a2": a2, "dphi": _pair_difference(phi, a1, a2)}
 
-    def _remember_pair(self, phi: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> None:
-        """Delta phi_{t,a1,a2} with W_{t-1} (phi [S, K, d]): V's new term in incremental mode."""
-        rows = torch.arange(phi.shape[0], device=phi.device)
-        self._selected_dphi = phi[rows, a1] - phi[rows, a2]
+    @torch.no_grad()
+    def memo(self, contexts, a1, a2):
+        with torch.autocast(self.device.type, enabled=False):
+            return {"dphi": _pair_difference(self.net.features(contexts.float()).to(torch.float64), a1, a2)}
 
     @torch.no_grad()
     def scores(self, contexts):
         with torch.autocast(self.device.type, enabled=False):
             return self.net.utility(self.net.features(contexts.float()).to(torch.float64))  # theta^T phi
-
-    @torch.no_grad()
-    def prepare_observe(self, contexts, a1, a2):
-        with torch.autocast(self.device.type, enabled=False):
-            self._remember_pair(self.net.features(contexts.float()).to(torch.float64), a1, a2)
 
     def _history_features(self, t: int) -> torch.Tensor:
         """phi of both items of every past duel with the current W: [S, t, 2, d]."""
@@ -280,51 +282,67 @@ class NVLDB(DuelingLearner):
         x = self.hist_xt.gather(2, cols.unsqueeze(1).expand(-1, self.hist_xt.shape[1], -1))
         yield x, self.hist_o.gather(1, rows), lambda df: scale * self._weights(df, t, rows=rows)
 
-    def training_step(self, batch, batch_idx):
+    # ------------------------------------------------------------------ Alg. 1 lines 8-13
+    def update(self, duel: dict) -> None:
+        """After round t's duel joined the history: every H rounds n Adam steps (line 9), the theta
+        refit (line 10), then V (lines 11-13); between updates V gains the duel's term only."""
         hp, t = self.hparams, self.t
         if t % hp.episode != 0:  # no update: V gains round t's term at the unchanged parameters
             with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
-                df = self.net.utility(self._selected_dphi.unsqueeze(1), self.net.theta.to(torch.float64))
+                df = self.net.utility(duel["dphi"].unsqueeze(1), self.net.theta.to(torch.float64))
                 w = self._weights(df, t, t - 1)[:, 0]  # zeta_t of the newest duel only
-                self.V = gram.rank_one_update(self.V, self._selected_dphi, w)
-            return None
+                self.V = gram.rank_one_update(self.V, duel["dphi"], w)
+            return
         loss = None
         if hp.train_network and hp.grad_steps > 0:
             with self._timed("train"):
                 loss = self._adam_steps(t)
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
             with self._timed("refit"):
-                theta = self.net.theta.to(torch.float64)
-                rows = self._sample_rows(t, 1) if hp.refit_theta else None
-                if rows is not None:  # Alg. 1 line 10 on a sample of B rows, scaled t / B
-                    x, o, weights = next(self._train_blocks(t, rows[:, 0]))
-                    phi = as_pairs(self.net.features_t(x)).to(torch.float64)
-                    dphi = phi[:, :, 0] - phi[:, :, 1]
-                    w = weights(torch.einsum("std,sd->st", dphi, theta))
-                    theta = objective.refit_theta(hp.link, theta, dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations)
-                    self.net.theta.copy_(theta)
-                if hp.gram_mode == "recompute" or (hp.refit_theta and rows is None):
-                    phi = self._history_features(t).to(torch.float64)
-                    dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
-                if hp.refit_theta and rows is None:  # Alg. 1 line 10
-                    w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)
-                    theta = objective.refit_theta(hp.link, theta, dphi, self.hist_o[:, :t], w,
-                                                  self.net.theta0, hp.lam, hp.refit_iterations)
-                    self.net.theta.copy_(theta)
+                theta, dphi = self._refit_theta(t)
             with self._timed("gram"):
-                if hp.gram_mode == "recompute":
-                    w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)  # zeta at (theta_t, W_t)
-                    self.V = gram.gram_from_history(dphi, w, hp.lam)
-                else:  # the newest duel's zeta at (theta_t, W_t); its Delta phi from selection time
-                    last = as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])).to(torch.float64)
-                    df = torch.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)
-                    w = self._weights(df, t, t - 1)[:, 0]
-                    self.V = gram.rank_one_update(self.V, self._selected_dphi, w)
+                self._update_gram(t, theta, dphi, duel["dphi"])
             bad = ~torch.isfinite(theta).all(dim=1)
             if loss is not None:
                 bad |= ~torch.isfinite(loss)
             self._flag_bad(bad, t)
-        return None
+
+    def _refit_theta(self, t: int) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """theta_t by Newton with W_t fixed (line 10). Returns theta_t [S, d] (float64) and, when it
+        was computed on the way, Delta phi_i of the whole history at W_t [S, t, d] (else None)."""
+        hp = self.hparams
+        theta, dphi = self.net.theta.to(torch.float64), None
+        rows = self._sample_rows(t, 1) if hp.refit_theta else None
+        if rows is not None:  # on a sample of B rows, scaled t / B
+            x, o, weights = next(self._train_blocks(t, rows[:, 0]))
+            phi = as_pairs(self.net.features_t(x)).to(torch.float64)
+            sample_dphi = phi[:, :, 0] - phi[:, :, 1]
+            w = weights(torch.einsum("std,sd->st", sample_dphi, theta))
+            theta = objective.refit_theta(hp.link, theta, sample_dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations)
+            self.net.theta.copy_(theta)
+        if hp.gram_mode == "recompute" or (hp.refit_theta and rows is None):
+            phi = self._history_features(t).to(torch.float64)
+            dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
+        if hp.refit_theta and rows is None:
+            w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)
+            theta = objective.refit_theta(hp.link, theta, dphi, self.hist_o[:, :t], w,
+                                          self.net.theta0, hp.lam, hp.refit_iterations)
+            self.net.theta.copy_(theta)
+        return theta, dphi
+
+    def _update_gram(self, t: int, theta: torch.Tensor, dphi: Optional[torch.Tensor], selected_dphi: torch.Tensor) -> None:
+        """V_t (eq. gram_matrix). ``recompute``: from the whole history's Delta phi at W_t [S, t, d]
+        with zeta at (theta_t, W_t); ``incremental``: V_{t-1} plus the newest duel's Delta phi from
+        selection time ``selected_dphi`` [S, d], weighted by its zeta at (theta_t, W_t)."""
+        hp = self.hparams
+        if hp.gram_mode == "recompute":
+            w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)
+            self.V = gram.gram_from_history(dphi, w, hp.lam)
+        else:
+            last = as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])).to(torch.float64)
+            df = torch.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)
+            w = self._weights(df, t, t - 1)[:, 0]
+            self.V = gram.rank_one_update(self.V, selected_dphi, w)
 
     def _adam_steps(self, t: int) -> torch.Tensor:
         """n Adam steps on eq. (total_loss), summed over seeds (each seed its own trajectory).

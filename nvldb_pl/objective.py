@@ -9,9 +9,6 @@ import torch
 
 from . import links
 
-VARIANCE_MODES = ("estimated", "oracle", "none")
-
-
 def zeta(delta: torch.Tensor, link: str, epsilon: float, mode: str) -> torch.Tensor:
     """zeta_i of eq. (wi): max(sigma_i, epsilon), sigma_i^2 = g(delta)(1 - g(delta)); 1 if ``none``.
 

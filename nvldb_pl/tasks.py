@@ -20,12 +20,6 @@ import numpy as np
 TASKS = ("cos", "square", "quadratic")
 
 
-def check_task(name: str, field: str = "task") -> str:
-    if name not in TASKS:
-        raise ValueError(f"{field}={name!r} is not a known task; choose one of {list(TASKS)}")
-    return name
-
-
 def draw_theta(task: str, dim: int, rng: np.random.Generator) -> np.ndarray:
     """One seed's unknown parameter: [d] or [d, d] for ``quadratic``."""
     shape = (dim, dim) if task == "quadratic" else (dim,)

@@ -50,10 +50,9 @@ def measure(t: int, mode: str, seeds: int, rounds: int) -> tuple[float, dict]:
     for r in range(rounds):
         ctx = torch.from_numpy(draw_contexts(seeds, K, d, rng).astype(np.float32))
         noise = torch.from_numpy(rng.standard_normal((seeds, K, K)))
-        a1, a2 = m.select(ctx, noise, m.t + 1)
-        m.observe(ctx, a1, a2, torch.from_numpy((rng.random(seeds) < 0.5).astype(np.float32)),
-                  torch.zeros(seeds, dtype=torch.float64))
-        m.training_step(None, 0)
+        duel = m.propose(ctx, noise, m.t + 1)
+        m.learn({**duel, "contexts": ctx, "o": torch.from_numpy((rng.random(seeds) < 0.5).astype(np.float32)),
+                 "du": torch.zeros(seeds, dtype=torch.float64)})
     wall = time.perf_counter() - start
     m.check_finite()
     return wall / rounds, {k: v / rounds for k, v in m.timings.items()}

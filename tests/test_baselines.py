@@ -60,8 +60,7 @@ def test_ndb_gram_after_rank_one_updates_equals_direct_formula(gram):
     g = torch.Generator().manual_seed(3)
     zs = [torch.randn(2, p, generator=g, dtype=torch.float64) for _ in range(6)]
     for z in zs:
-        m._dg = z
-        m.training_step(None, 0)
+        m.update({"dg": z})
     V = 0.7 * torch.eye(p, dtype=torch.float64) + sum(torch.einsum("sp,sq->spq", z, z) for z in zs)
     if gram == "full":
         torch.testing.assert_close(m.Vinv, torch.linalg.inv(V), rtol=1e-9, atol=1e-10)
@@ -77,8 +76,7 @@ def test_ndb_selection_equals_per_seed_loop(rule, gram):
     p = sum(w[0].numel() for w in m.net.weights) + D
     g = torch.Generator().manual_seed(5)
     for _ in range(4):  # a non-trivial V
-        m._dg = torch.randn(S, p, generator=g, dtype=torch.float64)
-        m.training_step(None, 0)
+        m.update({"dg": torch.randn(S, p, generator=g, dtype=torch.float64)})
     x, noise = _contexts(2)
     a1, a2 = m.select(x, noise, 3)
     for s in range(S):
@@ -163,8 +161,8 @@ def test_linear_estimator_is_the_regularized_mle_and_sigma_the_sum(cls):
         x, _ = _contexts(100 + t)
         a1 = torch.randint(0, K, (S,), generator=g)
         a2 = torch.randint(0, K, (S,), generator=g)
-        m.observe(x, a1, a2, (torch.rand(S, generator=g) < 0.5).float(), torch.zeros(S))
-        m.training_step(None, t)
+        m.learn({"contexts": x, "a1": a1, "a2": a2, "o": (torch.rand(S, generator=g) < 0.5).float(),
+                 "du": torch.zeros(S)})
     for s in range(S):
         Z = (m.history()[s, :, 0] - m.history()[s, :, 1]).double()
         o = m.hist_o[s].double()
@@ -207,8 +205,8 @@ def test_vacdb_layer_walk_equals_per_seed_loop():
         m.theta = torch.randn(S, L, D, generator=g, dtype=torch.float64)
         m.Sigma = torch.stack([_random_spd(trial * 10 + l) * scale * 4.0 ** l for l in range(L)], dim=1)
         x, noise = _contexts(200 + trial)
-        a1, a2 = m.select(x, noise, 5)
-        layer_of, w = m._pending
+        duel = m.propose(x, noise, 5)
+        a1, a2, layer_of, w = duel["a1"], duel["a2"], duel["layer"], duel["w"]
         for s in range(S):
             r1, r2, rl = _vacdb_reference(x[s].double(), noise[s], m.theta[s], m.Sigma[s], m.beta_l, L)
             assert (int(a1[s]), int(a2[s]), int(layer_of[s])) == (r1, r2, rl), f"trial {trial} seed {s}"
@@ -225,10 +223,9 @@ def test_vacdb_update_touches_only_the_chosen_layer_and_refits_it():
     for t in range(1, T + 1):
         x, noise = _contexts(300 + t)
         before = m.Sigma.clone()
-        a1, a2 = m.select(x, noise, t)
-        m.observe(x, a1, a2, (noise[:, 2, 2] > 0).float(), torch.zeros(S))
-        m.training_step(None, t - 1)
-        layer_of, w = m._pending
+        duel = m.propose(x, noise, t)
+        a1, a2, layer_of, w = duel["a1"], duel["a2"], duel["layer"], duel["w"]
+        m.learn({**duel, "contexts": x, "o": (noise[:, 2, 2] > 0).float(), "du": torch.zeros(S)})
         for s in range(S):
             for l in range(L):
                 if l + 1 == int(layer_of[s]):

@@ -30,7 +30,10 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     assert all(s["cum_avg_regret"] >= s["cum_weak_regret"] >= 0 for s in summary["seeds"])
     mean = sum(s["cum_avg_regret"] for s in summary["seeds"]) / 3 / 12
     assert summary["R_T_over_T_mean"] == pytest.approx(mean)
-    assert summary["seed_rounds_per_second"] > 0 and summary["wall_seconds"] > 0
+    # the throughput is the rounds run over the wall time, and the split covers part of that time
+    assert summary["seed_rounds_per_second"] == pytest.approx(12 * 3 / summary["wall_seconds"])
+    assert set(summary["timings_seconds"]) == {"select", "train", "refit", "gram"}
+    assert 0 < sum(summary["timings_seconds"].values()) <= summary["wall_seconds"]
     assert not (out.parent / "runs").exists()  # nothing written outside default_root_dir
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -45,6 +48,16 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     assert last == pytest.approx(summary["R_T_over_T_mean"], rel=1e-5)
     hparams = (version / "hparams.yaml").read_text()
     assert "ts_csym" in hparams
+
+
+def test_default_fit_prints_no_warnings(tmp_path):
+    res = _cli("--config", "configs/cos.yaml", "--data.rounds", "50", "--data.num_seeds", "2",
+               "--trainer.default_root_dir", str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    import re
+    shown = [line for line in (res.stdout + res.stderr).splitlines()
+             if re.search(r"Warning\b|warn|\.py:\d+: ", line, flags=re.I)]
+    assert shown == []
 
 
 def test_cli_rejects_unknown_strategy_with_the_field_name(tmp_path):

@@ -103,10 +103,9 @@ def test_refit_uses_the_first_steps_rows_and_solves_that_problem():
     from nvldb_pl import objective
     t, B = 300, 32
     m = _filled(t, grad_steps=0, sample_size=B, refit_iterations=30, variance_aware=False)
-    m._selected_dphi = torch.zeros(3, 4, dtype=torch.float64)
     rows = m._sample_rows(t, 1)[:, 0]
     assert torch.equal(rows, m._sample_rows(t, 5)[:, 0])  # the same stream as the Adam steps' first draw
-    m.training_step(None, 0)
+    m.update({"dphi": torch.zeros(3, 4, dtype=torch.float64)})
     x = m.hist_xt.gather(2, torch.stack([2 * rows, 2 * rows + 1], 2).flatten(1).unsqueeze(1).expand(-1, 4, -1))
     phi = m.net.features_t(x).detach().double().transpose(1, 2).reshape(3, B, 2, 4)
     dphi = phi[:, :, 0] - phi[:, :, 1]

@@ -1,5 +1,6 @@
-"""Every `python scripts/main.py` command the README shows, run as a user would (shortened by
-overrides appended at the end: few rounds and seeds, a temporary run folder)."""
+"""Every `python scripts/main.py` command the README and docs/ show, run as a user would (shortened
+by overrides appended at the end: few rounds and seeds, a temporary run folder)."""
+import glob
 import os
 import re
 import shlex
@@ -12,25 +13,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHORT = ["--data.rounds", "4", "--data.num_seeds", "2", "--trainer.enable_progress_bar", "false"]
 
 
-def readme_commands() -> list[str]:
-    """The `python scripts/main.py ...` commands of the README's bash blocks (continuations joined,
-    comments dropped, the part after `&&` when a line chains set-up and a command)."""
-    text = open(os.path.join(ROOT, "README.md")).read()
+DOCS = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+
+def readme_commands(files=DOCS) -> list[str]:
+    """The `python scripts/main.py ...` commands of the bash blocks of ``files`` (continuations
+    joined, comments dropped, the part after `&&` when a line chains set-up and a command)."""
+    text = "\n".join(open(os.path.join(ROOT, f)).read() for f in files)
     out = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split("#", 1)[0].strip()
             for part in line.split("&&"):
                 part = part.strip()
-                if part.startswith("python scripts/main.py"):
+                if part.startswith("python scripts/main.py") and part not in out:
                     out.append(part)
     return out
 
 
 def test_the_readme_shows_main_commands():
-    commands = readme_commands()
+    commands = readme_commands(["README.md"])
     assert any("configs/cos.yaml" in c and c.endswith("configs/cos.yaml") for c in commands)  # set-up command (1)
     assert any("--model NDB" in c for c in commands)
+    assert any(c.endswith("--data.rounds 300 --data.num_seeds 5 --trainer.default_root_dir runs/quick") for c in commands)
+
+
+def test_the_readme_is_a_doorway():
+    assert len(open(os.path.join(ROOT, "README.md")).read().splitlines()) <= 200
 
 
 @pytest.mark.parametrize("command", readme_commands())

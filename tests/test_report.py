@@ -187,3 +187,19 @@ def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys)
     table = capsys.readouterr().out
     d = [b - a for a, b in zip(rows[0]["per_seed"], rows[1]["per_seed"])]
     assert f"{sum(d) / 2:+.3f}" in table  # the paired difference of the second row against the first
+
+
+def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colours():
+    from nvldb_pl.report import LITERAL_SUFFIX, figure_panels, method_style
+    methods = ["NVLDB-UCB-ASYM", "NLDB-UCB-ASYM", "NVLDB-UCB-ASYM" + LITERAL_SUFFIX, "NVLDB-TS-OSYM",
+               "NDB-UCB", "NDB-UCB" + LITERAL_SUFFIX, "CoLSTIM", "VACDB", "Random"]
+    panels = figure_panels(methods)
+    assert [title for title, _ in panels] == ["UCB-ASYM", "TS-OSYM"]
+    baselines = ["NDB-UCB", "NDB-UCB" + LITERAL_SUFFIX, "CoLSTIM", "VACDB", "Random"]
+    assert panels[0][1] == ["NVLDB-UCB-ASYM", "NLDB-UCB-ASYM", "NVLDB-UCB-ASYM" + LITERAL_SUFFIX] + baselines
+    assert panels[1][1] == ["NVLDB-TS-OSYM"] + baselines
+    for _, ms in panels:  # within a panel no two methods look alike
+        assert len({method_style(m) for m in ms}) == len(ms)
+    # a method's look depends on its name only, whatever else is in the figure
+    assert method_style("NDB-UCB") == ("tab:green", "--") and method_style("NVLDB-TS-OSYM") == ("tab:blue", "-")
+    assert figure_panels(["CoLSTIM", "Random"]) == [("baselines", ["CoLSTIM", "Random"])]

@@ -55,7 +55,7 @@ class LinearDueling(DuelingLearner):
         return torch.einsum("skd,sd->sk", contexts.to(torch.float64), self.theta)  # theta^T x
 
     @torch.no_grad()
-    def training_step(self, batch, batch_idx):
+    def update(self, duel):
         t = self.t
         with self._timed("gram"):
             z = (self.hist_xt[:, :, 2 * t - 2] - self.hist_xt[:, :, 2 * t - 1]).to(torch.float64)
@@ -68,7 +68,6 @@ class LinearDueling(DuelingLearner):
                                                torch.zeros_like(self.theta), self.hparams.lam,
                                                self.hparams.refit_iterations)
             self._flag_bad(~torch.isfinite(self.theta).all(dim=1), t)
-        return None
 
 
 class MaxInP(LinearDueling):

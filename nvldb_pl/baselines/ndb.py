@@ -25,7 +25,7 @@ import torch
 from .. import selection
 from ..backward import per_point_gradients
 from ..learner import check, check_memory, history_bytes
-from ..module import NVLDB
+from ..module import NVLDB, _pair_difference
 from ..network import layer_sizes
 
 NDB_GRAMS = ("full", "diag")
@@ -61,7 +61,6 @@ class NDB(NVLDB):
             self.register_buffer("Vinv", eye.repeat(num_seeds, 1, 1) / lam)  # V_0^-1 = I / lam
         else:
             self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))
-        self._dg = None
 
     def widths_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
@@ -78,31 +77,27 @@ class NDB(NVLDB):
         return per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2),
                                    list(net.biases), net.scale).to(torch.float64)
 
-    def _remember_pair(self, g, a1, a2):
-        """g(x_a1) - g(x_a2) at selection time: V's new term."""
-        rows = torch.arange(g.shape[0], device=g.device)
-        self._dg = g[rows, a1] - g[rows, a2]
-
     @torch.no_grad()
-    def prepare_observe(self, contexts, a1, a2):
+    def memo(self, contexts, a1, a2):
         with torch.autocast(self.device.type, enabled=False):
-            self._remember_pair(self._gradients(contexts), a1, a2)
+            return {"dg": _pair_difference(self._gradients(contexts), a1, a2)}
 
     @torch.no_grad()
-    def select(self, contexts, noise, t):
+    def propose(self, contexts, noise, t):
+        """Round t's pair, with ``dg`` [S, p] = g(x_a1) - g(x_a2) at selection time (V's new term)."""
         with self._timed("select"), torch.autocast(self.device.type, enabled=False):
             g = self._gradients(contexts)
             f = self.scores(contexts)
             width = self.widths_from_gradients(g)
             a1, a2 = selection.select(self.strategy, f, width, self.hparams.beta, noise, t, self.hparams.distinct_arms)
-            self._remember_pair(g, a1, a2)
             self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(width).flatten(1).all(dim=1), t)
-        return a1, a2
+        return {"a1": a1, "a2": a2, "dg": _pair_difference(g, a1, a2)}
 
-    def training_step(self, batch, batch_idx):
+    def update(self, duel):
+        """V^-1 (or diag V) gains the duel's gradient difference, then the n Adam steps."""
         t = self.t
         with self._timed("gram"), torch.no_grad():
-            z = self._dg
+            z = duel["dg"]
             if self.hparams.gram == "full":  # Sherman-Morrison: (V + z z^T)^-1
                 vz = torch.bmm(self.Vinv, z.unsqueeze(2))  # [S, p, 1]
                 u = vz / (1.0 + (z.unsqueeze(2) * vz).sum(1, keepdim=True)).sqrt()
@@ -113,4 +108,3 @@ class NDB(NVLDB):
             with self._timed("train"):
                 loss = self._adam_steps(t)
             self._flag_bad(~torch.isfinite(loss), t)
-        return None

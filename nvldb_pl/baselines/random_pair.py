@@ -28,5 +28,5 @@ class RandomPair(DuelingLearner):
     def scores(self, contexts):
         return torch.zeros(contexts.shape[:2], dtype=torch.float64, device=contexts.device)  # learns nothing
 
-    def training_step(self, batch, batch_idx):
-        return None
+    def update(self, duel):
+        """Learns nothing."""

@@ -53,13 +53,13 @@ class VACDB(DuelingLearner):
         self.register_buffer("Sigma", (self.reg[:, None, None] * torch.eye(d, dtype=torch.float64)).repeat(S, 1, 1, 1))
         self.register_buffer("hist_layer", torch.zeros(S, rounds, dtype=torch.int64))  # 0: stored nowhere
         self.register_buffer("hist_w", torch.zeros(S, rounds, dtype=torch.float64))
-        self._pending: Optional[tuple[torch.Tensor, torch.Tensor]] = None
 
     def beta_l(self, layer: int) -> float:
         return self.hparams.beta * 2.0 ** -layer * math.sqrt(math.log(max(self.hparams.rounds, 2)))
 
     @torch.no_grad()
-    def select(self, contexts, noise, t):
+    def propose(self, contexts, noise, t):
+        """Round t's pair, with the duel's ``layer`` [S] (0: stored nowhere) and weight ``w`` [S]."""
         with self._timed("select"):
             S, K, d = contexts.shape
             L = self.hparams.layers
@@ -94,14 +94,14 @@ class VACDB(DuelingLearner):
             # at l = L, 2^-l = alpha: every seed has chosen (exploit or explore) by now
             rows = torch.arange(S, device=x.device)
             wz = width[rows, (layer_of - 1).clamp(min=0), a1, a2]
-            self._pending = (layer_of, torch.where(layer_of > 0, 2.0 ** -layer_of.double() / wz, 0.0))
             self._flag_bad(~ok | ~torch.isfinite(f).flatten(1).all(dim=1), t)
-            return a1, a2
+            return {"a1": a1, "a2": a2, "layer": layer_of,
+                    "w": torch.where(layer_of > 0, 2.0 ** -layer_of.double() / wz, 0.0)}
 
     @torch.no_grad()
-    def training_step(self, batch, batch_idx):
+    def update(self, duel):
         t, hp = self.t, self.hparams
-        layer_of, w = self._pending
+        layer_of, w = duel["layer"], duel["w"]
         self.hist_layer[:, t - 1] = layer_of
         self.hist_w[:, t - 1] = w
         S, L, d = self.theta.shape
@@ -124,4 +124,3 @@ class VACDB(DuelingLearner):
                                                   hp.refit_iterations)
             self.theta = new
             self._flag_bad(~torch.isfinite(self.theta).flatten(1).all(dim=1), t)
-        return None
