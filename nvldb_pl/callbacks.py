@@ -11,15 +11,14 @@ curves stay on the device and are written to the logger every ``log_every_n_roun
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
-from contextlib import contextmanager
 
 import lightning.pytorch as pl
 import torch
 
+from .host import atomic_open, write_json_atomic
 from .metrics import instant_regret
 
 
@@ -152,23 +151,6 @@ def logged_rounds(log_dir: str) -> dict[str, int]:
     return {tag: max(e.step for e in acc.Scalars(tag)) for tag in acc.Tags().get("scalars", [])}
 
 
-@contextmanager
-def atomic_open(path: str, mode: str = "w"):
-    """Open ``path`` for writing (``mode`` "w" or "wb") through a temporary file in the same
-    folder, renamed over it once complete (and synced): never a half-written file, and an old
-    one survives a failure (the temporary file is removed)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, mode) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
     """``round,seed,cum_avg_regret,cum_weak_regret``, one row per round and seed."""
     with atomic_open(path) as fh:
@@ -177,11 +159,6 @@ def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
             for b, r in enumerate(rounds):
                 for s, seed in enumerate(seed_ids):
                     fh.write(f"{r},{seed},{float(cum_avg[b, s]):.6g},{float(cum_weak[b, s]):.6g}\n")
-
-
-def write_json_atomic(path: str, payload: dict) -> None:
-    with atomic_open(path) as fh:
-        json.dump(payload, fh, indent=2)
 
 
 class RunSummary(pl.Callback):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import glob
 import os
 import sys
-import tempfile
 import warnings
 
 from lightning.pytorch.cli import LightningCLI
@@ -25,6 +24,7 @@ from . import parallel  # noqa: F401  (registers ``--trainer.strategy seed_paral
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
+from .host import check_writable
 from .learner import LINKED_FROM_DATA, DuelingLearner
 
 
@@ -60,16 +60,6 @@ class NVLDBCLI(LightningCLI):
                                                           default_hp_metric=False)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)
-
-
-def check_writable(root: str) -> None:
-    """Fail before training if the run folder cannot be created or written."""
-    try:
-        os.makedirs(root, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root):
-            pass
-    except OSError as err:
-        raise ValueError(f"trainer.default_root_dir: {root} is not a writable folder ({err.strerror})") from None
 
 
 def resumed_version(root: str, ckpt_path) -> int | None:

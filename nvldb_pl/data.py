@@ -1,8 +1,8 @@
 """The environment side of the loop: a stream of rounds for S seeds at once.
 
-Every random draw is a pure function of (base seed, seed id, round): the task parameter of
-seed i from ``(base, i, TAG_TASK)``, and round t's contexts, Thompson-sampling noise and
-feedback uniforms from ``(base, i, TAG_ROUNDS, (t-1) // CHUNK_ROUNDS)``. So a seed can be regenerated
+Every random draw is a pure function of (base seed, seed id, round) (:mod:`nvldb_pl.streams`): the
+task parameter of seed i from ``(base, i, TAG_TASK)``, and round t's contexts, Thompson-sampling
+noise and feedback uniforms from ``(base, i, TAG_ROUNDS, (t-1) // CHUNK_ROUNDS)``. So a seed can be regenerated
 alone, in any batch of seeds, on any process, and the stream can start at any round (resume).
 
 One batch (one round t, 1-indexed) is a dict:
@@ -15,7 +15,6 @@ One batch (one round t, 1-indexed) is a dict:
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import Iterator, Optional
 
@@ -25,33 +24,14 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from . import links, uci
+from .checks import refuse_other_config, require
 from .links import check_link
+from .streams import CHUNK_ROUNDS, TAG_DISJOINT, TAG_ROUNDS, TAG_TASK, rng_for, resolve_base_seed, shard
 from .tasks import TASKS, draw_contexts, draw_theta, utility
 
-TAG_TASK, TAG_ROUNDS, TAG_INIT, TAG_DISJOINT, TAG_SAMPLE = 0, 1, 2, 3, 4
 ALL_TASKS = TASKS + uci.UCI_TASKS
 SAMPLINGS = ("per_seed", "disjoint")
 PREFERENCES = links.LINKS + ("deterministic",)
-CHUNK_ROUNDS = 64  # rounds drawn per generator; part of the stream's definition, not a setting
-
-
-def rng_for(base_seed: int, seed_id: int, tag: int, *more: int) -> np.random.Generator:
-    """The generator of one (base seed, seed id, purpose, ...) stream."""
-    return np.random.default_rng([base_seed, seed_id, tag, *more])
-
-
-def resolve_base_seed(seed: Optional[int]) -> int:
-    """``seed`` if given, else the global seed set by ``seed_everything`` (0 if none)."""
-    if seed is not None:
-        return int(seed)
-    return int(os.environ.get("PL_GLOBAL_SEED", 0))
-
-
-def _require(cond: bool, field: str, msg: str) -> None:
-    if not cond:
-        raise ValueError(f"{field}: {msg}")
-
-
 @dataclass
 class StreamSpec:
     """What defines a stream; validated on construction so errors name the config field."""
@@ -66,13 +46,13 @@ class StreamSpec:
     sampling: str = "per_seed"
 
     def __post_init__(self) -> None:
-        _require(self.task in ALL_TASKS, "data.task", f"{self.task!r} is not a known task; choose one of {list(ALL_TASKS)}")
-        _require(self.sampling in SAMPLINGS, "data.sampling", f"{self.sampling!r} is not one of {list(SAMPLINGS)}")
+        require(self.task in ALL_TASKS, "data.task", f"{self.task!r} is not a known task; choose one of {list(ALL_TASKS)}")
+        require(self.sampling in SAMPLINGS, "data.sampling", f"{self.sampling!r} is not one of {list(SAMPLINGS)}")
         for name, low in (("dim", 1), ("arms", 2), ("rounds", 1), ("num_seeds", 1)):
             value = getattr(self, name)
-            _require(isinstance(value, int) and not isinstance(value, bool) and value >= low,
+            require(isinstance(value, int) and not isinstance(value, bool) and value >= low,
                      f"data.{name}", f"must be an integer >= {low}, got {value!r}")
-        _require(self.first_seed_id >= 0, "data.first_seed_id", f"must be >= 0, got {self.first_seed_id}")
+        require(self.first_seed_id >= 0, "data.first_seed_id", f"must be >= 0, got {self.first_seed_id}")
 
     @property
     def seed_ids(self) -> list[int]:
@@ -197,7 +177,7 @@ class BanditDataModule(pl.LightningDataModule):
         super().__init__()
         self.link = check_link(link, "data.link")
         self.preference = preference or link
-        _require(self.preference in PREFERENCES, "data.preference",
+        require(self.preference in PREFERENCES, "data.preference",
                  f"{preference!r} is not one of {list(PREFERENCES)}")
         self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling)
         self.start_round = 0  # set by the module when resuming
@@ -206,13 +186,13 @@ class BanditDataModule(pl.LightningDataModule):
         if task in uci.UCI_TASKS:  # read and check the files now, before any training starts
             self.dataset = uci.load(task, data_dir, data_file)
             K, p = len(uci.SPECS[task].labels), uci.SPECS[task].features
-            _require(arms == K, "data.arms", f"{task} has {K} classes, so arms must be {K}, got {arms}")
-            _require(dim == K * p, "data.dim", f"{task} contexts are the block encoding of {p} features "
+            require(arms == K, "data.arms", f"{task} has {K} classes, so arms must be {K}, got {arms}")
+            require(dim == K * p, "data.dim", f"{task} contexts are the block encoding of {p} features "
                                                f"for {K} arms, so dim must be {K * p}, got {dim}")
             n = len(self.dataset[1])
             if sampling == "disjoint":
                 need = (first_seed_id + num_seeds) * rounds
-                _require(n >= need, "data.sampling", f"disjoint rows need (first_seed_id + num_seeds) x rounds = "
+                require(n >= need, "data.sampling", f"disjoint rows need (first_seed_id + num_seeds) x rounds = "
                                                      f"{need} rows, but {task} has {n}")
         elif sampling != "per_seed":
             raise ValueError(f"data.sampling: {sampling!r} applies to the UCI tasks only")
@@ -222,8 +202,6 @@ class BanditDataModule(pl.LightningDataModule):
 
     def load_state_dict(self, state: dict) -> None:
         """Refuse to resume a checkpoint whose stream differs from this config's (naming the fields)."""
-        from .learner import refuse_other_config
-
         def flat(st: dict) -> dict:  # base_seed is what the config calls data.seed
             spec = {("seed" if k == "base_seed" else k): v for k, v in st.get("spec", {}).items()}
             return {**spec, "link": st.get("link"), "preference": st.get("preference")}
@@ -245,7 +223,6 @@ class BanditDataModule(pl.LightningDataModule):
         """Under several processes (``seed_parallel``), keep this rank's shard of the seed ids."""
         trainer = self.trainer
         if trainer is not None and trainer.world_size > 1:
-            from .parallel import shard
             local, first = shard(self.spec.num_seeds, self.spec.first_seed_id, trainer.world_size, trainer.global_rank)
             self.local_spec = replace(self.spec, num_seeds=local, first_seed_id=first)
 

@@ -1,7 +1,7 @@
-"""The Gram matrix V of eq. (gram_matrix) and the confidence widths ||dphi||_{V^-1}.
+"""The Gram matrix V of eq. (gram_matrix) and the exploration norms ||dphi||_{V^-1}.
 
 V_t = lambda I + sum_i dphi_i dphi_i^T / zeta_i^2, kept in float64, one d x d matrix per seed
-([S, d, d]). Widths are computed from a Cholesky factor (never an explicit inverse):
+([S, d, d]). The norms (a_t times one is the paper's confidence width) are computed from a Cholesky factor (never an explicit inverse):
 ||a||_{V^-1} = ||L^{-1} a||_2 with V = L L^T.
 """
 from __future__ import annotations
@@ -33,16 +33,16 @@ def whiten(phi: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return torch.linalg.solve_triangular(chol, phi.to(torch.float64).transpose(1, 2), upper=False), info == 0
 
 
-def pairwise_widths(phi: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def pairwise_norms(phi: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """N[s, k, k'] = ||phi_k - phi_k'||_{V^-1} for one round: phi [S, K, d], V [S, d, d] -> [S, K, K].
 
-    Also returns ``ok`` [S]: False where V was not positive definite (its widths are NaN).
+    Also returns ``ok`` [S]: False where V was not positive definite (its norms are NaN).
     """
     z, ok = whiten(phi, V)
-    return widths_from_whitened(z, ok), ok
+    return norms_from_whitened(z, ok), ok
 
 
-def widths_from_whitened(z: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+def norms_from_whitened(z: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
     """||z_k - z_k'||_2 for all pairs, NaN where V was not positive definite: [S, d, K] -> [S, K, K]."""
-    widths = (z.unsqueeze(3) - z.unsqueeze(2)).pow(2).sum(dim=1).sqrt()  # over d of [S, d, K, K]
-    return torch.where(ok[:, None, None], widths, torch.nan)
+    norms = (z.unsqueeze(3) - z.unsqueeze(2)).pow(2).sum(dim=1).sqrt()  # over d of [S, d, K, K]
+    return torch.where(ok[:, None, None], norms, torch.nan)

@@ -17,7 +17,6 @@ Every learner holds S independent seeds stacked along the first dimension.
 """
 from __future__ import annotations
 
-import os
 import time
 from contextlib import contextmanager
 
@@ -25,31 +24,16 @@ import lightning.pytorch as pl
 import torch
 
 from . import links
+from .checks import refuse_other_config, require
+from .host import available_memory_bytes
 from .metrics import CumulativeRegret
 
 LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
 
 
 def check(cond: bool, field: str, msg: str) -> None:
-    """Raise a ValueError naming the config field (``data.x`` for the fields linked from data)."""
-    if not cond:
-        name = f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}"
-        raise ValueError(f"{name}: {msg}")
-
-
-def available_memory_bytes() -> int:
-    """MemAvailable from /proc/meminfo (Linux), else physical memory, else no limit."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
+    """:func:`nvldb_pl.checks.require` for a model field (``data.x`` for the fields linked from data)."""
+    require(cond, f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}", msg)
 
 
 def check_memory(need: int, what: str) -> None:
@@ -64,14 +48,6 @@ def check_memory(need: int, what: str) -> None:
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
     """The duel history: S x T x 2 x d float32 contexts, S x T outcomes (f32) and gaps (f64)."""
     return num_seeds * rounds * (2 * dim * 4 + 4 + 8)
-
-
-def refuse_other_config(saved: dict, current: dict, prefix: str) -> None:
-    """Raise naming every field whose checkpointed value differs from the config's (resume)."""
-    differ = [f"{prefix}{k}: checkpoint {saved[k]!r}, config {v!r}" for k, v in current.items()
-              if k in saved and saved[k] != v]
-    if differ:
-        raise ValueError("the checkpoint was made with another config: " + "; ".join(differ))
 
 
 def as_pairs(cols: torch.Tensor) -> torch.Tensor:
@@ -129,8 +105,7 @@ class DuelingLearner(pl.LightningModule):
         self.init_seed_state(base_seed, list(seed_ids))
         self.base_seed.fill_(int(base_seed))
         self.seed_id.copy_(torch.tensor(seed_ids, dtype=torch.int64))
-        self.regret.seed_ids = torch.tensor(seed_ids, dtype=torch.int64, device=self.device)
-        self.regret._defaults["seed_ids"] = self.regret.seed_ids.clone()
+        self.regret = CumulativeRegret(list(seed_ids)).to(self.device)  # nothing accumulated yet
 
     def setup(self, stage: str) -> None:
         dm = self.trainer.datamodule
@@ -148,12 +123,14 @@ class DuelingLearner(pl.LightningModule):
         (e.g. one trained seed of a checkpoint, for live use). Optimizer state is not touched."""
         old = self.num_local
         for mod in self.modules():
-            for name, buf in list(mod._buffers.items()):
-                if buf is not None and name not in self.SHARED_BUFFERS and buf.dim() > 0 and buf.shape[0] == old:
-                    mod._buffers[name] = buf[index].clone()
-            for name, par in list(mod._parameters.items()):
-                if par is not None and par.shape[0] == old:
-                    mod._parameters[name] = torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad)
+            if mod is self.regret:  # replaced below
+                continue
+            for name, buf in list(mod.named_buffers(recurse=False)):
+                if name not in self.SHARED_BUFFERS and buf.dim() > 0 and buf.shape[0] == old:
+                    setattr(mod, name, buf[index].clone())  # a registered buffer stays registered
+            for name, par in list(mod.named_parameters(recurse=False)):
+                if par.shape[0] == old:
+                    setattr(mod, name, torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad))
         self.regret = CumulativeRegret(list(range(len(index))))
         self.num_local = len(index)
 

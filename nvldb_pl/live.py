@@ -31,10 +31,10 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from .callbacks import atomic_open
+from .host import atomic_open
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .module import saved_hparams
-from .run import LEARNERS, init_args
+from .registry import LEARNERS, init_args
 
 FORMAT = "nvldb_pl.live/1"
 
@@ -84,7 +84,7 @@ class DuelingBandit:
     @classmethod
     def create(cls, learner: str = "NVLDB", dim: int = 5, horizon: int = 1000, link: str = "logistic",
                seed: int = 0, **model) -> "DuelingBandit":
-        """A fresh learner (a name of :data:`nvldb_pl.run.LEARNERS`) with its initial parameters drawn
+        """A fresh learner (a name of :data:`nvldb_pl.registry.LEARNERS`) with its initial parameters drawn
         from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
         T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T)."""
         if learner not in LEARNERS:

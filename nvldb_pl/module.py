@@ -4,7 +4,7 @@ Reading order, one round t (the callback :class:`nvldb_pl.callbacks.DuelingLoop`
 puts the duel into the batch; ``training_step(batch)`` runs 3-4 through ``learn``):
 
 1. ``propose`` (Alg. 1 line 6): phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, widths from V_{t-1},
-   then the chosen rule of :mod:`nvldb_pl.selection`; the duel carries Delta phi at W_{t-1}.
+   then the rule object of :mod:`nvldb_pl.selection`; the duel carries Delta phi at W_{t-1}.
 2. the environment answers o_t ~ Bernoulli(g(u(x_a1) - u(x_a2))) (line 7).
 3. ``observe`` appends (x_a1, x_a2, o_t) to the preallocated history.
 4. ``update`` (lines 8-13): every H rounds, ``_adam_steps`` (n Adam steps on eq. (total_loss) over
@@ -32,7 +32,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from . import gram, objective, selection
 from .backward import accumulate_nll_grad
-from .data import TAG_INIT, TAG_SAMPLE, rng_for
+from .streams import TAG_INIT, TAG_SAMPLE, rng_for
 from .learner import LINKED_FROM_DATA, DuelingLearner, as_pairs
 from .learner import check as _check
 from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
@@ -171,11 +171,10 @@ class NVLDB(DuelingLearner):
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
         # NVLDB's own arguments, named: a subclass (NDB) or LightningCLI's instantiator would otherwise
         # put the subclass's arguments in their place
+        args.update(epsilon=epsilon, init=init, bias=bias)  # the values in force, also when they came from a default
         self.save_hyperparameters(args)
-        self.hparams.epsilon = epsilon  # the values in force, also when they came from a default
-        self.hparams.init = init
-        self.hparams.bias = bias
         self.strategy = strategy
+        self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # built once (an acquisition object)
         self.automatic_optimization = False
         self.variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
 
@@ -221,9 +220,8 @@ class NVLDB(DuelingLearner):
         with self._timed("select"), torch.autocast(self.device.type, enabled=False):
             phi = self.net.features(contexts.float()).to(torch.float64)  # phi(x; W_{t-1})
             f = self.net.utility(phi, self.net.theta.to(torch.float64))  # theta_{t-1}^T phi
-            width, ok = gram.pairwise_widths(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
-            a1, a2 = selection.select(self.strategy, f, width, self.hparams.beta, noise, t,
-                                      self.hparams.distinct_arms)
+            norm, ok = gram.pairwise_norms(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
+            a1, a2 = self.selection_rule(f, norm, noise, t)
             self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
         return {"a1": a1, "a2": a2, "dphi": _pair_difference(phi, a1, a2)}
 

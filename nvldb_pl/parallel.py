@@ -25,15 +25,6 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
 
-def shard(num_seeds: int, first_seed_id: int, world_size: int, rank: int) -> tuple[int, int]:
-    """(local number of seeds, first local seed id) of ``rank``; refuses an uneven split."""
-    if num_seeds % world_size:
-        raise ValueError(f"data.num_seeds={num_seeds} does not split evenly over {world_size} processes "
-                         f"(trainer.devices x trainer.num_nodes); use a multiple of {world_size}")
-    local = num_seeds // world_size
-    return local, first_seed_id + rank * local
-
-
 class SeedParallelStrategy(DDPStrategy):
     """DDP's processes without DDP's model wrapper: one shard of independent seeds per rank."""
 

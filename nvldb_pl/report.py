@@ -19,32 +19,10 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .callbacks import atomic_open, write_json_atomic
+from .host import atomic_open, write_json_atomic
 from .module import LITERAL
-from .run import LEARNERS, check_accelerator, init_args, run_experiment
-
-RULES = ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")
-# name -> (learner, model arguments). NVLDB's and NLDB's six rules, and the baselines.
-METHODS: dict[str, tuple[str, dict]] = {
-    **{f"NVLDB-{s.upper().replace('_', '-')}": ("NVLDB", {"strategy": s}) for s in RULES},
-    **{f"NLDB-{s.upper().replace('_', '-')}": ("NVLDB", {"strategy": s, "variance_aware": False}) for s in RULES},
-    "NDB-UCB": ("NDB", {"rule": "ucb"}),
-    "NDB-TS": ("NDB", {"rule": "ts"}),
-    "CoLSTIM": ("CoLSTIM", {}),
-    "VACDB": ("VACDB", {}),
-    "MaxInP": ("MaxInP", {}),
-    "Random": ("RandomPair", {}),
-}
-
-# The strict reading of the equations (see LITERAL in nvldb_pl/module.py): "<method>-literal".
-LITERAL_SUFFIX = "-literal"
-LITERAL_LEARNERS = ("NVLDB-", "NLDB-", "NDB-")  # the methods whose defaults differ from the literal reading
-METHODS.update({name + LITERAL_SUFFIX: (learner, {**model, **LITERAL})
-                for name, (learner, model) in list(METHODS.items()) if learner in ("NVLDB", "NDB")})
-
-# The default grid (issue "baselines"): six NVLDB rules, NLDB-UCB-ASYM, and every baseline.
-DEFAULT_METHODS = [m for m in METHODS if (not m.startswith("NLDB-") or m == "NLDB-UCB-ASYM")
-                   and not m.endswith(LITERAL_SUFFIX)]
+from .registry import LEARNERS, LITERAL_SUFFIX, METHODS, init_args
+from .run import check_accelerator, run_experiment
 
 # Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
 TASK_DATA = {

@@ -1,7 +1,6 @@
 """Run one experiment from Python (tests, sweeps, benchmarks): the same pieces as the CLI."""
 from __future__ import annotations
 
-import inspect
 import logging
 import warnings
 from typing import Optional
@@ -9,19 +8,10 @@ from typing import Optional
 import lightning.pytorch as pl
 import torch
 
-from . import baselines
 from .callbacks import DuelingLoop, RunSummary
 from .data import BanditDataModule
 from .learner import LINKED_FROM_DATA, DuelingLearner
-from .module import NVLDB
-
-LEARNERS = {"NVLDB": NVLDB, **{name: getattr(baselines, name) for name in
-                               ("NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")}}
-
-
-def init_args(cls: type) -> set[str]:
-    """The argument names a learner class's constructor takes."""
-    return set(inspect.signature(cls.__init__).parameters) - {"self"}
+from .registry import LEARNERS
 
 
 def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[BanditDataModule, DuelingLearner]:

@@ -1,4 +1,4 @@
-"""Throughput of the vectorized loop against the straightforward per-seed loop (nvldb_pl.naive).
+"""Throughput of the vectorized loop against the straightforward per-seed loop (tests/naive.py).
 
     python scripts/benchmark.py --task cos --seeds 20 --rounds 1000 --naive-seeds 2
     python scripts/benchmark.py --accelerator gpu --precision 32-true bf16-mixed --naive-seeds 0
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from nvldb_pl.data import StreamSpec  # noqa: E402
-from nvldb_pl.naive import run_seed  # noqa: E402
+from tests.naive import run_seed  # noqa: E402
 from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
 
 

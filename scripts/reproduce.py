@@ -19,8 +19,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.report import (DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS, check_positive, committed_curves,  # noqa: E402
-                             finished_runs, parse_overrides, run_grid, write_report)
+from nvldb_pl.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS  # noqa: E402
+from nvldb_pl.report import (check_positive, committed_curves, finished_runs, parse_overrides, run_grid,  # noqa: E402
+                             write_report)
 
 
 def main(argv=None):

@@ -1,6 +1,8 @@
 """The GPU paths (skipped where torch sees no CUDA GPU; run on the device machine with
 ``python -m pytest -q tests/test_cuda.py``): a float32 GPU run is the CPU run up to float rounding,
 bf16-mixed keeps the Gram matrix, refit and selection in float32/float64, 16-mixed warns."""
+import math
+
 import pytest
 import torch
 
@@ -45,4 +47,4 @@ def test_bf16_mixed_on_gpu_keeps_gram_refit_and_selection_in_full_precision():
 def test_16_mixed_on_gpu_warns_that_one_scaler_couples_the_seeds():
     with pytest.warns(UserWarning, match="one GradScaler serves all stacked seeds"):
         s, _ = run_experiment({**DATA, "rounds": 8}, MODEL, precision="16-mixed", accelerator="gpu", quiet=False)
-    assert all(x["cum_avg_regret"] >= 0 for x in s["seeds"])
+    assert s["rounds"] == 8 and all(math.isfinite(x["cum_avg_regret"]) for x in s["seeds"])  # it ran to the end

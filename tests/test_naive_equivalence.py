@@ -1,8 +1,8 @@
-"""The vectorized Lightning loop against the plain per-seed, per-arm loop of nvldb_pl.naive."""
+"""The vectorized Lightning loop against the plain per-seed, per-arm loop of tests/naive.py."""
 import pytest
 
 from nvldb_pl.data import RoundStream, StreamSpec
-from nvldb_pl.naive import run_seed
+from tests.naive import run_seed
 from nvldb_pl.run import run_experiment
 
 

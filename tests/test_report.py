@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from nvldb_pl.report import DEFAULT_METHODS
+from nvldb_pl.registry import DEFAULT_METHODS
 
 REPRODUCE = os.path.join(os.path.dirname(__file__), "..", "scripts", "reproduce.py")
 
@@ -190,7 +190,8 @@ def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys)
 
 
 def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colours():
-    from nvldb_pl.report import LITERAL_SUFFIX, figure_panels, method_style
+    from nvldb_pl.registry import LITERAL_SUFFIX
+    from nvldb_pl.report import figure_panels, method_style
     methods = ["NVLDB-UCB-ASYM", "NLDB-UCB-ASYM", "NVLDB-UCB-ASYM" + LITERAL_SUFFIX, "NVLDB-TS-OSYM",
                "NDB-UCB", "NDB-UCB" + LITERAL_SUFFIX, "CoLSTIM", "VACDB", "Random"]
     panels = figure_panels(methods)

@@ -16,9 +16,9 @@ def _random_inputs(S, K, d, seed):
     return phi, V, theta, noise
 
 
-def test_pairwise_widths_match_direct_solve():
+def test_pairwise_norms_match_direct_solve():
     phi, V, _, _ = _random_inputs(4, 6, 5, 0)
-    widths, ok = gram.pairwise_widths(phi, V)
+    widths, ok = gram.pairwise_norms(phi, V)
     assert ok.all()
     for s in range(4):
         for k in range(6):
@@ -28,10 +28,10 @@ def test_pairwise_widths_match_direct_solve():
     assert torch.all(torch.diagonal(widths, dim1=1, dim2=2) == 0)
 
 
-def test_pairwise_widths_flag_non_positive_definite():
+def test_pairwise_norms_flag_non_positive_definite():
     phi, V, _, _ = _random_inputs(3, 4, 3, 1)
     V[1] = -torch.eye(3, dtype=torch.float64)
-    widths, ok = gram.pairwise_widths(phi, V)
+    widths, ok = gram.pairwise_norms(phi, V)
     assert ok.tolist() == [True, False, True]
     assert torch.isnan(widths[1]).all() and torch.isfinite(widths[0]).all()
 
@@ -52,7 +52,7 @@ def _check_against_reference(strategy, f, widths, beta, noise, t, distinct=False
 def test_rule_matches_equation_on_random_inputs(strategy, K, beta, distinct):
     phi, V, theta, noise = _random_inputs(16, K, 4, K * 10 + int(beta * 10))
     f = torch.einsum("skd,sd->sk", phi, theta)
-    widths, _ = gram.pairwise_widths(phi, V)
+    widths, _ = gram.pairwise_norms(phi, V)
     _check_against_reference(strategy, f, widths, beta, noise, t=7, distinct=distinct)
 
 
@@ -119,7 +119,7 @@ def test_with_two_arms_ucb_osym_and_ucb_csym_pick_the_same_pair(beta):
     # (Why results/uci2000's MAGIC UCB-OSYM and UCB-CSYM runs agree seed for seed.)
     phi, V, theta, noise = _random_inputs(400, 2, 3, int(beta * 100))
     f = torch.einsum("skd,sd->sk", phi, theta)
-    widths, _ = gram.pairwise_widths(phi, V)
+    widths, _ = gram.pairwise_norms(phi, V)
     o1, o2 = selection.select("ucb_osym", f, widths, beta, noise, 7)
     c1, c2 = selection.select("ucb_csym", f, widths, beta, noise, 7)
     assert torch.equal(o1, c1) and torch.equal(o2, c2)

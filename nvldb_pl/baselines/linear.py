@@ -7,6 +7,7 @@ Contexts are the task's raw d-dimensional contexts; selection is batched over se
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -30,22 +31,22 @@ class LinearDueling(DuelingLearner):
         check(lam > 0, "lam", f"must be > 0, got {lam}")
         check(beta is None or beta > 0, "beta", f"must be > 0, got {beta}")
         check(refit_iterations >= 1, "refit_iterations", f"must be >= 1, got {refit_iterations}")
+        beta = self.default_beta(dim, rounds) if beta is None else beta  # saved as the value in force
         self.save_hyperparameters()
-        self.hparams.beta = self.default_beta() if beta is None else beta
         self.automatic_optimization = False
         self.register_buffer("theta", torch.zeros(num_seeds, dim, dtype=torch.float64))
         self.register_buffer("Sigma", lam * torch.eye(dim, dtype=torch.float64).repeat(num_seeds, 1, 1))
 
-    def default_beta(self) -> float:
+    def default_beta(self, dim: int, rounds: int) -> float:
         """sqrt(d log T): the width the linear dueling codes run with."""
-        return math.sqrt(self.hparams.dim * math.log(max(self.hparams.rounds, 2)))
+        return math.sqrt(dim * math.log(max(rounds, 2)))
 
     def estimates(self, contexts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """f [S, K] = theta^T x_k, pairwise widths [S, K, K] = ||x_k - x_k'||_{Sigma^-1} and
         norms [S, K] = ||x_k||_{Sigma^-1}, from one Cholesky factor of Sigma."""
         x = contexts.to(torch.float64)
         z, ok = gram.whiten(x, self.Sigma)
-        width = gram.widths_from_whitened(z, ok)
+        width = gram.norms_from_whitened(z, ok)
         f = torch.einsum("skd,sd->sk", x, self.theta)
         self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), self.t + 1)
         return f, width, z.pow(2).sum(dim=1).sqrt()
@@ -75,20 +76,24 @@ class MaxInP(LinearDueling):
 
     Candidate set C_t = {i : (x_i - x_j)^T theta + beta ||x_i - x_j||_{Sigma^-1} > 0 for all j != i};
     play the pair of C_t x C_t with the largest ||x_i - x_j||_{Sigma^-1}. It is the linear form of
-    NVLDB's UCB-CSYM, so the rule is :func:`nvldb_pl.selection.select` ("ucb_csym") on raw
+    NVLDB's UCB-CSYM, so the rule is :class:`nvldb_pl.selection.CandidateSymmetric` (UCB) on raw
     contexts. beta defaults to 2 sqrt(d log T), the value the VACDB authors' MaxInP code runs with.
     """
 
     method = "MaxInP"
 
-    def default_beta(self) -> float:
-        return 2.0 * super().default_beta()
+    def default_beta(self, dim: int, rounds: int) -> float:
+        return 2.0 * super().default_beta(dim, rounds)
+
+    @functools.cached_property
+    def selection_rule(self) -> selection.SelectionRule:
+        return selection.make_rule("ucb_csym", self.hparams.beta)  # built once, at the first round
 
     @torch.no_grad()
     def select(self, contexts, noise, t):
         with self._timed("select"):
             f, width, _ = self.estimates(contexts)
-            return selection.select("ucb_csym", f, width, self.hparams.beta, noise, t)
+            return self.selection_rule(f, width, noise, t)
 
 
 class CoLSTIM(LinearDueling):

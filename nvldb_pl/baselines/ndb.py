@@ -22,7 +22,6 @@ from typing import Optional
 
 import torch
 
-from .. import selection
 from ..backward import per_point_gradients
 from ..learner import check, check_memory, history_bytes
 from ..module import NVLDB, _pair_difference
@@ -62,7 +61,7 @@ class NDB(NVLDB):
         else:
             self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))
 
-    def widths_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
+    def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
         if self.hparams.gram == "full":
             M = g @ self.Vinv @ g.transpose(1, 2)  # g_k^T V^-1 g_k'
@@ -88,9 +87,9 @@ class NDB(NVLDB):
         with self._timed("select"), torch.autocast(self.device.type, enabled=False):
             g = self._gradients(contexts)
             f = self.scores(contexts)
-            width = self.widths_from_gradients(g)
-            a1, a2 = selection.select(self.strategy, f, width, self.hparams.beta, noise, t, self.hparams.distinct_arms)
-            self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(width).flatten(1).all(dim=1), t)
+            norm = self.norms_from_gradients(g)
+            a1, a2 = self.selection_rule(f, norm, noise, t)
+            self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(norm).flatten(1).all(dim=1), t)
         return {"a1": a1, "a2": a2, "dg": _pair_difference(g, a1, a2)}
 
     def update(self, duel):

@@ -42,9 +42,8 @@ class VACDB(DuelingLearner):
         check(beta > 0, "beta", f"must be > 0, got {beta}")
         check(layers is None or layers >= 1, "layers", f"must be >= 1, got {layers}")
         check(refit_iterations >= 1, "refit_iterations", f"must be >= 1, got {refit_iterations}")
-        self.save_hyperparameters()
-        L = layers if layers is not None else max(1, math.ceil(math.log2(max(rounds, 2)) / 2))
-        self.hparams.layers = L
+        L = layers = layers if layers is not None else max(1, math.ceil(math.log2(max(rounds, 2)) / 2))
+        self.save_hyperparameters()  # with the number of layers in force
         self.automatic_optimization = False
         S, d = num_seeds, dim
         scale = 4.0 ** -torch.arange(1, L + 1, dtype=torch.float64)  # 4^-l
@@ -64,7 +63,7 @@ class VACDB(DuelingLearner):
             S, K, d = contexts.shape
             L = self.hparams.layers
             x = contexts.to(torch.float64)
-            width, ok = gram.pairwise_widths(x.repeat_interleave(L, 0), self.Sigma.reshape(S * L, d, d))
+            width, ok = gram.pairwise_norms(x.repeat_interleave(L, 0), self.Sigma.reshape(S * L, d, d))
             width, ok = width.view(S, L, K, K), ok.view(S, L).all(dim=1)
             f = torch.einsum("skd,sld->slk", x, self.theta)  # theta_l^T x_k
             alpha = 2.0 ** -L

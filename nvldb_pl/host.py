@@ -1,0 +1,55 @@
+"""What the package asks of the machine: files written whole or not at all, a writable run
+folder, and the memory available (to refuse a run up front rather than fail mid-way)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+
+
+@contextmanager
+def atomic_open(path: str, mode: str = "w"):
+    """Open ``path`` for writing (``mode`` "w" or "wb") through a temporary file in the same
+    folder, renamed over it once complete (and synced): never a half-written file, and an old
+    one survives a failure (the temporary file is removed)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json_atomic(path: str, payload: dict) -> None:
+    with atomic_open(path) as fh:
+        json.dump(payload, fh, indent=2)
+
+
+def check_writable(root: str) -> None:
+    """Fail before training if the run folder cannot be created or written."""
+    try:
+        os.makedirs(root, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root):
+            pass
+    except OSError as err:
+        raise ValueError(f"trainer.default_root_dir: {root} is not a writable folder ({err.strerror})") from None
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo (Linux), else physical memory, else no limit."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
