@@ -2,8 +2,9 @@
 
 Lightning's ``ModelCheckpoint(every_n_train_steps)`` counts optimizer steps (n per round under
 manual optimization), so :class:`RoundCheckpoint` counts rounds instead. It writes
-``<log dir>/checkpoints/last.ckpt`` (overwritten in place through Lightning's atomic save: a
-kill mid-write leaves the previous checkpoint intact), which ``--ckpt_path last`` finds.
+``<log dir>/checkpoints/last.ckpt`` through a temporary file, keeping the checkpoint it replaces
+as ``last.ckpt.prev``: ``--ckpt_path last`` takes last.ckpt, or, if that file is damaged (a disk
+that filled up, a copy cut short), the previous one, and says so (:mod:`nvldb_pl.cli`).
 
 What a checkpoint holds, and so what resume restores: the learner's buffers (history, Gram
 matrices, theta, round counter, per-seed regret metric states), the optimizer state (Adam's
@@ -13,7 +14,9 @@ seed id, round), so the stream simply restarts at the saved round: nothing else 
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
+from weakref import proxy
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -31,6 +34,24 @@ class RoundCheckpoint(ModelCheckpoint):
         t = pl_module.t
         if t % self.every_n_rounds == 0 or t == pl_module.hparams.rounds:
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def _save_checkpoint(self, trainer, filepath: str) -> None:
+        """Write ``last.ckpt`` through a temporary file and keep the one it replaces as
+        ``last.ckpt.prev`` (what ``--ckpt_path last`` falls back to if last.ckpt is damaged).
+        Under ``seed_parallel`` the strategy does this for every rank's file."""
+        if getattr(trainer.strategy, "strategy_name", None) == "seed_parallel":
+            return super()._save_checkpoint(trainer, filepath)
+        tmp = f"{filepath}.tmp"
+        trainer.save_checkpoint(tmp, self.save_weights_only)
+        if trainer.is_global_zero:
+            if os.path.exists(filepath):
+                os.replace(filepath, f"{filepath}.prev")
+            os.replace(tmp, filepath)
+        self._last_global_step_saved = trainer.global_step
+        self._last_checkpoint_saved = filepath
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.after_save_checkpoint(proxy(self))
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:  # rounds, not epochs, decide
         pass

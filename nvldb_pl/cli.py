@@ -16,6 +16,7 @@ import os
 import sys
 import warnings
 
+import torch
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -24,7 +25,7 @@ from . import parallel  # noqa: F401  (registers ``--trainer.strategy seed_paral
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
-from .host import check_writable
+from .host import check_writable, checkpoint_problem
 from .learner import LINKED_FROM_DATA, DuelingLearner
 
 
@@ -41,6 +42,44 @@ def quiet_lightning() -> None:
         warnings.filterwarnings("ignore", message=message)
 
 
+# A run is one pass over the T rounds of the stream (one epoch); these trainer settings would
+# repeat, cut or batch rounds, so they are refused by name before anything runs.
+ONE_PASS = {"max_epochs": (1, None), "min_epochs": (None, 0, 1), "max_steps": (-1, None),
+            "limit_train_batches": (None, 1, 1.0), "accumulate_grad_batches": (1, None),
+            "overfit_batches": (0, 0.0, None)}
+
+
+def process_count(devices, num_nodes, accelerator) -> int:
+    """How many processes Lightning would start for these trainer settings."""
+    if isinstance(devices, (list, tuple)):
+        n = len(devices)
+    elif isinstance(devices, str) and "," in devices:
+        n = len([d for d in devices.split(",") if d.strip()])
+    elif str(devices) in ("auto", "-1"):
+        gpu = str(accelerator) in ("gpu", "cuda") or (str(accelerator) == "auto" and torch.cuda.is_available())
+        n = torch.cuda.device_count() if gpu else 1
+    else:
+        n = int(devices)
+    return max(n, 1) * int(num_nodes or 1)
+
+
+def check_trainer(cfg) -> None:
+    """Refuse, naming the field, trainer settings under which the run would not be the bandit loop."""
+    for key, allowed in ONE_PASS.items():
+        value = cfg.get(key, allowed[0])
+        if value not in allowed:
+            raise ValueError(f"trainer.{key}={value!r}: a run is one pass over the data.rounds rounds of the "
+                             f"stream; set data.rounds for a longer or shorter run")
+    strategy = cfg.get("strategy", "auto")
+    name = getattr(strategy, "strategy_name", strategy)
+    n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), cfg.get("accelerator", "auto"))
+    if n > 1 and name != "seed_parallel":
+        raise ValueError(f"trainer.devices={cfg.get('devices')!r}, trainer.num_nodes={cfg.get('num_nodes', 1)!r}: "
+                         f"{n} processes under trainer.strategy={name!r} would run Lightning's DDP, which averages "
+                         f"gradients and broadcasts weights across processes, coupling the seeds; add "
+                         f"--trainer.strategy seed_parallel to spread independent seeds over them")
+
+
 class NVLDBCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         for key in LINKED_FROM_DATA:
@@ -51,6 +90,7 @@ class NVLDBCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
+        check_trainer(cfg)
         root = cfg.get("default_root_dir") or os.getcwd()
         check_writable(root)
         if cfg.get("logger") in (None, True):
@@ -60,6 +100,38 @@ class NVLDBCLI(LightningCLI):
                                                           default_hp_metric=False)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)
+
+    def before_fit(self) -> None:
+        """Resolve ``--ckpt_path`` (``last``: the newest run under default_root_dir) to a file that
+        reads whole, falling back to the previous checkpoint (under seed_parallel every rank does
+        this for its own file, :mod:`nvldb_pl.parallel`)."""
+        cfg = self.config_init[self.subcommand]
+        ckpt = cfg.get("ckpt_path")
+        strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
+        if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":
+            return
+        if ckpt == "last":
+            root = self._get(self.config_init, "trainer", default={}).get("default_root_dir") or os.getcwd()
+            version = resumed_version(root, "last")
+            if version is None:
+                return  # nothing saved yet: Lightning starts the run afresh
+            ckpt = os.path.join(root, "lightning_logs", f"version_{version}", "checkpoints", "last.ckpt")
+        cfg["ckpt_path"] = whole_checkpoint(ckpt)
+
+
+def whole_checkpoint(path: str) -> str:
+    """``path`` if it reads whole, else the previous checkpoint next to it (saying so on stderr);
+    a ValueError naming both files when neither does."""
+    problem = checkpoint_problem(path) if os.path.exists(path) else "missing"
+    if problem is None:
+        return path
+    prev = f"{path}.prev"
+    if os.path.exists(prev) and checkpoint_problem(prev) is None:
+        print(f"ckpt_path: {path} cannot be read ({problem}); resuming from the previous checkpoint {prev}",
+              file=sys.stderr)
+        return prev
+    raise ValueError(f"ckpt_path: {path} cannot be read ({problem}) and there is no whole previous checkpoint "
+                     f"({prev}) to resume from")
 
 
 def resumed_version(root: str, ckpt_path) -> int | None:
@@ -71,7 +143,7 @@ def resumed_version(root: str, ckpt_path) -> int | None:
     logs = os.path.join(root, "lightning_logs")
     if ckpt_path == "last":
         found = [d for d in glob.glob(os.path.join(logs, "version_*"))
-                 if os.path.isfile(os.path.join(d, "checkpoints", "last.ckpt"))]
+                 if any(os.path.isfile(os.path.join(d, "checkpoints", f)) for f in ("last.ckpt", "last.ckpt.prev"))]
         if found:
             return max(int(d.rsplit("_", 1)[1]) for d in found)
         return None
@@ -93,6 +165,7 @@ def main(args=None) -> NVLDBCLI:
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
             "max_epochs": 1,
+            "devices": 1,  # one process unless --trainer.strategy seed_parallel asks for more
             "enable_checkpointing": True,
             "num_sanity_val_steps": 0,
             "log_every_n_steps": 1,

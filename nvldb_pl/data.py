@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from . import links, uci
 from .checks import refuse_other_config, require
+from .host import check_memory
 from .links import check_link
 from .streams import CHUNK_ROUNDS, TAG_DISJOINT, TAG_ROUNDS, TAG_TASK, rng_for, resolve_base_seed, shard
 from .tasks import TASKS, draw_contexts, draw_theta, utility
@@ -180,6 +181,11 @@ class BanditDataModule(pl.LightningDataModule):
         require(self.preference in PREFERENCES, "data.preference",
                  f"{preference!r} is not one of {list(PREFERENCES)}")
         self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling)
+        # the K x K arrays of a round: the stream's Thompson normals (a block of CHUNK_ROUNDS rounds) and
+        # the learner's pairwise norms and scores (a handful of [S, K, K] float64 temporaries)
+        check_memory((CHUNK_ROUNDS + 8) * num_seeds * arms * arms * 8,
+                     f"{CHUNK_ROUNDS + 8} arrays of num_seeds x arms x arms = {num_seeds} x {arms} x {arms} float64",
+                     "data.arms / data.num_seeds")
         self.start_round = 0  # set by the module when resuming
         self.local_spec = self.spec  # this process's shard of seeds (see setup)
         self.dataset = None
@@ -206,7 +212,10 @@ class BanditDataModule(pl.LightningDataModule):
             spec = {("seed" if k == "base_seed" else k): v for k, v in st.get("spec", {}).items()}
             return {**spec, "link": st.get("link"), "preference": st.get("preference")}
 
-        refuse_other_config(flat(state), flat(self.state_dict()), "data.")
+        saved, current = flat(state), flat(self.state_dict())
+        if saved.get("rounds") is not None and saved["rounds"] < current["rounds"] and current["sampling"] != "disjoint":
+            saved["rounds"] = current["rounds"]  # a longer run on the same stream: rounds 1..T_saved are the same
+        refuse_other_config(saved, current, "data.")
 
     def preference_prob(self, du: torch.Tensor) -> torch.Tensor:
         """P(o = 1) = P(a1 beats a2) given u_a1 - u_a2 under the environment's preference model."""

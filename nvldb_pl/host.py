@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from contextlib import contextmanager
+from typing import Optional
 
 
 @contextmanager
@@ -30,6 +32,17 @@ def write_json_atomic(path: str, payload: dict) -> None:
         json.dump(payload, fh, indent=2)
 
 
+def checkpoint_problem(path: str) -> Optional[str]:
+    """Why the checkpoint file at ``path`` cannot be read whole (None if it can): torch writes a zip
+    archive, so a truncated or corrupted file fails to open or fails a member's CRC check."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (OSError, zipfile.BadZipFile) as err:
+        return f"{type(err).__name__}: {err}"
+    return None if bad is None else f"member {bad} fails its CRC check"
+
+
 def check_writable(root: str) -> None:
     """Fail before training if the run folder cannot be created or written."""
     try:
@@ -38,6 +51,15 @@ def check_writable(root: str) -> None:
             pass
     except OSError as err:
         raise ValueError(f"trainer.default_root_dir: {root} is not a writable folder ({err.strerror})") from None
+
+
+def check_memory(need: int, what: str, fields: str = "data.num_seeds / data.rounds") -> None:
+    """Refuse up front a config whose preallocated state cannot fit in memory, with the numbers."""
+    avail = available_memory_bytes()
+    if need > 0.9 * avail:
+        raise ValueError(f"{fields}: this config preallocates about {need / 2**30:.2f} GiB ({what}) but "
+                         f"{avail / 2**30:.2f} GiB of memory is available; lower them, or spread the seeds "
+                         f"over processes")
 
 
 def available_memory_bytes() -> int:

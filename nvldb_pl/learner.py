@@ -25,7 +25,7 @@ import torch
 
 from . import links
 from .checks import refuse_other_config, require
-from .host import available_memory_bytes
+from .host import check_memory
 from .metrics import CumulativeRegret
 
 LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
@@ -34,15 +34,6 @@ LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
 def check(cond: bool, field: str, msg: str) -> None:
     """:func:`nvldb_pl.checks.require` for a model field (``data.x`` for the fields linked from data)."""
     require(cond, f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}", msg)
-
-
-def check_memory(need: int, what: str) -> None:
-    """Refuse up front a config whose preallocated state cannot fit in memory, with the numbers."""
-    avail = available_memory_bytes()
-    if need > 0.9 * avail:
-        raise ValueError(f"data.num_seeds / data.rounds: this config preallocates about {need / 2**30:.2f} GiB "
-                         f"({what}) but {avail / 2**30:.2f} GiB of memory is available; lower num_seeds or "
-                         f"rounds, or spread the seeds over processes")
 
 
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
@@ -69,6 +60,7 @@ class DuelingLearner(pl.LightningModule):
     SHARED_BUFFERS = ("rounds_done", "reg", "base_seed")  # tensors without a leading seed dimension
     HISTORY_BUFFERS = ("hist_xt", "hist_o", "hist_du")  # last dimension: one (hist_xt: two) per duel
     LIVE = True  # usable by nvldb_pl.live.DuelingBandit (answers late, in any order)
+    EXTENDABLE = True  # nothing depends on the horizon T: a run can be resumed with a larger data.rounds
 
     def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
         super().__init__()
@@ -108,6 +100,10 @@ class DuelingLearner(pl.LightningModule):
         self.regret = CumulativeRegret(list(seed_ids)).to(self.device)  # nothing accumulated yet
 
     def setup(self, stage: str) -> None:
+        if self.trainer.world_size > 1 and getattr(self.trainer.strategy, "strategy_name", None) != "seed_parallel":
+            raise ValueError(f"trainer.strategy: {self.trainer.world_size} processes under "
+                             f"{type(self.trainer.strategy).__name__} would average gradients and broadcast weights "
+                             f"across processes, coupling the seeds; use --trainer.strategy seed_parallel")
         dm = self.trainer.datamodule
         if dm is not None and self._t == 0:
             for name in ("dim", "arms", "rounds", "num_seeds"):
@@ -133,6 +129,16 @@ class DuelingLearner(pl.LightningModule):
                     setattr(mod, name, torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad))
         self.regret = CumulativeRegret(list(range(len(index))))
         self.num_local = len(index)
+
+    def _pad_history(self, state_dict: dict, capacity: int) -> None:
+        """A checkpoint's history buffers, padded with zeros to ``capacity`` duels (a longer run)."""
+        for name in self.HISTORY_BUFFERS:
+            if name in state_dict:
+                old = state_dict[name]
+                per_duel = 2 if name == "hist_xt" else 1
+                new = old.new_zeros(*old.shape[:-1], per_duel * capacity)
+                new[..., : old.shape[-1]] = old
+                state_dict[name] = new
 
     @torch.no_grad()
     def grow_history(self, capacity: int) -> None:
@@ -189,10 +195,25 @@ class DuelingLearner(pl.LightningModule):
         return self._t
 
     def on_load_checkpoint(self, checkpoint) -> None:
-        """Refuse a checkpoint of another config (naming the fields); restart the stream at its round."""
+        """Refuse a checkpoint of another config (naming the fields); restart the stream at its round.
+
+        A larger ``data.rounds`` than the checkpoint's goes on with the same run (its history is
+        padded to the new horizon) where the learner does not depend on T (``EXTENDABLE``)."""
         name = type(self).__name__
-        refuse_other_config({"learner": checkpoint.get("learner", name), **checkpoint.get("hyper_parameters", {})},
-                            {"learner": name, **self.hparams}, "model.")
+        saved = {"learner": checkpoint.get("learner", name), **checkpoint.get("hyper_parameters", {})}
+        T_saved, T = saved.get("rounds"), self.hparams["rounds"]
+        if T_saved is not None and T_saved != T and saved["learner"] == name:
+            require(T > T_saved, "data.rounds", f"the checkpoint holds a run of {T_saved} rounds; resuming can go on "
+                                                f"to more rounds, not fewer ({T})")
+            require(self.EXTENDABLE, "data.rounds", f"{name} depends on the horizon T, so its run of {T_saved} "
+                                                    f"rounds cannot go on exactly to {T}; start a new run")
+            saved["rounds"] = T
+            self._pad_history(checkpoint["state_dict"], T)
+            # Lightning saved the loop as at the stream's last batch (T_saved was the end): it is not now
+            progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.batch_progress")
+            if progress is not None:
+                progress["is_last_batch"] = False
+        refuse_other_config(saved, {"learner": name, **self.hparams}, "model.")
         self._t = int(checkpoint["state_dict"]["rounds_done"])
         if self._trainer is not None and self._trainer.datamodule is not None:
             self._trainer.datamodule.start_round = self._t

@@ -82,7 +82,8 @@ class NVLDB(DuelingLearner):
             for ``standard``; ``None`` = kaiming.
         lr: Adam step size [eta].
         lam: regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
-        beta: confidence width coefficient [a_t].
+        beta: confidence width coefficient [a_t]; ``None`` = 1, the paper's value (``None`` rather
+            than 1 so that ``--model CoLSTIM`` on an NVLDB config gets the baseline's own default).
         epsilon: lower bound on zeta [epsilon] of eq. (wi); ``None`` = 1/sqrt(d), the order
             Theorem (Variance-aware UCB methods) asks for (epsilon = O(1/sqrt(d))).
         grad_steps: Adam steps per update [n].
@@ -125,7 +126,7 @@ class NVLDB(DuelingLearner):
         init: Optional[str] = None,
         lr: float = 1e-3,
         lam: float = 1.0,
-        beta: float = 1.0,
+        beta: Optional[float] = None,
         epsilon: Optional[float] = None,
         grad_steps: int = 20,
         episode: int = 1,
@@ -165,13 +166,15 @@ class NVLDB(DuelingLearner):
                f"{sample_weighting!r} is not one of {list(SAMPLE_WEIGHTINGS)}")
         if epsilon is None:
             epsilon = 1.0 / math.sqrt(dim)  # dim >= 1 was checked above
+        if beta is None:
+            beta = 1.0  # the paper's a_t (appendix "Hyperparameters")
         for name, value in (("lr", lr), ("lam", lam), ("beta", beta), ("epsilon", epsilon)):
             _check(value > 0, name, f"must be > 0, got {value}")
         _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
         # NVLDB's own arguments, named: a subclass (NDB) or LightningCLI's instantiator would otherwise
         # put the subclass's arguments in their place
-        args.update(epsilon=epsilon, init=init, bias=bias)  # the values in force, also when they came from a default
+        args.update(epsilon=epsilon, init=init, bias=bias, beta=beta)  # the values in force, also when they came from a default
         self.save_hyperparameters(args)
         self.strategy = strategy
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # built once (an acquisition object)

@@ -24,6 +24,8 @@ import os
 import torch
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
+from .host import checkpoint_problem
+
 
 class SeedParallelStrategy(DDPStrategy):
     """DDP's processes without DDP's model wrapper: one shard of independent seeds per rank."""
@@ -48,7 +50,7 @@ class SeedParallelStrategy(DDPStrategy):
         path = self._rank_path(checkpoint_path)
         found = {}
         for candidate in (path, f"{path}.prev"):
-            if os.path.exists(candidate):
+            if os.path.exists(candidate) and checkpoint_problem(candidate) is None:  # a damaged file is skipped
                 ckpt = self.checkpoint_io.load_checkpoint(candidate, weights_only=weights_only)
                 found[int(ckpt["state_dict"]["rounds_done"])] = ckpt
         mine = sorted(found, reverse=True) + [-1] * (2 - len(found))

@@ -39,6 +39,13 @@ ROWS = [
     ("--checkpoint.every_n_rounds=0", "checkpoint.every_n_rounds"),
     ("--loop.log_every_n_rounds=0", "loop.log_every_n_rounds"),
     ("--data.num_seeds=100000 --data.rounds=1000000", "preallocates about"),
+    ("--data.arms=100000", "data.arms / data.num_seeds: this config preallocates about"),  # the K x K arrays
+    ("--trainer.max_epochs=3", "trainer.max_epochs=3: a run is one pass"),
+    ("--trainer.max_steps=10", "trainer.max_steps=10"),
+    ("--trainer.limit_train_batches=5", "trainer.limit_train_batches=5"),
+    ("--trainer.accumulate_grad_batches=2", "trainer.accumulate_grad_batches=2"),
+    ("--trainer.devices=2 --trainer.accelerator=cpu", "add --trainer.strategy seed_parallel"),
+    ("--trainer.num_nodes=2 --trainer.accelerator=cpu", "coupling the seeds"),
 ]
 
 
@@ -75,6 +82,20 @@ def test_failed_run_leaves_an_earlier_summary_untouched(tmp_path, capsys):
                     f"--trainer.default_root_dir={tmp_path}"])
     assert code == 2 and "model.lr" in capsys.readouterr().err
     assert summary.read_bytes() == before
+
+
+def test_several_processes_without_seed_parallel_are_refused_by_the_learner_too():
+    """The learner's own check, for trainers built outside the CLI (e.g. Trainer(strategy="ddp"))."""
+    from types import SimpleNamespace
+
+    from nvldb_pl.module import NVLDB
+    module = NVLDB(rounds=4, num_seeds=2, width=4)
+    module._trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(), datamodule=None)
+    with pytest.raises(ValueError, match="trainer.strategy: 2 processes under SimpleNamespace would average gradients"):
+        module.setup("fit")
+    module._trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(strategy_name="seed_parallel"),
+                                      datamodule=None)
+    module.setup("fit")  # seed_parallel: allowed
 
 
 class _NaNContexts(pl.Callback):

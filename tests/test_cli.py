@@ -71,3 +71,13 @@ def test_cli_rejects_unknown_strategy_with_the_field_name(tmp_path):
 def test_cli_rejects_out_of_range_value_with_the_field_name(tmp_path):
     res = _cli("--config", "configs/cos.yaml", "--data.arms", "1", "--trainer.default_root_dir", str(tmp_path))
     assert res.returncode != 0 and "data.arms" in res.stderr
+
+
+def test_a_baseline_swapped_in_on_the_command_line_keeps_its_own_default_beta(tmp_path):
+    import math
+    res = _cli("--config", "configs/cos.yaml", "--model", "CoLSTIM", "--data.rounds", "6", "--data.num_seeds", "2",
+               "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    [version] = list((tmp_path / "run" / "lightning_logs").iterdir())
+    hparams = (version / "hparams.yaml").read_text()
+    assert f"beta: {math.sqrt(5 * math.log(6))}" in hparams  # sqrt(d log T), not NVLDB's a_t = 1

@@ -102,3 +102,34 @@ def test_ranks_restart_together_when_a_kill_fell_between_their_saves(tmp_path):
     _run(cut, "--data.num_seeds=4", *PARALLEL, "--ckpt_path=last")
     assert _summary(full)["seeds"] == _summary(cut)["seeds"]
     assert _curves(full) == _curves(cut)
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_equal_one_process_per_seed(tmp_path):
+    """--trainer.num_nodes 2: two node ranks started by hand on this host (as torchrun or SLURM would
+    start them on two machines), gloo over localhost, give per seed what one process gives."""
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    _run(one, "--data.num_seeds=4")
+    port = str(_free_port())
+    procs = []
+    for node in (0, 1):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "NODE_RANK": str(node),
+               "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen(_cmd(two, "--data.num_seeds=4", "--trainer.strategy=seed_parallel",
+                                           "--trainer.num_nodes=2", "--trainer.devices=1",
+                                           "--trainer.accelerator=cpu"),
+                                      env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    a, b = _summary(one), _summary(two)
+    assert [s["seed"] for s in b["seeds"]] == [0, 1, 2, 3]
+    assert a["seeds"] == b["seeds"]  # bit for bit
+    ckpts = sorted(os.listdir(os.path.join(two, "lightning_logs", "version_0", "checkpoints")))
+    assert "last.ckpt" in ckpts and "last.ckpt.rank1" in ckpts  # node 1 saved its own shard

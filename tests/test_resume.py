@@ -123,3 +123,71 @@ def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn()
     m = NVLDB(**old, parametrization="ntk", distinct_arms=False)
     m.on_load_checkpoint(dict(ckpt, hyper_parameters=dict(old)))
     assert m.t == 3
+
+
+def _per_seed(root):
+    with open(os.path.join(root, "lightning_logs", "version_0", "summary.json")) as fh:
+        return [(x["seed"], x["cum_avg_regret"], x["cum_weak_regret"]) for x in json.load(fh)["seeds"]]
+
+
+SHORT = ["--data.rounds=24", "--checkpoint.every_n_rounds=8"]
+
+
+def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path):
+    full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
+    _run(full, *SHORT)
+    _run(cut, *SHORT, "--data.rounds=16")  # a run that stopped after round 16: last.ckpt (16), .prev (8)
+    folder = os.path.join(cut, "lightning_logs", "version_0", "checkpoints")
+    assert sorted(os.listdir(folder)) == ["last.ckpt", "last.ckpt.prev"]
+    assert (_rounds_in(os.path.join(folder, "last.ckpt")), _rounds_in(os.path.join(folder, "last.ckpt.prev"))) == (16, 8)
+    last = os.path.join(folder, "last.ckpt")
+    data = open(last, "rb").read()
+    open(last, "wb").write(data[: len(data) // 2])  # cut short (a full disk, an interrupted copy)
+    out = _run(cut, *SHORT, "--data.rounds=16", "--ckpt_path=last")
+    assert f"{last} cannot be read" in out.stderr and f"resuming from the previous checkpoint {last}.prev" in out.stderr
+    assert _rounds_in(last) == 16  # it went on from round 8 and saved again
+    # rounds 9-16 replayed exactly: the run equals one that was never interrupted, seed by seed
+    ref = str(tmp_path / "ref")
+    _run(ref, *SHORT, "--data.rounds=16")
+    assert _per_seed(cut) == _per_seed(ref)
+
+
+def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path):
+    root = str(tmp_path / "run")
+    _run(root, *SHORT)
+    folder = os.path.join(root, "lightning_logs", "version_0", "checkpoints")
+    for name in ("last.ckpt", "last.ckpt.prev"):
+        open(os.path.join(folder, name), "wb").write(b"not a checkpoint")
+    out = subprocess.run(_cmd(root, *SHORT, "--ckpt_path=last"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2
+    assert f"ckpt_path: {os.path.join(folder, 'last.ckpt')} cannot be read" in out.stderr
+    assert "no whole previous checkpoint" in out.stderr and "Traceback" not in out.stderr
+
+
+def _curve_rows(root):
+    with open(os.path.join(root, "lightning_logs", "version_0", "curves.csv")) as fh:
+        return fh.read()
+
+
+def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
+    ref, ext = str(tmp_path / "ref"), str(tmp_path / "ext")
+    _run(ref, *SHORT)  # 24 rounds in one go
+    _run(ext, *SHORT, "--data.rounds=16")  # 16 rounds, finished ...
+    _run(ext, *SHORT, "--ckpt_path=last")  # ... then 8 more in the same run folder
+    assert sorted(os.listdir(os.path.join(ext, "lightning_logs"))) == ["version_0"]
+    assert _per_seed(ext) == _per_seed(ref)
+    assert _curve_rows(ext) == _curve_rows(ref)  # every round 1..24, once
+    events = _events(os.path.join(ext, "lightning_logs", "version_0"))
+    assert [s for s, _ in events["regret/cum_avg_mean"]] == list(range(1, 25))  # every round once
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--data.rounds=8"], "data.rounds: the checkpoint holds a run of 16 rounds; resuming can go on to more rounds, not fewer"),
+    (["--data.rounds=24", "--model=VACDB"], "data.rounds: VACDB depends on the horizon T"),
+])
+def test_a_horizon_that_cannot_go_on_exactly_is_refused(tmp_path, extra, message):
+    root = str(tmp_path / "run")
+    model = ["--model=VACDB"] if "--model=VACDB" in extra else []
+    _run(root, *SHORT, "--data.rounds=16", *model)
+    out = subprocess.run(_cmd(root, *SHORT, *extra, "--ckpt_path=last"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]

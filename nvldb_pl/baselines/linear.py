@@ -31,8 +31,10 @@ class LinearDueling(DuelingLearner):
         check(lam > 0, "lam", f"must be > 0, got {lam}")
         check(beta is None or beta > 0, "beta", f"must be > 0, got {beta}")
         check(refit_iterations >= 1, "refit_iterations", f"must be >= 1, got {refit_iterations}")
-        beta = self.default_beta(dim, rounds) if beta is None else beta  # saved as the value in force
-        self.save_hyperparameters()
+        beta = self.default_beta(dim, rounds) if beta is None else beta
+        # named explicitly, with the beta in force (LightningCLI would otherwise save the given None)
+        self.save_hyperparameters(dict(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, lam=lam,
+                                       beta=beta, refit_iterations=refit_iterations))
         self.automatic_optimization = False
         self.register_buffer("theta", torch.zeros(num_seeds, dim, dtype=torch.float64))
         self.register_buffer("Sigma", lam * torch.eye(dim, dtype=torch.float64).repeat(num_seeds, 1, 1))
@@ -110,6 +112,7 @@ class CoLSTIM(LinearDueling):
     """
 
     method = "CoLSTIM"
+    EXTENDABLE = False  # the perturbation clip and the sharing probability depend on T
 
     @torch.no_grad()
     def select(self, contexts, noise, t):

@@ -23,7 +23,8 @@ from typing import Optional
 import torch
 
 from ..backward import per_point_gradients
-from ..learner import check, check_memory, history_bytes
+from ..host import check_memory
+from ..learner import check, history_bytes
 from ..module import NVLDB, _pair_difference
 from ..network import layer_sizes
 
@@ -38,7 +39,7 @@ class NDB(NVLDB):
 
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
                  rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, parametrization: str = "standard",
-                 bias: Optional[bool] = None, init: Optional[str] = None, lr: float = 1e-3, lam: float = 1.0, beta: float = 1.0,
+                 bias: Optional[bool] = None, init: Optional[str] = None, lr: float = 1e-3, lam: float = 1.0, beta: Optional[float] = None,
                  grad_steps: int = 20, distinct_arms: bool = True):
         check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")

@@ -33,6 +33,7 @@ class VACDB(DuelingLearner):
     method = "VACDB"
     HISTORY_BUFFERS = DuelingLearner.HISTORY_BUFFERS + ("hist_layer", "hist_w")
     LIVE = False  # a duel's layer and weight are decided at selection time, for that round only
+    EXTENDABLE = False  # beta_l and the default number of layers depend on T
 
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20,
                  link: str = "logistic", lam: float = 1.0, beta: float = 1.0, layers: Optional[int] = None,
@@ -42,8 +43,10 @@ class VACDB(DuelingLearner):
         check(beta > 0, "beta", f"must be > 0, got {beta}")
         check(layers is None or layers >= 1, "layers", f"must be >= 1, got {layers}")
         check(refit_iterations >= 1, "refit_iterations", f"must be >= 1, got {refit_iterations}")
-        L = layers = layers if layers is not None else max(1, math.ceil(math.log2(max(rounds, 2)) / 2))
-        self.save_hyperparameters()  # with the number of layers in force
+        L = layers if layers is not None else max(1, math.ceil(math.log2(max(rounds, 2)) / 2))
+        # named explicitly, with the number of layers in force (LightningCLI would otherwise save the given None)
+        self.save_hyperparameters(dict(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, lam=lam,
+                                       beta=beta, layers=L, refit_iterations=refit_iterations))
         self.automatic_optimization = False
         S, d = num_seeds, dim
         scale = 4.0 ** -torch.arange(1, L + 1, dtype=torch.float64)  # 4^-l
