@@ -63,6 +63,12 @@ class DuelingLoop(pl.Callback):
         self._unlogged = list(state.get("pending", []))
         self.running_mean = state.get("running_mean", float("nan"))
 
+    def on_load_checkpoint(self, trainer, module, checkpoint) -> None:
+        """Resume: the stream restarts after the checkpoint's round (every draw is a function of
+        base seed, seed id and round, so nothing else of the stream needs restoring)."""
+        if trainer.datamodule is not None:
+            trainer.datamodule.start_round = int(checkpoint["state_dict"]["rounds_done"])
+
     def on_train_start(self, trainer, module):
         """On resume, find the last round already in this run's TensorBoard events: the rounds
         between the checkpoint and the kill were logged then (with the same values, the resume

@@ -186,7 +186,7 @@ class BanditDataModule(pl.LightningDataModule):
         check_memory((CHUNK_ROUNDS + 8) * num_seeds * arms * arms * 8,
                      f"{CHUNK_ROUNDS + 8} arrays of num_seeds x arms x arms = {num_seeds} x {arms} x {arms} float64",
                      "data.arms / data.num_seeds")
-        self.start_round = 0  # set by the module when resuming
+        self.start_round = 0  # set by DuelingLoop.on_load_checkpoint when resuming
         self.local_spec = self.spec  # this process's shard of seeds (see setup)
         self.dataset = None
         if task in uci.UCI_TASKS:  # read and check the files now, before any training starts

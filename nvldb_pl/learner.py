@@ -36,6 +36,14 @@ def check(cond: bool, field: str, msg: str) -> None:
     require(cond, f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}", msg)
 
 
+def check_linked(dim: int, arms: int, rounds: int, num_seeds: int, link: str) -> None:
+    """The fields every learner takes from the data module, checked first (naming ``data.<field>``)."""
+    check(link in links.LINKS, "link", f"{link!r} is not a known link function; choose one of {list(links.LINKS)}")
+    for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds)):
+        check(value >= 1, name, f"must be >= 1, got {value}")
+    check(arms >= 2, "arms", f"must be >= 2, got {arms}")
+
+
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
     """The duel history: S x T x 2 x d float32 contexts, S x T outcomes (f32) and gaps (f64)."""
     return num_seeds * rounds * (2 * dim * 4 + 4 + 8)
@@ -64,10 +72,7 @@ class DuelingLearner(pl.LightningModule):
 
     def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
         super().__init__()
-        check(link in links.LINKS, "link", f"{link!r} is not a known link function; choose one of {list(links.LINKS)}")
-        for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds)):
-            check(value >= 1, name, f"must be >= 1, got {value}")
-        check(arms >= 2, "arms", f"must be >= 2, got {arms}")
+        check_linked(dim, arms, rounds, num_seeds, link)
         check_memory(history_bytes(dim, rounds, num_seeds),
                      f"history S x T x 2 x d = {num_seeds} x {rounds} x 2 x {dim} and the learner's state")
         S, T, d = num_seeds, rounds, dim
@@ -215,8 +220,6 @@ class DuelingLearner(pl.LightningModule):
                 progress["is_last_batch"] = False
         refuse_other_config(saved, {"learner": name, **self.hparams}, "model.")
         self._t = int(checkpoint["state_dict"]["rounds_done"])
-        if self._trainer is not None and self._trainer.datamodule is not None:
-            self._trainer.datamodule.start_round = self._t
 
     def on_save_checkpoint(self, checkpoint) -> None:
         checkpoint["learner"] = type(self).__name__

@@ -33,7 +33,7 @@ import torch
 
 from .host import atomic_open
 from .learner import LINKED_FROM_DATA, DuelingLearner
-from .module import saved_hparams
+from .neural import saved_hparams
 from .registry import LEARNERS, init_args
 
 FORMAT = "nvldb_pl.live/1"
@@ -149,7 +149,10 @@ class DuelingBandit:
         accepted = init_args(learner_cls)
         module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
         module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
-        module.load_state_dict(ckpt["state_dict"])
+        state = dict(ckpt["state_dict"])
+        if name == "NDB":
+            state.pop("V", None)  # NDB was an NVLDB subclass until 2026-11 and kept its unused V
+        module.load_state_dict(state)
         module._t = int(module.rounds_done)
         S = module.num_local
         if not 0 <= seed_index < S:

@@ -26,16 +26,12 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-import numpy as np
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
 
 from . import gram, objective, selection
-from .backward import accumulate_nll_grad
-from .streams import TAG_INIT, TAG_SAMPLE, rng_for
-from .learner import LINKED_FROM_DATA, DuelingLearner, as_pairs
+from .learner import LINKED_FROM_DATA, as_pairs, check_linked
 from .learner import check as _check
-from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
+from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference, resolve_network
 
 __all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "TRAIN_CHUNK_ROUNDS"]
 
@@ -43,29 +39,8 @@ __all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "TRAIN_CHUNK_ROUNDS"]
 # the paper's experiments build on (configs/literal/ and the reports' "-literal" methods).
 LITERAL = {"parametrization": "ntk", "bias": False, "distinct_arms": False}
 
-# What a checkpoint written before these settings existed was made with (they were not saved then).
-BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
 
-
-def _pair_difference(phi: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
-    """phi [S, K, p] -> phi[a1] - phi[a2] per seed [S, p]."""
-    rows = torch.arange(phi.shape[0], device=phi.device)
-    return phi[rows, a1] - phi[rows, a2]
-
-
-def saved_hparams(hparams: dict, learner: str) -> dict:
-    """A checkpoint's hyperparameters, with the settings it predates filled in as they were then."""
-    if learner not in ("NVLDB", "NDB"):
-        return dict(hparams)
-    return {**BEFORE_PARAMETRIZATION, **hparams}
-
-
-TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
-BACKWARDS = ("manual", "autograd")
-SAMPLE_WEIGHTINGS = ("uniform", "recency")
-
-
-class NVLDB(DuelingLearner):
+class NVLDB(NeuralLearner):
     """Neural variance-aware linear dueling bandit, S seeds at once.
 
     Args (paper symbol in brackets):
@@ -141,79 +116,28 @@ class NVLDB(DuelingLearner):
         sample_weighting: str = "uniform",
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        super().__init__(dim, arms, rounds, num_seeds, link)
+        check_linked(dim, arms, rounds, num_seeds, link)
         selection.check_strategy(strategy)
-        _check(parametrization in PARAMETRIZATIONS, "parametrization",
-               f"{parametrization!r} is not one of {list(PARAMETRIZATIONS)}")
-        if init is None:
-            init = INITS_OF[parametrization][0]
-        _check(init in INITS_OF[parametrization], "init",
-               f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
-               f"{list(INITS_OF[parametrization])}")
-        if bias is None:
-            bias = parametrization == "standard"
-        _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
-        _check(backward in BACKWARDS, "backward", f"{backward!r} is not one of {list(BACKWARDS)}")
+        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, feature_dim)
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
-        for name, value in (("width", width), ("episode", episode), ("refit_iterations", refit_iterations),
-                            ("feature_dim", 1 if feature_dim is None else feature_dim)):
+        for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
             _check(value >= 1, name, f"must be >= 1, got {value}")
-        _check(depth >= 2, "depth", f"eq. (nn) needs at least W^1 and W^L, got {depth}")
-        _check(grad_steps >= 0, "grad_steps", f"must be >= 0, got {grad_steps}")
-        _check(w_reg >= 0, "w_reg", f"must be >= 0, got {w_reg}")
-        _check(sample_size is None or sample_size >= 1, "sample_size", f"must be >= 1 (or null: whole history), got {sample_size}")
-        _check(sample_weighting in SAMPLE_WEIGHTINGS, "sample_weighting",
-               f"{sample_weighting!r} is not one of {list(SAMPLE_WEIGHTINGS)}")
         if epsilon is None:
-            epsilon = 1.0 / math.sqrt(dim)  # dim >= 1 was checked above
+            epsilon = 1.0 / math.sqrt(dim)  # the order Theorem (Variance-aware UCB methods) asks for
         if beta is None:
             beta = 1.0  # the paper's a_t (appendix "Hyperparameters")
-        for name, value in (("lr", lr), ("lam", lam), ("beta", beta), ("epsilon", epsilon)):
+        for name, value in (("beta", beta), ("epsilon", epsilon)):
             _check(value > 0, name, f"must be > 0, got {value}")
-        _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
-        # NVLDB's own arguments, named: a subclass (NDB) or LightningCLI's instantiator would otherwise
-        # put the subclass's arguments in their place
-        args.update(epsilon=epsilon, init=init, bias=bias, beta=beta)  # the values in force, also when they came from a default
-        self.save_hyperparameters(args)
+        # saved with the values in force, also where they came from a default
+        args.update(epsilon=epsilon, init=init, bias=bias, beta=beta)
+        variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
+        super().__init__(args, variance_mode, w_reg)
         self.strategy = strategy
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # built once (an acquisition object)
-        self.automatic_optimization = False
-        self.variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
-
         self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + strategy.upper().replace("_", "-")
-        S, p = num_seeds, (dim if feature_dim is None else feature_dim)
-        self.net = StackedMLP(S, dim, width, depth, parametrization, bias, feature_dim)
-        self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(S, 1, 1))  # V_0 = lambda I
-
-    # ------------------------------------------------------------------ set-up
-    def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
-        """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
-        hp = self.hparams
-        per_seed, biases = [], []
-        for i in seed_ids:
-            gen = torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
-            per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
-            if self.net.biases:
-                biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
-        self.net.load_seed_init(per_seed, biases)
-
-    def on_load_checkpoint(self, checkpoint) -> None:
-        checkpoint["hyper_parameters"] = saved_hparams(checkpoint.get("hyper_parameters", {}),
-                                                       checkpoint.get("learner", type(self).__name__))
-        super().on_load_checkpoint(checkpoint)
-
-    def configure_optimizers(self):
-        # Elementwise, so seeds stay independent. Not fused=True: torch's fused CPU Adam rounds the
-        # last bit of an element differently depending on the tensor's size (the number of seeds).
-        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=True)
-
-    def on_fit_start(self) -> None:
-        if getattr(self.trainer.precision_plugin, "scaler", None) is not None and self.hparams.num_seeds > 1:
-            rank_zero_warn(
-                "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
-                "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
-                "Use bf16-mixed (no scaler), or one seed per process.")
+        p = dim if feature_dim is None else feature_dim
+        self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1))  # V_0 = lambda I
 
     # ------------------------------------------------------------------ Alg. 1 line 6
     @torch.no_grad()
@@ -226,62 +150,12 @@ class NVLDB(DuelingLearner):
             norm, ok = gram.pairwise_norms(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
             a1, a2 = self.selection_rule(f, norm, noise, t)
             self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
-        return {"a1": a1, "a2": a2, "dphi": _pair_difference(phi, a1, a2)}
+        return {"a1": a1, "a2": a2, "dphi": pair_difference(phi, a1, a2)}
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):
         with torch.autocast(self.device.type, enabled=False):
-            return {"dphi": _pair_difference(self.net.features(contexts.float()).to(torch.float64), a1, a2)}
-
-    @torch.no_grad()
-    def scores(self, contexts):
-        with torch.autocast(self.device.type, enabled=False):
-            return self.net.utility(self.net.features(contexts.float()).to(torch.float64))  # theta^T phi
-
-    def _history_features(self, t: int) -> torch.Tensor:
-        """phi of both items of every past duel with the current W: [S, t, 2, d]."""
-        return as_pairs(self.net.features_t(self.hist_xt[:, :, : 2 * t]))
-
-    def _weights(self, delta_f: torch.Tensor, t: int, lo: int = 0, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """1 / zeta_i^2 (eq. wi) given Delta f_i, for rows lo..t-1 ([S, t - lo]) or the history
-        rows ``rows`` [S, B] (a training sample)."""
-        hp = self.hparams
-        if self.variance_mode == "oracle":
-            delta = self.hist_du[:, lo:t] if rows is None else self.hist_du.gather(1, rows)
-        else:
-            delta = delta_f
-        return objective.zeta(delta, hp.link, hp.epsilon, self.variance_mode).to(torch.float64).pow(-2)
-
-    # ------------------------------------------------------------------ bounded training set
-    def _sample_rows(self, t: int, draws: int) -> Optional[torch.Tensor]:
-        """``draws`` samples of B history rows per seed, [S, draws, B] (None: use the whole
-        history). Drawn from the stream (base seed, seed id, TAG_SAMPLE, t): S-independent."""
-        B = self.hparams.sample_size
-        if B is None or t <= B:
-            return None
-        base = int(self.base_seed)
-        out = []
-        for i in self.seed_id.tolist():
-            rng = rng_for(base, i, TAG_SAMPLE, t)
-            if self.hparams.sample_weighting == "uniform":
-                out.append(rng.integers(0, t, size=(draws, B)))
-            else:  # density proportional to the row's position: inverse CDF of a linear ramp
-                out.append(np.minimum((t * np.sqrt(rng.random((draws, B)))).astype(np.int64), t - 1))
-        return torch.from_numpy(np.stack(out)).to(self.device)
-
-    def _train_blocks(self, t: int, rows: Optional[torch.Tensor]):
-        """(contexts [S, d, 2n], outcomes [S, n], weight function of Delta f) per block of the
-        loss: the whole history in blocks of TRAIN_CHUNK_ROUNDS, or one sampled block scaled t/B."""
-        if rows is None:
-            for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
-                hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
-                yield (self.hist_xt[:, :, 2 * lo : 2 * hi], self.hist_o[:, lo:hi],
-                       lambda df, lo=lo, hi=hi: self._weights(df, hi, lo))
-            return
-        scale = t / rows.shape[1]
-        cols = torch.stack([2 * rows, 2 * rows + 1], dim=2).flatten(1)  # [S, 2B]: (a1, a2) columns of each row
-        x = self.hist_xt.gather(2, cols.unsqueeze(1).expand(-1, self.hist_xt.shape[1], -1))
-        yield x, self.hist_o.gather(1, rows), lambda df: scale * self._weights(df, t, rows=rows)
+            return {"dphi": pair_difference(self.net.features(contexts.float()).to(torch.float64), a1, a2)}
 
     # ------------------------------------------------------------------ Alg. 1 lines 8-13
     def update(self, duel: dict) -> None:
@@ -344,61 +218,3 @@ class NVLDB(DuelingLearner):
             df = torch.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)
             w = self._weights(df, t, t - 1)[:, 0]
             self.V = gram.rank_one_update(self.V, selected_dphi, w)
-
-    def _adam_steps(self, t: int) -> torch.Tensor:
-        """n Adam steps on eq. (total_loss), summed over seeds (each seed its own trajectory).
-
-        Each step's gradient is accumulated over blocks of ``TRAIN_CHUNK_ROUNDS`` history rows
-        (the loss is a sum over rows, so this is the full-batch gradient up to float rounding);
-        a block's activations stay in cache, about 2x faster on CPU at t >= 1000.
-        Returns the loss per seed [S] at the parameters before the last step.
-        """
-        scaler = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
-        if self.hparams.backward == "autograd" or scaler is not None:
-            return self._adam_steps_autograd(t)
-        hp, opt, net = self.hparams, self.optimizer(), self.net
-        params = net.param_list()
-        grads = [torch.zeros_like(p) for p in params]
-        grad_of = {id(p): g for p, g in zip(params, grads)}  # a parameter's accumulator, by identity
-        device = self.device.type
-        compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-        samples = self._sample_rows(t, hp.grad_steps)
-        with torch.no_grad(), torch.autocast(device, enabled=False):
-            for step in range(hp.grad_steps):
-                for g in grads:
-                    g.zero_()
-                per_seed = objective.ridge(net.theta, net.theta0, hp.lam)
-                grad_of[id(net.theta)].add_(net.theta - net.theta0, alpha=hp.lam)  # d/dtheta lambda/2 ||theta - theta_0||^2
-                if hp.w_reg > 0:
-                    per_seed = per_seed + 0.5 * hp.w_reg * net.distance_to_init()
-                    for w, w0 in zip(net.layer_params(), net.initial_layer_params()):
-                        grad_of[id(w)].add_(w - w0, alpha=hp.w_reg)
-                for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
-                    per_seed = per_seed + accumulate_nll_grad(list(net.weights), net.theta, x, o, hp.link, weights,
-                                                              grads, compute_dtype, list(net.biases), net.scale)
-                for p, g in zip(params, grads):
-                    p.grad = g
-                opt.step()
-        return per_seed
-
-    def _adam_steps_autograd(self, t: int) -> torch.Tensor:
-        """:meth:`_adam_steps` with the gradient from autograd (reference, and 16-mixed)."""
-        hp, opt = self.hparams, self.optimizer()
-        S = self.hist_xt.shape[0]
-        samples = self._sample_rows(t, hp.grad_steps)
-        for step in range(hp.grad_steps):
-            opt.zero_grad(set_to_none=True)
-            per_seed = None
-            for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
-                f = self.net.utility_t(self.net.features_t(x)).view(S, o.shape[1], 2)
-                delta_f = (f[..., 0] - f[..., 1]).float()
-                w = weights(delta_f).to(delta_f.dtype)
-                block = objective.weighted_nll(hp.link, delta_f, o, w)
-                if per_seed is None:
-                    block = block + objective.ridge(self.net.theta, self.net.theta0, hp.lam)
-                    if hp.w_reg > 0:
-                        block = block + 0.5 * hp.w_reg * self.net.distance_to_init()
-                self.backprop(block.sum())
-                per_seed = block.detach() if per_seed is None else per_seed + block.detach()
-            opt.step()
-        return per_seed

@@ -260,3 +260,16 @@ def test_baselines_run_in_the_loop_and_seeds_are_independent(learner, model):
     assert torch.equal(m3.history()[2], m1.history()[0])
     assert together["seeds"][2] == alone["seeds"][0]
     assert together["method"] == m3.method and together["R_T_over_T_mean"] > 0
+
+
+def test_an_ndb_checkpoint_from_when_ndb_subclassed_nvldb_still_loads():
+    """Those checkpoints carry NVLDB's unused V buffer and NVLDB's extra hparams."""
+    m = NDB(dim=D, arms=K, rounds=10, num_seeds=2, width=4)
+    m.init_parameters(0, [0, 1])
+    state = {**m.state_dict(), "V": torch.eye(D, dtype=torch.float64).repeat(2, 1, 1)}
+    hparams = {**m.hparams, "strategy": "ucb_asym", "variance_aware": False, "refit_theta": False, "w_reg": 1.0}
+    checkpoint = {"state_dict": state, "hyper_parameters": hparams, "learner": "NDB"}
+    fresh = NDB(dim=D, arms=K, rounds=10, num_seeds=2, width=4)
+    fresh.on_load_checkpoint(checkpoint)
+    fresh.load_state_dict(checkpoint["state_dict"])  # strict: no unexpected V
+    assert torch.equal(fresh.net.theta, m.net.theta) and not hasattr(fresh, "V")

@@ -1,7 +1,7 @@
 """NDB (Verma, Dai, Lin, Jaillet, Low 2024, "Neural Dueling Bandits"): NDB-UCB and NDB-TS.
 
-The same network f(x) = theta^T phi(x; W) as NVLDB, trained the same way (n warm-started Adam
-steps per round) but on the unweighted log-likelihood with lam/2 ||(W, theta) - (W_0, theta_0)||^2
+The same network f(x) = theta^T phi(x; W) as NVLDB (:class:`nvldb_pl.neural.NeuralLearner`),
+trained the same way (n warm-started Adam steps per round) but on the unweighted log-likelihood with lam/2 ||(W, theta) - (W_0, theta_0)||^2
 over all parameters, and no theta refit. Exploration uses g(x) = d f(x) / d(W, theta), the
 gradient with respect to ALL p network parameters (p = 1349 at d=5, m=32, L=3):
 
@@ -23,44 +23,52 @@ from typing import Optional
 import torch
 
 from ..backward import per_point_gradients
+from .. import selection
 from ..host import check_memory
-from ..learner import check, history_bytes
-from ..module import NVLDB, _pair_difference
+from ..learner import check, check_linked, history_bytes
 from ..network import layer_sizes
+from ..neural import NeuralLearner, pair_difference, resolve_network
 
 NDB_GRAMS = ("full", "diag")
 
 
-class NDB(NVLDB):
-    """NDB-UCB / NDB-TS. Args as :class:`nvldb_pl.NVLDB` plus ``rule`` (``ucb`` or ``ts``) and
-    ``gram`` (``full`` or ``diag``); lam is both the ridge towards the initial parameters and V_0.
-    The defaults give NDB NVLDB's network and second arm (a2 != a1, as NDB's authors' code);
-    ``parametrization=ntk, bias=false, distinct_arms=false`` is the NDB paper's equations."""
+class NDB(NeuralLearner):
+    """NDB-UCB / NDB-TS: the network of :class:`nvldb_pl.NVLDB` (same arguments) with ``rule``
+    (``ucb`` or ``ts``) and ``gram`` (``full`` or ``diag``); lam is both the ridge towards the
+    initial parameters and V_0. The defaults give NDB NVLDB's network and second arm (a2 != a1, as
+    NDB's authors' code); ``parametrization=ntk, bias=false, distinct_arms=false`` is the NDB
+    paper's equations."""
 
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
                  rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, parametrization: str = "standard",
                  bias: Optional[bool] = None, init: Optional[str] = None, lr: float = 1e-3, lam: float = 1.0, beta: Optional[float] = None,
                  grad_steps: int = 20, distinct_arms: bool = True):
+        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        check_linked(dim, arms, rounds, num_seeds, link)
         check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
+        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, None)
+        beta = 1.0 if beta is None else beta
+        check(beta > 0, "beta", f"must be > 0, got {beta}")
         sizes = layer_sizes(dim, width, depth)
-        has_bias = parametrization == "standard" if bias is None else bias
-        p = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + dim + (sum(sizes[1:]) if has_bias else 0)  # |W|+|theta|+|b|
+        p = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + dim + (sum(sizes[1:]) if bias else 0)  # |W|+|theta|+|b|
         check_memory(history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
                      f"history and V^-1 of {num_seeds} x {p} x {p} float64")
-        super().__init__(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, strategy=f"{rule}_asym",
-                         variance_aware=False, width=width, depth=depth, parametrization=parametrization, bias=bias,
-                         init=init, lr=lr, lam=lam, beta=beta, grad_steps=grad_steps, refit_theta=False,
-                         gram_mode="incremental", w_reg=lam, distinct_arms=distinct_arms)
-        # NVLDB's hparams (every setting in force, which the update reads) plus NDB's own; a second
-        # save_hyperparameters() would replace them with NDB's arguments alone
-        self.hparams.update(rule=rule, gram=gram)
+        # the unweighted likelihood (zeta = 1) and lam/2 ||W - W_0||^2 on every layer (the NDB paper's loss)
+        super().__init__({**args, "bias": bias, "init": init, "beta": beta, "feature_dim": None},
+                         variance_mode="none", w_reg=lam)
+        self.strategy = f"{rule}_asym"
+        self.selection_rule = selection.make_rule(self.strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
         self.method = f"NDB-{rule.upper()}"
         eye = torch.eye(p, dtype=torch.float64)
         if gram == "full":
             self.register_buffer("Vinv", eye.repeat(num_seeds, 1, 1) / lam)  # V_0^-1 = I / lam
         else:
             self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))
+
+    def on_load_checkpoint(self, checkpoint) -> None:
+        checkpoint["state_dict"].pop("V", None)  # NDB was an NVLDB subclass until 2026-11 and kept its unused V
+        super().on_load_checkpoint(checkpoint)
 
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
@@ -80,7 +88,7 @@ class NDB(NVLDB):
     @torch.no_grad()
     def memo(self, contexts, a1, a2):
         with torch.autocast(self.device.type, enabled=False):
-            return {"dg": _pair_difference(self._gradients(contexts), a1, a2)}
+            return {"dg": pair_difference(self._gradients(contexts), a1, a2)}
 
     @torch.no_grad()
     def propose(self, contexts, noise, t):
@@ -91,7 +99,7 @@ class NDB(NVLDB):
             norm = self.norms_from_gradients(g)
             a1, a2 = self.selection_rule(f, norm, noise, t)
             self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(norm).flatten(1).all(dim=1), t)
-        return {"a1": a1, "a2": a2, "dg": _pair_difference(g, a1, a2)}
+        return {"a1": a1, "a2": a2, "dg": pair_difference(g, a1, a2)}
 
     def update(self, duel):
         """V^-1 (or diag V) gains the duel's gradient difference, then the n Adam steps."""

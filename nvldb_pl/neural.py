@@ -1,0 +1,228 @@
+"""The network learner NVLDB and NDB share: f(x) = theta^T phi(x; W) for S seeds stacked in one
+set of parameters, its initial draw, and its training (Alg. 1 line 9: n warm-started Adam steps on
+the weighted log-likelihood of the whole history plus lambda/2 ||theta - theta_0||^2).
+
+What differs between the two learners sits in the subclasses: NVLDB (:mod:`nvldb_pl.module`)
+adds the last-layer Gram matrix V and the theta refit; NDB (:mod:`nvldb_pl.baselines.ndb`) a Gram
+matrix of the gradients of all parameters.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+from lightning.pytorch.utilities import rank_zero_warn
+
+from . import objective
+from .backward import accumulate_nll_grad
+from .learner import DuelingLearner, as_pairs
+from .learner import check as _check
+from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
+from .streams import TAG_INIT, TAG_SAMPLE, rng_for
+
+TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
+BACKWARDS = ("manual", "autograd")
+SAMPLE_WEIGHTINGS = ("uniform", "recency")
+
+# What a checkpoint written before these settings existed was made with (they were not saved then).
+BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
+
+
+def pair_difference(x: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
+    """x [S, K, p] -> x[a1] - x[a2] per seed [S, p] (a duel's feature or gradient difference)."""
+    rows = torch.arange(x.shape[0], device=x.device)
+    return x[rows, a1] - x[rows, a2]
+
+
+def saved_hparams(hparams: dict, learner: str) -> dict:
+    """A checkpoint's hyperparameters, with the settings it predates filled in as they were then."""
+    if learner not in ("NVLDB", "NDB"):
+        return dict(hparams)
+    return {**BEFORE_PARAMETRIZATION, **hparams}
+
+
+def resolve_network(dim: int, width: int, depth: int, parametrization: str, bias: Optional[bool], init: Optional[str],
+                    feature_dim: Optional[int]) -> tuple[Optional[bool], str]:
+    """Check the network's settings, naming the field; returns (bias, init) with their defaults filled in."""
+    _check(parametrization in PARAMETRIZATIONS, "parametrization",
+           f"{parametrization!r} is not one of {list(PARAMETRIZATIONS)}")
+    if init is None:
+        init = INITS_OF[parametrization][0]
+    _check(init in INITS_OF[parametrization], "init",
+           f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
+           f"{list(INITS_OF[parametrization])}")
+    if bias is None:
+        bias = parametrization == "standard"
+    _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
+    for name, value in (("width", width), ("feature_dim", 1 if feature_dim is None else feature_dim)):
+        _check(value >= 1, name, f"must be >= 1, got {value}")
+    _check(depth >= 2, "depth", f"eq. (nn) needs at least W^1 and W^L, got {depth}")
+    _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
+    return bias, init
+
+
+class NeuralLearner(DuelingLearner):
+    """The stacked network ``self.net`` and its training, from the resolved hyperparameters ``hp``
+    (saved as the learner's hparams: the subclass's own arguments with their values in force).
+
+    ``hp`` needs dim, arms, rounds, num_seeds, link, width, depth, parametrization, bias,
+    feature_dim, init, lr, lam, grad_steps; optional: epsilon, backward, sample_size,
+    sample_weighting. ``variance_mode`` is zeta's (eq. wi): ``estimated``, ``oracle`` or ``none``;
+    ``w_reg`` the weight of mu/2 sum_l ||W^l - W^l_0||^2 in the loss.
+    """
+
+    def __init__(self, hp: dict, variance_mode: str, w_reg: float):
+        super().__init__(hp["dim"], hp["arms"], hp["rounds"], hp["num_seeds"], hp["link"])
+        _check(hp["grad_steps"] >= 0, "grad_steps", f"must be >= 0, got {hp['grad_steps']}")
+        _check(w_reg >= 0, "w_reg", f"must be >= 0, got {w_reg}")
+        _check(hp.get("backward", "manual") in BACKWARDS, "backward", f"{hp.get('backward')!r} is not one of {list(BACKWARDS)}")
+        sample_size = hp.get("sample_size")
+        _check(sample_size is None or sample_size >= 1, "sample_size", f"must be >= 1 (or null: whole history), got {sample_size}")
+        _check(hp.get("sample_weighting", "uniform") in SAMPLE_WEIGHTINGS, "sample_weighting",
+               f"{hp.get('sample_weighting')!r} is not one of {list(SAMPLE_WEIGHTINGS)}")
+        for name in ("lr", "lam"):
+            _check(hp[name] > 0, name, f"must be > 0, got {hp[name]}")
+        self.save_hyperparameters(hp)
+        self.automatic_optimization = False
+        self.variance_mode = variance_mode
+        self.w_reg = w_reg
+        self.net = StackedMLP(hp["num_seeds"], hp["dim"], hp["width"], hp["depth"], hp["parametrization"], hp["bias"],
+                              hp["feature_dim"])
+
+    # ------------------------------------------------------------------ set-up
+    def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
+        """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
+        hp = self.hparams
+        per_seed, biases = [], []
+        for i in seed_ids:
+            gen = torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
+            per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
+            if self.net.biases:
+                biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
+        self.net.load_seed_init(per_seed, biases)
+
+    def on_load_checkpoint(self, checkpoint) -> None:
+        checkpoint["hyper_parameters"] = saved_hparams(checkpoint.get("hyper_parameters", {}),
+                                                       checkpoint.get("learner", type(self).__name__))
+        super().on_load_checkpoint(checkpoint)
+
+    def configure_optimizers(self):
+        # Elementwise, so seeds stay independent. Not fused=True: torch's fused CPU Adam rounds the
+        # last bit of an element differently depending on the tensor's size (the number of seeds).
+        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=True)
+
+    def on_fit_start(self) -> None:
+        if getattr(self.trainer.precision_plugin, "scaler", None) is not None and self.hparams.num_seeds > 1:
+            rank_zero_warn(
+                "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
+                "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
+                "Use bf16-mixed (no scaler), or one seed per process.")
+
+    @torch.no_grad()
+    def scores(self, contexts):
+        with torch.autocast(self.device.type, enabled=False):
+            return self.net.utility(self.net.features(contexts.float()).to(torch.float64))  # theta^T phi
+
+    def _history_features(self, t: int) -> torch.Tensor:
+        """phi of both items of every past duel with the current W: [S, t, 2, d]."""
+        return as_pairs(self.net.features_t(self.hist_xt[:, :, : 2 * t]))
+
+    def _weights(self, delta_f: torch.Tensor, t: int, lo: int = 0, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """1 / zeta_i^2 (eq. wi) given Delta f_i, for rows lo..t-1 ([S, t - lo]) or the history
+        rows ``rows`` [S, B] (a training sample)."""
+        hp = self.hparams
+        if self.variance_mode == "oracle":
+            delta = self.hist_du[:, lo:t] if rows is None else self.hist_du.gather(1, rows)
+        else:
+            delta = delta_f
+        return objective.zeta(delta, hp.link, hp.get("epsilon", 1.0), self.variance_mode).to(torch.float64).pow(-2)
+
+    # ------------------------------------------------------------------ bounded training set
+    def _sample_rows(self, t: int, draws: int) -> Optional[torch.Tensor]:
+        """``draws`` samples of B history rows per seed, [S, draws, B] (None: use the whole
+        history). Drawn from the stream (base seed, seed id, TAG_SAMPLE, t): S-independent."""
+        B = self.hparams.get("sample_size")
+        if B is None or t <= B:
+            return None
+        base = int(self.base_seed)
+        out = []
+        for i in self.seed_id.tolist():
+            rng = rng_for(base, i, TAG_SAMPLE, t)
+            if self.hparams.get("sample_weighting", "uniform") == "uniform":
+                out.append(rng.integers(0, t, size=(draws, B)))
+            else:  # density proportional to the row's position: inverse CDF of a linear ramp
+                out.append(np.minimum((t * np.sqrt(rng.random((draws, B)))).astype(np.int64), t - 1))
+        return torch.from_numpy(np.stack(out)).to(self.device)
+
+    def _train_blocks(self, t: int, rows: Optional[torch.Tensor]):
+        """(contexts [S, d, 2n], outcomes [S, n], weight function of Delta f) per block of the
+        loss: the whole history in blocks of TRAIN_CHUNK_ROUNDS, or one sampled block scaled t/B."""
+        if rows is None:
+            for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
+                hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
+                yield (self.hist_xt[:, :, 2 * lo : 2 * hi], self.hist_o[:, lo:hi],
+                       lambda df, lo=lo, hi=hi: self._weights(df, hi, lo))
+            return
+        scale = t / rows.shape[1]
+        cols = torch.stack([2 * rows, 2 * rows + 1], dim=2).flatten(1)  # [S, 2B]: (a1, a2) columns of each row
+        x = self.hist_xt.gather(2, cols.unsqueeze(1).expand(-1, self.hist_xt.shape[1], -1))
+        yield x, self.hist_o.gather(1, rows), lambda df: scale * self._weights(df, t, rows=rows)
+
+    def _adam_steps(self, t: int) -> torch.Tensor:
+        """n Adam steps on eq. (total_loss), summed over seeds (each seed its own trajectory).
+
+        Each step's gradient is accumulated over blocks of ``TRAIN_CHUNK_ROUNDS`` history rows
+        (the loss is a sum over rows, so this is the full-batch gradient up to float rounding);
+        a block's activations stay in cache, about 2x faster on CPU at t >= 1000.
+        Returns the loss per seed [S] at the parameters before the last step.
+        """
+        scaler = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
+        if self.hparams.get("backward", "manual") == "autograd" or scaler is not None:
+            return self._adam_steps_autograd(t)
+        hp, opt, net = self.hparams, self.optimizer(), self.net
+        params = net.param_list()
+        grads = [torch.zeros_like(p) for p in params]
+        grad_of = {id(p): g for p, g in zip(params, grads)}  # a parameter's accumulator, by identity
+        device = self.device.type
+        compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        samples = self._sample_rows(t, hp.grad_steps)
+        with torch.no_grad(), torch.autocast(device, enabled=False):
+            for step in range(hp.grad_steps):
+                for g in grads:
+                    g.zero_()
+                per_seed = objective.ridge(net.theta, net.theta0, hp.lam)
+                grad_of[id(net.theta)].add_(net.theta - net.theta0, alpha=hp.lam)  # d/dtheta lambda/2 ||theta - theta_0||^2
+                if self.w_reg > 0:
+                    per_seed = per_seed + 0.5 * self.w_reg * net.distance_to_init()
+                    for w, w0 in zip(net.layer_params(), net.initial_layer_params()):
+                        grad_of[id(w)].add_(w - w0, alpha=self.w_reg)
+                for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
+                    per_seed = per_seed + accumulate_nll_grad(list(net.weights), net.theta, x, o, hp.link, weights,
+                                                              grads, compute_dtype, list(net.biases), net.scale)
+                for p, g in zip(params, grads):
+                    p.grad = g
+                opt.step()
+        return per_seed
+
+    def _adam_steps_autograd(self, t: int) -> torch.Tensor:
+        """:meth:`_adam_steps` with the gradient from autograd (reference, and 16-mixed)."""
+        hp, opt = self.hparams, self.optimizer()
+        S = self.hist_xt.shape[0]
+        samples = self._sample_rows(t, hp.grad_steps)
+        for step in range(hp.grad_steps):
+            opt.zero_grad(set_to_none=True)
+            per_seed = None
+            for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
+                f = self.net.utility_t(self.net.features_t(x)).view(S, o.shape[1], 2)
+                delta_f = (f[..., 0] - f[..., 1]).float()
+                w = weights(delta_f).to(delta_f.dtype)
+                block = objective.weighted_nll(hp.link, delta_f, o, w)
+                if per_seed is None:
+                    block = block + objective.ridge(self.net.theta, self.net.theta0, hp.lam)
+                    if self.w_reg > 0:
+                        block = block + 0.5 * self.w_reg * self.net.distance_to_init()
+                self.backprop(block.sum())
+                per_seed = block.detach() if per_seed is None else per_seed + block.detach()
+            opt.step()
+        return per_seed
