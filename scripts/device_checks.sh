@@ -2,7 +2,8 @@
 # The GPU checks, prepared to run as one call of the workplace's device machine (about 9 minutes):
 #   here, once:   echo /.uci/ >> .git/info/exclude; cp -r ../shared/data/uci .uci
 #   device call:  command "bash scripts/device_checks.sh", carry [".uci"], timeout_s 600
-# 1. tests/test_cuda.py (GPU = CPU run in float32, bf16-mixed, 16-mixed warning);
+# 1. tests/test_cuda.py (GPU = CPU run in float32, bf16-mixed, 16-mixed warning), and
+#    scripts/gpu_drift.py (where the float32 GPU run leaves the CPU run: with and without Adam steps);
 # 2. benchmark: seed-rounds/s and the train / refit / Gram / select split, GPU float32 and
 #    bf16-mixed, and the same config on that machine's CPU for the baseline;
 # 3. Covertype (d = 378) NVLDB-UCB-ASYM on the GPU for 300 rounds: the rate that decides whether
@@ -21,6 +22,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output in $
 step gpu 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 step versions 60 python3 -c "import torch, lightning; print(torch.__version__, lightning.__version__, torch.cuda.get_device_name(0))"
 step tests 180 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
+step drift 90 python3 scripts/gpu_drift.py
 step bench_gpu 150 python3 scripts/benchmark.py --accelerator gpu --precision 32-true bf16-mixed --seeds 20 --rounds 300 --naive-seeds 0
 step bench_cpu 90 python3 scripts/benchmark.py --accelerator cpu --seeds 20 --rounds 300 --naive-seeds 0
 step covertype 150 python3 scripts/reproduce.py --out "$OUT/cov" --tasks covertype --rounds 300 --methods NVLDB-UCB-ASYM --accelerator gpu

@@ -81,3 +81,11 @@ def test_a_baseline_swapped_in_on_the_command_line_keeps_its_own_default_beta(tm
     [version] = list((tmp_path / "run" / "lightning_logs").iterdir())
     hparams = (version / "hparams.yaml").read_text()
     assert f"beta: {math.sqrt(5 * math.log(6))}" in hparams  # sqrt(d log T), not NVLDB's a_t = 1
+
+
+def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs():
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_drift.py"), "--other", "cpu"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [line.split() for line in res.stdout.splitlines()[1:]]
+    assert len(rows) == 4 and all(r[-4:] == ["True", "0.00e+00", "0.00e+00", "0.00e+00"] for r in rows), res.stdout
