@@ -58,9 +58,10 @@ def as_pairs(cols: torch.Tensor) -> torch.Tensor:
 class DuelingLearner(pl.LightningModule):
     """Base class: S seeds' duel history (preallocated), regret and bookkeeping.
 
-    Subclasses implement ``select`` (or ``propose``, when the update needs something from
-    selection time, then also ``memo``), ``update`` and ``init_seed_state``, and set ``method``
-    (the name in summaries and reports).
+    Subclasses implement ``estimate`` (the model: utilities and exploration norms of the offered
+    contexts) with a selection rule in ``select`` (or ``propose``, when the update needs something
+    from selection time, then also ``memo``), ``update`` and ``init_seed_state``, and set
+    ``method`` (the name in summaries and reports).
     """
 
     method = "learner"
@@ -178,6 +179,12 @@ class DuelingLearner(pl.LightningModule):
     def scores(self, contexts: torch.Tensor) -> torch.Tensor:
         """The estimated utilities f(x_k) [S, K] of contexts [S, K, d] (a learned ranking)."""
         raise NotImplementedError
+
+    def estimate(self, contexts: torch.Tensor) -> dict:
+        """The model's view of contexts [S, K, d]: at least utilities ``f`` [S, K] and exploration
+        norms ``norm`` [S, K, K] (the learner's ||.||_{V^-1} of the pair's feature difference), which
+        its selection rule turns into a pair (see :meth:`propose`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no model estimate")
 
     def memo(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> dict:
         """What :meth:`propose` adds to the duel for the update, recomputed for the pair (a1, a2)

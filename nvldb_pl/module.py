@@ -141,16 +141,26 @@ class NVLDB(NeuralLearner):
 
     # ------------------------------------------------------------------ Alg. 1 line 6
     @torch.no_grad()
+    def estimate(self, contexts: torch.Tensor) -> dict:
+        """The model's view of contexts [S, K, d] (float64): ``phi`` [S, K, p] = phi(x; W_{t-1}),
+        utilities ``f`` [S, K] = theta_{t-1}^T phi, exploration norms ``norm`` [S, K, K] =
+        ||Delta phi||_{V_{t-1}^{-1}}, and ``ok`` [S] (False where V was not positive definite)."""
+        with torch.autocast(self.device.type, enabled=False):
+            phi = self.net.features(contexts.float()).to(torch.float64)
+            f = self.net.utility(phi, self.net.theta.to(torch.float64))
+            norm, ok = gram.pairwise_norms(phi, self.V)
+        return {"phi": phi, "f": f, "norm": norm, "ok": ok}
+
+    @torch.no_grad()
     def propose(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> dict:
-        """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6), with
-        ``dphi`` [S, d] = Delta phi_{t,a1,a2} at W_{t-1} (V's new term in incremental mode)."""
-        with self._timed("select"), torch.autocast(self.device.type, enabled=False):
-            phi = self.net.features(contexts.float()).to(torch.float64)  # phi(x; W_{t-1})
-            f = self.net.utility(phi, self.net.theta.to(torch.float64))  # theta_{t-1}^T phi
-            norm, ok = gram.pairwise_norms(phi, self.V)  # ||dphi||_{V_{t-1}^{-1}}
-            a1, a2 = self.selection_rule(f, norm, noise, t)
-            self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), t)
-        return {"a1": a1, "a2": a2, "dphi": pair_difference(phi, a1, a2)}
+        """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6): the estimate,
+        then the rule; with ``dphi`` [S, p] = Delta phi_{t,a1,a2} at W_{t-1} (V's new term in
+        incremental mode)."""
+        with self._timed("select"):
+            est = self.estimate(contexts)
+            a1, a2 = self.selection_rule(est["f"], est["norm"], noise, t)
+            self._flag_bad(~est["ok"] | ~torch.isfinite(est["f"]).all(dim=1), t)
+        return {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2)}
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):

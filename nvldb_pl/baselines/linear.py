@@ -43,15 +43,15 @@ class LinearDueling(DuelingLearner):
         """sqrt(d log T): the width the linear dueling codes run with."""
         return math.sqrt(dim * math.log(max(rounds, 2)))
 
-    def estimates(self, contexts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """f [S, K] = theta^T x_k, pairwise widths [S, K, K] = ||x_k - x_k'||_{Sigma^-1} and
-        norms [S, K] = ||x_k||_{Sigma^-1}, from one Cholesky factor of Sigma."""
+    def estimate(self, contexts: torch.Tensor) -> dict:
+        """Utilities ``f`` [S, K] = theta^T x_k, exploration norms ``norm`` [S, K, K] =
+        ||x_k - x_k'||_{Sigma^-1} and ``x_norm`` [S, K] = ||x_k||_{Sigma^-1}, from one Cholesky factor of Sigma."""
         x = contexts.to(torch.float64)
         z, ok = gram.whiten(x, self.Sigma)
-        width = gram.norms_from_whitened(z, ok)
+        norm = gram.norms_from_whitened(z, ok)
         f = torch.einsum("skd,sd->sk", x, self.theta)
         self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), self.t + 1)
-        return f, width, z.pow(2).sum(dim=1).sqrt()
+        return {"f": f, "norm": norm, "x_norm": z.pow(2).sum(dim=1).sqrt()}
 
     @torch.no_grad()
     def scores(self, contexts):
@@ -94,8 +94,8 @@ class MaxInP(LinearDueling):
     @torch.no_grad()
     def select(self, contexts, noise, t):
         with self._timed("select"):
-            f, width, _ = self.estimates(contexts)
-            return self.selection_rule(f, width, noise, t)
+            est = self.estimate(contexts)
+            return self.selection_rule(est["f"], est["norm"], noise, t)
 
 
 class CoLSTIM(LinearDueling):
@@ -118,7 +118,8 @@ class CoLSTIM(LinearDueling):
     def select(self, contexts, noise, t):
         with self._timed("select"):
             hp = self.hparams
-            f, width, norm = self.estimates(contexts)
+            est = self.estimate(contexts)
+            f, width, norm = est["f"], est["norm"], est["x_norm"]
             u = torch.special.ndtr(noise.to(torch.float64)).clamp(1e-12, 1 - 1e-12)
             gumbel = -torch.log(-torch.log(u))
             clip = math.sqrt(hp.dim * math.log(max(hp.rounds, 2)))

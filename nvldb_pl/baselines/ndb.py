@@ -91,15 +91,22 @@ class NDB(NeuralLearner):
             return {"dg": pair_difference(self._gradients(contexts), a1, a2)}
 
     @torch.no_grad()
+    def estimate(self, contexts: torch.Tensor) -> dict:
+        """Gradients ``g`` [S, K, p], utilities ``f`` [S, K] and exploration norms ``norm``
+        [S, K, K] = ||g_k - g_k'||_{V^-1} of contexts [S, K, d] (float64)."""
+        with torch.autocast(self.device.type, enabled=False):
+            g = self._gradients(contexts)
+            return {"g": g, "f": self.scores(contexts), "norm": self.norms_from_gradients(g)}
+
+    @torch.no_grad()
     def propose(self, contexts, noise, t):
         """Round t's pair, with ``dg`` [S, p] = g(x_a1) - g(x_a2) at selection time (V's new term)."""
-        with self._timed("select"), torch.autocast(self.device.type, enabled=False):
-            g = self._gradients(contexts)
-            f = self.scores(contexts)
-            norm = self.norms_from_gradients(g)
+        with self._timed("select"):
+            est = self.estimate(contexts)
+            f, norm = est["f"], est["norm"]
             a1, a2 = self.selection_rule(f, norm, noise, t)
             self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(norm).flatten(1).all(dim=1), t)
-        return {"a1": a1, "a2": a2, "dg": pair_difference(g, a1, a2)}
+        return {"a1": a1, "a2": a2, "dg": pair_difference(est["g"], a1, a2)}
 
     def update(self, duel):
         """V^-1 (or diag V) gains the duel's gradient difference, then the n Adam steps."""
