@@ -357,7 +357,8 @@ def plot_task(out: str, task: str, curves: dict) -> Optional[str]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("$R^a_t$ (mean ± 1 s.e.)")
-    fig.suptitle(f"{task}: cumulative average regret, {seeds} seeds; bands: ±1 standard error over seeds", fontsize=10)
+    sep = "; " if cols > 1 else "\n"  # one panel: two lines, so the title fits its width
+    fig.suptitle(f"{task}: cumulative average regret, {seeds} seeds{sep}bands: ±1 standard error over seeds", fontsize=10)
     fig.tight_layout()
     path = os.path.join(out, f"{task}.png")
     fig.savefig(path, dpi=110)
