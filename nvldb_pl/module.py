@@ -79,6 +79,10 @@ class NVLDB(NeuralLearner):
             stops growing with t.
         sample_weighting: ``uniform`` over rows 1..t, or ``recency``: row i with probability
             proportional to i (the newest row t times as likely as the oldest).
+        history_pass: how each Adam step walks the whole history: ``chunked`` (blocks of 256 rounds,
+            fastest on CPU), ``full`` (one block of the played rounds: fewer kernel launches) or
+            ``masked`` (all T preallocated rounds, unplayed ones weighted 0: static shapes); the same
+            gradient up to float rounding.
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
             paper's eq. total_loss, which regularizes theta only; 0 = the paper).
     """
@@ -114,6 +118,7 @@ class NVLDB(NeuralLearner):
         backward: str = "manual",
         sample_size: Optional[int] = None,
         sample_weighting: str = "uniform",
+        history_pass: str = "chunked",
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_linked(dim, arms, rounds, num_seeds, link)

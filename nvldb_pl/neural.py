@@ -24,6 +24,7 @@ from .streams import TAG_INIT, TAG_SAMPLE, rng_for
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
+HISTORY_PASSES = ("chunked", "full", "masked")
 
 # What a checkpoint written before these settings existed was made with (they were not saved then).
 BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
@@ -68,7 +69,7 @@ class NeuralLearner(DuelingLearner):
 
     ``hp`` needs dim, arms, rounds, num_seeds, link, width, depth, parametrization, bias,
     feature_dim, init, lr, lam, grad_steps; optional: epsilon, backward, sample_size,
-    sample_weighting. ``variance_mode`` is zeta's (eq. wi): ``estimated``, ``oracle`` or ``none``;
+    sample_weighting, history_pass. ``variance_mode`` is zeta's (eq. wi): ``estimated``, ``oracle`` or ``none``;
     ``w_reg`` the weight of mu/2 sum_l ||W^l - W^l_0||^2 in the loss.
     """
 
@@ -79,6 +80,8 @@ class NeuralLearner(DuelingLearner):
         _check(hp.get("backward", "manual") in BACKWARDS, "backward", f"{hp.get('backward')!r} is not one of {list(BACKWARDS)}")
         sample_size = hp.get("sample_size")
         _check(sample_size is None or sample_size >= 1, "sample_size", f"must be >= 1 (or null: whole history), got {sample_size}")
+        _check(hp.get("history_pass", "chunked") in HISTORY_PASSES, "history_pass",
+               f"{hp.get('history_pass')!r} is not one of {list(HISTORY_PASSES)}")
         _check(hp.get("sample_weighting", "uniform") in SAMPLE_WEIGHTINGS, "sample_weighting",
                f"{hp.get('sample_weighting')!r} is not one of {list(SAMPLE_WEIGHTINGS)}")
         for name in ("lr", "lam"):
@@ -157,8 +160,20 @@ class NeuralLearner(DuelingLearner):
 
     def _train_blocks(self, t: int, rows: Optional[torch.Tensor]):
         """(contexts [S, d, 2n], outcomes [S, n], weight function of Delta f) per block of the
-        loss: the whole history in blocks of TRAIN_CHUNK_ROUNDS, or one sampled block scaled t/B."""
+        loss: the whole history (``history_pass``: ``chunked`` in blocks of TRAIN_CHUNK_ROUNDS, ``full``
+        in one block of the t played rows, ``masked`` in one block of all T preallocated rows with the
+        unplayed ones weighted 0: static shapes, for CUDA graphs), or one sampled block scaled t/B.
+        The three whole-history passes give the same loss and gradient up to float rounding."""
         if rows is None:
+            mode = self.hparams.get("history_pass", "chunked")
+            if mode == "full":
+                yield self.hist_xt[:, :, : 2 * t], self.hist_o[:, :t], lambda df: self._weights(df, t, 0)
+                return
+            if mode == "masked":
+                T = self.hist_o.shape[1]
+                played = torch.arange(T, device=self.hist_o.device) < t  # [T]: rounds 1..t
+                yield self.hist_xt, self.hist_o, lambda df: torch.where(played, self._weights(df, T, 0), 0.0)
+                return
             for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
                 hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
                 yield (self.hist_xt[:, :, 2 * lo : 2 * hi], self.hist_o[:, lo:hi],

@@ -117,3 +117,34 @@ def test_refit_uses_the_first_steps_rows_and_solves_that_problem():
     before = grad_at(m.net.theta0)  # theta was theta_0 before the refit
     after = grad_at(m.net.theta.detach())
     assert bool((after < 1e-6 * before).all())  # theta is stored in float32: zero up to its rounding
+
+
+@pytest.mark.parametrize("backward", ["manual", "autograd"])
+@pytest.mark.parametrize("oracle", [False, True])
+def test_the_three_whole_history_passes_give_the_same_gradient(backward, oracle):
+    """chunked (blocks of 256 rounds), full (one block of the t played rounds) and masked (all T
+    preallocated rounds, the unplayed ones weighted 0) are one loss: the same gradient up to rounding."""
+    t, T = 600, 700  # t > 256: several chunks; T > t: masked rows
+    grads = {}
+    for mode in ("chunked", "full", "masked"):
+        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=8, grad_steps=1, backward=backward,
+                  history_pass=mode, oracle_variance=oracle)
+        m.init_parameters(7, [0, 1, 2])
+        g = torch.Generator().manual_seed(5)
+        m.hist_xt[:, :, : 2 * t] = torch.randn(3, 4, 2 * t, generator=g)
+        m.hist_o[:, :t] = (torch.rand(3, t, generator=g) < 0.5).float()
+        m.hist_du[:, :t] = torch.randn(3, t, generator=g, dtype=torch.float64)
+        m._t = t
+        m.rounds_done.fill_(t)
+        m._own_optimizer = torch.optim.SGD(m.net.parameters(), lr=0.0)  # keep the parameters; read .grad
+        loss = m._adam_steps(t)
+        grads[mode] = (loss.detach().clone(), [p.grad.detach().clone() for p in m.net.param_list()])
+    for mode in ("full", "masked"):
+        torch.testing.assert_close(grads[mode][0], grads["chunked"][0], rtol=1e-5, atol=1e-5)
+        for a, b in zip(grads[mode][1], grads["chunked"][1]):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_an_unknown_history_pass_is_named():
+    with pytest.raises(ValueError, match="model.history_pass: 'lazy' is not one of"):
+        NVLDB(rounds=4, num_seeds=1, history_pass="lazy")
