@@ -36,6 +36,8 @@ def main():
     p.add_argument("--precision", nargs="+", default=["32-true"], help="e.g. 32-true bf16-mixed")
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="device of the vectorized loop")
     p.add_argument("--backward", nargs="+", default=["manual"], help="model.backward: manual and/or autograd")
+    p.add_argument("--history-pass", nargs="+", default=["chunked"], choices=["chunked", "full", "masked"],
+                   help="model.history_pass: how each Adam step walks the history")
     a = p.parse_args()
     try:
         check_accelerator(a.accelerator)
@@ -45,11 +47,11 @@ def main():
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
           f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")
     results = {}
-    for precision, backward in [(p_, b_) for p_ in a.precision for b_ in a.backward]:
+    for precision, backward, walk in [(p_, b_, h_) for p_ in a.precision for b_ in a.backward for h_ in a.history_pass]:
         summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
-                                    {**model, "backward": backward}, precision=precision,
+                                    {**model, "backward": backward, "history_pass": walk}, precision=precision,
                                     accelerator=a.accelerator)
-        precision = f"{precision}, {backward}"
+        precision = f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}")
         wall, tm = summary["wall_seconds"], summary["timings_seconds"]
         rate = a.seeds * a.rounds / wall
         results[precision] = rate
