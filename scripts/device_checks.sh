@@ -17,9 +17,13 @@ export PYTHONUNBUFFERED=1
 step() {  # step NAME SECONDS COMMAND...: run with a limit, keep its output in $OUT/NAME.txt
   local name=$1 limit=$2; shift 2
   echo "== $(date +%T) $name: $*"
+  local start=$SECONDS
   timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt"
-  echo "== $name: exit ${PIPESTATUS[0]}"
+  local rc=${PIPESTATUS[0]}
+  echo "== $name: exit $rc"
+  printf '| %s | %s | %ss |\n' "$name" "$rc" "$((SECONDS - start))" >> "$OUT/status.md"
 }
+: > "$OUT/status.md"
 step gpu 15 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 step versions 30 python3 -c "import torch, lightning; print(torch.__version__, lightning.__version__, torch.cuda.get_device_name(0))"
 step tests 120 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
@@ -30,3 +34,11 @@ step bench_cpu 60 python3 scripts/benchmark.py --accelerator cpu --seeds 20 --ro
 step covertype 90 python3 scripts/reproduce.py --out "$OUT/cov" --tasks covertype --rounds 300 --methods NVLDB-UCB-ASYM --accelerator gpu
 find "$OUT/cov" -name summary.json -exec cp {} "$OUT/covertype_summary.json" \; 2>/dev/null
 rm -rf "$OUT/cov"  # TensorBoard files: too deep to come back
+# One table at the end: each step's exit status and time, then the figures that matter
+{
+  echo "| step | exit | time |"; echo "|---|---|---|"; cat "$OUT/status.md"
+  echo; grep -h -E "passed|failed|error" "$OUT/tests.txt" | tail -3
+  echo; grep -h -A 5 "^variant" "$OUT/drift.txt"
+  echo; grep -h -E "^vectorized" "$OUT"/bench_*.txt
+  echo; grep -h -E "R_T_over_T_mean|seed_rounds_per_second|\"device\"" "$OUT/covertype_summary.json" 2>/dev/null
+} | tee "$OUT/summary.md"
