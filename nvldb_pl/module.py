@@ -3,8 +3,10 @@
 Reading order, one round t (the callback :class:`nvldb_pl.callbacks.DuelingLoop` drives 1-2 and
 puts the duel into the batch; ``training_step(batch)`` runs 3-4 through ``learn``):
 
-1. ``propose`` (Alg. 1 line 6): phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, widths from V_{t-1},
-   then the rule object of :mod:`nvldb_pl.selection`; the duel carries Delta phi at W_{t-1}.
+1. ``propose`` (Alg. 1 line 6): ``estimate`` (phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, the
+   exploration norms ||Delta phi||_{V_{t-1}^{-1}}), then the rule object of :mod:`nvldb_pl.selection`;
+   the duel carries Delta phi at W_{t-1}. The network and its Adam steps live in
+   :class:`nvldb_pl.neural.NeuralLearner`, shared with NDB.
 2. the environment answers o_t ~ Bernoulli(g(u(x_a1) - u(x_a2))) (line 7).
 3. ``observe`` appends (x_a1, x_a2, o_t) to the preallocated history.
 4. ``update`` (lines 8-13): every H rounds, ``_adam_steps`` (n Adam steps on eq. (total_loss) over
