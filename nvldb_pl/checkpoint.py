@@ -14,11 +14,12 @@ seed id, round), so the stream simply restarts at the saved round: nothing else 
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 from weakref import proxy
 
 from lightning.pytorch.callbacks import ModelCheckpoint
+
+from .host import replace_keeping_previous
 
 
 class RoundCheckpoint(ModelCheckpoint):
@@ -44,9 +45,7 @@ class RoundCheckpoint(ModelCheckpoint):
         tmp = f"{filepath}.tmp"
         trainer.save_checkpoint(tmp, self.save_weights_only)
         if trainer.is_global_zero:
-            if os.path.exists(filepath):
-                os.replace(filepath, f"{filepath}.prev")
-            os.replace(tmp, filepath)
+            replace_keeping_previous(tmp, filepath)
         self._last_global_step_saved = trainer.global_step
         self._last_checkpoint_saved = filepath
         if trainer.is_global_zero:

@@ -27,6 +27,13 @@ def atomic_open(path: str, mode: str = "w"):
             os.remove(tmp)
 
 
+def replace_keeping_previous(tmp: str, path: str) -> None:
+    """Move the finished file ``tmp`` to ``path``, keeping the file it replaces as ``path.prev``."""
+    if os.path.exists(path):
+        os.replace(path, f"{path}.prev")
+    os.replace(tmp, path)
+
+
 def write_json_atomic(path: str, payload: dict) -> None:
     with atomic_open(path) as fh:
         json.dump(payload, fh, indent=2)

@@ -136,27 +136,27 @@ class DuelingLearner(pl.LightningModule):
         self.regret = CumulativeRegret(list(range(len(index))))
         self.num_local = len(index)
 
+    @staticmethod
+    def _padded(name: str, buf: torch.Tensor, capacity: int) -> torch.Tensor:
+        """History buffer ``name`` with room for ``capacity`` duels (zeros after its own columns)."""
+        per_duel = 2 if name == "hist_xt" else 1
+        if buf.shape[-1] >= per_duel * capacity:
+            return buf
+        new = buf.new_zeros(*buf.shape[:-1], per_duel * capacity)
+        new[..., : buf.shape[-1]] = buf
+        return new
+
     def _pad_history(self, state_dict: dict, capacity: int) -> None:
-        """A checkpoint's history buffers, padded with zeros to ``capacity`` duels (a longer run)."""
+        """A checkpoint's history buffers, padded to ``capacity`` duels (a longer run)."""
         for name in self.HISTORY_BUFFERS:
             if name in state_dict:
-                old = state_dict[name]
-                per_duel = 2 if name == "hist_xt" else 1
-                new = old.new_zeros(*old.shape[:-1], per_duel * capacity)
-                new[..., : old.shape[-1]] = old
-                state_dict[name] = new
+                state_dict[name] = self._padded(name, state_dict[name], capacity)
 
     @torch.no_grad()
     def grow_history(self, capacity: int) -> None:
         """Make room for ``capacity`` duels in every history buffer (live use past the preallocated T)."""
         for name in self.HISTORY_BUFFERS:
-            buf = getattr(self, name)
-            per_duel = 2 if name == "hist_xt" else 1
-            if buf.shape[-1] >= per_duel * capacity:
-                continue
-            new = buf.new_zeros(*buf.shape[:-1], per_duel * capacity)
-            new[..., : buf.shape[-1]] = buf
-            setattr(self, name, new)
+            setattr(self, name, self._padded(name, getattr(self, name), capacity))
 
     def optimizer(self):
         """The optimizer: Lightning's under a Trainer, else the one :meth:`attach_optimizer` made."""

@@ -149,10 +149,7 @@ class DuelingBandit:
         accepted = init_args(learner_cls)
         module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
         module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
-        state = dict(ckpt["state_dict"])
-        if name == "NDB":
-            state.pop("V", None)  # NDB was an NVLDB subclass until 2026-11 and kept its unused V
-        module.load_state_dict(state)
+        module.load_state_dict(ckpt["state_dict"])
         module._t = int(module.rounds_done)
         S = module.num_local
         if not 0 <= seed_index < S:

@@ -24,7 +24,7 @@ import os
 import torch
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
-from .host import checkpoint_problem
+from .host import checkpoint_problem, replace_keeping_previous
 
 
 class SeedParallelStrategy(DDPStrategy):
@@ -42,9 +42,7 @@ class SeedParallelStrategy(DDPStrategy):
         path = self._rank_path(filepath)
         tmp = f"{path}.tmp"
         self.checkpoint_io.save_checkpoint(checkpoint, tmp, storage_options=storage_options)
-        if os.path.exists(path):
-            os.replace(path, f"{path}.prev")
-        os.replace(tmp, path)
+        replace_keeping_previous(tmp, path)
 
     def load_checkpoint(self, checkpoint_path, weights_only=None):
         path = self._rank_path(checkpoint_path)

@@ -66,9 +66,9 @@ class NDB(NeuralLearner):
         else:
             self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))
 
-    def on_load_checkpoint(self, checkpoint) -> None:
-        checkpoint["state_dict"].pop("V", None)  # NDB was an NVLDB subclass until 2026-11 and kept its unused V
-        super().on_load_checkpoint(checkpoint)
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Also the state of an NDB made before 2026-11, when NDB subclassed NVLDB and kept its unused V."""
+        return super().load_state_dict({k: v for k, v in state_dict.items() if k != "V"}, strict=strict, assign=assign)
 
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
