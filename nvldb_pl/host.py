@@ -34,6 +34,12 @@ def replace_keeping_previous(tmp: str, path: str) -> None:
     os.replace(tmp, path)
 
 
+def reads_without_sync(x) -> bool:
+    """True where reading tensor ``x`` on the host costs no device synchronisation (it is in host
+    memory). Per-round code may use such a read to skip work, never to change a result."""
+    return x.device.type == "cpu"
+
+
 def write_json_atomic(path: str, payload: dict) -> None:
     with atomic_open(path) as fh:
         json.dump(payload, fh, indent=2)

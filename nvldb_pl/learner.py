@@ -87,6 +87,10 @@ class DuelingLearner(pl.LightningModule):
         self.register_buffer("self_duels", torch.zeros(S, dtype=torch.int64))  # rounds with a1 = a2
         self.register_buffer("base_seed", torch.zeros((), dtype=torch.int64))  # of the streams a learner draws itself
         self.register_buffer("seed_id", torch.arange(S, dtype=torch.int64))
+        # host-side mirrors of base_seed and seed_id, for the per-round draws (no device sync);
+        # kept in step by init_parameters, take_seeds and every load_state_dict (the hook below)
+        self._base_seed, self._seed_ids = 0, list(range(S))
+        self.register_load_state_dict_post_hook(DuelingLearner._mirror_seed_buffers)
         self.regret = CumulativeRegret(list(range(S)))
         self.timings = {name: 0.0 for name in self.TIMED}
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
@@ -103,7 +107,13 @@ class DuelingLearner(pl.LightningModule):
         self.init_seed_state(base_seed, list(seed_ids))
         self.base_seed.fill_(int(base_seed))
         self.seed_id.copy_(torch.tensor(seed_ids, dtype=torch.int64))
+        self._base_seed, self._seed_ids = int(base_seed), [int(i) for i in seed_ids]
         self.regret = CumulativeRegret(list(seed_ids)).to(self.device)  # nothing accumulated yet
+
+    @staticmethod
+    def _mirror_seed_buffers(module, incompatible_keys) -> None:
+        """After load_state_dict: read the loaded base_seed and seed_id buffers once (a sync at load time)."""
+        module._base_seed, module._seed_ids = int(module.base_seed), module.seed_id.tolist()
 
     def setup(self, stage: str) -> None:
         if self.trainer.world_size > 1 and getattr(self.trainer.strategy, "strategy_name", None) != "seed_parallel":
@@ -135,6 +145,7 @@ class DuelingLearner(pl.LightningModule):
                     setattr(mod, name, torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad))
         self.regret = CumulativeRegret(list(range(len(index))))
         self.num_local = len(index)
+        self._seed_ids = [self._seed_ids[i] for i in index]
 
     @staticmethod
     def _padded(name: str, buf: torch.Tensor, capacity: int) -> torch.Tensor:
@@ -197,9 +208,9 @@ class DuelingLearner(pl.LightningModule):
 
     @property
     def seed_ids(self) -> list[int]:
-        """The seed ids this learner holds, read from the ``seed_id`` buffer (so they follow
-        ``take_seeds`` and ``load_state_dict``); for error messages, not the per-round path."""
-        return self.seed_id.tolist()
+        """The seed ids this learner holds (the ``seed_id`` buffer's host mirror: it follows
+        ``init_parameters``, ``take_seeds`` and ``load_state_dict``, and reading it costs no sync)."""
+        return list(self._seed_ids)
 
     @property
     def t(self) -> int:

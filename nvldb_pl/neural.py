@@ -15,6 +15,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from . import objective
+from . import graphs
 from .backward import accumulate_nll_grad
 from .learner import DuelingLearner, as_pairs
 from .learner import check as _check
@@ -24,7 +25,7 @@ from .streams import TAG_INIT, TAG_SAMPLE, rng_for
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
-HISTORY_PASSES = ("chunked", "full", "masked")
+HISTORY_PASSES = ("chunked", "full", "masked", "graphed")
 
 # What a checkpoint written before these settings existed was made with (they were not saved then).
 BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
@@ -82,6 +83,8 @@ class NeuralLearner(DuelingLearner):
         _check(sample_size is None or sample_size >= 1, "sample_size", f"must be >= 1 (or null: whole history), got {sample_size}")
         _check(hp.get("history_pass", "chunked") in HISTORY_PASSES, "history_pass",
                f"{hp.get('history_pass')!r} is not one of {list(HISTORY_PASSES)}")
+        _check(hp.get("history_pass") != "graphed" or sample_size is None, "history_pass",
+               "graphed walks the whole history (a graph's shapes are fixed); with model.sample_size use chunked")
         _check(hp.get("sample_weighting", "uniform") in SAMPLE_WEIGHTINGS, "sample_weighting",
                f"{hp.get('sample_weighting')!r} is not one of {list(SAMPLE_WEIGHTINGS)}")
         for name in ("lr", "lam"):
@@ -92,6 +95,7 @@ class NeuralLearner(DuelingLearner):
         self.w_reg = w_reg
         self.net = StackedMLP(hp["num_seeds"], hp["dim"], hp["width"], hp["depth"], hp["parametrization"], hp["bias"],
                               hp["feature_dim"])
+        self.step_graphs = graphs.CapturedSteps()  # history_pass=graphed on CUDA
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
@@ -113,7 +117,12 @@ class NeuralLearner(DuelingLearner):
     def configure_optimizers(self):
         # Elementwise, so seeds stay independent. Not fused=True: torch's fused CPU Adam rounds the
         # last bit of an element differently depending on the tensor's size (the number of seeds).
-        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=True)
+        # capturable: the step count on the device, so that a CUDA graph can hold the step (history_pass=graphed)
+        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=True, capturable=self._graphed())
+
+    def _graphed(self) -> bool:
+        """The n Adam steps go through a CUDA graph: history_pass=graphed on a CUDA device."""
+        return self.hparams.get("history_pass") == "graphed" and self.device.type == "cuda"
 
     def on_fit_start(self) -> None:
         if getattr(self.trainer.precision_plugin, "scaler", None) is not None and self.hparams.num_seeds > 1:
@@ -148,31 +157,34 @@ class NeuralLearner(DuelingLearner):
         B = self.hparams.get("sample_size")
         if B is None or t <= B:
             return None
-        base = int(self.base_seed)
         out = []
-        for i in self.seed_id.tolist():
-            rng = rng_for(base, i, TAG_SAMPLE, t)
+        for i in self._seed_ids:  # host mirrors of the seed_id and base_seed buffers: no device sync
+            rng = rng_for(self._base_seed, i, TAG_SAMPLE, t)
             if self.hparams.get("sample_weighting", "uniform") == "uniform":
                 out.append(rng.integers(0, t, size=(draws, B)))
             else:  # density proportional to the row's position: inverse CDF of a linear ramp
                 out.append(np.minimum((t * np.sqrt(rng.random((draws, B)))).astype(np.int64), t - 1))
-        return torch.from_numpy(np.stack(out)).to(self.device)
+        # asynchronous host-to-device copy (numpy's pageable memory is staged at once): no sync
+        return torch.from_numpy(np.stack(out)).to(self.device, non_blocking=True)
 
     def _train_blocks(self, t: int, rows: Optional[torch.Tensor]):
         """(contexts [S, d, 2n], outcomes [S, n], weight function of Delta f) per block of the
         loss: the whole history (``history_pass``: ``chunked`` in blocks of TRAIN_CHUNK_ROUNDS, ``full``
         in one block of the t played rows, ``masked`` in one block of all T preallocated rows with the
-        unplayed ones weighted 0: static shapes, for CUDA graphs), or one sampled block scaled t/B.
-        The three whole-history passes give the same loss and gradient up to float rounding."""
+        unplayed ones weighted 0: static shapes; ``graphed`` likewise over t rounded up to a multiple
+        of :data:`nvldb_pl.graphs.BUCKET_ROUNDS`), or one sampled block scaled t/B.
+        The whole-history passes give the same loss and gradient up to float rounding."""
         if rows is None:
             mode = self.hparams.get("history_pass", "chunked")
             if mode == "full":
                 yield self.hist_xt[:, :, : 2 * t], self.hist_o[:, :t], lambda df: self._weights(df, t, 0)
                 return
-            if mode == "masked":
-                T = self.hist_o.shape[1]
-                played = torch.arange(T, device=self.hist_o.device) < t  # [T]: rounds 1..t
-                yield self.hist_xt, self.hist_o, lambda df: torch.where(played, self._weights(df, T, 0), 0.0)
+            if mode in ("masked", "graphed"):
+                n = self.hist_o.shape[1] if mode == "masked" else graphs.bucket(t, self.hist_o.shape[1])
+                # rounds 1..t, counted on the device (rounds_done = t): a CUDA graph replays it unchanged
+                played = torch.arange(n, device=self.hist_o.device) < self.rounds_done
+                yield (self.hist_xt[:, :, : 2 * n], self.hist_o[:, :n],
+                       lambda df: torch.where(played, self._weights(df, n, 0), 0.0))
                 return
             for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
                 hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
@@ -195,6 +207,12 @@ class NeuralLearner(DuelingLearner):
         scaler = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
         if self.hparams.get("backward", "manual") == "autograd" or scaler is not None:
             return self._adam_steps_autograd(t)
+        if self._graphed():  # one CUDA graph per history bucket, replayed (nvldb_pl.graphs)
+            return self.step_graphs(graphs.bucket(t, self.hist_o.shape[1]), lambda: self._manual_adam_steps(t))
+        return self._manual_adam_steps(t)
+
+    def _manual_adam_steps(self, t: int) -> torch.Tensor:
+        """:meth:`_adam_steps` with the hand-written gradient of :mod:`nvldb_pl.backward`."""
         hp, opt, net = self.hparams, self.optimizer(), self.net
         params = net.param_list()
         grads = [torch.zeros_like(p) for p in params]

@@ -5,6 +5,8 @@ Shapes carry the seed dimension first: history tensors are [S, t] (or [S, t, d])
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import links
@@ -50,6 +52,15 @@ def theta_gradient(link, theta, dphi, o, weight, theta0, lam) -> tuple[torch.Ten
 STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.0)
 
 
+@functools.lru_cache(maxsize=None)
+def _step_sizes(device: torch.device) -> torch.Tensor:
+    """STEP_SIZES made on ``device`` by kernels (exact halvings; a tensor from host data would be a
+    blocking copy on CUDA), once per device."""
+    ones = torch.ones(1, dtype=torch.float64, device=device)
+    steps = torch.cat([ones, torch.full((4,), 0.5, dtype=torch.float64, device=device).cumprod(0), 0 * ones])
+    return steps
+
+
 @torch.no_grad()
 def refit_theta(link, theta, dphi, o, weight, theta0, lam, iterations: int = 8) -> torch.Tensor:
     """argmin_theta of eq. (total_loss) with W (hence dphi) and zeta fixed: Alg. 1 line 10.
@@ -61,7 +72,7 @@ def refit_theta(link, theta, dphi, o, weight, theta0, lam, iterations: int = 8) 
     """
     theta = theta.to(torch.float64)
     dphi, o, weight, theta0 = (a.to(torch.float64) for a in (dphi, o, weight, theta0))
-    steps = torch.tensor(STEP_SIZES, dtype=torch.float64, device=theta.device)
+    steps = _step_sizes(theta.device)
     for _ in range(iterations):
         grad, hess = theta_gradient(link, theta, dphi, o, weight, theta0, lam)
         direction = -torch.cholesky_solve(grad.unsqueeze(-1), torch.linalg.cholesky_ex(hess)[0]).squeeze(-1)

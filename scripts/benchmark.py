@@ -36,7 +36,7 @@ def main():
     p.add_argument("--precision", nargs="+", default=["32-true"], help="e.g. 32-true bf16-mixed")
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="device of the vectorized loop")
     p.add_argument("--backward", nargs="+", default=["manual"], help="model.backward: manual and/or autograd")
-    p.add_argument("--history-pass", nargs="+", default=["chunked"], choices=["chunked", "full", "masked"],
+    p.add_argument("--history-pass", nargs="+", default=["chunked"], choices=["chunked", "full", "masked", "graphed"],
                    help="model.history_pass: how each Adam step walks the history")
     a = p.parse_args()
     try:

@@ -29,7 +29,7 @@ step versions 30 python3 -c "import torch, lightning; print(torch.__version__, l
 step tests 120 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
 step drift 60 python3 scripts/gpu_drift.py
 step bench_gpu 90 python3 scripts/benchmark.py --accelerator gpu --precision 32-true bf16-mixed --seeds 20 --rounds 300 --naive-seeds 0
-step bench_gpu_walk 60 python3 scripts/benchmark.py --accelerator gpu --history-pass full masked --seeds 20 --rounds 200 --naive-seeds 0
+step bench_gpu_walk 60 python3 scripts/benchmark.py --accelerator gpu --history-pass full masked graphed --seeds 20 --rounds 200 --naive-seeds 0
 step bench_cpu 60 python3 scripts/benchmark.py --accelerator cpu --seeds 20 --rounds 300 --naive-seeds 0
 step covertype 90 python3 scripts/reproduce.py --out "$OUT/cov" --tasks covertype --rounds 300 --methods NVLDB-UCB-ASYM --accelerator gpu
 find "$OUT/cov" -name summary.json -exec cp {} "$OUT/covertype_summary.json" \; 2>/dev/null

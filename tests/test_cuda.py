@@ -1,6 +1,7 @@
 """The GPU paths (skipped where torch sees no CUDA GPU; run on the device machine with
 ``python -m pytest -q tests/test_cuda.py``): a float32 GPU run is the CPU run up to float rounding,
-bf16-mixed keeps the Gram matrix, refit and selection in float32/float64, 16-mixed warns."""
+bf16-mixed keeps the Gram matrix, refit and selection in float32/float64, 16-mixed warns, a round
+never makes the host wait for the GPU, and the CUDA-graphed Adam steps equal the eager ones."""
 import math
 
 import pytest
@@ -48,3 +49,81 @@ def test_16_mixed_on_gpu_warns_that_one_scaler_couples_the_seeds():
     with pytest.warns(UserWarning, match="one GradScaler serves all stacked seeds"):
         s, _ = run_experiment({**DATA, "rounds": 8}, MODEL, precision="16-mixed", accelerator="gpu", quiet=False)
     assert s["rounds"] == 8 and all(math.isfinite(x["cum_avg_regret"]) for x in s["seeds"])  # it ran to the end
+
+
+@pytest.mark.parametrize("model,learner", [({**MODEL, "sample_size": 8, "history_pass": "masked"}, "NVLDB"),
+                                           ({**MODEL, "history_pass": "graphed"}, "NVLDB"),
+                                           ({}, "VACDB")])
+def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
+    """torch's sync debug mode, on from the loop's batch start to its batch end (the every-N-rounds
+    flush and a CUDA graph's capture, once per 256 rounds, excepted), warns at every operation that
+    makes the host wait for the GPU; none may."""
+    import warnings
+
+    from nvldb_pl.callbacks import DuelingLoop
+    from nvldb_pl.graphs import CapturedSteps
+
+    replay_or_capture = CapturedSteps.__call__
+
+    def quiet_capture(self, key, fn):
+        if key == self.key:
+            return replay_or_capture(self, key, fn)
+        mode = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("default")  # torch.cuda.graph synchronizes before a capture
+        try:
+            return replay_or_capture(self, key, fn)
+        finally:
+            torch.cuda.set_sync_debug_mode(mode)
+    monkeypatch.setattr(CapturedSteps, "__call__", quiet_capture)
+
+    def spanning(hook, mode_in, mode_out):
+        def wrapper(self, *args, **kwargs):
+            torch.cuda.set_sync_debug_mode(mode_in)
+            try:
+                return hook(self, *args, **kwargs)
+            finally:
+                torch.cuda.set_sync_debug_mode(mode_out)
+        return wrapper
+
+    monkeypatch.setattr(DuelingLoop, "on_train_batch_start", spanning(DuelingLoop.on_train_batch_start, "warn", "warn"))
+    monkeypatch.setattr(DuelingLoop, "on_train_batch_end", spanning(DuelingLoop.on_train_batch_end, "warn", "default"))
+    monkeypatch.setattr(DuelingLoop, "flush", spanning(DuelingLoop.flush, "default", "warn"))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s, _ = run_experiment({**DATA, "rounds": 16}, model, learner=learner, accelerator="gpu",
+                                  log_every_n_rounds=10)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    waits = sorted({f"{w.filename}:{w.lineno} {str(w.message)[:60]}" for w in caught
+                    if "synchroniz" in str(w.message).lower()})
+    assert s["rounds"] == 16
+    assert waits == [], waits
+
+
+def test_the_graphed_adam_steps_replay_what_the_eager_steps_compute():
+    """history_pass=graphed: the n Adam steps captured once per 256-round bucket and replayed give the
+    parameters the same steps give eagerly (same kernels, same capturable Adam), across a bucket change."""
+    from nvldb_pl.module import NVLDB
+
+    t0, T = 250, 600
+    models = []
+    for graphed in (True, False):
+        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=16, grad_steps=3, history_pass="graphed").cuda()
+        m.init_parameters(7, [0, 1, 2])
+        g = torch.Generator().manual_seed(5)
+        m.hist_xt.copy_(torch.randn(3, 4, 2 * T, generator=g))
+        m.hist_o.copy_((torch.rand(3, T, generator=g) < 0.5).float())
+        m._own_optimizer = torch.optim.Adam(m.net.parameters(), lr=1e-3, foreach=True, capturable=True)
+        if not graphed:
+            m._graphed = lambda: False
+        models.append(m)
+    for t in range(t0, t0 + 12):  # rounds 250-256 in the first bucket, 257-261 in the second
+        for m in models:
+            m._t = t
+            m.rounds_done.fill_(t)
+            m._adam_steps(t)
+    graphed, eager = models
+    assert graphed.step_graphs.captures == 2 and eager.step_graphs.captures == 0
+    for a, b in zip(graphed.net.param_list(), eager.net.param_list()):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)

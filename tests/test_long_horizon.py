@@ -121,12 +121,13 @@ def test_refit_uses_the_first_steps_rows_and_solves_that_problem():
 
 @pytest.mark.parametrize("backward", ["manual", "autograd"])
 @pytest.mark.parametrize("oracle", [False, True])
-def test_the_three_whole_history_passes_give_the_same_gradient(backward, oracle):
-    """chunked (blocks of 256 rounds), full (one block of the t played rounds) and masked (all T
-    preallocated rounds, the unplayed ones weighted 0) are one loss: the same gradient up to rounding."""
-    t, T = 600, 700  # t > 256: several chunks; T > t: masked rows
+def test_the_whole_history_passes_give_the_same_gradient(backward, oracle):
+    """chunked (blocks of 256 rounds), full (one block of the t played rounds), masked (all T
+    preallocated rounds, the unplayed ones weighted 0) and graphed (masked up to t rounded up to 256
+    rounds: 768 here, eager off CUDA) are one loss: the same gradient up to rounding."""
+    t, T = 600, 1000  # t > 256: several chunks; T > 768 > t: masked rows in both masked passes
     grads = {}
-    for mode in ("chunked", "full", "masked"):
+    for mode in ("chunked", "full", "masked", "graphed"):
         m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=8, grad_steps=1, backward=backward,
                   history_pass=mode, oracle_variance=oracle)
         m.init_parameters(7, [0, 1, 2])
@@ -139,7 +140,7 @@ def test_the_three_whole_history_passes_give_the_same_gradient(backward, oracle)
         m._own_optimizer = torch.optim.SGD(m.net.parameters(), lr=0.0)  # keep the parameters; read .grad
         loss = m._adam_steps(t)
         grads[mode] = (loss.detach().clone(), [p.grad.detach().clone() for p in m.net.param_list()])
-    for mode in ("full", "masked"):
+    for mode in ("full", "masked", "graphed"):
         torch.testing.assert_close(grads[mode][0], grads["chunked"][0], rtol=1e-5, atol=1e-5)
         for a, b in zip(grads[mode][1], grads["chunked"][1]):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
@@ -148,3 +149,17 @@ def test_the_three_whole_history_passes_give_the_same_gradient(backward, oracle)
 def test_an_unknown_history_pass_is_named():
     with pytest.raises(ValueError, match="model.history_pass: 'lazy' is not one of"):
         NVLDB(rounds=4, num_seeds=1, history_pass="lazy")
+
+
+def test_the_graphed_pass_runs_off_cuda_seed_independent_and_refuses_sampling():
+    """Off CUDA history_pass=graphed is the bucketed masked pass, eagerly: a whole run, each seed's
+    result independent of the others; with a sample of rows (shapes that change) it is refused."""
+    data = {"task": "cos", "rounds": 12, "num_seeds": 3}
+    model = {"width": 8, "grad_steps": 2, "history_pass": "graphed"}
+    together, m3 = run_experiment(data, model)
+    alone, m1 = run_experiment({**data, "num_seeds": 1, "first_seed_id": 2}, model)
+    assert torch.equal(m3.history()[2], m1.history()[0])
+    assert together["seeds"][2]["cum_avg_regret"] == alone["seeds"][0]["cum_avg_regret"]
+    assert m3.step_graphs.captures == 0  # nothing captured on a CPU
+    with pytest.raises(ValueError, match="model.history_pass: graphed walks the whole history"):
+        NVLDB(rounds=4, num_seeds=1, history_pass="graphed", sample_size=2)

@@ -26,6 +26,7 @@ from typing import Optional
 import torch
 
 from .. import gram, objective
+from ..host import reads_without_sync
 from ..learner import DuelingLearner, check
 
 
@@ -116,13 +117,17 @@ class VACDB(DuelingLearner):
             Z = pairs[:, :, 0] - pairs[:, :, 1]  # z_i, shared by the layers
             o = self.hist_o[:, :t].to(torch.float64)
             new = self.theta.clone()
-            changed = torch.unique(layer_of).tolist()  # a host sync; layers that got no duel keep their optimum
-            for l in range(L):  # one problem per (seed, layer), ridge lam 4^-l; batched over seeds
-                if l + 1 not in changed:
-                    continue
-                weight = (self.hist_layer[:, :t] == l + 1) * self.hist_w[:, :t].pow(2)  # w_i^2 in layer l, else 0
-                new[:, l] = objective.refit_theta(hp.link, self.theta[:, l], Z, o, weight,
-                                                  torch.zeros_like(self.theta[:, l]), float(self.reg[l]),
-                                                  hp.refit_iterations)
+            # A seed's layer is refit only when that seed stored this round's duel in it (the others keep
+            # their optimum). In host memory the layers no seed stored into are skipped (a free read);
+            # on an accelerator every layer is refit and masked per seed, so the round never syncs.
+            layers = range(1, L + 1)
+            if reads_without_sync(layer_of):
+                layers = sorted(set(layer_of.tolist()) - {0})
+            for l in layers:  # one problem per (seed, layer), ridge lam 4^-l; batched over seeds
+                weight = (self.hist_layer[:, :t] == l) * self.hist_w[:, :t].pow(2)  # w_i^2 in layer l, else 0
+                refit = objective.refit_theta(hp.link, self.theta[:, l - 1], Z, o, weight,
+                                              torch.zeros_like(self.theta[:, l - 1]), hp.lam * 4.0 ** -l,
+                                              hp.refit_iterations)
+                new[:, l - 1] = torch.where((layer_of == l).unsqueeze(1), refit, self.theta[:, l - 1])
             self.theta = new
             self._flag_bad(~torch.isfinite(self.theta).flatten(1).all(dim=1), t)

@@ -1,0 +1,54 @@
+"""A round's n Adam steps as one CUDA graph (``--model.history_pass graphed``).
+
+On a GPU the paper's loop is bound by kernel launches, not arithmetic: each Adam step walks the
+history with a few dozen small kernels, twenty steps a round. A CUDA graph records those launches
+once and replays them as one. What a graph needs, the graphed pass provides: static shapes (the
+history padded to the next multiple of ``BUCKET_ROUNDS`` rounds, the unplayed rows weighted 0 by a
+mask computed on the device from the ``rounds_done`` buffer), tensors updated in place (history,
+parameters, Adam's state, with ``capturable=True`` so its step count lives on the device), and no
+host synchronisation (``tests/test_no_sync.py``).
+
+:class:`CapturedSteps` keeps one graph, for the current bucket: at a bucket's first round the steps
+run eagerly on a side stream (the warm-up CUDA graphs ask for), then are captured; the bucket's
+later rounds replay the capture. Lightning's optimizer hooks and ``trainer.global_step`` see the
+captured steps once, not once per replay (the package counts rounds, not steps).
+"""
+from __future__ import annotations
+
+from typing import Callable, Hashable, Optional
+
+import torch
+
+BUCKET_ROUNDS = 256  # the history rows a graph covers grow in steps of this many rounds
+
+
+def bucket(t: int, T: int) -> int:
+    """The rows the graphed pass walks at round t of T: t rounded up to a multiple of BUCKET_ROUNDS."""
+    return min(T, -(-t // BUCKET_ROUNDS) * BUCKET_ROUNDS)
+
+
+class CapturedSteps:
+    """``fn()`` (returning one tensor) run through a CUDA graph per ``key``: replayed while the key stays."""
+
+    def __init__(self):
+        self.key: Optional[Hashable] = None
+        self.graph: Optional[torch.cuda.CUDAGraph] = None
+        self.out: Optional[torch.Tensor] = None
+        self.captures = 0
+
+    def __call__(self, key: Hashable, fn: Callable[[], torch.Tensor]) -> torch.Tensor:
+        if key == self.key:
+            self.graph.replay()
+            return self.out.clone()  # the graph's output tensor is overwritten by the next replay
+        self.graph, self.out = None, None  # the previous bucket's graph and its memory pool go
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # this round, eagerly: the warm-up before a capture
+            out = fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # records the launches; runs nothing
+            self.out = fn()
+        self.key, self.graph = key, graph
+        self.captures += 1
+        return out
