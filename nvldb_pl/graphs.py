@@ -1,4 +1,4 @@
-"""A round's n Adam steps as one CUDA graph (``--model.history_pass graphed``).
+"""A round's n Adam steps and theta refit as one CUDA graph (``--model.history_pass graphed``).
 
 On a GPU the paper's loop is bound by kernel launches, not arithmetic: each Adam step walks the
 history with a few dozen small kernels, twenty steps a round. A CUDA graph records those launches
@@ -28,18 +28,20 @@ def bucket(t: int, T: int) -> int:
 
 
 class CapturedSteps:
-    """``fn()`` (returning one tensor) run through a CUDA graph per ``key``: replayed while the key stays."""
+    """``fn()`` run through a CUDA graph per ``key``: captured at a key's first call, replayed while
+    the key stays. ``fn`` returns a tuple of tensors (or None); what a replay returns is the graph's
+    own output tensors, valid until the next call (use them, or clone them, before)."""
 
     def __init__(self):
         self.key: Optional[Hashable] = None
         self.graph: Optional[torch.cuda.CUDAGraph] = None
-        self.out: Optional[torch.Tensor] = None
+        self.out: Optional[tuple] = None
         self.captures = 0
 
-    def __call__(self, key: Hashable, fn: Callable[[], torch.Tensor]) -> torch.Tensor:
+    def __call__(self, key: Hashable, fn: Callable[[], tuple]) -> tuple:
         if key == self.key:
             self.graph.replay()
-            return self.out.clone()  # the graph's output tensor is overwritten by the next replay
+            return self.out
         self.graph, self.out = None, None  # the previous bucket's graph and its memory pool go
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())

@@ -94,6 +94,7 @@ class DuelingLearner(pl.LightningModule):
         self.regret = CumulativeRegret(list(range(S)))
         self.timings = {name: 0.0 for name in self.TIMED}
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
+        self._timers_off = False
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
         self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
         self._own_optimizer = None  # live use, without a Trainer (see attach_optimizer)
@@ -244,7 +245,11 @@ class DuelingLearner(pl.LightningModule):
 
     @contextmanager
     def _timed(self, name: str):
-        """Wall time of a section; on CUDA it only counts launches unless ``sync_timings``."""
+        """Wall time of a section; on CUDA it only counts launches unless ``sync_timings``.
+        Sections inside :meth:`_untimed` are not counted (their time is in the enclosing one)."""
+        if self._timers_off:
+            yield
+            return
         sync = self.sync_timings and self.device.type == "cuda"
         if sync:
             torch.cuda.synchronize(self.device)
@@ -253,6 +258,15 @@ class DuelingLearner(pl.LightningModule):
         if sync:
             torch.cuda.synchronize(self.device)
         self.timings[name] += time.perf_counter() - start
+
+    @contextmanager
+    def _untimed(self):
+        """No section timed inside (a CUDA graph's capture: its replays cannot time their parts)."""
+        was, self._timers_off = self._timers_off, True
+        try:
+            yield
+        finally:
+            self._timers_off = was
 
     # ------------------------------------------------------------------ the round
     def select(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:

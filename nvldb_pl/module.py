@@ -186,19 +186,28 @@ class NVLDB(NeuralLearner):
                 w = self._weights(df, t, t - 1)[:, 0]  # zeta_t of the newest duel only
                 self.V = gram.rank_one_update(self.V, duel["dphi"], w)
             return
-        loss = None
-        if hp.train_network and hp.grad_steps > 0:
-            with self._timed("train"):
-                loss = self._adam_steps(t)
+        if self._graphed():  # lines 9-10 as one CUDA graph per history bucket, replayed (nvldb_pl.graphs)
+            with self._timed("train"), self._untimed():  # the refit's time is counted in train
+                loss, theta, dphi = self.step_graphs(self._history_rows(t), lambda: self._train_and_refit(t))
+        else:
+            loss, theta, dphi = self._train_and_refit(t)
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
-            with self._timed("refit"):
-                theta, dphi = self._refit_theta(t)
             with self._timed("gram"):
                 self._update_gram(t, theta, dphi, duel["dphi"])
             bad = ~torch.isfinite(theta).all(dim=1)
             if loss is not None:
                 bad |= ~torch.isfinite(loss)
             self._flag_bad(bad, t)
+
+    def _train_and_refit(self, t: int) -> tuple[Optional[torch.Tensor], torch.Tensor, Optional[torch.Tensor]]:
+        """Lines 9-10: the n Adam steps (loss per seed [S], or None when not trained), then the theta refit."""
+        loss = None
+        if self.hparams.train_network and self.hparams.grad_steps > 0:
+            with self._timed("train"):
+                loss = self._adam_steps(t)
+        with torch.no_grad(), torch.autocast(self.device.type, enabled=False), self._timed("refit"):
+            theta, dphi = self._refit_theta(t)
+        return loss, theta, dphi
 
     def _refit_theta(self, t: int) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """theta_t by Newton with W_t fixed (line 10). Returns theta_t [S, d] (float64) and, when it
@@ -214,11 +223,11 @@ class NVLDB(NeuralLearner):
             theta = objective.refit_theta(hp.link, theta, sample_dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations)
             self.net.theta.copy_(theta)
         if hp.gram_mode == "recompute" or (hp.refit_theta and rows is None):
-            phi = self._history_features(t).to(torch.float64)
+            phi = self._history_features(self._history_rows(t)).to(torch.float64)
             dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
         if hp.refit_theta and rows is None:
-            w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)
-            theta = objective.refit_theta(hp.link, theta, dphi, self.hist_o[:, :t], w,
+            w = self._history_weights(torch.einsum("std,sd->st", dphi, theta), t)
+            theta = objective.refit_theta(hp.link, theta, dphi, self.hist_o[:, : dphi.shape[1]], w,
                                           self.net.theta0, hp.lam, hp.refit_iterations)
             self.net.theta.copy_(theta)
         return theta, dphi
@@ -229,7 +238,7 @@ class NVLDB(NeuralLearner):
         selection time ``selected_dphi`` [S, d], weighted by its zeta at (theta_t, W_t)."""
         hp = self.hparams
         if hp.gram_mode == "recompute":
-            w = self._weights(torch.einsum("std,sd->st", dphi, theta), t)
+            w = self._history_weights(torch.einsum("std,sd->st", dphi, theta), t)
             self.V = gram.gram_from_history(dphi, w, hp.lam)
         else:
             last = as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])).to(torch.float64)

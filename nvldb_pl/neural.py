@@ -136,6 +136,20 @@ class NeuralLearner(DuelingLearner):
         with torch.autocast(self.device.type, enabled=False):
             return self.net.utility(self.net.features(contexts.float()).to(torch.float64))  # theta^T phi
 
+    def _history_rows(self, t: int) -> int:
+        """How many history rows a whole-history computation at round t walks: t, or under
+        history_pass=graphed t rounded up to its bucket (the rows after t weighted 0)."""
+        return graphs.bucket(t, self.hist_o.shape[1]) if self.hparams.get("history_pass") == "graphed" else t
+
+    def _history_weights(self, delta_f: torch.Tensor, t: int) -> torch.Tensor:
+        """1 / zeta_i^2 of the first n = delta_f.shape[1] history rows at round t ([S, n]), 0 for the rows
+        not played yet (n > t under history_pass=graphed; counted on the device)."""
+        n = delta_f.shape[1]
+        w = self._weights(delta_f, n)
+        if n == t:
+            return w
+        return torch.where(torch.arange(n, device=w.device) < self.rounds_done, w, 0.0)
+
     def _history_features(self, t: int) -> torch.Tensor:
         """phi of both items of every past duel with the current W: [S, t, 2, d]."""
         return as_pairs(self.net.features_t(self.hist_xt[:, :, : 2 * t]))
@@ -207,8 +221,6 @@ class NeuralLearner(DuelingLearner):
         scaler = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
         if self.hparams.get("backward", "manual") == "autograd" or scaler is not None:
             return self._adam_steps_autograd(t)
-        if self._graphed():  # one CUDA graph per history bucket, replayed (nvldb_pl.graphs)
-            return self.step_graphs(graphs.bucket(t, self.hist_o.shape[1]), lambda: self._manual_adam_steps(t))
         return self._manual_adam_steps(t)
 
     def _manual_adam_steps(self, t: int) -> torch.Tensor:

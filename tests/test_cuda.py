@@ -101,9 +101,10 @@ def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
     assert waits == [], waits
 
 
-def test_the_graphed_adam_steps_replay_what_the_eager_steps_compute():
-    """history_pass=graphed: the n Adam steps captured once per 256-round bucket and replayed give the
-    parameters the same steps give eagerly (same kernels, same capturable Adam), across a bucket change."""
+def test_the_graphed_update_replays_what_the_eager_update_computes():
+    """history_pass=graphed: the n Adam steps and the theta refit, captured once per 256-round bucket
+    and replayed, give the parameters and V that the same update gives eagerly (same kernels, same
+    capturable Adam), across a bucket change."""
     from nvldb_pl.module import NVLDB
 
     t0, T = 250, 600
@@ -122,8 +123,9 @@ def test_the_graphed_adam_steps_replay_what_the_eager_steps_compute():
         for m in models:
             m._t = t
             m.rounds_done.fill_(t)
-            m._adam_steps(t)
+            m.update({"dphi": torch.zeros(3, 4, dtype=torch.float64, device="cuda")})
     graphed, eager = models
     assert graphed.step_graphs.captures == 2 and eager.step_graphs.captures == 0
     for a, b in zip(graphed.net.param_list(), eager.net.param_list()):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(graphed.V, eager.V, rtol=1e-9, atol=1e-9)

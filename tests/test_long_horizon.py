@@ -151,6 +151,32 @@ def test_an_unknown_history_pass_is_named():
         NVLDB(rounds=4, num_seeds=1, history_pass="lazy")
 
 
+def test_the_graphed_update_is_the_chunked_update_up_to_rounding():
+    """history_pass=graphed trains, refits theta and rebuilds V over t rounded up to 256 rows with the
+    rows after t weighted 0: the chunked pass's theta, W and V up to float rounding."""
+    t, T = 300, 600  # bucket 512: rows 301-512 masked
+    src = _filled(t)
+    out = {}
+    for mode in ("chunked", "graphed"):
+        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=8, history_pass=mode, grad_steps=3)
+        m.init_parameters(7, [0, 1, 2])
+        m.hist_xt[:, :, : 2 * t] = src.hist_xt
+        m.hist_o[:, :t] = src.hist_o
+        m.hist_xt[:, :, 2 * t::2] = 3.0  # unplayed rows hold duels the mask must keep out
+        m.hist_xt[:, :, 2 * t + 1::2] = -1.0
+        m.hist_o[:, t:] = 1.0
+        m._t = t
+        m.rounds_done.fill_(t)
+        m.attach_optimizer()
+        m.update({"dphi": torch.zeros(3, 4, dtype=torch.float64)})
+        out[mode] = m
+    a, b = out["chunked"], out["graphed"]
+    for p, q in zip(a.net.param_list(), b.net.param_list()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(b.V, a.V, rtol=1e-6, atol=1e-8)
+    assert not torch.equal(a.V, a.hparams.lam * torch.eye(4, dtype=torch.float64).expand(3, 4, 4))
+
+
 def test_the_graphed_pass_runs_off_cuda_seed_independent_and_refuses_sampling():
     """Off CUDA history_pass=graphed is the bucketed masked pass, eagerly: a whole run, each seed's
     result independent of the others; with a sample of rows (shapes that change) it is refused."""
