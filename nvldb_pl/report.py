@@ -31,16 +31,31 @@ TASK_DATA = {
     "covertype": {"dim": 378, "arms": 7},
 }
 
-# What the paper states in numbers. Figure 1 (d=5, K=5, m=32, T=2000) is given as plots only;
-# the square task has R(2000)/2000 for NVLDB-UCB at widths 500 and 1000 (appendix table
-# "Network Width Sensitivity"), quoted here as context for a different width.
+# What the paper states in numbers, by (task, method, context dimension d). Figure 1 (d=5, K=5,
+# m=32, T=2000) is given as plots only; the square task has R(2000)/2000 for NVLDB-UCB at widths
+# 500 and 1000 (appendix table "Network Width Sensitivity"), quoted here as context for a
+# different width, and at d=20 (appendix table "High-Dimensional Experiments", m=100).
 PAPER = {
-    ("square", "NVLDB-UCB-ASYM"): "1.66 ± 0.78 (m=500), 1.37 ± 0.22 (m=1000)",
-    ("square", "NVLDB-UCB-OSYM"): "0.97 ± 0.17 (m=500), 1.73 ± 0.65 (m=1000)",
-    ("square", "NVLDB-UCB-CSYM"): "1.13 ± 0.35 (m=500), 1.54 ± 0.65 (m=1000)",
-    ("statlog", "NVLDB-UCB-OSYM"): "0.017 at T=200 (main text)",
-    ("statlog", "NLDB-UCB-OSYM"): "0.199 at T=200 (main text)",
+    ("square", "NVLDB-UCB-ASYM", 5): "1.66 ± 0.78 (m=500), 1.37 ± 0.22 (m=1000)",
+    ("square", "NVLDB-UCB-OSYM", 5): "0.97 ± 0.17 (m=500), 1.73 ± 0.65 (m=1000)",
+    ("square", "NVLDB-UCB-CSYM", 5): "1.13 ± 0.35 (m=500), 1.54 ± 0.65 (m=1000)",
+    ("square", "NVLDB-UCB-ASYM", 20): "9.33 ± 1.89",
+    ("square", "NVLDB-UCB-OSYM", 20): "9.49 ± 2.05",
+    ("square", "NVLDB-UCB-CSYM", 20): "10.76 ± 1.29",
+    ("statlog", "NVLDB-UCB-OSYM", 63): "0.017 at T=200 (main text)",
+    ("statlog", "NLDB-UCB-OSYM", 63): "0.199 at T=200 (main text)",
 }
+
+
+def run_dim(folder: str) -> Optional[int]:
+    """The context dimension d a run was made with (its hparams.yaml), or None if not recorded."""
+    import yaml
+
+    path = os.path.join(folder, "hparams.yaml")
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        return (yaml.safe_load(fh) or {}).get("dim")
 
 
 def _accepts(learner: str) -> set[str]:
@@ -136,7 +151,7 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: int) -> dict:
     return out
 
 
-def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0) -> Optional[float]:
+def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0, dim: int = 5) -> Optional[float]:
     """E[(u_(1) - u_(2)) / 2] over the streams of a synthetic task: the least average regret per
     round of any policy that never duels an arm with itself (its best pair is the two best arms),
     so a lower bound on R(T)/T under ``distinct_arms``. None for the UCI tasks (there it is 0.5:
@@ -145,7 +160,7 @@ def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0) -
         return None
     from .data import RoundStream, StreamSpec
     gaps = []
-    for batch in RoundStream(StreamSpec(task=task, rounds=rounds, num_seeds=num_seeds, base_seed=base_seed)):
+    for batch in RoundStream(StreamSpec(task=task, dim=dim, rounds=rounds, num_seeds=num_seeds, base_seed=base_seed)):
         top = torch.topk(batch["utilities"].double(), 2, dim=1).values
         gaps.append((top[:, 0] - top[:, 1]) / 2)
     return float(torch.stack(gaps).mean())
@@ -186,6 +201,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         rows = []
         curves = {}
         base_seed = 0
+        dim = TASK_DATA.get(task, {}).get("dim", 5)
         for (t_, method), folder in runs.items():
             if t_ != task:
                 continue
@@ -193,6 +209,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             with open(os.path.join(folder, "summary.json")) as fh:
                 summary = json.load(fh)
             base_seed = summary.get("base_seed", 0)
+            dim = run_dim(folder) or dim
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
@@ -205,14 +222,14 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         rows.sort()
         T = int(max(c[0][-1] for c in curves.values()))
         S = rows[0][5]
-        lines += [f"## {task} (T={T}, {S} seeds)", "",
+        lines += [f"## {task} (T={T}, {S} seeds{'' if dim == 5 or task in TASK_DATA else f', d={dim}'})", "",
                   f"| method | R(T)/T | R({T // 4}) | R({T // 2}) | R({T}) | self-duels | wall s | paper R(T)/T |",
                   "|---|---|---|---|---|---|---|---|"]
         for _, method, (m, s), at, wall, _, duels in rows:
             cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
-            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {PAPER.get((task, method), '')} |")
+            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {PAPER.get((task, method, dim), '')} |")
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s}
-        floor = distinct_floor(task, T, S, base_seed)
+        floor = distinct_floor(task, T, S, base_seed, dim)
         lines += ["", f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
                       f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."
                   if floor is not None else "A policy that never duels an arm with itself has R(T)/T ≥ 0.5 here "

@@ -161,6 +161,12 @@ def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
     import glob
     [hparams] = glob.glob(os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "*", "hparams.yaml"))
     assert "dim: 3\n" in open(hparams).read()
+    # the report names d, and its a2 != a1 floor is that of the d = 3 streams (not the default d = 5)
+    from nvldb_pl.report import distinct_floor
+    report = open(os.path.join(out, "report.md")).read()
+    assert "## cos (T=4, 1 seeds, d=3)" in report
+    floor = distinct_floor("cos", 4, 1, 0, dim=3)
+    assert floor != distinct_floor("cos", 4, 1, 0) and f"below {floor:.3f} on these streams" in report
 
 
 def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
