@@ -124,6 +124,18 @@ class NeuralLearner(DuelingLearner):
         """The n Adam steps go through a CUDA graph: history_pass=graphed on a CUDA device."""
         return self.hparams.get("history_pass") == "graphed" and self.device.type == "cuda"
 
+    def on_train_start(self) -> None:
+        """After a checkpoint's optimizer state was restored: Adam's ``capturable`` (and where its step
+        counts live) as this run needs them, whatever the checkpoint's run used (graphed on CUDA or not)."""
+        opt = self.optimizers(use_pl_optimizer=False)
+        capturable = self._graphed()
+        for group in opt.param_groups:
+            group["capturable"] = capturable
+        for p, state in opt.state.items():
+            if "step" in state:  # capturable: on the parameter's device (as torch keeps it); else on the host
+                step = torch.as_tensor(state["step"], dtype=torch.float32)
+                state["step"] = step.to(p.device) if capturable else step.cpu()
+
     def on_fit_start(self) -> None:
         if getattr(self.trainer.precision_plugin, "scaler", None) is not None and self.hparams.num_seeds > 1:
             rank_zero_warn(
