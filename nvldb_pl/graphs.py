@@ -27,30 +27,50 @@ def bucket(t: int, T: int) -> int:
     return min(T, -(-t // BUCKET_ROUNDS) * BUCKET_ROUNDS)
 
 
+def available(device: torch.device) -> bool:
+    """Whether ``device`` can capture CUDA graphs (a CUDA device)."""
+    return device.type == "cuda"
+
+
 class CapturedSteps:
     """``fn()`` run through a CUDA graph per ``key``: captured at a key's first call, replayed while
     the key stays. ``fn`` returns a tuple of tensors (or None); what a replay returns is the graph's
-    own output tensors, valid until the next call (use them, or clone them, before)."""
+    own output tensors, valid until the next call (use them, or clone them, before).
+
+    A replay repeats the captured kernels on the tensors' current values; every Python value ``fn``
+    read (a round number, a shape) keeps what it was at the capture. ``tests/test_long_horizon.py``
+    runs a loop whose replays re-run the capture-time ``fn`` on a CPU, which catches such a value."""
 
     def __init__(self):
         self.key: Optional[Hashable] = None
-        self.graph: Optional[torch.cuda.CUDAGraph] = None
+        self.graph = None
         self.out: Optional[tuple] = None
         self.captures = 0
 
     def __call__(self, key: Hashable, fn: Callable[[], tuple]) -> tuple:
         if key == self.key:
-            self.graph.replay()
-            return self.out
+            return self._replay()
         self.graph, self.out = None, None  # the previous bucket's graph and its memory pool go
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # this round, eagerly: the warm-up before a capture
-            out = fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):  # records the launches; runs nothing
-            self.out = fn()
-        self.key, self.graph = key, graph
+        out = self._warm_up(fn)  # this round, eagerly
+        self._capture(fn)  # records the launches; runs nothing
+        self.key = key
         self.captures += 1
         return out
+
+    def _warm_up(self, fn: Callable[[], tuple]) -> tuple:
+        """fn() on a side stream, as CUDA graphs ask before a capture (lazy state, library handles)."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out = fn()
+        torch.cuda.current_stream().wait_stream(side)
+        return out
+
+    def _capture(self, fn: Callable[[], tuple]) -> None:
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = fn()
+
+    def _replay(self) -> tuple:
+        self.graph.replay()
+        return self.out

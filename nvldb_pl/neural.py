@@ -118,17 +118,21 @@ class NeuralLearner(DuelingLearner):
         # Elementwise, so seeds stay independent. Not fused=True: torch's fused CPU Adam rounds the
         # last bit of an element differently depending on the tensor's size (the number of seeds).
         # capturable: the step count on the device, so that a CUDA graph can hold the step (history_pass=graphed)
-        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=True, capturable=self._graphed())
+        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=True, capturable=self._capturable())
 
     def _graphed(self) -> bool:
-        """The n Adam steps go through a CUDA graph: history_pass=graphed on a CUDA device."""
-        return self.hparams.get("history_pass") == "graphed" and self.device.type == "cuda"
+        """The update's Adam steps and refit go through a CUDA graph: history_pass=graphed where graphs exist."""
+        return self.hparams.get("history_pass") == "graphed" and graphs.available(self.device)
+
+    def _capturable(self) -> bool:
+        """Adam keeps its step count on the device (what a CUDA graph of its step needs)."""
+        return self._graphed() and self.device.type == "cuda"
 
     def on_train_start(self) -> None:
         """After a checkpoint's optimizer state was restored: Adam's ``capturable`` (and where its step
         counts live) as this run needs them, whatever the checkpoint's run used (graphed on CUDA or not)."""
         opt = self.optimizers(use_pl_optimizer=False)
-        capturable = self._graphed()
+        capturable = self._capturable()
         for group in opt.param_groups:
             group["capturable"] = capturable
         for p, state in opt.state.items():
@@ -158,7 +162,7 @@ class NeuralLearner(DuelingLearner):
         not played yet (n > t under history_pass=graphed; counted on the device)."""
         n = delta_f.shape[1]
         w = self._weights(delta_f, n)
-        if n == t:
+        if self.hparams.get("history_pass") != "graphed":  # n = t
             return w
         return torch.where(torch.arange(n, device=w.device) < self.rounds_done, w, 0.0)
 

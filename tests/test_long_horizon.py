@@ -189,3 +189,25 @@ def test_the_graphed_pass_runs_off_cuda_seed_independent_and_refuses_sampling():
     assert m3.step_graphs.captures == 0  # nothing captured on a CPU
     with pytest.raises(ValueError, match="model.history_pass: graphed walks the whole history"):
         NVLDB(rounds=4, num_seeds=1, history_pass="graphed", sample_size=2)
+
+
+def test_a_graph_replay_of_the_update_reads_no_round_number_baked_at_its_capture(monkeypatch):
+    """A CUDA graph replays its captured kernels on the tensors' current values, with every Python
+    value as at the capture (the round number included). Here the graph is simulated on a CPU: a
+    replay re-runs the update as captured at the bucket's first round. If the graphed update read the
+    round from Python anywhere (not from the rounds_done buffer), the replays would drift from the
+    eager run; they must give it bit for bit, capturing once per bucket."""
+    from nvldb_pl import graphs
+
+    monkeypatch.setattr(graphs, "BUCKET_ROUNDS", 8)  # 30 rounds: buckets 8, 16, 24, 30
+    data = {"task": "cos", "rounds": 30, "num_seeds": 2}
+    model = {"width": 8, "grad_steps": 2, "history_pass": "graphed"}
+    _, eager = run_experiment(data, model)
+    monkeypatch.setattr(graphs, "available", lambda device: True)
+    monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
+    monkeypatch.setattr(graphs.CapturedSteps, "_capture", lambda self, fn: setattr(self, "graph", fn))
+    monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
+    _, replayed = run_experiment(data, model)
+    assert replayed.step_graphs.captures == 4 and eager.step_graphs.captures == 0
+    assert torch.equal(replayed.hist_xt, eager.hist_xt)  # the same pairs every round
+    assert torch.equal(replayed.V, eager.V) and torch.equal(replayed.net.theta, eager.net.theta)
