@@ -21,6 +21,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from . import links
+from . import seedwise
 
 
 def _relu_backward(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -61,7 +62,7 @@ def accumulate_nll_grad(
     Ws = [w.detach().to(dtype) for w in weights]
     th = theta.detach().to(dtype)
     hs = _forward(Ws, [b.detach().to(dtype) for b in biases], x_t.to(dtype))
-    f = scale * torch.bmm(th.unsqueeze(1), hs[-1]).squeeze(1).float()  # f = theta^T phi, [S, 2n]
+    f = scale * seedwise.bmm(th.unsqueeze(1), hs[-1]).squeeze(1).float()  # f = theta^T phi, [S, 2n]
     pair = f.view(S, N // 2, 2)
     delta_f = pair[..., 0] - pair[..., 1]
     w = weight_of(delta_f).to(delta_f.dtype)
@@ -71,14 +72,14 @@ def accumulate_nll_grad(
     g_df = w * d1
     g_f = (scale * torch.stack([g_df, -g_df], dim=-1)).view(S, 1, N).to(dtype)  # dL/d(theta^T h^L)
     L = len(Ws)
-    grads[L].add_(torch.bmm(hs[-1], g_f.transpose(1, 2)).squeeze(2).to(grads[L].dtype))  # d/dtheta
+    grads[L].add_(seedwise.bmm(hs[-1], g_f.transpose(1, 2)).squeeze(2).to(grads[L].dtype))  # d/dtheta
     g = _relu_backward(th.unsqueeze(2) * g_f, hs[-1])  # dL/d(W^L h^{L-1} + b^L)
     for layer in range(L - 1, -1, -1):
-        grads[layer].add_(torch.bmm(g, hs[layer].transpose(1, 2)).to(grads[layer].dtype))
+        grads[layer].add_(seedwise.bmm(g, hs[layer].transpose(1, 2)).to(grads[layer].dtype))
         if biases:  # each duel's two columns summed first: terms that cancel exactly give exactly 0
             grads[L + 1 + layer].add_(g.view(S, -1, N // 2, 2).sum(dim=3).sum(dim=2).to(grads[L + 1 + layer].dtype))
         if layer > 0:
-            g = _relu_backward(torch.bmm(Ws[layer].transpose(1, 2), g), hs[layer])
+            g = _relu_backward(seedwise.bmm(Ws[layer].transpose(1, 2), g), hs[layer])
     return loss.detach()
 
 
@@ -86,7 +87,7 @@ def _forward(Ws: list[torch.Tensor], bs: list[torch.Tensor], x_t: torch.Tensor) 
     """[h^0 = x, h^1, ..., h^L] with h^l = ReLU(W^l h^{l-1} (+ b^l)), feature-major."""
     hs = [x_t]
     for layer, W in enumerate(Ws):
-        pre = torch.bmm(W, hs[-1])
+        pre = seedwise.bmm(W, hs[-1])
         if bs:  # not baddbmm: its rounding depends on the batch size (the number of seeds)
             pre = pre + bs[layer].unsqueeze(2)
         hs.append(pre.relu_())
@@ -115,5 +116,5 @@ def per_point_gradients(weights: list[torch.Tensor], theta: torch.Tensor, x_t: t
         if biases:
             parts[L + 1 + layer] = g.transpose(1, 2)
         if layer > 0:
-            g = _relu_backward(torch.bmm(weights[layer].transpose(1, 2), g), hs[layer])
+            g = _relu_backward(seedwise.bmm(weights[layer].transpose(1, 2), g), hs[layer])
     return torch.cat(parts, dim=2)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from . import seedwise
+
 GRAM_MODES = ("recompute", "incremental")
 
 
@@ -15,7 +17,7 @@ def gram_from_history(dphi: torch.Tensor, weight: torch.Tensor, lam: float) -> t
     """lambda I + sum_i weight_i dphi_i dphi_i^T: dphi [S, t, d], weight [S, t] -> [S, d, d]."""
     dphi, weight = dphi.to(torch.float64), weight.to(torch.float64)
     eye = torch.eye(dphi.shape[-1], dtype=torch.float64, device=dphi.device)
-    return torch.einsum("st,std,ste->sde", weight, dphi, dphi) + lam * eye
+    return seedwise.einsum("st,std,ste->sde", weight, dphi, dphi) + lam * eye
 
 
 def rank_one_update(V: torch.Tensor, dphi: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

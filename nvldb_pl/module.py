@@ -30,7 +30,7 @@ from typing import Optional
 
 import torch
 
-from . import gram, objective, selection
+from . import gram, objective, seedwise, selection
 from .learner import LINKED_FROM_DATA, as_pairs, check_linked
 from .learner import check as _check
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference, resolve_network
@@ -219,14 +219,14 @@ class NVLDB(NeuralLearner):
             x, o, weights = next(self._train_blocks(t, rows[:, 0]))
             phi = as_pairs(self.net.features_t(x)).to(torch.float64)
             sample_dphi = phi[:, :, 0] - phi[:, :, 1]
-            w = weights(torch.einsum("std,sd->st", sample_dphi, theta))
+            w = weights(seedwise.matvec(sample_dphi, theta))
             theta = objective.refit_theta(hp.link, theta, sample_dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations)
             self.net.theta.copy_(theta)
         if hp.gram_mode == "recompute" or (hp.refit_theta and rows is None):
             phi = self._history_features(self._history_rows(t)).to(torch.float64)
             dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
         if hp.refit_theta and rows is None:
-            w = self._history_weights(torch.einsum("std,sd->st", dphi, theta), t)
+            w = self._history_weights(seedwise.matvec(dphi, theta), t)
             theta = objective.refit_theta(hp.link, theta, dphi, self.hist_o[:, : dphi.shape[1]], w,
                                           self.net.theta0, hp.lam, hp.refit_iterations)
             self.net.theta.copy_(theta)
@@ -238,10 +238,10 @@ class NVLDB(NeuralLearner):
         selection time ``selected_dphi`` [S, d], weighted by its zeta at (theta_t, W_t)."""
         hp = self.hparams
         if hp.gram_mode == "recompute":
-            w = self._history_weights(torch.einsum("std,sd->st", dphi, theta), t)
+            w = self._history_weights(seedwise.matvec(dphi, theta), t)
             self.V = gram.gram_from_history(dphi, w, hp.lam)
         else:
             last = as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])).to(torch.float64)
-            df = torch.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)
+            df = seedwise.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)
             w = self._weights(df, t, t - 1)[:, 0]
             self.V = gram.rank_one_update(self.V, selected_dphi, w)

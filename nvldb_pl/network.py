@@ -40,6 +40,8 @@ import math
 import torch
 from torch import nn
 
+from . import seedwise
+
 PARAMETRIZATIONS = ("ntk", "standard")
 INITS_OF = {"ntk": ("kaiming", "paper"), "standard": ("kaiming", "torch", "normal")}  # the first is the default
 
@@ -155,7 +157,7 @@ class StackedMLP(nn.Module):
         """phi(x; W), eq. (nn) (or its standard form), feature-major: x_t [S, d, N] -> [S, d, N]."""
         h = x_t
         for layer, w in enumerate(self.weights):
-            h = torch.bmm(w, h)
+            h = seedwise.bmm(w, h)
             if self.biases:  # added after the matmul: baddbmm's rounding depends on the batch size
                 h = h + self.biases[layer].unsqueeze(2)
             h = torch.relu(h)
@@ -167,9 +169,9 @@ class StackedMLP(nn.Module):
 
     def utility_t(self, phi_t: torch.Tensor) -> torch.Tensor:
         """f = theta^T phi from feature-major phi_t [S, d, N] -> [S, N]."""
-        return torch.bmm(self.theta.to(phi_t.dtype).unsqueeze(1), phi_t).squeeze(1)
+        return seedwise.bmm(self.theta.to(phi_t.dtype).unsqueeze(1), phi_t).squeeze(1)
 
     def utility(self, phi: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:
         """f = theta^T phi: [S, N, d] -> [S, N]."""
         theta = self.theta if theta is None else theta
-        return torch.einsum("snd,sd->sn", phi, theta.to(phi.dtype))
+        return seedwise.matvec(phi, theta.to(phi.dtype))

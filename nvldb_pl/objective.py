@@ -9,7 +9,7 @@ import functools
 
 import torch
 
-from . import links
+from . import links, seedwise
 
 def zeta(delta: torch.Tensor, link: str, epsilon: float, mode: str) -> torch.Tensor:
     """zeta_i of eq. (wi): max(sigma_i, epsilon), sigma_i^2 = g(delta)(1 - g(delta)); 1 if ``none``.
@@ -36,16 +36,16 @@ def ridge(theta: torch.Tensor, theta0: torch.Tensor, lam: float) -> torch.Tensor
 
 def theta_objective(link, theta, dphi, o, weight, theta0, lam) -> torch.Tensor:
     """eq. (total_loss) as a function of theta alone, W fixed: [S, d] -> [S]."""
-    return weighted_nll(link, torch.einsum("std,sd->st", dphi, theta), o, weight) + ridge(theta, theta0, lam)
+    return weighted_nll(link, seedwise.matvec(dphi, theta), o, weight) + ridge(theta, theta0, lam)
 
 
 def theta_gradient(link, theta, dphi, o, weight, theta0, lam) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient [S, d] and Hessian [S, d, d] of :func:`theta_objective`."""
-    z = torch.einsum("std,sd->st", dphi, theta)
+    z = seedwise.matvec(dphi, theta)
     d1, d2 = links.nll_derivatives(link, z, o)
-    grad = torch.einsum("st,std->sd", weight * d1, dphi) + lam * (theta - theta0)
+    grad = seedwise.einsum("st,std->sd", weight * d1, dphi) + lam * (theta - theta0)
     eye = torch.eye(theta.shape[1], dtype=theta.dtype, device=theta.device)
-    hess = torch.einsum("st,std,ste->sde", weight * d2, dphi, dphi) + lam * eye
+    hess = seedwise.einsum("st,std,ste->sde", weight * d2, dphi, dphi) + lam * eye
     return grad, hess
 
 
@@ -77,8 +77,8 @@ def refit_theta(link, theta, dphi, o, weight, theta0, lam, iterations: int = 8) 
         grad, hess = theta_gradient(link, theta, dphi, o, weight, theta0, lam)
         direction = -torch.cholesky_solve(grad.unsqueeze(-1), torch.linalg.cholesky_ex(hess)[0]).squeeze(-1)
         # Loss along the Newton direction, for every step size at once: z = dphi^T(theta + a dir).
-        z0 = torch.einsum("std,sd->st", dphi, theta).unsqueeze(1)
-        zd = torch.einsum("std,sd->st", dphi, direction).unsqueeze(1)
+        z0 = seedwise.matvec(dphi, theta).unsqueeze(1)
+        zd = seedwise.matvec(dphi, direction).unsqueeze(1)
         z = z0 + steps.view(1, -1, 1) * zd  # [S, C, t]
         sign = (2.0 * o - 1.0).unsqueeze(1)
         nll = -(weight.unsqueeze(1) * links.log_prob(link, sign * z)).sum(dim=2)

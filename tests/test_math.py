@@ -51,7 +51,9 @@ def test_refit_reaches_zero_gradient_and_lowers_the_loss(link):
     start = objective.theta_objective(link, theta, dphi, o, w, theta0, 1.0)
     fitted = objective.refit_theta(link, theta, dphi, o, w, theta0, 1.0, iterations=12)
     grad, _ = objective.theta_gradient(link, fitted, dphi, o, w, theta0, 1.0)
-    assert grad.norm(dim=1).max().item() < 1e-6
+    # zero (from |g| ~ 3e3 at the start) up to what the line search can resolve: the loss (~3e3) is known
+    # to ~5e-13 in float64, so steps whose gain g^2 / 2H (H ~ 1e3) is smaller tie with staying put
+    assert grad.norm(dim=1).max().item() < 1e-4
     assert torch.all(objective.theta_objective(link, fitted, dphi, o, w, theta0, 1.0) < start)
     # the analytic gradient agrees with autograd
     th = theta.clone().requires_grad_(True)

@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from .. import gram, objective, selection
+from .. import gram, objective, seedwise, selection
 from ..learner import DuelingLearner, check
 
 
@@ -49,13 +49,13 @@ class LinearDueling(DuelingLearner):
         x = contexts.to(torch.float64)
         z, ok = gram.whiten(x, self.Sigma)
         norm = gram.norms_from_whitened(z, ok)
-        f = torch.einsum("skd,sd->sk", x, self.theta)
+        f = seedwise.matvec(x, self.theta)
         self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), self.t + 1)
         return {"f": f, "norm": norm, "x_norm": z.pow(2).sum(dim=1).sqrt()}
 
     @torch.no_grad()
     def scores(self, contexts):
-        return torch.einsum("skd,sd->sk", contexts.to(torch.float64), self.theta)  # theta^T x
+        return seedwise.matvec(contexts.to(torch.float64), self.theta)  # theta^T x
 
     @torch.no_grad()
     def update(self, duel):

@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 
 from ..backward import per_point_gradients
-from .. import selection
+from .. import seedwise, selection
 from ..host import check_memory
 from ..learner import check, check_linked, history_bytes
 from ..network import layer_sizes
@@ -73,9 +73,9 @@ class NDB(NeuralLearner):
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
         if self.hparams.gram == "full":
-            M = g @ self.Vinv @ g.transpose(1, 2)  # g_k^T V^-1 g_k'
+            M = seedwise.bmm(seedwise.bmm(g, self.Vinv), g.transpose(1, 2))  # g_k^T V^-1 g_k'
         else:
-            M = (g / self.U.unsqueeze(1)) @ g.transpose(1, 2)
+            M = seedwise.bmm(g / self.U.unsqueeze(1), g.transpose(1, 2))
         diag = torch.diagonal(M, dim1=1, dim2=2)
         return (diag.unsqueeze(2) + diag.unsqueeze(1) - 2 * M).clamp(min=0).sqrt()
 
@@ -114,7 +114,7 @@ class NDB(NeuralLearner):
         with self._timed("gram"), torch.no_grad():
             z = duel["dg"]
             if self.hparams.gram == "full":  # Sherman-Morrison: (V + z z^T)^-1
-                vz = torch.bmm(self.Vinv, z.unsqueeze(2))  # [S, p, 1]
+                vz = seedwise.bmm(self.Vinv, z.unsqueeze(2))  # [S, p, 1]
                 u = vz / (1.0 + (z.unsqueeze(2) * vz).sum(1, keepdim=True)).sqrt()
                 self.Vinv.baddbmm_(u, u.transpose(1, 2), alpha=-1.0)  # in place: one pass over V^-1
             else:

@@ -25,7 +25,7 @@ from typing import Optional
 
 import torch
 
-from .. import gram, objective
+from .. import gram, objective, seedwise
 from ..host import reads_without_sync
 from ..learner import DuelingLearner, check
 
@@ -69,7 +69,7 @@ class VACDB(DuelingLearner):
             x = contexts.to(torch.float64)
             width, ok = gram.pairwise_norms(x.repeat_interleave(L, 0), self.Sigma.reshape(S * L, d, d))
             width, ok = width.view(S, L, K, K), ok.view(S, L).all(dim=1)
-            f = torch.einsum("skd,sld->slk", x, self.theta)  # theta_l^T x_k
+            f = seedwise.einsum("skd,sld->slk", x, self.theta)  # theta_l^T x_k
             alpha = 2.0 ** -L
             active = torch.ones(S, K, dtype=torch.bool, device=x.device)
             open_ = torch.ones(S, dtype=torch.bool, device=x.device)  # no pair chosen yet
