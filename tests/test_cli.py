@@ -83,9 +83,13 @@ def test_a_baseline_swapped_in_on_the_command_line_keeps_its_own_default_beta(tm
     assert f"beta: {math.sqrt(5 * math.log(6))}" in hparams  # sqrt(d log T), not NVLDB's a_t = 1
 
 
-def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs():
+def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs_nor_between_batch_sizes():
     res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_drift.py"), "--other", "cpu"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-2000:]
-    rows = [line.split() for line in res.stdout.splitlines()[1:]]
-    assert len(rows) == 4 and all(r[-4:] == ["True", "0.00e+00", "0.00e+00", "0.00e+00"] for r in rows), res.stdout
+    lines = res.stdout.splitlines()
+    rows = [line.split() for line in lines[1:5]]  # CPU against CPU, four variants of the update
+    assert all(r[-4:] == ["True", "0.00e+00", "0.00e+00", "0.00e+00"] for r in rows), res.stdout
+    seeds = [line.split() for line in lines[lines.index("") + 3:]]  # S=4 against four S=1 runs
+    assert [r[0] for r in seeds] == ["chunked", "graphed"], res.stdout
+    assert all(r[1:] == ["True", "0.00e+00", "0.00e+00", "0.00e+00"] for r in seeds), res.stdout
