@@ -14,8 +14,7 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
-from . import objective
-from . import graphs
+from . import graphs, objective
 from .backward import accumulate_nll_grad
 from .learner import DuelingLearner, as_pairs
 from .learner import check as _check
@@ -164,7 +163,12 @@ class NeuralLearner(DuelingLearner):
         w = self._weights(delta_f, n)
         if self.hparams.get("history_pass") != "graphed":  # n = t
             return w
-        return torch.where(torch.arange(n, device=w.device) < self.rounds_done, w, 0.0)
+        return torch.where(self._played(n), w, 0.0)
+
+    def _played(self, n: int) -> torch.Tensor:
+        """[n] bool: history row i < n holds a played round (i < t), counted on the device from the
+        rounds_done buffer, so that a CUDA graph's replay reads the current round."""
+        return torch.arange(n, device=self.rounds_done.device) < self.rounds_done
 
     def _history_features(self, t: int) -> torch.Tensor:
         """phi of both items of every past duel with the current W: [S, t, 2, d]."""
@@ -211,8 +215,7 @@ class NeuralLearner(DuelingLearner):
                 return
             if mode in ("masked", "graphed"):
                 n = self.hist_o.shape[1] if mode == "masked" else graphs.bucket(t, self.hist_o.shape[1])
-                # rounds 1..t, counted on the device (rounds_done = t): a CUDA graph replays it unchanged
-                played = torch.arange(n, device=self.hist_o.device) < self.rounds_done
+                played = self._played(n)
                 yield (self.hist_xt[:, :, : 2 * n], self.hist_o[:, :n],
                        lambda df: torch.where(played, self._weights(df, n, 0), 0.0))
                 return
@@ -237,10 +240,6 @@ class NeuralLearner(DuelingLearner):
         scaler = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
         if self.hparams.get("backward", "manual") == "autograd" or scaler is not None:
             return self._adam_steps_autograd(t)
-        return self._manual_adam_steps(t)
-
-    def _manual_adam_steps(self, t: int) -> torch.Tensor:
-        """:meth:`_adam_steps` with the hand-written gradient of :mod:`nvldb_pl.backward`."""
         hp, opt, net = self.hparams, self.optimizer(), self.net
         params = net.param_list()
         grads = [torch.zeros_like(p) for p in params]
