@@ -57,8 +57,7 @@ def _step_sizes(device: torch.device) -> torch.Tensor:
     """STEP_SIZES made on ``device`` by kernels (exact halvings; a tensor from host data would be a
     blocking copy on CUDA), once per device."""
     ones = torch.ones(1, dtype=torch.float64, device=device)
-    steps = torch.cat([ones, torch.full((4,), 0.5, dtype=torch.float64, device=device).cumprod(0), 0 * ones])
-    return steps
+    return torch.cat([ones, torch.full((4,), 0.5, dtype=torch.float64, device=device).cumprod(0), 0 * ones])
 
 
 @torch.no_grad()

@@ -50,8 +50,8 @@ class VACDB(DuelingLearner):
                                        beta=beta, layers=L, refit_iterations=refit_iterations))
         self.automatic_optimization = False
         S, d = num_seeds, dim
-        scale = 4.0 ** -torch.arange(1, L + 1, dtype=torch.float64)  # 4^-l
-        self.register_buffer("reg", lam * scale)  # [L]
+        self._reg = [lam * 4.0 ** -l for l in range(1, L + 1)]  # lam 4^-l on the host (the refit reads it per round)
+        self.register_buffer("reg", torch.tensor(self._reg, dtype=torch.float64))  # [L]
         self.register_buffer("theta", torch.zeros(S, L, d, dtype=torch.float64))
         self.register_buffer("Sigma", (self.reg[:, None, None] * torch.eye(d, dtype=torch.float64)).repeat(S, 1, 1, 1))
         self.register_buffer("hist_layer", torch.zeros(S, rounds, dtype=torch.int64))  # 0: stored nowhere
@@ -126,7 +126,7 @@ class VACDB(DuelingLearner):
             for l in layers:  # one problem per (seed, layer), ridge lam 4^-l; batched over seeds
                 weight = (self.hist_layer[:, :t] == l) * self.hist_w[:, :t].pow(2)  # w_i^2 in layer l, else 0
                 refit = objective.refit_theta(hp.link, self.theta[:, l - 1], Z, o, weight,
-                                              torch.zeros_like(self.theta[:, l - 1]), hp.lam * 4.0 ** -l,
+                                              torch.zeros_like(self.theta[:, l - 1]), self._reg[l - 1],
                                               hp.refit_iterations)
                 new[:, l - 1] = torch.where((layer_of == l).unsqueeze(1), refit, self.theta[:, l - 1])
             self.theta = new
