@@ -31,31 +31,39 @@ TASK_DATA = {
     "covertype": {"dim": 378, "arms": 7},
 }
 
-# What the paper states in numbers, by (task, method, context dimension d). Figure 1 (d=5, K=5,
-# m=32, T=2000) is given as plots only; the square task has R(2000)/2000 for NVLDB-UCB at widths
-# 500 and 1000 (appendix table "Network Width Sensitivity"), quoted here as context for a
-# different width, and at d=20 (appendix table "High-Dimensional Experiments", m=100).
+# What the paper states in numbers, by (task, method, context dimension d, width m; None: any m).
+# Figure 1 (d=5, K=5, m=32, T=2000) is given as plots only; the square task has R(2000)/2000 for
+# NVLDB-UCB at widths 500 and 1000 (appendix table "Network Width Sensitivity") and at d=20
+# (appendix table "High-Dimensional Experiments", m=100).
 PAPER = {
-    ("square", "NVLDB-UCB-ASYM", 5): "1.66 ± 0.78 (m=500), 1.37 ± 0.22 (m=1000)",
-    ("square", "NVLDB-UCB-OSYM", 5): "0.97 ± 0.17 (m=500), 1.73 ± 0.65 (m=1000)",
-    ("square", "NVLDB-UCB-CSYM", 5): "1.13 ± 0.35 (m=500), 1.54 ± 0.65 (m=1000)",
-    ("square", "NVLDB-UCB-ASYM", 20): "9.33 ± 1.89",
-    ("square", "NVLDB-UCB-OSYM", 20): "9.49 ± 2.05",
-    ("square", "NVLDB-UCB-CSYM", 20): "10.76 ± 1.29",
-    ("statlog", "NVLDB-UCB-OSYM", 63): "0.017 at T=200 (main text)",
-    ("statlog", "NLDB-UCB-OSYM", 63): "0.199 at T=200 (main text)",
+    ("square", "NVLDB-UCB-ASYM", 5, 500): "1.66 ± 0.78",
+    ("square", "NVLDB-UCB-OSYM", 5, 500): "0.97 ± 0.17",
+    ("square", "NVLDB-UCB-CSYM", 5, 500): "1.13 ± 0.35",
+    ("square", "NVLDB-UCB-ASYM", 5, 1000): "1.37 ± 0.22",
+    ("square", "NVLDB-UCB-OSYM", 5, 1000): "1.73 ± 0.65",
+    ("square", "NVLDB-UCB-CSYM", 5, 1000): "1.54 ± 0.65",
+    ("square", "NVLDB-UCB-ASYM", 20, 100): "9.33 ± 1.89",
+    ("square", "NVLDB-UCB-OSYM", 20, 100): "9.49 ± 2.05",
+    ("square", "NVLDB-UCB-CSYM", 20, 100): "10.76 ± 1.29",
+    ("statlog", "NVLDB-UCB-OSYM", 63, None): "0.017 at T=200 (main text)",
+    ("statlog", "NLDB-UCB-OSYM", 63, None): "0.199 at T=200 (main text)",
 }
 
 
-def run_dim(folder: str) -> Optional[int]:
-    """The context dimension d a run was made with (its hparams.yaml), or None if not recorded."""
+def paper_value(task: str, method: str, dim: int, width: Optional[int]) -> str:
+    """The paper's number for this row, if it states one for this d and width m (or for any m)."""
+    return PAPER.get((task, method, dim, width), PAPER.get((task, method, dim, None), ""))
+
+
+def run_hparams(folder: str) -> dict:
+    """The hyperparameters a run was made with (its hparams.yaml; empty if not recorded)."""
     import yaml
 
     path = os.path.join(folder, "hparams.yaml")
     if not os.path.exists(path):
-        return None
+        return {}
     with open(path) as fh:
-        return (yaml.safe_load(fh) or {}).get("dim")
+        return yaml.safe_load(fh) or {}
 
 
 def _accepts(learner: str) -> set[str]:
@@ -202,6 +210,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         curves = {}
         base_seed = 0
         dim = TASK_DATA.get(task, {}).get("dim", 5)
+        widths = {}  # method -> width m of its run (None: made elsewhere, not recorded)
         for (t_, method), folder in runs.items():
             if t_ != task:
                 continue
@@ -209,7 +218,9 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             with open(os.path.join(folder, "summary.json")) as fh:
                 summary = json.load(fh)
             base_seed = summary.get("base_seed", 0)
-            dim = run_dim(folder) or dim
+            hparams = run_hparams(folder)
+            dim = hparams.get("dim") or dim
+            widths[method] = hparams.get("width")
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
@@ -227,7 +238,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
                   "|---|---|---|---|---|---|---|---|"]
         for _, method, (m, s), at, wall, _, duels in rows:
             cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
-            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {PAPER.get((task, method, dim), '')} |")
+            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {paper_value(task, method, dim, widths.get(method))} |")
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s}
         floor = distinct_floor(task, T, S, base_seed, dim)
         lines += ["", f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "

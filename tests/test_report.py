@@ -169,6 +169,16 @@ def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
     assert floor != distinct_floor("cos", 4, 1, 0) and f"below {floor:.3f} on these streams" in report
 
 
+def test_paper_column_quotes_the_value_stated_for_the_runs_width_only(tmp_path):
+    from nvldb_pl.report import PAPER
+    for width, expected in ((500, PAPER["square", "NVLDB-UCB-ASYM", 5, 500]), (4, "")):
+        out = str(tmp_path / f"m{width}")
+        assert _main(["--out", out, "--tasks", "square", "--rounds", "3", "--seeds", "1", "--methods",
+                      "NVLDB-UCB-ASYM", "--set", f"width={width}", "grad_steps=1"]) == 0
+        [row] = [ln for ln in open(os.path.join(out, "report.md")) if ln.startswith("| NVLDB-UCB-ASYM |")]
+        assert row.rstrip().rstrip("|").split("|")[-1].strip() == expected  # m=500's value, none at m=4
+
+
 def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
     import importlib.util
     import json
