@@ -53,15 +53,14 @@ def main() -> None:
 def seeds_together_and_alone(device: str) -> None:
     """S=4 in one run against four S=1 runs on ``device``: bit for bit on a CPU (tests/test_loop.py);
     on a GPU a kernel may pick another algorithm for another batch size: how far apart they end."""
-    accelerator = device
     print(f"\nS=4 against four S=1 runs on {device} ({DATA['rounds']} rounds; 0 = bit for bit)")
     print(f"{'history_pass':14s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'regret rel':>10s}")
     for walk in ("chunked", "graphed"):
         model = {"width": 16, "grad_steps": 5, "history_pass": walk}
-        s4, m4 = run_experiment({**DATA, "num_seeds": 4}, model, accelerator=accelerator)
+        s4, m4 = run_experiment({**DATA, "num_seeds": 4}, model, accelerator=device)
         same, v, th, reg = True, 0.0, 0.0, 0.0
         for i in range(4):
-            s1, m1 = run_experiment({**DATA, "num_seeds": 1, "first_seed_id": i}, model, accelerator=accelerator)
+            s1, m1 = run_experiment({**DATA, "num_seeds": 1, "first_seed_id": i}, model, accelerator=device)
             same &= torch.equal(m4.history()[i].cpu(), m1.history()[0].cpu())
             v, th = max(v, rel(m4.V[i], m1.V[0])), max(th, rel(m4.net.theta[i], m1.net.theta[0]))
             a, b = s4["seeds"][i]["cum_avg_regret"], s1["seeds"][0]["cum_avg_regret"]
