@@ -138,10 +138,10 @@ def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
     return rounds, seeds, np.array([[rows[r][s] for s in seeds] for r in rounds])
 
 
-def committed_curves(folder: str, task: str, rounds: int, seeds: int) -> dict:
+def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) -> dict:
     """{method: (rounds, seed ids, R^a_t)} from a report's ``curves_<task>.csv.gz`` (every
     round to 100, then every 10th): runs of another report, compared here seed by seed. Only runs
-    of the same T and number of seeds are kept; {} if the file is absent."""
+    of the same T and (unless ``seeds`` is None) number of seeds are kept; {} if the file is absent."""
     path = os.path.join(folder, f"curves_{task}.csv.gz")
     if not os.path.exists(path):
         return {}
@@ -153,7 +153,7 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: int) -> dict:
     for method, by_round in rows.items():
         rs = np.array(sorted(by_round))
         ids = sorted(by_round[rs[0]])
-        if int(rs[-1]) != rounds or len(ids) != seeds:
+        if int(rs[-1]) != rounds or (seeds is not None and len(ids) != seeds):
             continue
         out[method] = (rs, ids, np.array([[by_round[r][i] for i in ids] for r in rs]))
     return out
@@ -307,14 +307,16 @@ def paired_lines(curves: dict, T: int) -> list[str]:
         for column in columns:
             name = other(m, column)
             theirs = final(name) if name in curves else {}
-            if not mine or sorted(theirs) != sorted(mine):
-                cells.append("–")
-                continue
-            d = np.array([mine[s] - theirs[s] for s in sorted(mine)])
-            se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0.0
-            cells.append(f"{d.mean():+.3f} ± {se:.3f} ({int((d < 0).sum())}/{d.size})")
+            cells.append(paired_cell(mine, theirs) if mine and sorted(theirs) == sorted(mine) else "–")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def paired_cell(mine: dict, theirs: dict) -> str:
+    """'mean ± standard error (k/n)' of mine[s] − theirs[s] over the n seeds both have; k: seeds where mine is lower."""
+    d = np.array([mine[s] - theirs[s] for s in sorted(set(mine) & set(theirs))])
+    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0.0
+    return f"{d.mean():+.3f} ± {se:.3f} ({int((d < 0).sum())}/{d.size})"
 
 
 def kept_round(r: int, T: int) -> bool:

@@ -220,3 +220,48 @@ def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colour
     # a method's look depends on its name only, whatever else is in the figure
     assert method_style("NDB-UCB") == ("tab:green", "--") and method_style("NVLDB-TS-OSYM") == ("tab:blue", "-")
     assert figure_panels(["CoLSTIM", "Random"]) == [("baselines", ["CoLSTIM", "Random"])]
+
+
+def _write_curves(path, rows):
+    import csv
+    import gzip
+    with gzip.open(path, "wt", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["method", "seed", "round", "cum_avg_regret"])
+        w.writerows(rows)
+
+
+def test_pair_script_pairs_two_folders_on_their_common_seeds_and_names_bad_input(tmp_path, capsys):
+    import importlib.util
+
+    import numpy as np
+    spec = importlib.util.spec_from_file_location("pair", os.path.join(os.path.dirname(REPRODUCE), "pair.py"))
+    pair = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pair)
+    T, rng = 20, np.random.default_rng(3)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    final = {}  # (folder, seed) -> R(T)
+    for folder, seeds in ((a, range(4)), (b, range(2, 7))):  # seeds 2 and 3 in common
+        rows = []
+        for s in seeds:
+            for r in range(1, T + 1):
+                rows.append(["NVLDB-UCB-ASYM", s, r, float(rng.uniform(0, r))])
+            final[folder.name, s] = rows[-1][3]
+            rows.append(["Random", s, T, 99.0])
+        _write_curves(folder / "curves_cos.csv.gz", rows)
+    assert pair.main([str(a), "NVLDB-UCB-ASYM", str(b), "NVLDB-UCB-ASYM", "--task", "cos", "--rounds", str(T)]) == 0
+    out = capsys.readouterr().out
+    d = [(final["a", s] - final["b", s]) / T for s in (2, 3)]
+    se = abs(d[0] - d[1]) / 2  # std (ddof=1) of two values / sqrt(2)
+    expect = f"{np.mean(d):+.3f} ± {se:.3f} ({sum(x < 0 for x in d)}/2)"
+    assert f"difference over 2 seeds (2-3): {expect}" in out
+    assert f"R(T)/T {np.mean([final['a', s] / T for s in (2, 3)]):.3f}" in out
+    # bad input: the file, the method and the seeds are named, and nothing is printed as a result
+    assert pair.main([str(a), "NDB-UCB", str(b), "Random", "--task", "cos", "--rounds", str(T)]) == 2
+    assert "no run of 'NDB-UCB'" in capsys.readouterr().err
+    assert pair.main([str(a), "Random", str(b), "Random", "--task", "square", "--rounds", str(T)]) == 2
+    assert "curves_square.csv.gz: no such file" in capsys.readouterr().err
+    _write_curves(b / "curves_cos.csv.gz", [["Random", 9, T, 1.0]])
+    assert pair.main([str(a), "Random", str(b), "Random", "--task", "cos", "--rounds", str(T)]) == 2
+    assert "no seed in common" in capsys.readouterr().err
