@@ -1,12 +1,13 @@
 """Compare two committed runs seed by seed: R(T)/T of the first minus the second.
 
-    python scripts/pair.py results/paper/width/m1000 NVLDB-UCB-ASYM results/paper/width/m32 NVLDB-UCB-ASYM --task square
+    python scripts/pair.py --task square --first NVLDB-UCB-ASYM results/paper/width/m1000 --second NVLDB-UCB-ASYM results/paper/width/m32
 
-Each run is a report folder and a method in its ``curves_<task>.csv.gz`` (what `scripts/reproduce.py`
-commits), so runs from different folders (another width, the literal reading, another loop) are
-paired on the seeds both ran: the same seed is the same stream of contexts and preferences. Prints
-each run's R(T)/T (mean ± std over those seeds) and the difference, mean ± standard error, with the
-number of seeds where the first is lower.
+A run is a method and the report folders whose ``curves_<task>.csv.gz`` (what `scripts/reproduce.py`
+commits) hold it: several folders when its seeds were run in parts (``--base-seed``), joined seed by
+seed. Runs from different folders (another width, the literal reading, another loop) are paired on
+the seeds both ran: the same seed is the same stream of contexts and preferences. Prints each run's
+R(T)/T (mean ± std over those seeds) and the difference, mean ± standard error, with the number of
+seeds where the first is lower. Without ``--second``: the first run's R(T)/T over all its seeds.
 """
 import argparse
 import os
@@ -32,26 +33,49 @@ def final_regret(folder: str, method: str, task: str, rounds: int) -> dict:
     return dict(zip(seeds, R[-1] / rounds))
 
 
+def joined(method: str, folders: list[str], task: str, rounds: int) -> dict:
+    """{seed: R(T)/T} of ``method`` over ``folders`` (its seeds run in parts); a seed in two of them is refused."""
+    out: dict = {}
+    for folder in folders:
+        part = final_regret(folder, method, task, rounds)
+        twice = sorted(set(part) & set(out))
+        if twice:
+            raise ValueError(f"{folder}: seeds {twice} of {method!r} are also in an earlier folder; give each seed once")
+        out.update(part)
+    return out
+
+
+def _stats(label: str, vals: dict, seeds: list) -> str:
+    x = np.array([vals[s] for s in seeds])
+    return f"{label}: R(T)/T {x.mean():.3f} ± {x.std(ddof=1) if x.size > 1 else 0.0:.3f} over {x.size} seeds"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("first", nargs=2, metavar=("FOLDER", "METHOD"), help="the run whose R(T)/T is the minuend")
-    p.add_argument("second", nargs=2, metavar=("FOLDER", "METHOD"), help="the run subtracted")
+    p.add_argument("--first", nargs="+", required=True, metavar="METHOD FOLDER",
+                   help="the run whose R(T)/T is the minuend: a method, then its report folder(s)")
+    p.add_argument("--second", nargs="+", default=None, metavar="METHOD FOLDER", help="the run subtracted, likewise")
     p.add_argument("--task", required=True, help="cos, square, quadratic, statlog, ...")
     p.add_argument("--rounds", type=int, default=2000, help="T of both runs (default 2000)")
     a = p.parse_args(argv)
     try:
         check_positive("--rounds", a.rounds)
-        mine, theirs = (final_regret(f, m, a.task, a.rounds) for f, m in (a.first, a.second))
+        for flag, run in (("--first", a.first), ("--second", a.second)):
+            if run is not None and len(run) < 2:
+                raise ValueError(f"{flag}: give a method and at least one folder, e.g. {flag} NVLDB-UCB-ASYM results/paper/fig1")
+        mine = joined(a.first[0], a.first[1:], a.task, a.rounds)
+        if a.second is None:
+            print(_stats(f"{a.first[0]} in {' '.join(a.first[1:])}", mine, sorted(mine)))
+            return 0
+        theirs = joined(a.second[0], a.second[1:], a.task, a.rounds)
         common = sorted(set(mine) & set(theirs))
         if not common:
-            raise ValueError(f"no seed in common: {a.first[1]} ran seeds {sorted(mine)}, {a.second[1]} ran {sorted(theirs)}")
+            raise ValueError(f"no seed in common: {a.first[0]} ran seeds {sorted(mine)}, {a.second[0]} ran {sorted(theirs)}")
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for (folder, method), vals in ((a.first, mine), (a.second, theirs)):
-        x = np.array([vals[s] for s in common])
-        std = x.std(ddof=1) if x.size > 1 else 0.0
-        print(f"{folder} {method}: R(T)/T {x.mean():.3f} ± {std:.3f}")
+    for run, vals in ((a.first, mine), (a.second, theirs)):
+        print(_stats(f"{run[0]} in {' '.join(run[1:])}", vals, common))
     print(f"difference over {len(common)} seeds ({common[0]}-{common[-1]}): "
           f"{paired_cell({s: mine[s] for s in common}, theirs)}")
     return 0

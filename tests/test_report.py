@@ -231,7 +231,7 @@ def _write_curves(path, rows):
         w.writerows(rows)
 
 
-def test_pair_script_pairs_two_folders_on_their_common_seeds_and_names_bad_input(tmp_path, capsys):
+def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad_input(tmp_path, capsys):
     import importlib.util
 
     import numpy as np
@@ -239,29 +239,37 @@ def test_pair_script_pairs_two_folders_on_their_common_seeds_and_names_bad_input
     pair = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pair)
     T, rng = 20, np.random.default_rng(3)
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir(), b.mkdir()
     final = {}  # (folder, seed) -> R(T)
-    for folder, seeds in ((a, range(4)), (b, range(2, 7))):  # seeds 2 and 3 in common
+    for name, seeds in (("a", range(2)), ("a2", range(2, 4)), ("b", range(2, 7))):  # a + a2: seeds 0-3
+        (tmp_path / name).mkdir()
         rows = []
         for s in seeds:
             for r in range(1, T + 1):
                 rows.append(["NVLDB-UCB-ASYM", s, r, float(rng.uniform(0, r))])
-            final[folder.name, s] = rows[-1][3]
+            final[name, s] = rows[-1][3]
             rows.append(["Random", s, T, 99.0])
-        _write_curves(folder / "curves_cos.csv.gz", rows)
-    assert pair.main([str(a), "NVLDB-UCB-ASYM", str(b), "NVLDB-UCB-ASYM", "--task", "cos", "--rounds", str(T)]) == 0
+        _write_curves(tmp_path / name / "curves_cos.csv.gz", rows)
+    a, a2, b = (str(tmp_path / n) for n in ("a", "a2", "b"))
+    argv = ["--task", "cos", "--rounds", str(T), "--first", "NVLDB-UCB-ASYM", a, a2, "--second", "NVLDB-UCB-ASYM", b]
+    assert pair.main(argv) == 0
     out = capsys.readouterr().out
-    d = [(final["a", s] - final["b", s]) / T for s in (2, 3)]
+    d = [(final["a2", s] - final["b", s]) / T for s in (2, 3)]  # seeds in common: 2, 3 (from a2)
     se = abs(d[0] - d[1]) / 2  # std (ddof=1) of two values / sqrt(2)
-    expect = f"{np.mean(d):+.3f} ± {se:.3f} ({sum(x < 0 for x in d)}/2)"
-    assert f"difference over 2 seeds (2-3): {expect}" in out
-    assert f"R(T)/T {np.mean([final['a', s] / T for s in (2, 3)]):.3f}" in out
-    # bad input: the file, the method and the seeds are named, and nothing is printed as a result
-    assert pair.main([str(a), "NDB-UCB", str(b), "Random", "--task", "cos", "--rounds", str(T)]) == 2
-    assert "no run of 'NDB-UCB'" in capsys.readouterr().err
-    assert pair.main([str(a), "Random", str(b), "Random", "--task", "square", "--rounds", str(T)]) == 2
-    assert "curves_square.csv.gz: no such file" in capsys.readouterr().err
-    _write_curves(b / "curves_cos.csv.gz", [["Random", 9, T, 1.0]])
-    assert pair.main([str(a), "Random", str(b), "Random", "--task", "cos", "--rounds", str(T)]) == 2
+    assert f"difference over 2 seeds (2-3): {np.mean(d):+.3f} ± {se:.3f} ({sum(x < 0 for x in d)}/2)" in out
+    assert f"R(T)/T {np.mean([final['b', s] / T for s in (2, 3)]):.3f}" in out
+    # one run over two folders, alone: all four seeds
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "NVLDB-UCB-ASYM", a, a2]) == 0
+    whole = [final["a", 0], final["a", 1], final["a2", 2], final["a2", 3]]
+    assert f"R(T)/T {np.mean(whole) / T:.3f} ± {np.std(whole, ddof=1) / T:.3f} over 4 seeds" in capsys.readouterr().out
+    # bad input: the file, the method, the seeds and the flag are named, and no result is printed
+    bad = [(["--first", "NDB-UCB", a, "--second", "Random", b], "no run of 'NDB-UCB'"),
+           (["--first", "Random", a, "--second", "Random", b, "--task", "square"], "curves_square.csv.gz: no such file"),
+           (["--first", "Random", a, a], "seeds [0, 1] of 'Random' are also in an earlier folder"),
+           (["--first", a], "--first: give a method and at least one folder")]
+    for extra, message in bad:
+        assert pair.main(["--task", "cos", "--rounds", str(T)] + extra) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and captured.out == ""
+    _write_curves(tmp_path / "b" / "curves_cos.csv.gz", [["Random", 9, T, 1.0]])
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", a, "--second", "Random", b]) == 2
     assert "no seed in common" in capsys.readouterr().err
