@@ -210,14 +210,14 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         curves = {}
         base_seed = 0
         dim = TASK_DATA.get(task, {}).get("dim", 5)
-        widths = {}  # method -> width m of its run (None: made elsewhere, not recorded)
+        widths, bases = {}, {}  # method -> width m (None: made elsewhere, not recorded), base seed of its run
         for (t_, method), folder in runs.items():
             if t_ != task:
                 continue
             rounds, seeds, R = load_curves(folder)
             with open(os.path.join(folder, "summary.json")) as fh:
                 summary = json.load(fh)
-            base_seed = summary.get("base_seed", 0)
+            base_seed = bases[method] = summary.get("base_seed", 0)
             hparams = run_hparams(folder)
             dim = hparams.get("dim") or dim
             widths[method] = hparams.get("width")
@@ -239,7 +239,9 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         for _, method, (m, s), at, wall, _, duels in rows:
             cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
             lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {paper_value(task, method, dim, widths.get(method))} |")
-            table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s}
+            # a seed id names a stream only with its base seed (recorded when not 0): scripts/pair.py reads it
+            table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s, **({"base_seed": bases[method]}
+                                                                                  if bases.get(method) else {})}
         floor = distinct_floor(task, T, S, base_seed, dim)
         lines += ["", f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
                       f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."

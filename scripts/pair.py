@@ -5,11 +5,13 @@
 A run is a method and the report folders whose ``curves_<task>.csv.gz`` (what `scripts/reproduce.py`
 commits) hold it: several folders when its seeds were run in parts (``--base-seed``), joined seed by
 seed. Runs from different folders (another width, the literal reading, another loop) are paired on
-the seeds both ran: the same seed is the same stream of contexts and preferences. Prints each run's
+the seeds both ran: the same seed id under the same base seed (``--base-seed``, in the folder's
+report.json when not 0) is the same stream of contexts and preferences. Prints each run's
 R(T)/T (mean ± std over those seeds) and the difference, mean ± standard error, with the number of
 seeds where the first is lower. Without ``--second``: the first run's R(T)/T over all its seeds.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -21,7 +23,8 @@ from nvldb_pl.report import check_positive, committed_curves, paired_cell  # noq
 
 
 def final_regret(folder: str, method: str, task: str, rounds: int) -> dict:
-    """{seed: R(T)/T} of ``method`` in ``folder``'s curves_<task>.csv.gz; a clear error naming the file otherwise."""
+    """{(base seed, seed id): R(T)/T} of ``method`` in ``folder``'s curves_<task>.csv.gz; a clear error naming
+    the file otherwise. The base seed comes from the folder's report.json (0 where it records none)."""
     path = os.path.join(folder, f"curves_{task}.csv.gz")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file (a folder written by scripts/reproduce.py for --task {task})")
@@ -29,8 +32,13 @@ def final_regret(folder: str, method: str, task: str, rounds: int) -> dict:
     if method not in curves:
         raise ValueError(f"{path}: no run of {method!r} with T={rounds}; runs there with that T: "
                          f"{', '.join(sorted(curves)) or 'none'}")
+    base = 0
+    report = os.path.join(folder, "report.json")
+    if os.path.exists(report):
+        with open(report) as fh:
+            base = int(json.load(fh).get(f"{task}/{method}", {}).get("base_seed", 0))
     rs, seeds, R = curves[method]
-    return dict(zip(seeds, R[-1] / rounds))
+    return {(base, s): v for s, v in zip(seeds, R[-1] / rounds)}
 
 
 def joined(method: str, folders: list[str], task: str, rounds: int) -> dict:
@@ -40,14 +48,24 @@ def joined(method: str, folders: list[str], task: str, rounds: int) -> dict:
         part = final_regret(folder, method, task, rounds)
         twice = sorted(set(part) & set(out))
         if twice:
-            raise ValueError(f"{folder}: seeds {twice} of {method!r} are also in an earlier folder; give each seed once")
+            raise ValueError(f"{folder}: seeds {_names(twice)} of {method!r} are also in an earlier folder; give each seed once")
         out.update(part)
     return out
 
 
+def _names(keys: list) -> str:
+    """Seed ids, grouped by base seed: '0-9' (base seed 0), '0-9 of base seed 10'."""
+    out = []
+    for base in sorted({b for b, _ in keys}):
+        ids = sorted(i for b, i in keys if b == base)
+        span = f"{ids[0]}-{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 1 else ", ".join(map(str, ids))
+        out.append(span + ("" if base == 0 else f" of base seed {base}"))
+    return "; ".join(out)
+
+
 def _stats(label: str, vals: dict, seeds: list) -> str:
     x = np.array([vals[s] for s in seeds])
-    return f"{label}: R(T)/T {x.mean():.3f} ± {x.std(ddof=1) if x.size > 1 else 0.0:.3f} over {x.size} seeds"
+    return f"{label}: R(T)/T {x.mean():.3f} ± {x.std(ddof=1) if x.size > 1 else 0.0:.3f} over {x.size} seeds ({_names(seeds)})"
 
 
 def main(argv=None):
@@ -70,13 +88,14 @@ def main(argv=None):
         theirs = joined(a.second[0], a.second[1:], a.task, a.rounds)
         common = sorted(set(mine) & set(theirs))
         if not common:
-            raise ValueError(f"no seed in common: {a.first[0]} ran seeds {sorted(mine)}, {a.second[0]} ran {sorted(theirs)}")
+            raise ValueError(f"no seed in common: {a.first[0]} ran seeds {_names(sorted(mine))}, "
+                             f"{a.second[0]} ran {_names(sorted(theirs))}")
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for run, vals in ((a.first, mine), (a.second, theirs)):
         print(_stats(f"{run[0]} in {' '.join(run[1:])}", vals, common))
-    print(f"difference over {len(common)} seeds ({common[0]}-{common[-1]}): "
+    print(f"difference over {len(common)} seeds ({_names(common)}): "
           f"{paired_cell({s: mine[s] for s in common}, theirs)}")
     return 0
 

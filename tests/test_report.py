@@ -264,7 +264,7 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
     # bad input: the file, the method, the seeds and the flag are named, and no result is printed
     bad = [(["--first", "NDB-UCB", a, "--second", "Random", b], "no run of 'NDB-UCB'"),
            (["--first", "Random", a, "--second", "Random", b, "--task", "square"], "curves_square.csv.gz: no such file"),
-           (["--first", "Random", a, a], "seeds [0, 1] of 'Random' are also in an earlier folder"),
+           (["--first", "Random", a, a], "seeds 0-1 of 'Random' are also in an earlier folder"),
            (["--first", a], "--first: give a method and at least one folder")]
     for extra, message in bad:
         assert pair.main(["--task", "cos", "--rounds", str(T)] + extra) == 2
@@ -273,3 +273,24 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
     _write_curves(tmp_path / "b" / "curves_cos.csv.gz", [["Random", 9, T, 1.0]])
     assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", a, "--second", "Random", b]) == 2
     assert "no seed in common" in capsys.readouterr().err
+    # a seed id names a stream only with its base seed (report.json records it when not 0): seeds 0-1 of
+    # base seed 10 are other streams than seeds 0-1 of base seed 0, so they join a run and never pair with one
+    import json
+    (tmp_path / "c").mkdir()
+    _write_curves(tmp_path / "c" / "curves_cos.csv.gz", [["Random", i, T, 2.0 * T] for i in range(2)])
+    (tmp_path / "c" / "report.json").write_text(json.dumps({"cos/Random": {"R_T_over_T_mean": 2.0, "base_seed": 10}}))
+    c = str(tmp_path / "c")
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", a, c]) == 0
+    assert "R(T)/T 3.475 ± 1.703 over 4 seeds (0-1; 0-1 of base seed 10)" in capsys.readouterr().out
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", c, "--second", "Random", a]) == 2
+    assert "ran seeds 0-1 of base seed 10, Random ran 0-1" in capsys.readouterr().err
+
+
+def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_streams(tmp_path):
+    import json
+    for base in (0, 3):
+        out = str(tmp_path / f"b{base}")
+        assert _main(["--out", out, "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--methods", "Random",
+                      "--base-seed", str(base)]) == 0
+        entry = json.load(open(os.path.join(out, "report.json")))["cos/Random"]
+        assert entry.get("base_seed", 0) == base and ("base_seed" in entry) == (base != 0)
