@@ -70,8 +70,8 @@ def _accepts(learner: str) -> set[str]:
     return init_args(LEARNERS[learner])
 
 
-def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int) -> Optional[str]:
-    """The newest finished run in ``run_dir`` made with these settings (its log dir), or None."""
+def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_seed: int = 0) -> Optional[str]:
+    """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None."""
     for folder in sorted(glob.glob(os.path.join(run_dir, "lightning_logs", "version_*")),
                          key=lambda p: int(p.rsplit("_", 1)[1]), reverse=True):
         path = os.path.join(folder, "summary.json")
@@ -79,23 +79,26 @@ def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int) -> Optio
             continue
         with open(path) as fh:
             s = json.load(fh)
-        if (s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed):
+        if ((s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
+                and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))):
             return folder
     return None
 
 
 def finished_runs(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int,
-                  base_seed: int = 0) -> dict[tuple[str, str], str]:
+                  base_seed: int = 0, first_seed: int = 0) -> dict[tuple[str, str], str]:
     """{(task, method): log dir} of every finished run under ``out/runs`` made with these settings."""
-    runs = {(t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed) for t in tasks for m in methods}
+    runs = {(t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed, first_seed)
+            for t in tasks for m in methods}
     return {k: v for k, v in runs.items() if v}
 
 
 def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0,
              overrides: Optional[dict] = None, log=print, accelerator: str = "cpu",
-             data_overrides: Optional[dict] = None) -> dict[tuple[str, str], str]:
+             data_overrides: Optional[dict] = None, first_seed: int = 0) -> dict[tuple[str, str], str]:
     """Run (or reuse) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their log dirs.
-    ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks."""
+    ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
+    first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
@@ -106,15 +109,15 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
             learner, model = METHODS[method]
             model = {**model, **{k: v for k, v in (overrides or {}).items() if k in _accepts(learner)}}
             run_dir = os.path.join(out, "runs", task, method)
-            found = find_run(run_dir, rounds, num_seeds, base_seed)
+            found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed)
             if found:
                 log(f"[reuse] {task:<10s} {method:<16s} {found}")
             else:
                 start = time.perf_counter()
-                data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed,
+                data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed, "first_seed_id": first_seed,
                         **(TASK_DATA[task] if task in TASK_DATA else (data_overrides or {}))}
                 summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator)
-                found = find_run(run_dir, rounds, num_seeds, base_seed)
+                found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed)
                 log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
                     f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s")
             done[task, method] = found
@@ -159,7 +162,8 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) 
     return out
 
 
-def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0, dim: int = 5) -> Optional[float]:
+def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0, dim: int = 5,
+                   first_seed: int = 0) -> Optional[float]:
     """E[(u_(1) - u_(2)) / 2] over the streams of a synthetic task: the least average regret per
     round of any policy that never duels an arm with itself (its best pair is the two best arms),
     so a lower bound on R(T)/T under ``distinct_arms``. None for the UCI tasks (there it is 0.5:
@@ -168,7 +172,8 @@ def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0, d
         return None
     from .data import RoundStream, StreamSpec
     gaps = []
-    for batch in RoundStream(StreamSpec(task=task, dim=dim, rounds=rounds, num_seeds=num_seeds, base_seed=base_seed)):
+    spec = StreamSpec(task=task, dim=dim, rounds=rounds, num_seeds=num_seeds, first_seed_id=first_seed, base_seed=base_seed)
+    for batch in RoundStream(spec):
         top = torch.topk(batch["utilities"].double(), 2, dim=1).values
         gaps.append((top[:, 0] - top[:, 1]) / 2)
     return float(torch.stack(gaps).mean())
@@ -242,7 +247,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             # a seed id names a stream only with its base seed (recorded when not 0): scripts/pair.py reads it
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s, **({"base_seed": bases[method]}
                                                                                   if bases.get(method) else {})}
-        floor = distinct_floor(task, T, S, base_seed, dim)
+        floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()))
         lines += ["", f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
                       f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."
                   if floor is not None else "A policy that never duels an arm with itself has R(T)/T ≥ 0.5 here "

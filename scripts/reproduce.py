@@ -32,7 +32,9 @@ def main(argv=None):
                    f"also: {' '.join(m for m in METHODS if m not in DEFAULT_METHODS)}")
     p.add_argument("--rounds", type=int, default=2000)
     p.add_argument("--seeds", type=int, default=20)
-    p.add_argument("--base-seed", type=int, default=0)
+    p.add_argument("--base-seed", type=int, default=0, help="another set of streams: seed id i of base seed b is its own stream")
+    p.add_argument("--first-seed", type=int, default=0, metavar="I",
+                   help="seed ids I .. I+S-1: the same streams as those seeds of a run from 0 (a run split in parts)")
     p.add_argument("--dim", type=int, default=None, help="context dimension d of the synthetic tasks (default 5)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="model arguments for every method that accepts them, e.g. width=8 grad_steps=5")
@@ -47,17 +49,20 @@ def main(argv=None):
     try:
         check_positive("--rounds", a.rounds)
         check_positive("--seeds", a.seeds)
+        if a.first_seed < 0:
+            raise ValueError(f"--first-seed: must be >= 0, got {a.first_seed}")
         os.makedirs(a.out, exist_ok=True)
         command = "python scripts/reproduce.py " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
         if a.report_only:
-            runs = finished_runs(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed)
+            runs = finished_runs(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, a.first_seed)
             if not runs:
                 raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
         else:
             run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
-                     accelerator=a.accelerator, data_overrides={} if a.dim is None else {"dim": a.dim})
+                     accelerator=a.accelerator, data_overrides={} if a.dim is None else {"dim": a.dim},
+                     first_seed=a.first_seed)
             # the report keeps the methods earlier calls ran here: one method per call adds up to one report
-            runs = finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed)
+            runs = finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed, a.first_seed)
             earlier = list(dict.fromkeys(m for _, m in runs if m not in a.methods))
             if earlier:
                 command += f"` plus the runs of earlier calls in this folder: `{' '.join(earlier)}"

@@ -294,3 +294,19 @@ def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_
                       "--base-seed", str(base)]) == 0
         entry = json.load(open(os.path.join(out, "report.json")))["cos/Random"]
         assert entry.get("base_seed", 0) == base and ("base_seed" in entry) == (base != 0)
+
+
+def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_path):
+    """A run split in parts: --first-seed 1 --seeds 2 gives seeds 1 and 2 of a 3-seed run, curve for curve."""
+    from nvldb_pl.report import find_run, load_curves
+    common = ["--rounds", "10", "--tasks", "square", "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=2"]
+    whole, part = str(tmp_path / "whole"), str(tmp_path / "part")
+    assert _main(["--out", whole, "--seeds", "3"] + common) == 0
+    assert _main(["--out", part, "--seeds", "2", "--first-seed", "1"] + common) == 0
+    _, ids_w, R_w = load_curves(find_run(os.path.join(whole, "runs", "square", "NVLDB-UCB-ASYM"), 10, 3, 0))
+    _, ids_p, R_p = load_curves(find_run(os.path.join(part, "runs", "square", "NVLDB-UCB-ASYM"), 10, 2, 0, 1))
+    assert ids_w == [0, 1, 2] and ids_p == [1, 2]
+    assert (R_p == R_w[:, 1:]).all() and R_w[-1, 1] != R_w[-1, 0]
+    # the run of seeds 1-2 is not taken for a run of seeds 0-1, and a negative first seed is refused
+    assert find_run(os.path.join(part, "runs", "square", "NVLDB-UCB-ASYM"), 10, 2, 0, 0) is None
+    assert _main(["--out", part, "--seeds", "2", "--first-seed", "-1"] + common) == 2
