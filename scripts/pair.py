@@ -3,10 +3,10 @@
     python scripts/pair.py --task square --first NVLDB-UCB-ASYM results/paper/width/m1000 --second NVLDB-UCB-ASYM results/paper/width/m32
 
 A run is a method and the report folders whose ``curves_<task>.csv.gz`` (what `scripts/reproduce.py`
-commits) hold it: several folders when its seeds were run in parts (``--base-seed``), joined seed by
-seed. Runs from different folders (another width, the literal reading, another loop) are paired on
-the seeds both ran: the same seed id under the same base seed (``--base-seed``, in the folder's
-report.json when not 0) is the same stream of contexts and preferences. Prints each run's
+commits) hold it: several folders when its seeds were run in parts (``--first-seed``, or other streams
+drawn with ``--base-seed``), joined seed by seed. Runs from different folders (another width, the
+literal reading, another loop) are paired on the seeds both ran: the same seed id under the same base
+seed (in the folder's report.json when not 0) is the same stream of contexts and preferences. Prints each run's
 R(T)/T (mean ± std over those seeds) and the difference, mean ± standard error, with the number of
 seeds where the first is lower. Without ``--second``: the first run's R(T)/T over all its seeds.
 """
@@ -42,7 +42,7 @@ def final_regret(folder: str, method: str, task: str, rounds: int) -> dict:
 
 
 def joined(method: str, folders: list[str], task: str, rounds: int) -> dict:
-    """{seed: R(T)/T} of ``method`` over ``folders`` (its seeds run in parts); a seed in two of them is refused."""
+    """{(base seed, seed id): R(T)/T} of ``method`` over ``folders`` (its seeds run in parts); a seed in two is refused."""
     out: dict = {}
     for folder in folders:
         part = final_regret(folder, method, task, rounds)
