@@ -179,7 +179,7 @@ def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0, d
     return float(torch.stack(gaps).mean())
 
 
-def _mean_std(x: np.ndarray) -> tuple[float, float]:
+def mean_std(x: np.ndarray) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else 0.0
 
 
@@ -187,7 +187,7 @@ def _table_row(method: str, rounds: np.ndarray, seeds: list, R: np.ndarray, wall
     """(sort key, method, R(T)/T mean and std, {q: R(qT/4) mean and std}, wall, seeds, self-duels)."""
     T = int(rounds[-1])
     at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
-    return (R[-1].mean() / T, method, _mean_std(R[-1] / T), {q: _mean_std(v) for q, v in at.items()},
+    return (R[-1].mean() / T, method, mean_std(R[-1] / T), {q: mean_std(v) for q, v in at.items()},
             wall, len(seeds), duels)
 
 

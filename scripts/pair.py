@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.report import check_positive, committed_curves, paired_cell  # noqa: E402
+from nvldb_pl.report import check_positive, committed_curves, mean_std, paired_cell  # noqa: E402
 
 
 def final_regret(folder: str, method: str, task: str, rounds: int) -> dict:
@@ -64,8 +64,8 @@ def _names(keys: list) -> str:
 
 
 def _stats(label: str, vals: dict, seeds: list) -> str:
-    x = np.array([vals[s] for s in seeds])
-    return f"{label}: R(T)/T {x.mean():.3f} ± {x.std(ddof=1) if x.size > 1 else 0.0:.3f} over {x.size} seeds ({_names(seeds)})"
+    mean, std = mean_std(np.array([vals[s] for s in seeds]))
+    return f"{label}: R(T)/T {mean:.3f} ± {std:.3f} over {len(seeds)} seeds ({_names(seeds)})"
 
 
 def main(argv=None):
