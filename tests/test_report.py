@@ -1,4 +1,5 @@
 """The reproduction script end to end on a tiny grid."""
+import json
 import os
 import re
 
@@ -69,7 +70,6 @@ def test_wall_cell_names_a_non_cpu_device(tmp_path, capsys):
     out = str(tmp_path / "rep")
     assert _main(["--out", out, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--methods", "Random"]) == 0
     import glob
-    import json
     (path,) = glob.glob(os.path.join(out, "runs", "cos", "Random", "lightning_logs", "version_*", "summary.json"))
     assert json.load(open(path))["device"] == "cpu"
 
@@ -181,7 +181,6 @@ def test_paper_column_quotes_the_value_stated_for_the_runs_width_only(tmp_path):
 
 def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
     import importlib.util
-    import json
     import sys
     spec = importlib.util.spec_from_file_location("sweep", os.path.join(os.path.dirname(REPRODUCE), "sweep.py"))
     sweep = importlib.util.module_from_spec(spec)
@@ -275,7 +274,6 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
     assert "no seed in common" in capsys.readouterr().err
     # a seed id names a stream only with its base seed (report.json records it when not 0): seeds 0-1 of
     # base seed 10 are other streams than seeds 0-1 of base seed 0, so they join a run and never pair with one
-    import json
     (tmp_path / "c").mkdir()
     _write_curves(tmp_path / "c" / "curves_cos.csv.gz", [["Random", i, T, 2.0 * T] for i in range(2)])
     (tmp_path / "c" / "report.json").write_text(json.dumps({"cos/Random": {"R_T_over_T_mean": 2.0, "base_seed": 10}}))
@@ -287,7 +285,6 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
 
 
 def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_streams(tmp_path):
-    import json
     for base in (0, 3):
         out = str(tmp_path / f"b{base}")
         assert _main(["--out", out, "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--methods", "Random",
