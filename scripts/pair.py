@@ -9,11 +9,18 @@ literal reading, another loop) are paired on the seeds both ran: the same seed i
 seed (in the folder's report.json when not 0) is the same stream of contexts and preferences. Prints each run's
 R(T)/T (mean ± std over those seeds) and the difference, mean ± standard error, with the number of
 seeds where the first is lower. Without ``--second``: the first run's R(T)/T over all its seeds.
+
+``--at t`` reads R(t)/t at an earlier round t instead (the committed curves keep every round to 100,
+then every 10th), and ``--rounds`` takes each run's own T when they differ, so a longer run is compared
+with a shorter one on the same streams at the shorter one's end:
+
+    python scripts/pair.py --task square --rounds 10000 2000 --at 2000 --first NVLDB-UCB-ASYM results/paper/width10k/m500 --second NVLDB-UCB-ASYM results/paper/width/m500
 """
 import argparse
 import json
 import os
 import sys
+from typing import Optional
 
 import numpy as np
 
@@ -22,9 +29,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from nvldb_pl.report import check_positive, committed_curves, mean_std, paired_cell  # noqa: E402
 
 
-def final_regret(folder: str, method: str, task: str, rounds: int) -> dict:
-    """{(base seed, seed id): R(T)/T} of ``method`` in ``folder``'s curves_<task>.csv.gz; a clear error naming
-    the file otherwise. The base seed comes from the folder's report.json (0 where it records none)."""
+def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[int] = None) -> dict:
+    """{(base seed, seed id): R(t)/t} of ``method``'s run of T = ``rounds`` in ``folder``'s curves_<task>.csv.gz,
+    at round t = ``at`` (default T); a clear error naming the file otherwise. The base seed comes from the
+    folder's report.json (0 where it records none)."""
     path = os.path.join(folder, f"curves_{task}.csv.gz")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file (a folder written by scripts/reproduce.py for --task {task})")
@@ -38,14 +46,18 @@ def final_regret(folder: str, method: str, task: str, rounds: int) -> dict:
         with open(report) as fh:
             base = int(json.load(fh).get(f"{task}/{method}", {}).get("base_seed", 0))
     rs, seeds, R = curves[method]
-    return {(base, s): v for s, v in zip(seeds, R[-1] / rounds)}
+    t = rounds if at is None else at
+    where = np.flatnonzero(rs == t)
+    if where.size == 0:
+        raise ValueError(f"{path}: {method!r} (T={rounds}) has no round {t} (kept: every round to 100, then every 10th)")
+    return {(base, s): v for s, v in zip(seeds, R[where[0]] / t)}
 
 
-def joined(method: str, folders: list[str], task: str, rounds: int) -> dict:
-    """{(base seed, seed id): R(T)/T} of ``method`` over ``folders`` (its seeds run in parts); a seed in two is refused."""
+def joined(method: str, folders: list[str], task: str, rounds: int, at: Optional[int] = None) -> dict:
+    """{(base seed, seed id): R(t)/t} of ``method`` over ``folders`` (its seeds run in parts); a seed in two is refused."""
     out: dict = {}
     for folder in folders:
-        part = final_regret(folder, method, task, rounds)
+        part = final_regret(folder, method, task, rounds, at)
         twice = sorted(set(part) & set(out))
         if twice:
             raise ValueError(f"{folder}: seeds {_names(twice)} of {method!r} are also in an earlier folder; give each seed once")
@@ -63,9 +75,9 @@ def _names(keys: list) -> str:
     return "; ".join(out)
 
 
-def _stats(label: str, vals: dict, seeds: list) -> str:
+def _stats(label: str, vals: dict, seeds: list, what: str = "R(T)/T") -> str:
     mean, std = mean_std(np.array([vals[s] for s in seeds]))
-    return f"{label}: R(T)/T {mean:.3f} ± {std:.3f} over {len(seeds)} seeds ({_names(seeds)})"
+    return f"{label}: {what} {mean:.3f} ± {std:.3f} over {len(seeds)} seeds ({_names(seeds)})"
 
 
 def main(argv=None):
@@ -74,18 +86,33 @@ def main(argv=None):
                    help="the run whose R(T)/T is the minuend: a method, then its report folder(s)")
     p.add_argument("--second", nargs="+", default=None, metavar="METHOD FOLDER", help="the run subtracted, likewise")
     p.add_argument("--task", required=True, help="cos, square, quadratic, statlog, ...")
-    p.add_argument("--rounds", type=int, default=2000, help="T of both runs (default 2000)")
+    p.add_argument("--rounds", type=int, nargs="+", default=[2000], metavar="T",
+                   help="T of both runs, or of the first then the second (default 2000)")
+    p.add_argument("--at", type=int, default=None, metavar="t",
+                   help="compare R(t)/t at round t (default: T; the smaller T when the runs' T differ)")
     a = p.parse_args(argv)
     try:
-        check_positive("--rounds", a.rounds)
+        if len(a.rounds) > 2:
+            raise ValueError(f"--rounds: give one T, or two (the first run's, the second's), got {len(a.rounds)}")
+        for T in a.rounds:
+            check_positive("--rounds", T)
         for flag, run in (("--first", a.first), ("--second", a.second)):
             if run is not None and len(run) < 2:
                 raise ValueError(f"{flag}: give a method and at least one folder, e.g. {flag} NVLDB-UCB-ASYM results/paper/fig1")
-        mine = joined(a.first[0], a.first[1:], a.task, a.rounds)
+        T1, T2 = a.rounds[0], a.rounds[-1]
+        at = a.at
+        if at is None and a.second is not None and T1 != T2:
+            at = min(T1, T2)
+        if at is not None:
+            check_positive("--at", at)
+            if at > max(T1, T2) or (a.second is not None and at > min(T1, T2)):
+                raise ValueError(f"--at: round {at} is past the end of a run (--rounds {' '.join(map(str, a.rounds))})")
+        what = "R(T)/T" if at is None or (at == T1 == T2) else f"R({at})/{at}"
+        mine = joined(a.first[0], a.first[1:], a.task, T1, at)
         if a.second is None:
-            print(_stats(f"{a.first[0]} in {' '.join(a.first[1:])}", mine, sorted(mine)))
+            print(_stats(f"{a.first[0]} in {' '.join(a.first[1:])}", mine, sorted(mine), what))
             return 0
-        theirs = joined(a.second[0], a.second[1:], a.task, a.rounds)
+        theirs = joined(a.second[0], a.second[1:], a.task, T2, at)
         common = sorted(set(mine) & set(theirs))
         if not common:
             raise ValueError(f"no seed in common: {a.first[0]} ran seeds {_names(sorted(mine))}, "
@@ -94,7 +121,7 @@ def main(argv=None):
         print(f"error: {err}", file=sys.stderr)
         return 2
     for run, vals in ((a.first, mine), (a.second, theirs)):
-        print(_stats(f"{run[0]} in {' '.join(run[1:])}", vals, common))
+        print(_stats(f"{run[0]} in {' '.join(run[1:])}", vals, common, what))
     print(f"difference over {len(common)} seeds ({_names(common)}): "
           f"{paired_cell({s: mine[s] for s in common}, theirs)}")
     return 0

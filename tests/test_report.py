@@ -284,6 +284,50 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
     assert "ran seeds 0-1 of base seed 10, Random ran 0-1" in capsys.readouterr().err
 
 
+def test_pair_script_reads_an_earlier_round_and_pairs_runs_of_different_lengths(tmp_path, capsys):
+    import importlib.util
+
+    import numpy as np
+    spec = importlib.util.spec_from_file_location("pair", os.path.join(os.path.dirname(REPRODUCE), "pair.py"))
+    pair = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pair)
+    rng = np.random.default_rng(5)
+    kept = lambda T: [r for r in range(1, T + 1) if r <= 100 or r % 10 == 0]  # what reproduce.py commits
+    R = {}  # (folder, seed, round) -> R(t)
+    for name, T in (("long", 150), ("short", 40)):
+        (tmp_path / name).mkdir()
+        rows = []
+        for s in range(3):
+            for r in kept(T):
+                R[name, s, r] = float(rng.uniform(0, r))
+                rows.append(["NVLDB-UCB-ASYM", s, r, R[name, s, r]])
+        _write_curves(tmp_path / name / "curves_square.csv.gz", rows)
+    long, short = str(tmp_path / "long"), str(tmp_path / "short")
+    # one run read at round 120: R(120)/120 over its seeds, by a plain loop
+    assert pair.main(["--task", "square", "--rounds", "150", "--at", "120", "--first", "NVLDB-UCB-ASYM", long]) == 0
+    v = [R["long", s, 120] / 120 for s in range(3)]
+    assert f"R(120)/120 {np.mean(v):.3f} ± {np.std(v, ddof=1):.3f} over 3 seeds (0-2)" in capsys.readouterr().out
+    # runs of different T: read at the shorter one's end unless --at says otherwise
+    for extra, t in (([], 40), (["--at", "30"], 30)):
+        argv = ["--task", "square", "--rounds", "150", "40", "--first", "NVLDB-UCB-ASYM", long,
+                "--second", "NVLDB-UCB-ASYM", short] + extra
+        assert pair.main(argv) == 0
+        d = [(R["long", s, t] - R["short", s, t]) / t for s in range(3)]
+        out = capsys.readouterr().out
+        assert f"difference over 3 seeds (0-2): {np.mean(d):+.3f} ± {np.std(d, ddof=1) / np.sqrt(3):.3f}" in out
+        assert f"R({t})/{t}" in out
+    # bad input names the flag or the file and the round
+    bad = [(["--rounds", "150", "--at", "105", "--first", "NVLDB-UCB-ASYM", long], "has no round 105"),
+           (["--rounds", "150", "40", "--at", "60", "--first", "NVLDB-UCB-ASYM", long, "--second", "NVLDB-UCB-ASYM", short],
+            "--at: round 60 is past the end of a run"),
+           (["--rounds", "150", "40", "30", "--first", "NVLDB-UCB-ASYM", long], "--rounds: give one T, or two"),
+           (["--rounds", "150", "--at", "0", "--first", "NVLDB-UCB-ASYM", long], "--at")]
+    for argv, message in bad:
+        assert pair.main(["--task", "square"] + argv) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and captured.out == ""
+
+
 def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_streams(tmp_path):
     for base in (0, 3):
         out = str(tmp_path / f"b{base}")
