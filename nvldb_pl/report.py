@@ -31,28 +31,30 @@ TASK_DATA = {
     "covertype": {"dim": 378, "arms": 7},
 }
 
-# What the paper states in numbers, by (task, method, context dimension d, width m; None: any m).
-# Figure 1 (d=5, K=5, m=32, T=2000) is given as plots only; the square task has R(2000)/2000 for
-# NVLDB-UCB at widths 500 and 1000 (appendix table "Network Width Sensitivity") and at d=20
-# (appendix table "High-Dimensional Experiments", m=100).
+# What the paper states in numbers, by (task, method, context dimension d, width m; None: any m), then
+# by horizon T (None: any T; the value names its own). Figure 1 (d=5, K=5, m=32, T=2000) is given as
+# plots only; the square task has R(T)/T at T = 2000, 6000, 10000 for NVLDB-UCB at widths 500 and 1000
+# (appendix table "Network Width Sensitivity") and at d=20 (appendix table "High-Dimensional
+# Experiments", m=100). A run of another T gets no value: R(T)/T falls with T.
 PAPER = {
-    ("square", "NVLDB-UCB-ASYM", 5, 500): "1.66 ± 0.78",
-    ("square", "NVLDB-UCB-OSYM", 5, 500): "0.97 ± 0.17",
-    ("square", "NVLDB-UCB-CSYM", 5, 500): "1.13 ± 0.35",
-    ("square", "NVLDB-UCB-ASYM", 5, 1000): "1.37 ± 0.22",
-    ("square", "NVLDB-UCB-OSYM", 5, 1000): "1.73 ± 0.65",
-    ("square", "NVLDB-UCB-CSYM", 5, 1000): "1.54 ± 0.65",
-    ("square", "NVLDB-UCB-ASYM", 20, 100): "9.33 ± 1.89",
-    ("square", "NVLDB-UCB-OSYM", 20, 100): "9.49 ± 2.05",
-    ("square", "NVLDB-UCB-CSYM", 20, 100): "10.76 ± 1.29",
-    ("statlog", "NVLDB-UCB-OSYM", 63, None): "0.017 at T=200 (main text)",
-    ("statlog", "NLDB-UCB-OSYM", 63, None): "0.199 at T=200 (main text)",
+    ("square", "NVLDB-UCB-ASYM", 5, 500): {2000: "1.66 ± 0.78", 6000: "0.82 ± 0.39", 10000: "0.54 ± 0.19"},
+    ("square", "NVLDB-UCB-OSYM", 5, 500): {2000: "0.97 ± 0.17", 6000: "0.51 ± 0.07", 10000: "0.39 ± 0.04"},
+    ("square", "NVLDB-UCB-CSYM", 5, 500): {2000: "1.13 ± 0.35", 6000: "0.61 ± 0.13", 10000: "0.46 ± 0.07"},
+    ("square", "NVLDB-UCB-ASYM", 5, 1000): {2000: "1.37 ± 0.22", 6000: "0.65 ± 0.09", 10000: "0.42 ± 0.04"},
+    ("square", "NVLDB-UCB-OSYM", 5, 1000): {2000: "1.73 ± 0.65", 6000: "0.81 ± 0.27", 10000: "0.52 ± 0.13"},
+    ("square", "NVLDB-UCB-CSYM", 5, 1000): {2000: "1.54 ± 0.65", 6000: "0.73 ± 0.27", 10000: "0.51 ± 0.14"},
+    ("square", "NVLDB-UCB-ASYM", 20, 100): {2000: "9.33 ± 1.89", 6000: "6.79 ± 1.09", 10000: "6.05 ± 0.74"},
+    ("square", "NVLDB-UCB-OSYM", 20, 100): {2000: "9.49 ± 2.05", 6000: "6.82 ± 1.11", 10000: "6.07 ± 0.83"},
+    ("square", "NVLDB-UCB-CSYM", 20, 100): {2000: "10.76 ± 1.29", 6000: "7.69 ± 0.80", 10000: "6.73 ± 0.58"},
+    ("statlog", "NVLDB-UCB-OSYM", 63, None): {None: "0.017 at T=200 (main text)"},
+    ("statlog", "NLDB-UCB-OSYM", 63, None): {None: "0.199 at T=200 (main text)"},
 }
 
 
-def paper_value(task: str, method: str, dim: int, width: Optional[int]) -> str:
-    """The paper's number for this row, if it states one for this d and width m (or for any m)."""
-    return PAPER.get((task, method, dim, width), PAPER.get((task, method, dim, None), ""))
+def paper_value(task: str, method: str, dim: int, width: Optional[int], rounds: int) -> str:
+    """The paper's R(T)/T for this row, if it states one for this d, width m (or any m) and T (or any T)."""
+    by_T = PAPER.get((task, method, dim, width), PAPER.get((task, method, dim, None), {}))
+    return by_T.get(rounds, by_T.get(None, ""))
 
 
 def run_hparams(folder: str) -> dict:
@@ -243,7 +245,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
                   "|---|---|---|---|---|---|---|---|"]
         for _, method, (m, s), at, wall, _, duels in rows:
             cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
-            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {paper_value(task, method, dim, widths.get(method))} |")
+            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {paper_value(task, method, dim, widths.get(method), T)} |")
             # a seed id names a stream only with its base seed (recorded when not 0): scripts/pair.py reads it
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s, **({"base_seed": bases[method]}
                                                                                   if bases.get(method) else {})}

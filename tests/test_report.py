@@ -169,14 +169,22 @@ def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
     assert floor != distinct_floor("cos", 4, 1, 0) and f"below {floor:.3f} on these streams" in report
 
 
-def test_paper_column_quotes_the_value_stated_for_the_runs_width_only(tmp_path):
-    from nvldb_pl.report import PAPER
-    for width, expected in ((500, PAPER["square", "NVLDB-UCB-ASYM", 5, 500]), (4, "")):
-        out = str(tmp_path / f"m{width}")
-        assert _main(["--out", out, "--tasks", "square", "--rounds", "3", "--seeds", "1", "--methods",
+def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_only(tmp_path, monkeypatch):
+    from nvldb_pl.report import PAPER, paper_value
+    # the appendix's width table: R(T)/T at T = 2000 and 10000 differ, and no T=300 value exists
+    assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 2000) == "1.66 ± 0.78"
+    assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 10000) == "0.54 ± 0.19"
+    assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 300) == ""
+    assert paper_value("square", "NVLDB-UCB-ASYM", 5, 32, 2000) == ""
+    assert paper_value("statlog", "NVLDB-UCB-OSYM", 63, 32, 500).startswith("0.017 at T=200")  # names its own T
+    # in the report: quoted for the run's width and T only (a stand-in value for a short run)
+    monkeypatch.setitem(PAPER, ("square", "NVLDB-UCB-ASYM", 5, 4), {3: "1.23 ± 0.45"})
+    for width, rounds, expected in ((4, 3, "1.23 ± 0.45"), (4, 4, ""), (5, 3, "")):
+        out = str(tmp_path / f"m{width}T{rounds}")
+        assert _main(["--out", out, "--tasks", "square", "--rounds", str(rounds), "--seeds", "1", "--methods",
                       "NVLDB-UCB-ASYM", "--set", f"width={width}", "grad_steps=1"]) == 0
         [row] = [ln for ln in open(os.path.join(out, "report.md")) if ln.startswith("| NVLDB-UCB-ASYM |")]
-        assert row.rstrip().rstrip("|").split("|")[-1].strip() == expected  # m=500's value, none at m=4
+        assert row.rstrip().rstrip("|").split("|")[-1].strip() == expected
 
 
 def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
