@@ -94,6 +94,8 @@ def main(argv=None):
     try:
         if len(a.rounds) > 2:
             raise ValueError(f"--rounds: give one T, or two (the first run's, the second's), got {len(a.rounds)}")
+        if len(a.rounds) == 2 and a.second is None:
+            raise ValueError("--rounds: two values are the T of --first and of --second; give --second, or one T")
         for T in a.rounds:
             check_positive("--rounds", T)
         for flag, run in (("--first", a.first), ("--second", a.second)):

@@ -329,6 +329,7 @@ def test_pair_script_reads_an_earlier_round_and_pairs_runs_of_different_lengths(
            (["--rounds", "150", "40", "--at", "60", "--first", "NVLDB-UCB-ASYM", long, "--second", "NVLDB-UCB-ASYM", short],
             "--at: round 60 is past the end of a run"),
            (["--rounds", "150", "40", "30", "--first", "NVLDB-UCB-ASYM", long], "--rounds: give one T, or two"),
+           (["--rounds", "150", "40", "--first", "NVLDB-UCB-ASYM", long], "give --second, or one T"),
            (["--rounds", "150", "--at", "0", "--first", "NVLDB-UCB-ASYM", long], "--at")]
     for argv, message in bad:
         assert pair.main(["--task", "square"] + argv) == 2
