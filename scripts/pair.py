@@ -107,7 +107,7 @@ def main(argv=None):
             at = min(T1, T2)
         if at is not None:
             check_positive("--at", at)
-            if at > max(T1, T2) or (a.second is not None and at > min(T1, T2)):
+            if at > min(T1, T2):  # T1 == T2 without --second
                 raise ValueError(f"--at: round {at} is past the end of a run (--rounds {' '.join(map(str, a.rounds))})")
         what = "R(T)/T" if at is None or (at == T1 == T2) else f"R({at})/{at}"
         mine = joined(a.first[0], a.first[1:], a.task, T1, at)
