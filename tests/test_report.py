@@ -10,12 +10,17 @@ from nvldb_pl.registry import DEFAULT_METHODS
 REPRODUCE = os.path.join(os.path.dirname(__file__), "..", "scripts", "reproduce.py")
 
 
-def _main(argv):
+def _script(name):
+    """scripts/<name>.py loaded as a module (the scripts are not a package)."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("reproduce", REPRODUCE)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(REPRODUCE), f"{name}.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.main(argv)
+    return mod
+
+
+def _main(argv):
+    return _script("reproduce").main(argv)
 
 
 def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, capsys):
@@ -188,11 +193,8 @@ def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_onl
 
 
 def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
-    import importlib.util
     import sys
-    spec = importlib.util.spec_from_file_location("sweep", os.path.join(os.path.dirname(REPRODUCE), "sweep.py"))
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = _script("sweep")
     out = str(tmp_path / "s.jsonl")
     argv = ["sweep.py", "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--out", out,
             "--grid", '[{"width": 4, "grad_steps": 1}]', "--vary", "distinct_arms=false,true"]
@@ -239,12 +241,8 @@ def _write_curves(path, rows):
 
 
 def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad_input(tmp_path, capsys):
-    import importlib.util
-
     import numpy as np
-    spec = importlib.util.spec_from_file_location("pair", os.path.join(os.path.dirname(REPRODUCE), "pair.py"))
-    pair = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pair)
+    pair = _script("pair")
     T, rng = 20, np.random.default_rng(3)
     final = {}  # (folder, seed) -> R(T)
     for name, seeds in (("a", range(2)), ("a2", range(2, 4)), ("b", range(2, 7))):  # a + a2: seeds 0-3
@@ -293,12 +291,8 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
 
 
 def test_pair_script_reads_an_earlier_round_and_pairs_runs_of_different_lengths(tmp_path, capsys):
-    import importlib.util
-
     import numpy as np
-    spec = importlib.util.spec_from_file_location("pair", os.path.join(os.path.dirname(REPRODUCE), "pair.py"))
-    pair = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pair)
+    pair = _script("pair")
     rng = np.random.default_rng(5)
     kept = lambda T: [r for r in range(1, T + 1) if r <= 100 or r % 10 == 0]  # what reproduce.py commits
     R = {}  # (folder, seed, round) -> R(t)
