@@ -1,35 +1,22 @@
-"""The reproduction grid (methods x tasks x seeds) and its report: table, figures, curves.
-
-Every run goes through :func:`nvldb_pl.run.run_experiment` (the same loop, streams and seeds as
-the CLI) and writes TensorBoard events, ``summary.json`` and ``curves.csv`` under
-``<out>/runs/<task>/<method>/lightning_logs/version_N``. A finished run with the same rounds,
-seeds and base seed is reused, so an interrupted grid resumes where it stopped.
+"""The report of a grid of runs (:mod:`nvldb_pl.grid`): per task a table of R(T)/T with the
+paper's values, paired differences seed by seed, figures, and the curves as ``curves_<task>.csv.gz``.
 """
 from __future__ import annotations
 
 import csv
-import glob
 import gzip
 import io
 import json
 import os
-import time
 from typing import Optional
 
 import numpy as np
 import torch
 
+from .grid import TASK_DATA, run_hparams, run_settings, settings_text
 from .host import atomic_open, write_json_atomic
 from .module import LITERAL
-from .registry import LEARNERS, LITERAL_SUFFIX, METHODS, init_args
-from .run import check_accelerator, run_experiment
-
-# Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
-TASK_DATA = {
-    "statlog": {"dim": 63, "arms": 7, "preference": "deterministic"},
-    "magic": {"dim": 20, "arms": 2},
-    "covertype": {"dim": 378, "arms": 7},
-}
+from .registry import LITERAL_SUFFIX, METHODS
 
 # What the paper states in numbers, by (task, method, context dimension d, width m; None: any m), then
 # by horizon T (None: any T; the value names its own). Figure 1 (d=5, K=5, m=32, T=2000) is given as
@@ -55,75 +42,6 @@ def paper_value(task: str, method: str, dim: int, width: Optional[int], rounds: 
     """The paper's R(T)/T for this row, if it states one for this d, width m (or any m) and T (or any T)."""
     by_T = PAPER.get((task, method, dim, width), PAPER.get((task, method, dim, None), {}))
     return by_T.get(rounds, by_T.get(None, ""))
-
-
-def run_hparams(folder: str) -> dict:
-    """The hyperparameters a run was made with (its hparams.yaml; empty if not recorded)."""
-    import yaml
-
-    path = os.path.join(folder, "hparams.yaml")
-    if not os.path.exists(path):
-        return {}
-    with open(path) as fh:
-        return yaml.safe_load(fh) or {}
-
-
-def _accepts(learner: str) -> set[str]:
-    return init_args(LEARNERS[learner])
-
-
-def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_seed: int = 0) -> Optional[str]:
-    """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None."""
-    for folder in sorted(glob.glob(os.path.join(run_dir, "lightning_logs", "version_*")),
-                         key=lambda p: int(p.rsplit("_", 1)[1]), reverse=True):
-        path = os.path.join(folder, "summary.json")
-        if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
-            continue
-        with open(path) as fh:
-            s = json.load(fh)
-        if ((s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
-                and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))):
-            return folder
-    return None
-
-
-def finished_runs(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int,
-                  base_seed: int = 0, first_seed: int = 0) -> dict[tuple[str, str], str]:
-    """{(task, method): log dir} of every finished run under ``out/runs`` made with these settings."""
-    runs = {(t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed, first_seed)
-            for t in tasks for m in methods}
-    return {k: v for k, v in runs.items() if v}
-
-
-def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0,
-             overrides: Optional[dict] = None, log=print, accelerator: str = "cpu",
-             data_overrides: Optional[dict] = None, first_seed: int = 0) -> dict[tuple[str, str], str]:
-    """Run (or reuse) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their log dirs.
-    ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
-    first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0."""
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
-    check_accelerator(accelerator)  # up front: not after the first tasks' runs
-    done = {}
-    for task in tasks:
-        for method in methods:
-            learner, model = METHODS[method]
-            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in _accepts(learner)}}
-            run_dir = os.path.join(out, "runs", task, method)
-            found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed)
-            if found:
-                log(f"[reuse] {task:<10s} {method:<16s} {found}")
-            else:
-                start = time.perf_counter()
-                data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed, "first_seed_id": first_seed,
-                        **(TASK_DATA[task] if task in TASK_DATA else (data_overrides or {}))}
-                summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator)
-                found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed)
-                log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
-                    f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s")
-            done[task, method] = found
-    return done
 
 
 def wall_cell(summary: dict) -> str:
@@ -218,6 +136,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         base_seed = 0
         dim = TASK_DATA.get(task, {}).get("dim", 5)
         widths, bases = {}, {}  # method -> width m (None: made elsewhere, not recorded), base seed of its run
+        settings = {}  # method -> what its run changed from the method's defaults (runs with hparams.yaml)
         for (t_, method), folder in runs.items():
             if t_ != task:
                 continue
@@ -228,6 +147,8 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             hparams = run_hparams(folder)
             dim = hparams.get("dim") or dim
             widths[method] = hparams.get("width")
+            if hparams:
+                settings[method] = settings_text(run_settings(method, hparams))
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
@@ -248,7 +169,9 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {paper_value(task, method, dim, widths.get(method), T)} |")
             # a seed id names a stream only with its base seed (recorded when not 0): scripts/pair.py reads it
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s, **({"base_seed": bases[method]}
-                                                                                  if bases.get(method) else {})}
+                                                                                  if bases.get(method) else {}),
+                                   **({"settings": settings[method]} if settings.get(method) else {})}
+        lines += settings_lines(settings)
         floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()))
         lines += ["", f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
                       f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."
@@ -274,6 +197,17 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         fh.write("\n".join(lines) + "\n")
     write_json_atomic(os.path.join(out, "report.json"), {f"{t}/{m}": v for (t, m), v in table.items()})
     return path
+
+
+def settings_lines(settings: dict) -> list[str]:
+    """The report's line on what the runs changed from each method's defaults ({method: "k=v ..."}),
+    once when every run changed the same; nothing when none changed anything."""
+    if not any(settings.values()):
+        return []
+    if len(set(settings.values())) == 1:
+        return ["", f"Every run here changed these settings from its method's defaults: `{next(iter(settings.values()))}`."]
+    return ["", "Settings each run changed from its method's defaults: "
+            + "; ".join(f"{m} `{v}`" if v else f"{m} none" for m, v in settings.items()) + "."]
 
 
 # The baselines of the paper's claim "every NVLDB variant beats NDB, CoLSTIM and VACDB".
@@ -403,23 +337,3 @@ def plot_task(out: str, task: str, curves: dict) -> Optional[str]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def parse_overrides(items: list[str]) -> dict:
-    """``key=value`` strings -> dict, values parsed as JSON where they parse (numbers, true/false)."""
-    result = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--set: expected key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            result[key] = json.loads(value)
-        except json.JSONDecodeError:
-            result[key] = value
-    return result
-
-
-def check_positive(name: str, value: int) -> int:
-    if value < 1:
-        raise ValueError(f"{name}: must be >= 1, got {value}")
-    return value

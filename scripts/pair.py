@@ -26,7 +26,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.report import check_positive, committed_curves, mean_std, paired_cell  # noqa: E402
+from nvldb_pl.grid import check_positive  # noqa: E402
+from nvldb_pl.report import committed_curves, mean_std, paired_cell  # noqa: E402
 
 
 def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[int] = None) -> dict:

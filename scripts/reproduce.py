@@ -5,7 +5,7 @@
     python scripts/reproduce.py --out results/synthetic --report-only        # tables/figures only
 
 Methods (default): the six NVLDB rules, NLDB-UCB-ASYM, NDB-UCB, NDB-TS, CoLSTIM, VACDB, MaxInP,
-Random; the other five NLDB rules on request (see nvldb_pl/report.py). Tasks: cos, square,
+Random; the other five NLDB rules on request (see nvldb_pl/registry.py). Tasks: cos, square,
 quadratic, statlog, magic, covertype. Finished runs under <out>/runs are reused, and the report covers every
 finished run there for the tasks asked (same T, seeds and base seed), so methods run one per call add up to
 one report; --report-only reports just the --methods asked. Writes <out>/report.md,
@@ -20,8 +20,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from nvldb_pl.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS  # noqa: E402
-from nvldb_pl.report import (check_positive, committed_curves, finished_runs, parse_overrides, run_grid,  # noqa: E402
-                             write_report)
+from nvldb_pl.grid import check_positive, finished_runs, parse_overrides, run_grid  # noqa: E402
+from nvldb_pl.report import committed_curves, write_report  # noqa: E402
 
 
 def main(argv=None):

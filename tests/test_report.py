@@ -38,6 +38,12 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
     paired = re.findall(r"^\| (NVLDB-\S+) \| ([+-][0-9.]+ ± [0-9.]+ \(\d/2\)|–) \|", report, flags=re.M)
     assert [m for m, _ in paired] == [m for m in DEFAULT_METHODS if m.startswith("NVLDB-")]
     assert [c == "–" for _, c in paired] == [m != "NVLDB-UCB-ASYM" for m, _ in paired]  # only NLDB-UCB-ASYM ran
+    # what --set changed, per method: the network learners took it, CoLSTIM (no network) did not
+    [changed] = [ln for ln in report.splitlines() if ln.startswith("Settings each run changed")]
+    assert "NVLDB-UCB-ASYM `grad_steps=1 width=4`" in changed and "NDB-TS `grad_steps=1 width=4`" in changed
+    assert "CoLSTIM none" in changed and "Random none" in changed
+    table = json.load(open(os.path.join(out, "report.json")))
+    assert table["cos/NVLDB-TS-CSYM"]["settings"] == "grad_steps=1 width=4" and "settings" not in table["cos/CoLSTIM"]
     # a readable PNG: real image data of a sensible size
     from matplotlib.image import imread
     img = imread(os.path.join(out, "cos.png"))
@@ -340,9 +346,35 @@ def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_
         assert entry.get("base_seed", 0) == base and ("base_seed" in entry) == (base != 0)
 
 
+def test_run_settings_name_what_set_changed_and_nothing_a_method_or_the_data_sets_itself():
+    from nvldb_pl.module import NVLDB
+    from nvldb_pl.grid import run_settings
+    from nvldb_pl.report import settings_lines
+    # a default run's hparams on other data (linked fields) with its derived values (β, ε, init, bias)
+    data = {"dim": 20, "arms": 7, "rounds": 300, "num_seeds": 3, "link": "probit"}
+    base = dict(NVLDB(**data).hparams)
+    assert base["epsilon"] is not None and base["init"] is not None  # derived, not None, in hparams
+    assert run_settings("NVLDB-UCB-ASYM", base) == {}
+    assert run_settings("NVLDB-TS-OSYM", {**base, "strategy": "ts_osym", "width": 500, "episode": 10,
+                                          "sample_size": 256}) == {"width": 500, "episode": 10, "sample_size": 256}
+    assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": 0.5}) == {"epsilon": 0.5}  # a derived one, set
+    assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": None, "init": None}) == {}  # recorded unresolved
+    # the literal reading's own arguments (and what they derive) are the method, not a setting
+    literal = dict(NVLDB(**data, parametrization="ntk", bias=False, distinct_arms=False).hparams)
+    assert run_settings("NVLDB-UCB-ASYM-literal", literal) == {}
+    assert run_settings("NLDB-UCB-ASYM", {**base, "variance_aware": False}) == {}
+    assert run_settings("NVLDB-UCB-ASYM", {**base, "variance_aware": False}) == {"variance_aware": False}
+    assert run_settings("no-such-method", {"width": 500}) == {}
+    # one line in the report: once when every run changed the same, nothing when none changed anything
+    assert settings_lines({"A": "", "B": ""}) == []
+    assert settings_lines({"A": "width=500", "B": "width=500"})[-1].endswith(": `width=500`.")
+    assert settings_lines({"A": "width=500", "B": ""})[-1].endswith("A `width=500`; B none.")
+
+
 def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_path):
     """A run split in parts: --first-seed 1 --seeds 2 gives seeds 1 and 2 of a 3-seed run, curve for curve."""
-    from nvldb_pl.report import find_run, load_curves
+    from nvldb_pl.grid import find_run
+    from nvldb_pl.report import load_curves
     common = ["--rounds", "10", "--tasks", "square", "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=2"]
     whole, part = str(tmp_path / "whole"), str(tmp_path / "part")
     assert _main(["--out", whole, "--seeds", "3"] + common) == 0

@@ -1,0 +1,151 @@
+"""The reproduction grid (methods x tasks x seeds): run or reuse each (task, method), find the
+finished runs, and read what a run was made with.
+
+Every run goes through :func:`nvldb_pl.run.run_experiment` (the same loop, streams and seeds as
+the CLI) and writes TensorBoard events, ``summary.json`` and ``curves.csv`` under
+``<out>/runs/<task>/<method>/lightning_logs/version_N``. A finished run with the same rounds,
+seeds and base seed is reused, so an interrupted grid resumes where it stopped.
+:mod:`nvldb_pl.report` turns the runs into the report.
+"""
+from __future__ import annotations
+
+import glob
+import inspect
+import json
+import os
+import time
+from typing import Optional
+
+import torch
+
+from .learner import LINKED_FROM_DATA
+from .registry import LEARNERS, METHODS, init_args
+from .run import check_accelerator, run_experiment
+
+# Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
+TASK_DATA = {
+    "statlog": {"dim": 63, "arms": 7, "preference": "deterministic"},
+    "magic": {"dim": 20, "arms": 2},
+    "covertype": {"dim": 378, "arms": 7},
+}
+
+
+def run_hparams(folder: str) -> dict:
+    """The hyperparameters a run was made with (its hparams.yaml; empty if not recorded)."""
+    import yaml
+
+    path = os.path.join(folder, "hparams.yaml")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def run_settings(method: str, hparams: dict) -> dict:
+    """The model settings a run changed from its method's defaults (what ``--set`` gave it): the
+    ``hparams`` entries that differ from the learner's constructor defaults, leaving out the
+    method's own arguments (its rule, the literal reading's) and the fields linked from the data.
+    An argument whose default is None (derived, as β, ε, init; or off, as sample_size) is compared
+    with what the learner makes of it given the rest. {} for an unknown method."""
+    if method not in METHODS or not hparams:
+        return {}
+    learner, model = METHODS[method]
+    cls = LEARNERS[learner]
+    params = inspect.signature(cls.__init__).parameters
+    own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
+    changed = {k: hparams[k] for k in own if params[k].default not in (None, inspect.Parameter.empty)
+               and hparams[k] != params[k].default}
+    derived = [k for k in own if params[k].default is None]
+    if derived:
+        linked = {k: hparams[k] for k in LINKED_FROM_DATA if k in hparams}
+        try:
+            with torch.random.fork_rng():  # building the learner draws its initial weights
+                made = cls(**{**linked, "num_seeds": 1}, **model, **changed).hparams
+        except (TypeError, ValueError):  # a run made by older code: its plain settings only
+            return changed
+        # None recorded: the default itself (runs made before hparams held the derived value)
+        changed.update({k: hparams[k] for k in derived if hparams[k] is not None and hparams[k] != made.get(k)})
+    return changed
+
+
+def settings_text(settings: dict) -> str:
+    """``key=value ...`` in ``--set`` form, sorted by key."""
+    return " ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+
+
+def _accepts(learner: str) -> set[str]:
+    return init_args(LEARNERS[learner])
+
+
+def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_seed: int = 0) -> Optional[str]:
+    """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None."""
+    for folder in sorted(glob.glob(os.path.join(run_dir, "lightning_logs", "version_*")),
+                         key=lambda p: int(p.rsplit("_", 1)[1]), reverse=True):
+        path = os.path.join(folder, "summary.json")
+        if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
+            continue
+        with open(path) as fh:
+            s = json.load(fh)
+        if ((s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
+                and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))):
+            return folder
+    return None
+
+
+def finished_runs(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int,
+                  base_seed: int = 0, first_seed: int = 0) -> dict[tuple[str, str], str]:
+    """{(task, method): log dir} of every finished run under ``out/runs`` made with these settings."""
+    runs = {(t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed, first_seed)
+            for t in tasks for m in methods}
+    return {k: v for k, v in runs.items() if v}
+
+
+def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0,
+             overrides: Optional[dict] = None, log=print, accelerator: str = "cpu",
+             data_overrides: Optional[dict] = None, first_seed: int = 0) -> dict[tuple[str, str], str]:
+    """Run (or reuse) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their log dirs.
+    ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
+    first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
+    check_accelerator(accelerator)  # up front: not after the first tasks' runs
+    done = {}
+    for task in tasks:
+        for method in methods:
+            learner, model = METHODS[method]
+            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in _accepts(learner)}}
+            run_dir = os.path.join(out, "runs", task, method)
+            found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed)
+            if found:
+                log(f"[reuse] {task:<10s} {method:<16s} {found}")
+            else:
+                start = time.perf_counter()
+                data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed, "first_seed_id": first_seed,
+                        **(TASK_DATA[task] if task in TASK_DATA else (data_overrides or {}))}
+                summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator)
+                found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed)
+                log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
+                    f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s")
+            done[task, method] = found
+    return done
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``key=value`` strings -> dict, values parsed as JSON where they parse (numbers, true/false)."""
+    result = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--set: expected key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            result[key] = json.loads(value)
+        except json.JSONDecodeError:
+            result[key] = value
+    return result
+
+
+def check_positive(name: str, value: int) -> int:
+    if value < 1:
+        raise ValueError(f"{name}: must be >= 1, got {value}")
+    return value
