@@ -68,11 +68,6 @@ def run_settings(method: str, hparams: dict) -> dict:
     return changed
 
 
-def settings_text(settings: dict) -> str:
-    """``key=value ...`` in ``--set`` form, sorted by key."""
-    return " ".join(f"{k}={v}" for k, v in sorted(settings.items()))
-
-
 def _accepts(learner: str) -> set[str]:
     return init_args(LEARNERS[learner])
 

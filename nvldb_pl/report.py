@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .grid import TASK_DATA, run_hparams, run_settings, settings_text
+from .grid import TASK_DATA, run_hparams, run_settings
 from .host import atomic_open, write_json_atomic
 from .module import LITERAL
 from .registry import LITERAL_SUFFIX, METHODS
@@ -148,7 +148,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             dim = hparams.get("dim") or dim
             widths[method] = hparams.get("width")
             if hparams:
-                settings[method] = settings_text(run_settings(method, hparams))
+                settings[method] = " ".join(f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items()))  # as --set
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
