@@ -33,8 +33,13 @@ from .learner import LINKED_FROM_DATA, DuelingLearner
 # their exact text (every other warning still shows):
 # - Lightning's own use of torch's pytree API, deprecated in torch 2.13 (no code of ours involved);
 # - "IterableDataset has __len__": it concerns worker processes, and RoundStream is always loaded
-#   with num_workers=0 (its __len__ gives Lightning the horizon T, which resume relies on).
-QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"Your `IterableDataset` has `__len__` defined")
+#   with num_workers=0 (its __len__ gives Lightning the horizon T, which resume relies on);
+# - "resuming from a checkpoint that ended before the epoch ended and your dataloader is not
+#   resumable": Lightning checks only for a stateful DataLoader, but the stream resumes exactly at
+#   the checkpoint's round (DuelingLoop.on_load_checkpoint sets RoundStream's start_round; proved by
+#   tests/test_resume.py), so the warning's "unreliable results" would be false.
+QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"Your `IterableDataset` has `__len__` defined",
+         r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable")
 
 
 def quiet_lightning() -> None:

@@ -63,7 +63,8 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
     assert not os.path.exists(os.path.join(cut, "lightning_logs", "version_0", "summary.json"))
     logged = logged_rounds(folder).get("regret/cum_avg_mean", 0)
     assert logged > killed_at, "the kill should fall after some rounds past the checkpoint were logged"
-    _run(cut, "--ckpt_path=last")
+    out = _run(cut, "--ckpt_path=last")
+    assert "not resumable" not in out.stderr  # Lightning's false "unreliable results" warning is not shown
     assert sorted(os.listdir(os.path.join(cut, "lightning_logs"))) == ["version_0"]  # same run folder
     a = os.path.join(full, "lightning_logs", "version_0")
     b = os.path.join(cut, "lightning_logs", "version_0")
@@ -173,7 +174,8 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     ref, ext = str(tmp_path / "ref"), str(tmp_path / "ext")
     _run(ref, *SHORT)  # 24 rounds in one go
     _run(ext, *SHORT, "--data.rounds=16")  # 16 rounds, finished ...
-    _run(ext, *SHORT, "--ckpt_path=last")  # ... then 8 more in the same run folder
+    out = _run(ext, *SHORT, "--ckpt_path=last")  # ... then 8 more in the same run folder
+    assert "not resumable" not in out.stderr  # the stream goes on exactly: no warning that says otherwise
     assert sorted(os.listdir(os.path.join(ext, "lightning_logs"))) == ["version_0"]
     assert _per_seed(ext) == _per_seed(ref)
     assert _curve_rows(ext) == _curve_rows(ref)  # every round 1..24, once
