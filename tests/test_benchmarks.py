@@ -27,3 +27,43 @@ def test_benchmark_horizon_prints_one_row_per_mode():
     out = _run("benchmark_horizon.py", "--at", "300", "--modes", "exact", "long", "--seeds", "2", "--rounds", "2")
     rows = re.findall(r"^\s+300 (exact|long)\s+[0-9.]+\s+[0-9.]+", out, re.M)
     assert rows == ["exact", "long"], out
+
+
+def _device_check_commands():
+    """The benchmark commands of scripts/device_checks.sh (step NAME LIMIT python3 scripts/X.py ARGS)."""
+    with open(os.path.join(ROOT, "scripts", "device_checks.sh")) as fh:
+        steps = re.findall(r"^step (\S+) \d+ python3 scripts/(benchmark\S*\.py) (.*)$", fh.read(), re.M)
+    return {name: (script, args.split()) for name, script, args in steps}
+
+
+def test_device_checks_has_its_benchmark_steps():
+    assert set(_device_check_commands()) == {"bench_gpu", "bench_gpu_walk", "bench_cpu", "bench_gpu_wide"}
+
+
+def _shortened(args):
+    """The same flags on this machine's CPU, 2 seeds, 3 rounds (the GPU device is lent only at times, for
+    minutes: a flag renamed since the script was written must fail here, not there)."""
+    out, it = [], iter(args)
+    for a in it:
+        out.append(a)
+        if a in ("--accelerator", "--seeds", "--rounds"):
+            out.append({"--accelerator": "cpu", "--seeds": "2", "--rounds": "3"}[a])
+            next(it)
+    return out
+
+
+def _values(args, flag, default):
+    """The values given to a multi-valued flag (up to the next flag), or [default]."""
+    if flag not in args:
+        return [default]
+    rest = args[args.index(flag) + 1:]
+    return rest[: next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))]
+
+
+def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_collects():
+    for name, (script, args) in _device_check_commands().items():
+        out = _run(script, *_shortened(args))
+        # one "vectorized [...] on cpu" line per precision x history pass asked for: what the summary greps
+        rows = re.findall(r"^vectorized \[[^\]]+\] on cpu: +[0-9.]+ seed-rounds/s", out, re.M)
+        combos = len(_values(args, "--precision", "32-true")) * len(_values(args, "--history-pass", "chunked"))
+        assert len(rows) == combos, (name, out)
