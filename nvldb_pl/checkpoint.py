@@ -14,6 +14,7 @@ seed id, round), so the stream simply restarts at the saved round: nothing else 
 """
 from __future__ import annotations
 
+import sys
 from typing import Optional
 from weakref import proxy
 
@@ -30,16 +31,20 @@ class RoundCheckpoint(ModelCheckpoint):
             raise ValueError(f"checkpoint.every_n_rounds: must be >= 1, got {every_n_rounds}")
         super().__init__(dirpath=dirpath, save_last=True, save_top_k=0, enable_version_counter=False)
         self.every_n_rounds = every_n_rounds
+        self._saved_round = -1  # the round of the last save by this process
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         t = pl_module.t
-        if t % self.every_n_rounds == 0 or t == pl_module.hparams.rounds:
+        # trainer.should_stop: set at this round by trainer.max_time (Lightning's Timer, agreed across
+        # processes) or a callback; saved here, mid-epoch, a checkpoint resumes like any other
+        if t % self.every_n_rounds == 0 or t == pl_module.hparams.rounds or trainer.should_stop:
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def _save_checkpoint(self, trainer, filepath: str) -> None:
         """Write ``last.ckpt`` through a temporary file and keep the one it replaces as
         ``last.ckpt.prev`` (what ``--ckpt_path last`` falls back to if last.ckpt is damaged).
         Under ``seed_parallel`` the strategy does this for every rank's file."""
+        self._saved_round = trainer.lightning_module.t
         if getattr(trainer.strategy, "strategy_name", None) == "seed_parallel":
             return super()._save_checkpoint(trainer, filepath)
         tmp = f"{filepath}.tmp"
@@ -51,6 +56,15 @@ class RoundCheckpoint(ModelCheckpoint):
         if trainer.is_global_zero:
             for logger in trainer.loggers:
                 logger.after_save_checkpoint(proxy(self))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        """A run that stopped before its horizon says where it can go on from."""
+        t, T = pl_module.t, pl_module.hparams.rounds
+        if t < T and trainer.is_global_zero:
+            where = (f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last "
+                     f"(trainer.max_time counts the time of the earlier runs too)" if self._saved_round > 0 else
+                     "no checkpoint was saved")
+            print(f"stopped at round {t} of data.rounds={T}; {where}", file=sys.stderr)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:  # rounds, not epochs, decide
         pass

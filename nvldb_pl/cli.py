@@ -25,6 +25,7 @@ from . import parallel  # noqa: F401  (registers ``--trainer.strategy seed_paral
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
+from .devices import check_accelerator, check_devices, check_precision
 from .host import check_writable, checkpoint_problem
 from .learner import LINKED_FROM_DATA, DuelingLearner
 
@@ -37,9 +38,13 @@ from .learner import LINKED_FROM_DATA, DuelingLearner
 # - "resuming from a checkpoint that ended before the epoch ended and your dataloader is not
 #   resumable": Lightning checks only for a stateful DataLoader, but the stream resumes exactly at
 #   the checkpoint's round (DuelingLoop.on_load_checkpoint sets RoundStream's start_round; proved by
-#   tests/test_resume.py), so the warning's "unreliable results" would be false.
+#   tests/test_resume.py), so the warning's "unreliable results" would be false;
+# - "callbacks used to create the checkpoint need to be provided ...: ['Timer']": a run stopped by
+#   trainer.max_time, resumed without it; the Timer's state is only the time used so far.
 QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"Your `IterableDataset` has `__len__` defined",
-         r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable")
+         r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
+         r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
+         r"`Trainer` instantiation. Please add the following callbacks: \['Timer'\]\.$")
 
 
 def quiet_lightning() -> None:
@@ -51,7 +56,7 @@ def quiet_lightning() -> None:
 # repeat, cut or batch rounds, so they are refused by name before anything runs.
 ONE_PASS = {"max_epochs": (1, None), "min_epochs": (None, 0, 1), "max_steps": (-1, None),
             "limit_train_batches": (None, 1, 1.0), "accumulate_grad_batches": (1, None),
-            "overfit_batches": (0, 0.0, None)}
+            "overfit_batches": (0, 0.0, None), "fast_dev_run": (False, 0, None)}
 
 
 def process_count(devices, num_nodes, accelerator) -> int:
@@ -69,12 +74,17 @@ def process_count(devices, num_nodes, accelerator) -> int:
 
 
 def check_trainer(cfg) -> None:
-    """Refuse, naming the field, trainer settings under which the run would not be the bandit loop."""
+    """Refuse, naming the field, trainer settings under which the run would not be the bandit loop
+    (or would not run at all here: an accelerator, device count or precision it cannot take)."""
     for key, allowed in ONE_PASS.items():
         value = cfg.get(key, allowed[0])
         if value not in allowed:
             raise ValueError(f"trainer.{key}={value!r}: a run is one pass over the data.rounds rounds of the "
                              f"stream; set data.rounds for a longer or shorter run")
+    accelerator = cfg.get("accelerator", "auto")
+    check_accelerator(accelerator)
+    check_devices(cfg.get("devices", 1), accelerator)
+    check_precision(cfg.get("precision"))
     strategy = cfg.get("strategy", "auto")
     name = getattr(strategy, "strategy_name", strategy)
     n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), cfg.get("accelerator", "auto"))

@@ -6,8 +6,8 @@ import warnings
 from typing import Optional
 
 import lightning.pytorch as pl
-import torch
 
+from . import devices
 from .callbacks import DuelingLoop, RunSummary
 from .data import BanditDataModule
 from .learner import LINKED_FROM_DATA, DuelingLearner
@@ -28,11 +28,7 @@ def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[Bandi
 
 def check_accelerator(accelerator: str) -> None:
     """Refuse, before anything runs or is written, a device this machine does not have."""
-    if accelerator not in ("cpu", "gpu"):
-        raise ValueError(f"--accelerator: {accelerator!r}; choose cpu or gpu")
-    if accelerator == "gpu" and not torch.cuda.is_available():
-        raise ValueError("--accelerator gpu: torch sees no CUDA GPU here (torch.cuda.is_available() is False); "
-                         "use --accelerator cpu")
+    devices.check_accelerator(accelerator, field="--accelerator", allowed=("cpu", "gpu"))
 
 
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
@@ -41,6 +37,7 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
     """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
     returns (summary dict, trained module). No logger unless root_dir."""
     check_accelerator(accelerator)
+    devices.check_precision(precision, field="--precision")
     dm, module = build(data, model, learner)
     module.sync_timings = True
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)

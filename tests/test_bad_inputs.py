@@ -46,6 +46,12 @@ ROWS = [
     ("--trainer.accumulate_grad_batches=2", "trainer.accumulate_grad_batches=2"),
     ("--trainer.devices=2 --trainer.accelerator=cpu", "add --trainer.strategy seed_parallel"),
     ("--trainer.num_nodes=2 --trainer.accelerator=cpu", "coupling the seeds"),
+    ("--trainer.fast_dev_run=true", "trainer.fast_dev_run=True: a run is one pass"),
+    ("--trainer.devices=0", "trainer.devices='0': a run needs at least one device"),
+    ("--trainer.devices=-1 --trainer.accelerator=cpu", "trainer.devices='-1': -1 means every GPU"),
+    ("--trainer.accelerator=tpu", "trainer.accelerator='tpu': this package runs on auto, cpu, gpu, cuda"),
+    ("--trainer.precision=64-true", "trainer.precision='64-true': choose 32-true, bf16-mixed or 16-mixed"),
+    ("--trainer.precision=bf16-true", "trainer.precision='bf16-true'"),
 ]
 
 
@@ -118,3 +124,21 @@ def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
         trainer.fit(module, datamodule=dm)
     assert not list(tmp_path.rglob("summary.json"))
     assert torch.isfinite(module.regret.cum_avg).all()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_gpu_accelerator_without_a_gpu_is_refused_by_the_cli_and_the_scripts(tmp_path, capsys):
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--trainer.accelerator=gpu"])
+    assert code == 2 and "trainer.accelerator='gpu': torch sees no CUDA GPU here" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*"))
+    from nvldb_pl.run import run_experiment
+    with pytest.raises(ValueError, match="--accelerator='gpu': torch sees no CUDA GPU here"):
+        run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {}, accelerator="gpu")
+
+
+@pytest.mark.parametrize("kw,message", [({"accelerator": "tpu"}, "--accelerator='tpu': this package runs on cpu, gpu"),
+                                        ({"precision": "64-true"}, "--precision='64-true': choose 32-true")])
+def test_the_scripts_refuse_an_accelerator_or_precision_before_running(kw, message):
+    from nvldb_pl.run import run_experiment
+    with pytest.raises(ValueError, match=message):
+        run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {}, **kw)

@@ -193,3 +193,37 @@ def test_a_horizon_that_cannot_go_on_exactly_is_refused(tmp_path, extra, message
     _run(root, *SHORT, "--data.rounds=16", *model)
     out = subprocess.run(_cmd(root, *SHORT, *extra, "--ckpt_path=last"), capture_output=True, text=True, timeout=600)
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
+
+
+class _Clock:
+    """time.monotonic for Lightning's Timer: one second per call (a call a round), so the stop is
+    deterministic."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        self.now += 1.0
+        return self.now
+
+
+def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path, monkeypatch, capsys, recwarn):
+    from lightning.pytorch.callbacks import timer
+
+    from nvldb_pl.cli import run_cli
+    short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
+    ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
+    assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
+    monkeypatch.setattr(timer, "time", _Clock())
+    assert run_cli([*short, f"--trainer.default_root_dir={cut}", "--trainer.max_time=00:00:00:40"]) == 0
+    ckpt = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
+    stopped = _rounds_in(ckpt)
+    assert 30 < stopped < 50 and stopped % 25 != 0  # saved at the round it stopped, not at the last multiple of 25
+    assert f"stopped at round {stopped} of data.rounds=60; {ckpt} holds round {stopped}" in capsys.readouterr().err
+    assert json.load(open(os.path.join(cut, "lightning_logs", "version_0", "summary.json")))["rounds"] == stopped
+    monkeypatch.undo()
+    recwarn.clear()
+    assert run_cli([*short, f"--trainer.default_root_dir={cut}", "--ckpt_path=last"]) == 0  # no max_time now
+    assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]  # Timer's
+    assert _per_seed(cut) == _per_seed(ref)
+    assert _curve_rows(cut) == _curve_rows(ref)  # every round 1..60 once

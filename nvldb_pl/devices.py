@@ -1,0 +1,51 @@
+"""What a run may be placed on: the accelerators, device counts and precisions this package runs
+under, checked before anything runs or is written (by the CLI for ``--trainer.*`` and by
+:func:`nvldb_pl.run.run_experiment` for the scripts), each refusal naming the field.
+
+Precision: the Adam steps may run in float32, bf16-mixed or 16-mixed (autocast); the Gram
+matrices, the refit of θ and the selection stay in float32/float64 whatever the setting. The
+"true" half and double settings (``16-true``, ``bf16-true``, ``64-true``) would cast the network's
+parameters themselves, which the float32 history cannot feed, so they are refused.
+"""
+from __future__ import annotations
+
+import torch
+
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
+PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16", "16-mixed", "16")
+
+
+def check_accelerator(accelerator, field: str = "trainer.accelerator", allowed=ACCELERATORS) -> None:
+    """Refuse an accelerator this package does not run on, or a GPU this machine does not have.
+    (An ``Accelerator`` object given by class path is the user's own: not checked.)"""
+    if not isinstance(accelerator, str):
+        return
+    if accelerator not in allowed:
+        raise ValueError(f"{field}={accelerator!r}: this package runs on {', '.join(allowed)}")
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ValueError(f"{field}={accelerator!r}: torch sees no CUDA GPU here (torch.cuda.is_available() is "
+                         f"False); use cpu")
+
+
+def check_devices(devices, accelerator="auto", field: str = "trainer.devices") -> None:
+    """A count of at least 1, ``auto``, -1 (every GPU: only on a GPU), or a list of device indices."""
+    if isinstance(devices, (list, tuple)) or (isinstance(devices, str) and ("," in devices or devices == "auto")):
+        return
+    try:
+        n = int(devices)
+    except (TypeError, ValueError):
+        raise ValueError(f"{field}={devices!r}: give a number of devices >= 1, 'auto' or a list of indices") from None
+    gpu = str(accelerator) in ("gpu", "cuda") or (str(accelerator) == "auto" and torch.cuda.is_available())
+    if n == -1 and not gpu:
+        raise ValueError(f"{field}={devices!r}: -1 means every GPU, and this run is on the CPU; give a number of "
+                         f"processes >= 1")
+    if n < 1 and n != -1:
+        raise ValueError(f"{field}={devices!r}: a run needs at least one device (or 'auto')")
+
+
+def check_precision(precision, field: str = "trainer.precision") -> None:
+    """float32, or mixed precision for the Adam steps (module docstring)."""
+    if precision is None or str(precision) in PRECISIONS:
+        return
+    raise ValueError(f"{field}={precision!r}: choose 32-true, bf16-mixed or 16-mixed (mixed precision applies to "
+                     f"the Adam steps; the Gram matrices, the refit and the selection stay in float32/float64)")
