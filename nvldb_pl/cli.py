@@ -116,6 +116,13 @@ class NVLDBCLI(LightningCLI):
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)
 
+    def _parse_ckpt_path(self) -> None:
+        """Lightning's CLI would load an explicit ``--ckpt_path`` file here, before anything is
+        checked (a damaged or foreign file: a raw traceback), and let the checkpoint's hyperparameters
+        silently override the command line's. Here the command line stays the config, whichever way
+        the checkpoint is named: :meth:`before_fit` checks that the file reads whole, and the learner
+        refuses a checkpoint of another config, naming the fields."""
+
     def before_fit(self) -> None:
         """Resolve ``--ckpt_path`` (``last``: the newest run under default_root_dir) to a file that
         reads whole, falling back to the previous checkpoint (under seed_parallel every rank does

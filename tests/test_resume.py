@@ -17,6 +17,7 @@ ARGS = ["fit", "--config", os.path.join(ROOT, "configs", "cos.yaml"), f"--data.r
         "--model.width=8", "--model.grad_steps=2", "--model.strategy=ts_osym", "--checkpoint.every_n_rounds=20",
         "--loop.log_every_n_rounds=5",
         "--trainer.enable_progress_bar=false"]
+SHORT = ["--data.rounds=24", "--checkpoint.every_n_rounds=8"]
 
 
 def _cmd(root, *extra):
@@ -87,13 +88,16 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
         assert sorted(points) == sorted(ea[tag]), tag
 
 
-def test_checkpoint_of_another_config_is_refused_naming_the_fields(tmp_path):
+@pytest.mark.parametrize("named", ["last", "by path"])
+def test_checkpoint_of_another_config_is_refused_naming_the_fields(tmp_path, named):
     root = str(tmp_path)
-    _run(root)
-    out = subprocess.run(_cmd(root, "--ckpt_path=last", "--data.num_seeds=4", "--model.lr=0.01"),
+    _run(root, *SHORT, "--data.rounds=16")
+    ckpt = "last" if named == "last" else os.path.join(root, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
+    out = subprocess.run(_cmd(root, *SHORT, f"--ckpt_path={ckpt}", "--data.num_seeds=4", "--model.lr=0.01"),
                          capture_output=True, text=True, timeout=600)
-    assert out.returncode != 0
-    assert "another config" in out.stderr and "model.lr" in out.stderr
+    # by path too: the command line's lr is not silently replaced by the checkpoint's
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "another config" in out.stderr and "model.lr: checkpoint 0.001, config 0.01" in out.stderr
 
 
 def test_logged_rounds_is_per_tag_so_a_half_written_flush_is_completed(tmp_path):
@@ -131,10 +135,8 @@ def _per_seed(root):
         return [(x["seed"], x["cum_avg_regret"], x["cum_weak_regret"]) for x in json.load(fh)["seeds"]]
 
 
-SHORT = ["--data.rounds=24", "--checkpoint.every_n_rounds=8"]
-
-
-def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path):
+@pytest.mark.parametrize("named", ["last", "by path"])
+def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path, named):
     full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
     _run(full, *SHORT)
     _run(cut, *SHORT, "--data.rounds=16")  # a run that stopped after round 16: last.ckpt (16), .prev (8)
@@ -144,7 +146,7 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tm
     last = os.path.join(folder, "last.ckpt")
     data = open(last, "rb").read()
     open(last, "wb").write(data[: len(data) // 2])  # cut short (a full disk, an interrupted copy)
-    out = _run(cut, *SHORT, "--data.rounds=16", "--ckpt_path=last")
+    out = _run(cut, *SHORT, "--data.rounds=16", "--ckpt_path=" + ("last" if named == "last" else last))
     assert f"{last} cannot be read" in out.stderr and f"resuming from the previous checkpoint {last}.prev" in out.stderr
     assert _rounds_in(last) == 16  # it went on from round 8 and saved again
     # rounds 9-16 replayed exactly: the run equals one that was never interrupted, seed by seed
@@ -153,15 +155,18 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tm
     assert _per_seed(cut) == _per_seed(ref)
 
 
-def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path):
+@pytest.mark.parametrize("named", ["last", "by path"])
+def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path, named):
     root = str(tmp_path / "run")
     _run(root, *SHORT)
     folder = os.path.join(root, "lightning_logs", "version_0", "checkpoints")
     for name in ("last.ckpt", "last.ckpt.prev"):
         open(os.path.join(folder, name), "wb").write(b"not a checkpoint")
-    out = subprocess.run(_cmd(root, *SHORT, "--ckpt_path=last"), capture_output=True, text=True, timeout=600)
+    last = os.path.join(folder, "last.ckpt")
+    out = subprocess.run(_cmd(root, *SHORT, "--ckpt_path=" + ("last" if named == "last" else last)),
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 2
-    assert f"ckpt_path: {os.path.join(folder, 'last.ckpt')} cannot be read" in out.stderr
+    assert f"ckpt_path: {last} cannot be read (BadZipFile" in out.stderr
     assert "no whole previous checkpoint" in out.stderr and "Traceback" not in out.stderr
 
 
