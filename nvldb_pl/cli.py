@@ -17,6 +17,7 @@ import sys
 import warnings
 
 import torch
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -116,6 +117,12 @@ class NVLDBCLI(LightningCLI):
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)
 
+    def _instantiate_trainer(self, config, callbacks):
+        """``--trainer.enable_checkpointing false``: a run without checkpoints (no RoundCheckpoint)."""
+        if config.get("enable_checkpointing") is False:
+            callbacks = [c for c in callbacks if not isinstance(c, RoundCheckpoint)]
+        return super()._instantiate_trainer(config, callbacks)
+
     def _parse_ckpt_path(self) -> None:
         """Lightning's CLI would load an explicit ``--ckpt_path`` file here, before anything is
         checked (a damaged or foreign file: a raw traceback), and let the checkpoint's hyperparameters
@@ -202,7 +209,8 @@ def run_cli(argv: list[str] | None = None) -> int:
     for a configuration, data or numerical error; 0 on success."""
     try:
         main(argv)
-    except (ValueError, FileNotFoundError, FloatingPointError) as err:
+    except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
+        # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
         print(f"error: {err}", file=sys.stderr)
         return 2
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)

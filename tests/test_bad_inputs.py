@@ -52,6 +52,7 @@ ROWS = [
     ("--trainer.accelerator=tpu", "trainer.accelerator='tpu': this package runs on auto, cpu, gpu, cuda"),
     ("--trainer.precision=64-true", "trainer.precision='64-true': choose 32-true, bf16-mixed or 16-mixed"),
     ("--trainer.precision=bf16-true", "trainer.precision='bf16-true'"),
+    ("--trainer.gradient_clip_val=1.0", "Trainer(gradient_clip_val=1.0)"),  # Lightning's refusal, as one line
 ]
 
 
@@ -142,3 +143,9 @@ def test_the_scripts_refuse_an_accelerator_or_precision_before_running(kw, messa
     from nvldb_pl.run import run_experiment
     with pytest.raises(ValueError, match=message):
         run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {}, **kw)
+
+
+def test_a_run_without_checkpoints_writes_none_and_its_summary(tmp_path, capsys):
+    assert run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}",
+                    "--trainer.enable_checkpointing=false"]) == 0
+    assert not list(tmp_path.rglob("*.ckpt")) and len(list(tmp_path.rglob("summary.json"))) == 1
