@@ -63,7 +63,7 @@ class RoundCheckpoint(ModelCheckpoint):
         if t < T and trainer.is_global_zero:
             where = (f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last "
                      f"(trainer.max_time counts the time of the earlier runs too)" if self._saved_round > 0 else
-                     "no checkpoint was saved")
+                     "this run saved no checkpoint")
             print(f"stopped at round {t} of data.rounds={T}; {where}", file=sys.stderr)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:  # rounds, not epochs, decide
