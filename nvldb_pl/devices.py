@@ -15,15 +15,21 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
 PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16", "16-mixed", "16")
 
 
+def _named(field: str, value) -> str:
+    """How a message names the setting: a script's flag as typed (``--accelerator gpu``), a config
+    field as the CLI's other messages do (``trainer.accelerator='gpu'``)."""
+    return f"{field} {value}" if field.startswith("--") else f"{field}={value!r}"
+
+
 def check_accelerator(accelerator, field: str = "trainer.accelerator", allowed=ACCELERATORS) -> None:
     """Refuse an accelerator this package does not run on, or a GPU this machine does not have.
     (An ``Accelerator`` object given by class path is the user's own: not checked.)"""
     if not isinstance(accelerator, str):
         return
     if accelerator not in allowed:
-        raise ValueError(f"{field}={accelerator!r}: this package runs on {', '.join(allowed)}")
+        raise ValueError(f"{_named(field, accelerator)}: this package runs on {', '.join(allowed)}")
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ValueError(f"{field}={accelerator!r}: torch sees no CUDA GPU here (torch.cuda.is_available() is "
+        raise ValueError(f"{_named(field, accelerator)}: torch sees no CUDA GPU here (torch.cuda.is_available() is "
                          f"False); use cpu")
 
 
@@ -34,18 +40,19 @@ def check_devices(devices, accelerator="auto", field: str = "trainer.devices") -
     try:
         n = int(devices)
     except (TypeError, ValueError):
-        raise ValueError(f"{field}={devices!r}: give a number of devices >= 1, 'auto' or a list of indices") from None
+        raise ValueError(f"{_named(field, devices)}: give a number of devices >= 1, 'auto' or a list of "
+                         f"indices") from None
     gpu = str(accelerator) in ("gpu", "cuda") or (str(accelerator) == "auto" and torch.cuda.is_available())
     if n == -1 and not gpu:
-        raise ValueError(f"{field}={devices!r}: -1 means every GPU, and this run is on the CPU; give a number of "
+        raise ValueError(f"{_named(field, devices)}: -1 means every GPU, and this run is on the CPU; give a number of "
                          f"processes >= 1")
     if n < 1 and n != -1:
-        raise ValueError(f"{field}={devices!r}: a run needs at least one device (or 'auto')")
+        raise ValueError(f"{_named(field, devices)}: a run needs at least one device (or 'auto')")
 
 
 def check_precision(precision, field: str = "trainer.precision") -> None:
     """float32, or mixed precision for the Adam steps (module docstring)."""
     if precision is None or str(precision) in PRECISIONS:
         return
-    raise ValueError(f"{field}={precision!r}: choose 32-true, bf16-mixed or 16-mixed (mixed precision applies to "
+    raise ValueError(f"{_named(field, precision)}: choose 32-true, bf16-mixed or 16-mixed (mixed precision applies to "
                      f"the Adam steps; the Gram matrices, the refit and the selection stay in float32/float64)")

@@ -133,12 +133,12 @@ def test_gpu_accelerator_without_a_gpu_is_refused_by_the_cli_and_the_scripts(tmp
     assert code == 2 and "trainer.accelerator='gpu': torch sees no CUDA GPU here" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*"))
     from nvldb_pl.run import run_experiment
-    with pytest.raises(ValueError, match="--accelerator='gpu': torch sees no CUDA GPU here"):
+    with pytest.raises(ValueError, match="--accelerator gpu: torch sees no CUDA GPU here"):
         run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {}, accelerator="gpu")
 
 
-@pytest.mark.parametrize("kw,message", [({"accelerator": "tpu"}, "--accelerator='tpu': this package runs on cpu, gpu"),
-                                        ({"precision": "64-true"}, "--precision='64-true': choose 32-true")])
+@pytest.mark.parametrize("kw,message", [({"accelerator": "tpu"}, "--accelerator tpu: this package runs on cpu, gpu"),
+                                        ({"precision": "64-true"}, "--precision 64-true: choose 32-true")])
 def test_the_scripts_refuse_an_accelerator_or_precision_before_running(kw, message):
     from nvldb_pl.run import run_experiment
     with pytest.raises(ValueError, match=message):
