@@ -26,7 +26,7 @@ from . import parallel  # noqa: F401  (registers ``--trainer.strategy seed_paral
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
-from .devices import check_accelerator, check_devices, check_precision
+from .devices import check_accelerator, check_devices, check_precision, uses_gpu
 from .host import check_writable, checkpoint_problem
 from .learner import LINKED_FROM_DATA, DuelingLearner
 
@@ -67,8 +67,7 @@ def process_count(devices, num_nodes, accelerator) -> int:
     elif isinstance(devices, str) and "," in devices:
         n = len([d for d in devices.split(",") if d.strip()])
     elif str(devices) in ("auto", "-1"):
-        gpu = str(accelerator) in ("gpu", "cuda") or (str(accelerator) == "auto" and torch.cuda.is_available())
-        n = torch.cuda.device_count() if gpu else 1
+        n = torch.cuda.device_count() if uses_gpu(accelerator) else 1
     else:
         n = int(devices)
     return max(n, 1) * int(num_nodes or 1)
@@ -88,7 +87,7 @@ def check_trainer(cfg) -> None:
     check_precision(cfg.get("precision"))
     strategy = cfg.get("strategy", "auto")
     name = getattr(strategy, "strategy_name", strategy)
-    n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), cfg.get("accelerator", "auto"))
+    n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), accelerator)
     if n > 1 and name != "seed_parallel":
         raise ValueError(f"trainer.devices={cfg.get('devices')!r}, trainer.num_nodes={cfg.get('num_nodes', 1)!r}: "
                          f"{n} processes under trainer.strategy={name!r} would run Lightning's DDP, which averages "

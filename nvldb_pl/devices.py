@@ -21,6 +21,11 @@ def _named(field: str, value) -> str:
     return f"{field} {value}" if field.startswith("--") else f"{field}={value!r}"
 
 
+def uses_gpu(accelerator) -> bool:
+    """Whether Lightning places a run with this accelerator on CUDA GPUs."""
+    return str(accelerator) in ("gpu", "cuda") or (str(accelerator) == "auto" and torch.cuda.is_available())
+
+
 def check_accelerator(accelerator, field: str = "trainer.accelerator", allowed=ACCELERATORS) -> None:
     """Refuse an accelerator this package does not run on, or a GPU this machine does not have.
     (An ``Accelerator`` object given by class path is the user's own: not checked.)"""
@@ -42,8 +47,7 @@ def check_devices(devices, accelerator="auto", field: str = "trainer.devices") -
     except (TypeError, ValueError):
         raise ValueError(f"{_named(field, devices)}: give a number of devices >= 1, 'auto' or a list of "
                          f"indices") from None
-    gpu = str(accelerator) in ("gpu", "cuda") or (str(accelerator) == "auto" and torch.cuda.is_available())
-    if n == -1 and not gpu:
+    if n == -1 and not uses_gpu(accelerator):
         raise ValueError(f"{_named(field, devices)}: -1 means every GPU, and this run is on the CPU; give a number of "
                          f"processes >= 1")
     if n < 1 and n != -1:
