@@ -16,7 +16,6 @@ import os
 import sys
 import warnings
 
-import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -26,7 +25,7 @@ from . import parallel  # noqa: F401  (registers ``--trainer.strategy seed_paral
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
-from .devices import check_accelerator, check_devices, check_precision, uses_gpu
+from .devices import check_accelerator, check_precision, device_count
 from .host import check_writable, checkpoint_problem
 from .learner import LINKED_FROM_DATA, DuelingLearner
 
@@ -62,15 +61,7 @@ ONE_PASS = {"max_epochs": (1, None), "min_epochs": (None, 0, 1), "max_steps": (-
 
 def process_count(devices, num_nodes, accelerator) -> int:
     """How many processes Lightning would start for these trainer settings."""
-    if isinstance(devices, (list, tuple)):
-        n = len(devices)
-    elif isinstance(devices, str) and "," in devices:
-        n = len([d for d in devices.split(",") if d.strip()])
-    elif str(devices) in ("auto", "-1"):
-        n = torch.cuda.device_count() if uses_gpu(accelerator) else 1
-    else:
-        n = int(devices)
-    return max(n, 1) * int(num_nodes or 1)
+    return device_count(devices, accelerator) * int(num_nodes or 1)
 
 
 def check_trainer(cfg) -> None:
@@ -83,7 +74,6 @@ def check_trainer(cfg) -> None:
                              f"stream; set data.rounds for a longer or shorter run")
     accelerator = cfg.get("accelerator", "auto")
     check_accelerator(accelerator)
-    check_devices(cfg.get("devices", 1), accelerator)
     check_precision(cfg.get("precision"))
     strategy = cfg.get("strategy", "auto")
     name = getattr(strategy, "strategy_name", strategy)

@@ -33,15 +33,21 @@ def check_accelerator(accelerator, field: str = "trainer.accelerator", allowed=A
         return
     if accelerator not in allowed:
         raise ValueError(f"{_named(field, accelerator)}: this package runs on {', '.join(allowed)}")
-    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+    if uses_gpu(accelerator) and not torch.cuda.is_available():
         raise ValueError(f"{_named(field, accelerator)}: torch sees no CUDA GPU here (torch.cuda.is_available() is "
                          f"False); use cpu")
 
 
-def check_devices(devices, accelerator="auto", field: str = "trainer.devices") -> None:
-    """A count of at least 1, ``auto``, -1 (every GPU: only on a GPU), or a list of device indices."""
-    if isinstance(devices, (list, tuple)) or (isinstance(devices, str) and ("," in devices or devices == "auto")):
-        return
+def device_count(devices, accelerator="auto", field: str = "trainer.devices") -> int:
+    """How many devices (processes per node) ``devices`` asks for: a count of at least 1, ``auto``
+    or -1 (every GPU; one process on the CPU; -1 only on a GPU), or a list of device indices.
+    Anything else is refused, naming the field."""
+    if isinstance(devices, (list, tuple)):
+        return max(len(devices), 1)
+    if isinstance(devices, str) and "," in devices:
+        return max(len([d for d in devices.split(",") if d.strip()]), 1)
+    if str(devices) == "auto":
+        return torch.cuda.device_count() if uses_gpu(accelerator) else 1
     try:
         n = int(devices)
     except (TypeError, ValueError):
@@ -52,6 +58,7 @@ def check_devices(devices, accelerator="auto", field: str = "trainer.devices") -
                          f"processes >= 1")
     if n < 1 and n != -1:
         raise ValueError(f"{_named(field, devices)}: a run needs at least one device (or 'auto')")
+    return torch.cuda.device_count() if n == -1 else n
 
 
 def check_precision(precision, field: str = "trainer.precision") -> None:
