@@ -16,6 +16,7 @@ import os
 import time
 
 import lightning.pytorch as pl
+from lightning.pytorch.loggers import TensorBoardLogger
 import torch
 
 from .host import atomic_open, write_json_atomic
@@ -135,7 +136,7 @@ class DuelingLoop(pl.Callback):
         stats = {name: _mean_std(v) for name, v in
                  (("cum_avg", cum_avg), ("cum_weak", cum_weak), ("avg_per_round", per_round))}
         self.running_mean = float(stats["avg_per_round"][0][-1])
-        if trainer.logger is None or trainer.sanity_checking:
+        if not trainer.loggers or trainer.sanity_checking:
             return
         for b, r in enumerate(rounds):
             metrics = {}
@@ -144,7 +145,8 @@ class DuelingLoop(pl.Callback):
                 metrics[f"regret/{name}_std"] = float(std[b])
             metrics = {k: v for k, v in metrics.items() if r > self._logged_through.get(k, 0)}
             if metrics:
-                trainer.logger.log_metrics(metrics, step=r)
+                for logger in trainer.loggers:  # --trainer.logger may name several (TensorBoard, CSV, ...)
+                    logger.log_metrics(metrics, step=r)
 
 
 def logged_rounds(log_dir: str) -> dict[str, int]:
@@ -220,9 +222,12 @@ class RunSummary(pl.Callback):
         if trainer.is_global_zero and self.write:
             os.makedirs(folder, exist_ok=True)
             write_json_atomic(os.path.join(folder, "summary.json"), self.summary)
-            if trainer.logger is not None:
-                params = {**{f"model/{k}": v for k, v in hp.items()},
-                          **{f"data/{k}": v for k, v in vars(dm.spec).items()}}
-                trainer.logger.log_hyperparams(params, {"final/R_T_over_T_mean": float(mean),
-                                                        "final/R_T_over_T_std": float(std)})
-                trainer.logger.save()
+            params = {**{f"model/{k}": v for k, v in hp.items()}, **{f"data/{k}": v for k, v in vars(dm.spec).items()}}
+            final = {"final/R_T_over_T_mean": float(mean), "final/R_T_over_T_std": float(std)}
+            for logger in trainer.loggers:
+                if isinstance(logger, TensorBoardLogger):  # its HPARAMS tab: the config beside the final regret
+                    logger.log_hyperparams(params, final)
+                else:  # the Logger API every other logger (CSV, W&B, MLflow, ...) takes
+                    logger.log_hyperparams(params)
+                    logger.log_metrics(final, step=T)
+                logger.save()

@@ -129,12 +129,43 @@ class NVLDBCLI(LightningCLI):
         if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":
             return
         if ckpt == "last":
-            root = self._get(self.config_init, "trainer", default={}).get("default_root_dir") or os.getcwd()
-            version = resumed_version(root, "last")
-            if version is None:
-                return  # nothing saved yet: Lightning starts the run afresh
-            ckpt = os.path.join(root, "lightning_logs", f"version_{version}", "checkpoints", "last.ckpt")
+            ckpt = last_checkpoint(self.trainer)
+            if ckpt is None:
+                return  # nothing saved yet (or checkpointing off): Lightning starts the run afresh
         cfg["ckpt_path"] = whole_checkpoint(ckpt)
+
+
+def last_checkpoint(trainer) -> str | None:
+    """The ``last.ckpt`` that ``--ckpt_path last`` names: in the folder :class:`RoundCheckpoint`
+    writes to, which is ``checkpoint.dirpath`` if set, else ``<logger save_dir>/<name>/version_N/
+    checkpoints`` of the newest N holding one (any logger with versions; the default TensorBoard one
+    is ``<default_root_dir>/lightning_logs``), else, with ``--trainer.logger false``,
+    ``<default_root_dir>/checkpoints``. None where no checkpoint (nor its ``.prev``) is there yet."""
+    saver = next((c for c in trainer.callbacks if isinstance(c, RoundCheckpoint)), None)
+    if saver is None:
+        return None
+    if saver.dirpath:
+        folder = str(saver.dirpath)
+    elif not trainer.loggers:
+        folder = os.path.join(trainer.default_root_dir, "checkpoints")
+    else:
+        logger = trainer.loggers[0]
+        version = newest_version(os.path.join(logger.save_dir or trainer.default_root_dir, str(logger.name or "")))
+        if version is None:
+            return None
+        folder = os.path.join(version, "checkpoints")
+    return os.path.join(folder, "last.ckpt") if has_checkpoint(folder) else None
+
+
+def has_checkpoint(folder: str) -> bool:
+    return any(os.path.isfile(os.path.join(folder, f)) for f in ("last.ckpt", "last.ckpt.prev"))
+
+
+def newest_version(logs: str) -> str | None:
+    """The ``<logs>/version_N`` folder of largest N that holds a checkpoint (or its ``.prev``)."""
+    found = [d for d in glob.glob(os.path.join(logs, "version_*"))
+             if d.rsplit("_", 1)[1].isdigit() and has_checkpoint(os.path.join(d, "checkpoints"))]
+    return max(found, key=lambda d: int(d.rsplit("_", 1)[1])) if found else None
 
 
 def whole_checkpoint(path: str) -> str:
@@ -160,11 +191,8 @@ def resumed_version(root: str, ckpt_path) -> int | None:
     """
     logs = os.path.join(root, "lightning_logs")
     if ckpt_path == "last":
-        found = [d for d in glob.glob(os.path.join(logs, "version_*"))
-                 if any(os.path.isfile(os.path.join(d, "checkpoints", f)) for f in ("last.ckpt", "last.ckpt.prev"))]
-        if found:
-            return max(int(d.rsplit("_", 1)[1]) for d in found)
-        return None
+        version = newest_version(logs)
+        return None if version is None else int(version.rsplit("_", 1)[1])
     if ckpt_path:
         rel = os.path.relpath(os.path.abspath(ckpt_path), os.path.abspath(logs))
         head = rel.split(os.sep)[0]

@@ -50,6 +50,29 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     assert "ts_csym" in hparams
 
 
+def test_other_and_several_loggers_get_every_round_and_the_final_regret(tmp_path):
+    """--trainer.logger as Lightning users write it: a CSVLogger beside TensorBoard. Each gets the
+    regret curves at every round and the final R(T)/T (a logger other than TensorBoard takes no
+    metrics in log_hyperparams: that once failed at the end of the run)."""
+    import csv
+    out = tmp_path / "run"
+    loggers = [{"class_path": f"lightning.pytorch.loggers.{name}", "init_args": {"save_dir": str(out / name)}}
+               for name in ("TensorBoardLogger", "CSVLogger")]
+    res = _cli("--config", "configs/cos.yaml", "--data.rounds", "6", "--data.num_seeds", "2", "--model.width", "8",
+               "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false",
+               "--trainer.logger", json.dumps(loggers))
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads((out / "TensorBoardLogger" / "lightning_logs" / "version_0" / "summary.json").read_text())
+    with open(out / "CSVLogger" / "lightning_logs" / "version_0" / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["step"]) for r in rows if r["regret/cum_avg_mean"]] == list(range(1, 7))
+    [final] = [r for r in rows if r["final/R_T_over_T_mean"]]
+    assert int(final["step"]) == 6 and float(final["final/R_T_over_T_mean"]) == pytest.approx(summary["R_T_over_T_mean"])
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(out / "TensorBoardLogger" / "lightning_logs" / "version_0")).Reload()
+    assert [e.step for e in acc.Scalars("regret/cum_avg_mean")] == list(range(1, 7))
+
+
 def test_default_fit_prints_no_warnings(tmp_path):
     res = _cli("--config", "configs/cos.yaml", "--data.rounds", "50", "--data.num_seeds", "2",
                "--trainer.default_root_dir", str(tmp_path / "run"))

@@ -131,28 +131,47 @@ def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn()
 
 
 def _per_seed(root):
-    with open(os.path.join(root, "lightning_logs", "version_0", "summary.json")) as fh:
+    """Per seed (id, R_T, weak R_T) from the newest summary.json under ``root`` (a resumed run that
+    logs into a new folder writes its own)."""
+    found = [os.path.join(d, "summary.json") for d, _, files in os.walk(root) if "summary.json" in files]
+    with open(max(found, key=os.path.getmtime)) as fh:
         return [(x["seed"], x["cum_avg_regret"], x["cum_weak_regret"]) for x in json.load(fh)["seeds"]]
 
 
-@pytest.mark.parametrize("named", ["last", "by path"])
-def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path, named):
-    full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
-    _run(full, *SHORT)
-    _run(cut, *SHORT, "--data.rounds=16")  # a run that stopped after round 16: last.ckpt (16), .prev (8)
-    folder = os.path.join(cut, "lightning_logs", "version_0", "checkpoints")
+@pytest.fixture(scope="module")
+def ref16(tmp_path_factory):
+    """Per seed at round 16 of a run never interrupted (the same for any logger or checkpoint folder)."""
+    ref = str(tmp_path_factory.mktemp("ref16"))
+    _run(ref, *SHORT, "--data.rounds=16")
+    return _per_seed(ref)
+
+
+# where RoundCheckpoint writes, by the logger and checkpoint settings a user may give
+LAYOUTS = {"tensorboard": ([], os.path.join("lightning_logs", "version_0", "checkpoints")),
+           "no logger": (["--trainer.logger=false"], "checkpoints"),
+           "checkpoint.dirpath": (["--checkpoint.dirpath={root}/ck"], "ck"),
+           "csv logger": (["--trainer.logger=lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir={root}/csv"],
+                          os.path.join("csv", "lightning_logs", "version_0", "checkpoints"))}
+
+
+@pytest.mark.parametrize("named,layout", [("last", "tensorboard"), ("by path", "tensorboard"), ("last", "no logger"),
+                                          ("last", "checkpoint.dirpath"), ("last", "csv logger")])
+def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path, named, layout, ref16):
+    cut = str(tmp_path / "cut")
+    flags, where = LAYOUTS[layout]
+    flags = [f.format(root=cut) for f in flags]
+    _run(cut, *SHORT, "--data.rounds=16", *flags)  # a run that stopped after round 16: last.ckpt (16), .prev (8)
+    folder = os.path.join(cut, where)
     assert sorted(os.listdir(folder)) == ["last.ckpt", "last.ckpt.prev"]
     assert (_rounds_in(os.path.join(folder, "last.ckpt")), _rounds_in(os.path.join(folder, "last.ckpt.prev"))) == (16, 8)
     last = os.path.join(folder, "last.ckpt")
     data = open(last, "rb").read()
     open(last, "wb").write(data[: len(data) // 2])  # cut short (a full disk, an interrupted copy)
-    out = _run(cut, *SHORT, "--data.rounds=16", "--ckpt_path=" + ("last" if named == "last" else last))
+    out = _run(cut, *SHORT, "--data.rounds=16", *flags, "--ckpt_path=" + ("last" if named == "last" else last))
     assert f"{last} cannot be read" in out.stderr and f"resuming from the previous checkpoint {last}.prev" in out.stderr
-    assert _rounds_in(last) == 16  # it went on from round 8 and saved again
-    # rounds 9-16 replayed exactly: the run equals one that was never interrupted, seed by seed
-    ref = str(tmp_path / "ref")
-    _run(ref, *SHORT, "--data.rounds=16")
-    assert _per_seed(cut) == _per_seed(ref)
+    # it went on from round 8 and saved round 16 again (a logger with versions: into the new version's folder)
+    assert _rounds_in(last if layout != "csv logger" else last.replace("version_0", "version_1")) == 16
+    assert _per_seed(cut) == ref16  # rounds 9-16 replayed exactly: seed by seed the uninterrupted run
 
 
 @pytest.mark.parametrize("named", ["last", "by path"])
