@@ -221,6 +221,19 @@ def main(args=None) -> NVLDBCLI:
     )
 
 
+def user_message(err: Exception) -> str:
+    """The error as a user should read it. A learner's refusal of an argument (``model.lr: must be
+    > 0``) reaches here inside jsonargparse's report on the model's Union type, with a dump of the
+    whole model namespace; keep just the refusals, which name their fields."""
+    text = str(err)
+    if text.startswith("Does not validate against any of the Union subtypes"):
+        named = [line.strip()[2:] for line in text.splitlines()
+                 if line.strip().startswith("- ") and "Expected a <class 'NoneType'>" not in line]
+        if named:
+            return "; ".join(named)
+    return text
+
+
 def run_cli(argv: list[str] | None = None) -> int:
     """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
     for a configuration, data or numerical error; 0 on success."""
@@ -228,7 +241,7 @@ def run_cli(argv: list[str] | None = None) -> int:
         main(argv)
     except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {user_message(err)}", file=sys.stderr)
         return 2
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
         return stop.code if isinstance(stop.code, int) else 2

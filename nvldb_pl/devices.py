@@ -42,10 +42,13 @@ def device_count(devices, accelerator="auto", field: str = "trainer.devices") ->
     """How many devices (processes per node) ``devices`` asks for: a count of at least 1, ``auto``
     or -1 (every GPU; one process on the CPU; -1 only on a GPU), or a list of device indices.
     Anything else is refused, naming the field."""
-    if isinstance(devices, (list, tuple)):
-        return max(len(devices), 1)
-    if isinstance(devices, str) and "," in devices:
-        return max(len([d for d in devices.split(",") if d.strip()]), 1)
+    indices = (list(devices) if isinstance(devices, (list, tuple)) else
+               [d for d in devices.split(",") if d.strip()] if isinstance(devices, str) and "," in devices else None)
+    if indices is not None:
+        if not uses_gpu(accelerator):
+            raise ValueError(f"{_named(field, devices)}: a list picks GPUs by index, and this run is on the CPU; give "
+                             f"a number of processes ({len(indices)})")
+        return max(len(indices), 1)
     if str(devices) == "auto":
         return torch.cuda.device_count() if uses_gpu(accelerator) else 1
     try:

@@ -49,6 +49,8 @@ ROWS = [
     ("--trainer.fast_dev_run=true", "trainer.fast_dev_run=True: a run is one pass"),
     ("--trainer.devices=0", "trainer.devices='0': a run needs at least one device"),
     ("--trainer.devices=-1 --trainer.accelerator=cpu", "trainer.devices='-1': -1 means every GPU"),
+    ("--trainer.devices=[0,1] --trainer.strategy=seed_parallel --trainer.accelerator=cpu",
+     "trainer.devices=[0, 1]: a list picks GPUs by index, and this run is on the CPU; give a number of processes (2)"),
     ("--trainer.accelerator=tpu", "trainer.accelerator='tpu': this package runs on auto, cpu, gpu, cuda"),
     ("--trainer.precision=64-true", "trainer.precision='64-true': choose 32-true, bf16-mixed or 16-mixed"),
     ("--trainer.precision=bf16-true", "trainer.precision='bf16-true'"),
@@ -62,6 +64,11 @@ def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, 
     err = capsys.readouterr().err
     assert code != 0
     assert names in err, err[-2000:]
+    # one line, not a dump of the model's arguments (jsonargparse's Union report) nor a traceback; a
+    # value the parser itself refuses (a wrong type, an unknown class) gets argparse's usage, then the error
+    if "usage:" not in err:
+        assert any(line.startswith("error: ") and names in line for line in err.splitlines()), err[-2000:]
+    assert "Given value: Namespace" not in err and "Traceback" not in err, err[-2000:]
     assert not list(tmp_path.rglob("summary.json")) and not list(tmp_path.rglob("*.ckpt"))
 
 
