@@ -18,6 +18,7 @@ from typing import Optional
 
 import torch
 
+from .data import ALL_TASKS
 from .learner import LINKED_FROM_DATA
 from .registry import LEARNERS, METHODS, init_args
 from .run import check_accelerator, run_experiment
@@ -104,7 +105,14 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
+    check_tasks(tasks)
     check_accelerator(accelerator)  # up front: not after the first tasks' runs
+    # a key no learner run here takes (a typo: widht=5) would otherwise be dropped silently
+    taken = set().union(*(_accepts(METHODS[m][0]) for m in methods)) if methods else set()
+    ignored = sorted(set(overrides or {}) - taken)
+    if ignored:
+        raise ValueError(f"--set: {ignored} is not an argument of any method run here ({', '.join(methods)}); "
+                         f"they take {sorted(taken)}")
     done = {}
     for task in tasks:
         for method in methods:
@@ -138,6 +146,13 @@ def parse_overrides(items: list[str]) -> dict:
         except json.JSONDecodeError:
             result[key] = value
     return result
+
+
+def check_tasks(tasks: list[str]) -> None:
+    """Up front, not after the runs of the tasks before a misspelt one."""
+    unknown = [t for t in tasks if t not in ALL_TASKS]
+    if unknown:
+        raise ValueError(f"--tasks: unknown {unknown}; choose from {list(ALL_TASKS)}")
 
 
 def check_positive(name: str, value: int) -> int:

@@ -21,7 +21,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
+from nvldb_pl.grid import check_positive, check_tasks  # noqa: E402
 from nvldb_pl.module import LITERAL  # noqa: E402
+from nvldb_pl.registry import LEARNERS, init_args  # noqa: E402
 from nvldb_pl.run import run_experiment  # noqa: E402
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
@@ -49,6 +51,31 @@ def expand(grid: list[dict], vary: list[str]) -> list[dict]:
         key, values = item.split("=", 1)
         axes.append([(key, _value(v)) for v in values.split(",")])
     return [{**g, **dict(combo)} for g in grid for combo in itertools.product(*axes)]
+
+
+def parse_json(flag: str, text: str, kind: type):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{flag}: not JSON ({err}): {text!r}") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"{flag}: expected a JSON {'list' if kind is list else 'object'}, got {text!r}")
+    return value
+
+
+def check_grid(grid: list) -> None:
+    """Before anything runs: every entry an object whose keys its learner takes (a typo such as
+    "widht" would otherwise fail at that entry's run, after the runs before it)."""
+    for g in grid:
+        if not isinstance(g, dict):
+            raise ValueError(f"--grid: every entry is a JSON object of model arguments, got {g!r}")
+        learner = g.get("learner", "NVLDB")
+        if learner not in LEARNERS:
+            raise ValueError(f"--grid: learner {learner!r} in {json.dumps(g)}; choose from {list(LEARNERS)}")
+        unknown = sorted(set(g) - {"learner"} - init_args(LEARNERS[learner]))
+        if unknown:
+            raise ValueError(f"--grid/--vary: {learner} takes no {unknown} ({json.dumps(g)}); it takes "
+                             f"{sorted(init_args(LEARNERS[learner]))}")
 
 
 def key_of(task: str, config: dict) -> str:
@@ -96,12 +123,25 @@ def main():
     p.add_argument("--summarize", default=None, metavar="FILE", help="print the paired table of a sweep file")
     p.add_argument("--baseline", default="{}", help="JSON overrides naming the baseline config of --summarize")
     a = p.parse_args()
-    if a.summarize:
-        summarize(a.summarize, json.loads(a.baseline))
-        return
+    try:
+        if a.summarize:
+            summarize(a.summarize, parse_json("--baseline", a.baseline, dict))
+            return
+        check_positive("--rounds", a.rounds)
+        check_positive("--seeds", a.seeds)
+        check_tasks(a.tasks)
+        grid = expand(parse_json("--grid", a.grid, list) if a.grid else GRID, a.vary)
+        check_grid(grid)
+        sweep(a, grid)
+    except (ValueError, FileNotFoundError, FloatingPointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def sweep(a, grid: list[dict]) -> None:
+    """Run every (task, grid entry) not yet in ``a.out``, printing a row each and appending it."""
     if a.threads:
         torch.set_num_threads(a.threads)
-    grid = expand(json.loads(a.grid) if a.grid else GRID, a.vary)
     done = done_keys(a.out)
     print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {a.seeds} seeds) | self-duels | wall s |")
     print("|---|---|---|---|---|")

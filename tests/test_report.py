@@ -65,6 +65,14 @@ def test_reproduce_rejects_unknown_method(tmp_path, capsys):
     assert "--methods" in capsys.readouterr().err
 
 
+def test_reproduce_refuses_a_set_key_no_method_takes_before_running(tmp_path, capsys):
+    assert _main(["--out", str(tmp_path), "--methods", "NVLDB-UCB-ASYM", "Random", "--rounds", "5", "--seeds", "1",
+                  "--tasks", "cos", "--set", "widht=8"]) == 2
+    err = capsys.readouterr().err
+    assert "--set: ['widht'] is not an argument of any method run here" in err and "'width'" in err
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
 def test_reproduce_refuses_gpu_without_one_before_running(tmp_path, capsys):
     assert _main(["--out", str(tmp_path), "--methods", "Random", "--rounds", "5", "--seeds", "1",
@@ -218,6 +226,30 @@ def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys)
     table = capsys.readouterr().out
     d = [b - a for a, b in zip(rows[0]["per_seed"], rows[1]["per_seed"])]
     assert f"{sum(d) / 2:+.3f}" in table  # the paired difference of the second row against the first
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--grid", '[{"widht": 4}]'], "--grid/--vary: NVLDB takes no ['widht']"),
+    (["--grid", '[{"learner": "NDB", "strategy": "ucb_asym"}]'], "--grid/--vary: NDB takes no ['strategy']"),
+    (["--grid", '[{"learner": "Oracle"}]'], "--grid: learner 'Oracle'"),
+    (["--grid", "{width: 4}"], "--grid: not JSON"),
+    (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),
+    (["--vary", "width"], "--vary: 'width' is not key=value"),
+    (["--vary", "widht=4,8"], "--grid/--vary: NVLDB takes no ['widht']"),
+    (["--tasks", "cos", "sine"], "--tasks: unknown ['sine']"),
+    (["--rounds", "0"], "--rounds: must be >= 1"),
+])
+def test_sweep_refuses_bad_input_before_running_naming_the_flag(tmp_path, capsys, monkeypatch, extra, message):
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out),
+                                     *extra])
+    with pytest.raises(SystemExit) as stop:
+        sweep.main()
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+    assert not out.exists()
 
 
 def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colours():
