@@ -1,6 +1,6 @@
 """Ask a person "A or B?" about items of a small built-in catalog, learn, and show the learned ranking.
 
-    python scripts/duel.py                          # interactive: answer 1 or 2 (q stops)
+    python scripts/duel.py                          # interactive: answer 1 or 2 (q or Ctrl-C stops)
     python scripts/duel.py --answers answers.txt    # answers from a file, one per line: 1, 2 or q
     python scripts/duel.py --simulate               # a simulated person with a hidden taste
     python scripts/duel.py --questions 30 --save me.pt   # ... and keep the learner
@@ -75,7 +75,11 @@ class Answers:
             while True:
                 self.out.write("1 or 2 (q stops)? ")
                 self.out.flush()
-                s = self.stdin.readline()
+                try:
+                    s = self.stdin.readline()
+                except KeyboardInterrupt:  # Ctrl-C stops like q: the ranking is shown, --save keeps the answers
+                    self.out.write("\n")
+                    return None
                 if not s:  # end of input
                     return None
                 s = s.strip().lower()
@@ -105,6 +109,11 @@ def main(argv=None, stdin=None, out=None) -> int:
         if not 2 <= a.offer <= len(names):
             raise ValueError(f"--offer: must be between 2 and {len(names)}, got {a.offer}")
         answers = Answers(a.answers, a.simulate, stdin, out)
+        if a.save:  # before the questions: a person's answers must not be lost to a bad path at the end
+            folder = os.path.dirname(os.path.abspath(a.save))
+            if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+                raise ValueError(f"--save: {a.save}: folder {folder} "
+                                 f"{'does not exist' if not os.path.isdir(folder) else 'is not writable'}")
         if a.load:
             bandit = DuelingBandit.from_checkpoint(a.load)
             if bandit.dim != contexts.shape[1]:

@@ -55,6 +55,26 @@ def test_interactive_reprompts_and_stops_at_end_of_input():
     assert "after 2 answers" in text
 
 
+def test_ctrl_c_stops_like_q_and_the_answers_are_saved(tmp_path):
+    class Interrupted(io.StringIO):  # a person who answers twice, then presses Ctrl-C
+        def readline(self, *args):
+            line = super().readline(*args)
+            if not line:
+                raise KeyboardInterrupt
+            return line
+    saved = str(tmp_path / "me.pt")
+    out = io.StringIO()
+    assert duel.main(["--questions", "5", "--save", saved], stdin=Interrupted("1\n2\n"), out=out) == 0
+    assert "after 2 answers" in out.getvalue()
+    assert DuelingBandit.from_checkpoint(saved).num_observed == 2
+
+
+def test_a_save_path_that_cannot_be_written_is_refused_before_any_question(tmp_path, capsys):
+    code, text = _run(["--questions", "5", "--save", str(tmp_path / "absent" / "me.pt")], stdin="1\n")
+    assert code == 2 and "Question" not in text
+    assert f"--save: {tmp_path / 'absent' / 'me.pt'}: folder {tmp_path / 'absent'} does not exist" in capsys.readouterr().err
+
+
 def test_bad_input_is_named(tmp_path, capsys):
     bad = tmp_path / "bad.txt"
     bad.write_text("1\nyes\n")
