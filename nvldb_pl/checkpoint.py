@@ -14,11 +14,13 @@ seed id, round), so the stream simply restarts at the saved round: nothing else 
 """
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from typing import Optional
 from weakref import proxy
 
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 
 from .host import replace_keeping_previous
 
@@ -32,11 +34,39 @@ class RoundCheckpoint(ModelCheckpoint):
         super().__init__(dirpath=dirpath, save_last=True, save_top_k=0, enable_version_counter=False)
         self.every_n_rounds = every_n_rounds
         self._saved_round = -1  # the round of the last save by this process
+        self.interrupted = False  # Ctrl-C pressed once: stop after this round (the CLI then exits 130)
+        self._previous_handler = None
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        """One process: the first Ctrl-C stops the run at the end of the round (saved, so it goes on
+        exactly with ``--ckpt_path last``); a second one stops it at once, as Lightning does. Under
+        ``seed_parallel`` the ranks could see it in different rounds, so Lightning's handling stays."""
+        self.interrupted = False
+        if trainer.world_size == 1 and threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self.interrupted:  # the second press
+            signal.signal(signal.SIGINT, self._previous_handler)
+            raise KeyboardInterrupt
+        self.interrupted = True
+        print("\nCtrl-C: stopping at the end of this round and saving it (press again to stop at once, losing the "
+              "rounds since the last checkpoint)", file=sys.stderr)
+
+    def _restore_sigint(self) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+            self._previous_handler = None
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self._restore_sigint()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         t = pl_module.t
+        if self.interrupted:
+            trainer.should_stop = True
         # trainer.should_stop: set at this round by trainer.max_time (Lightning's Timer, agreed across
-        # processes) or a callback; saved here, mid-epoch, a checkpoint resumes like any other
+        # processes), by Ctrl-C or by a callback; saved here, mid-epoch, a checkpoint resumes like any other
         if t % self.every_n_rounds == 0 or t == pl_module.hparams.rounds or trainer.should_stop:
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
@@ -59,11 +89,13 @@ class RoundCheckpoint(ModelCheckpoint):
 
     def on_train_end(self, trainer, pl_module) -> None:
         """A run that stopped before its horizon says where it can go on from."""
+        self._restore_sigint()
         t, T = pl_module.t, pl_module.hparams.rounds
         if t < T and trainer.is_global_zero:
-            where = (f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last "
-                     f"(trainer.max_time counts the time of the earlier runs too)" if self._saved_round > 0 else
-                     "this run saved no checkpoint")
+            timed = (" (trainer.max_time counts the time of the earlier runs too)"
+                     if any(isinstance(c, Timer) for c in trainer.callbacks) else "")
+            where = (f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last{timed}"
+                     if self._saved_round > 0 else "this run saved no checkpoint")
             print(f"stopped at round {t} of data.rounds={T}; {where}", file=sys.stderr)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:  # rounds, not epochs, decide

@@ -236,9 +236,12 @@ def user_message(err: Exception) -> str:
 
 def run_cli(argv: list[str] | None = None) -> int:
     """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
-    for a configuration, data or numerical error; 0 on success."""
+    for a configuration, data or numerical error; 130 for a run stopped by Ctrl-C (and saved,
+    :class:`RoundCheckpoint`); 0 on success."""
     try:
-        main(argv)
+        cli = main(argv)
+        if any(getattr(c, "interrupted", False) for c in getattr(cli.trainer, "callbacks", [])):
+            return 130
     except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
         print(f"error: {user_message(err)}", file=sys.stderr)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import lightning.pytorch as pl
 import pytest
 import torch
 
@@ -251,3 +252,47 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
     assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]  # Timer's
     assert _per_seed(cut) == _per_seed(ref)
     assert _curve_rows(cut) == _curve_rows(ref)  # every round 1..60 once
+
+
+class SigintAt(pl.Callback):
+    """Ctrl-C pressed ``times`` times at the start of round ``at`` (as the terminal would send it)."""
+
+    def __init__(self, at: int = 1, times: int = 1):
+        self.at, self.times = at, times
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if int(batch["round"]) == self.at:
+            for _ in range(self.times):
+                signal.raise_signal(signal.SIGINT)
+
+
+def _sigint(at, times):
+    return "--trainer.callbacks+=" + json.dumps({"class_path": f"{__name__}.SigintAt", "init_args": {"at": at, "times": times}})
+
+
+def test_ctrl_c_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp_path, capsys):
+    from nvldb_pl.cli import run_cli
+    short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
+    ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
+    assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
+    handler = signal.getsignal(signal.SIGINT)
+    assert run_cli([*short, f"--trainer.default_root_dir={cut}", _sigint(37, 1)]) == 130
+    assert signal.getsignal(signal.SIGINT) is handler  # put back
+    ckpt = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
+    assert _rounds_in(ckpt) == 37  # round 37 finished and saved, not the last multiple of 25
+    err = capsys.readouterr().err
+    assert "Ctrl-C: stopping at the end of this round" in err
+    assert f"stopped at round 37 of data.rounds=60; {ckpt} holds round 37: go on with --ckpt_path last\n" in err
+    assert run_cli([*short, f"--trainer.default_root_dir={cut}", "--ckpt_path=last"]) == 0
+    assert _per_seed(cut) == _per_seed(ref)
+    assert _curve_rows(cut) == _curve_rows(ref)
+
+
+def test_a_second_ctrl_c_stops_at_once_keeping_the_last_checkpoint(tmp_path):
+    from nvldb_pl.cli import run_cli
+    cut = str(tmp_path / "cut")
+    handler = signal.getsignal(signal.SIGINT)
+    code = run_cli(["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25",
+                    f"--trainer.default_root_dir={cut}", _sigint(37, 2)])
+    assert code == 1 and signal.getsignal(signal.SIGINT) is handler
+    assert _rounds_in(os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == 25
