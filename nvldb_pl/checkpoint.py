@@ -41,6 +41,7 @@ class RoundCheckpoint(ModelCheckpoint):
         """One process: the first Ctrl-C stops the run at the end of the round (saved, so it goes on
         exactly with ``--ckpt_path last``); a second one stops it at once, as Lightning does. Under
         ``seed_parallel`` the ranks could see it in different rounds, so Lightning's handling stays."""
+        super().on_train_start(trainer, pl_module)
         self.interrupted = False
         if trainer.world_size == 1 and threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
@@ -59,6 +60,8 @@ class RoundCheckpoint(ModelCheckpoint):
             self._previous_handler = None
 
     def on_exception(self, trainer, pl_module, exception) -> None:
+        """Never a save here (ModelCheckpoint's save_on_exception): a round cut short is not a state
+        to resume from."""
         self._restore_sigint()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
