@@ -86,6 +86,11 @@ def check_trainer(cfg) -> None:
 
 
 class NVLDBCLI(LightningCLI):
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        """``fit`` only: a run is the bandit loop, with no validation, test or predict step."""
+        return {"fit": LightningCLI.subcommands()["fit"]}
+
     def add_arguments_to_parser(self, parser) -> None:
         for key in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}")

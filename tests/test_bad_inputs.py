@@ -72,6 +72,14 @@ def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, 
     assert not list(tmp_path.rglob("summary.json")) and not list(tmp_path.rglob("*.ckpt"))
 
 
+@pytest.mark.parametrize("subcommand", ["test", "validate", "predict"])
+def test_only_fit_is_a_subcommand(subcommand, tmp_path, capsys):
+    """A run is the bandit loop: Lightning's other subcommands have no step to run here."""
+    assert run_cli([subcommand, "--config", COS, f"--trainer.default_root_dir={tmp_path}"]) == 2
+    assert f"invalid choice: '{subcommand}' (choose from 'fit')" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
 def test_unwritable_log_dir_is_named(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
