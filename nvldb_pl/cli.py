@@ -28,6 +28,7 @@ from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
 from .host import check_writable, checkpoint_problem
 from .learner import LINKED_FROM_DATA, DuelingLearner
+from .streams import shard
 
 
 # Warnings from inside Lightning that a user of this package can do nothing about, filtered by
@@ -101,6 +102,9 @@ class NVLDBCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
         check_trainer(cfg)
+        n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), cfg.get("accelerator", "auto"))
+        if n > 1:  # here, before the processes start: one message, not one per rank
+            shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
         check_writable(root)
         if cfg.get("logger") in (None, True):

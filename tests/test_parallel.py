@@ -65,6 +65,8 @@ def test_uneven_split_is_refused_with_the_numbers(tmp_path):
                          timeout=600, cwd=ROOT)
     assert out.returncode != 0
     assert "data.num_seeds=5 does not split evenly over 2 processes" in out.stderr
+    assert out.stderr.count("does not split evenly") == 1  # before the processes start: said once
+    assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("summary.json"))
 
 
 @pytest.mark.slow  # a real kill of 2 processes; the rank agreement is covered by the next test
