@@ -42,6 +42,14 @@ def test_the_readme_is_a_doorway():
     assert len(open(os.path.join(ROOT, "README.md")).read().splitlines()) <= 200
 
 
+def test_the_layout_table_names_every_module():
+    """docs/usage.md's "Layout" gives each module of the package its one job: a new module is listed."""
+    layout = open(os.path.join(ROOT, "docs", "usage.md")).read().split("## Layout", 1)[1]
+    modules = [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "nvldb_pl", "*.py"))
+               if not p.endswith("__init__.py")]
+    assert [m for m in sorted(modules) if f"`{m}`" not in layout] == []
+
+
 @pytest.mark.parametrize("command", readme_commands())
 def test_readme_command_runs(command, tmp_path):
     args = shlex.split(command)[2:]  # after "python scripts/main.py"
