@@ -65,9 +65,10 @@ def process_count(devices, num_nodes, accelerator) -> int:
     return device_count(devices, accelerator) * int(num_nodes or 1)
 
 
-def check_trainer(cfg) -> None:
+def check_trainer(cfg) -> int:
     """Refuse, naming the field, trainer settings under which the run would not be the bandit loop
-    (or would not run at all here: an accelerator, device count or precision it cannot take)."""
+    (or would not run at all here: an accelerator, device count or precision it cannot take);
+    return the number of processes the run will have."""
     for key, allowed in ONE_PASS.items():
         value = cfg.get(key, allowed[0])
         if value not in allowed:
@@ -84,6 +85,7 @@ def check_trainer(cfg) -> None:
                          f"{n} processes under trainer.strategy={name!r} would run Lightning's DDP, which averages "
                          f"gradients and broadcasts weights across processes, coupling the seeds; add "
                          f"--trainer.strategy seed_parallel to spread independent seeds over them")
+    return n
 
 
 class NVLDBCLI(LightningCLI):
@@ -101,8 +103,7 @@ class NVLDBCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
-        check_trainer(cfg)
-        n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), cfg.get("accelerator", "auto"))
+        n = check_trainer(cfg)
         if n > 1:  # here, before the processes start: one message, not one per rank
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
@@ -249,7 +250,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     :class:`RoundCheckpoint`); 0 on success."""
     try:
         cli = main(argv)
-        if any(getattr(c, "interrupted", False) for c in getattr(cli.trainer, "callbacks", [])):
+        if any(isinstance(c, RoundCheckpoint) and c.interrupted for c in cli.trainer.callbacks):
             return 130
     except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
