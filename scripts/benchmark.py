@@ -20,6 +20,8 @@ import torch  # noqa: E402
 
 from nvldb_pl.data import StreamSpec  # noqa: E402
 from tests.naive import run_seed  # noqa: E402
+from nvldb_pl.devices import check_precision  # noqa: E402
+from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
 
 
@@ -35,14 +37,26 @@ def main():
     p.add_argument("--naive-seeds", type=int, default=2, help="seeds for the naive loop (0: skip it)")
     p.add_argument("--precision", nargs="+", default=["32-true"], help="e.g. 32-true bf16-mixed")
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="device of the vectorized loop")
-    p.add_argument("--backward", nargs="+", default=["manual"], help="model.backward: manual and/or autograd")
+    p.add_argument("--backward", nargs="+", default=["manual"], choices=["manual", "autograd"],
+                   help="model.backward: manual and/or autograd")
     p.add_argument("--history-pass", nargs="+", default=["chunked"], choices=["chunked", "full", "masked", "graphed"],
                    help="model.history_pass: how each Adam step walks the history")
     a = p.parse_args()
-    try:
+    try:  # every setting checked before the first timed run; a config error ends in one line, not a traceback
         check_accelerator(a.accelerator)
-    except ValueError as err:
+        for precision in a.precision:
+            check_precision(precision, field="--precision")
+        for flag, value in (("--seeds", a.seeds), ("--rounds", a.rounds)):
+            check_positive(flag, value)
+        if a.naive_seeds < 0:
+            raise ValueError(f"--naive-seeds: must be >= 0, got {a.naive_seeds}")
+        benchmark(a)
+    except (ValueError, FileNotFoundError, FloatingPointError) as err:
         p.error(str(err))
+
+
+def benchmark(a) -> None:
+    """Time each precision x backward x history pass, then the naive loop; print rates and splits."""
     model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
           f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")

@@ -23,6 +23,17 @@ def test_benchmark_prints_rates_the_device_and_the_time_split():
     assert re.search(r"naive per-seed loop: +[0-9.]+ seed-rounds/s", out) and "speed-up" in out
 
 
+def test_benchmark_refuses_bad_settings_in_one_line_before_any_run():
+    """Every precision is checked before the first timed run (a GPU session's minutes are not spent on
+    the configs before a misspelt one), and a bad value ends in one error line, not a traceback."""
+    for args, message in ((["--precision", "32-true", "64-true"], "error: --precision 64-true: choose"),
+                          (["--width", "0"], "error: model.width: must be >= 1, got 0")):
+        res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--rounds", "3", "--seeds", "2",
+                              "--naive-seeds", "0", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
+        assert "vectorized [" not in res.stdout
+
+
 def test_benchmark_horizon_prints_one_row_per_mode():
     out = _run("benchmark_horizon.py", "--at", "300", "--modes", "exact", "long", "--seeds", "2", "--rounds", "2")
     rows = re.findall(r"^\s+300 (exact|long)\s+[0-9.]+\s+[0-9.]+", out, re.M)
