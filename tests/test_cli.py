@@ -73,9 +73,10 @@ def test_other_and_several_loggers_get_every_round_and_the_final_regret(tmp_path
     assert [e.step for e in acc.Scalars("regret/cum_avg_mean")] == list(range(1, 7))
 
 
-def test_default_fit_prints_no_warnings(tmp_path):
+@pytest.mark.parametrize("model", [[], ["--model", "VACDB"]], ids=["NVLDB", "a linear baseline"])
+def test_default_fit_prints_no_warnings(tmp_path, model):
     res = _cli("--config", "configs/cos.yaml", "--data.rounds", "50", "--data.num_seeds", "2",
-               "--trainer.default_root_dir", str(tmp_path / "run"))
+               "--trainer.default_root_dir", str(tmp_path / "run"), *model)
     assert res.returncode == 0, res.stderr[-3000:]
     import re
     shown = [line for line in (res.stdout + res.stderr).splitlines()
