@@ -33,7 +33,8 @@ from .streams import shard
 
 # Warnings from inside Lightning that a user of this package can do nothing about, filtered by
 # their exact text (every other warning still shows):
-# - Lightning's own use of torch's pytree API, deprecated in torch 2.13 (no code of ours involved);
+# - Lightning's own use of torch's pytree API and of torch.distributed.nn.functional.all_gather (its
+#   all_gather under seed_parallel), both deprecated in torch 2.13 (no code of ours involved);
 # - "IterableDataset has __len__": it concerns worker processes, and RoundStream is always loaded
 #   with num_workers=0 (its __len__ gives Lightning the horizon T, which resume relies on);
 # - "resuming from a checkpoint that ended before the epoch ended and your dataloader is not
@@ -44,7 +45,8 @@ from .streams import shard
 #   trainer.max_time, resumed without it; the Timer's state is only the time used so far;
 # - "configure_optimizers returned None, this fit will run with no optimizer": the linear baselines
 #   (CoLSTIM, VACDB, MaxInP, the random pair) fit their estimates in closed form or by their own solver.
-QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"Your `IterableDataset` has `__len__` defined",
+QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distributed.nn.functional.all_gather is deprecated",
+         r"Your `IterableDataset` has `__len__` defined",
          r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
          r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
          r"`Trainer` instantiation. Please add the following callbacks: \['Timer'\]\.$",

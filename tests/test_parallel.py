@@ -27,6 +27,7 @@ def _run(root, *extra):
     if out.returncode != 0:
         open(os.path.join(root, "stderr.txt"), "w").write(out.stderr)
     assert out.returncode == 0, out.stderr[-3000:]
+    return out
 
 
 def _summary(root):
@@ -42,7 +43,9 @@ def _curves(root):
 def test_two_processes_equal_one_process_per_seed_and_rank0_logs_all_seeds(tmp_path):
     one, two = str(tmp_path / "one"), str(tmp_path / "two")
     _run(one, "--data.num_seeds=6")
-    _run(two, "--data.num_seeds=6", *PARALLEL)
+    out = _run(two, "--data.num_seeds=6", *PARALLEL)
+    import re  # no warning from either rank (Lightning's own deprecated calls are filtered, cli.QUIET)
+    assert [line for line in out.stderr.splitlines() if re.search(r"Warning\b|warn|\.py:\d+: ", line, flags=re.I)] == []
     a, b = _summary(one), _summary(two)
     assert [s["seed"] for s in b["seeds"]] == list(range(6))
     assert a["seeds"] == b["seeds"]  # bit for bit
@@ -111,6 +114,20 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_torchrun_launch_equals_one_process_per_seed(tmp_path):
+    """Started by torchrun (two processes on this host), as on a cluster: Lightning takes the ranks
+    from torchrun's environment, and each seed gives what one process gives."""
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    _run(one, "--data.num_seeds=4")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           *_cmd(two, "--data.num_seeds=4", *PARALLEL)[1:]]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert _summary(one)["seeds"] == _summary(two)["seeds"]  # bit for bit
+    assert "last.ckpt.rank1" in os.listdir(os.path.join(two, "lightning_logs", "version_0", "checkpoints"))
 
 
 def test_two_nodes_equal_one_process_per_seed(tmp_path):
