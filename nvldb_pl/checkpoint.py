@@ -34,42 +34,46 @@ class RoundCheckpoint(ModelCheckpoint):
         super().__init__(dirpath=dirpath, save_last=True, save_top_k=0, enable_version_counter=False)
         self.every_n_rounds = every_n_rounds
         self._saved_round = -1  # the round of the last save by this process
-        self.interrupted = False  # Ctrl-C pressed once: stop after this round (the CLI then exits 130)
-        self._previous_handler = None
+        self.interrupted = 0  # the signal (SIGINT, SIGTERM) that asked to stop after this round; the CLI exits 128 + it
+        self._previous_handlers: dict = {}
 
     def on_train_start(self, trainer, pl_module) -> None:
-        """One process: the first Ctrl-C stops the run at the end of the round (saved, so it goes on
-        exactly with ``--ckpt_path last``); a second one stops it at once, as Lightning does. Under
-        ``seed_parallel`` the ranks could see it in different rounds, so Lightning's handling stays."""
+        """One process: the first Ctrl-C (SIGINT) or SIGTERM (a cluster's preemption or time limit)
+        stops the run at the end of the round, saved, so it goes on exactly with ``--ckpt_path last``;
+        a second one stops it at once, as Lightning does. Under ``seed_parallel`` the ranks could see
+        it in different rounds, so Lightning's handling stays."""
         super().on_train_start(trainer, pl_module)
-        self.interrupted = False
+        self.interrupted = 0
         if trainer.world_size == 1 and threading.current_thread() is threading.main_thread():
-            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
 
-    def _on_sigint(self, signum, frame) -> None:
-        if self.interrupted:  # the second press
-            signal.signal(signal.SIGINT, self._previous_handler)
-            raise KeyboardInterrupt
-        self.interrupted = True
-        print("\nCtrl-C: stopping at the end of this round and saving it (press again to stop at once, losing the "
-              "rounds since the last checkpoint)", file=sys.stderr)
+    def _on_signal(self, signum, frame) -> None:
+        if self.interrupted:  # the second one: the handler from before the run takes it (KeyboardInterrupt, ...)
+            self._restore_handlers()
+            signal.raise_signal(signum)
+            return
+        self.interrupted = signum
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        print(f"\n{name}: stopping at the end of this round and saving it (a second one stops at once, losing the "
+              f"rounds since the last checkpoint)", file=sys.stderr)
 
-    def _restore_sigint(self) -> None:
-        if self._previous_handler is not None:
-            signal.signal(signal.SIGINT, self._previous_handler)
-            self._previous_handler = None
+    def _restore_handlers(self) -> None:
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
+        self._previous_handlers = {}
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         """Never a save here (ModelCheckpoint's save_on_exception): a round cut short is not a state
         to resume from."""
-        self._restore_sigint()
+        self._restore_handlers()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         t = pl_module.t
         if self.interrupted:
             trainer.should_stop = True
         # trainer.should_stop: set at this round by trainer.max_time (Lightning's Timer, agreed across
-        # processes), by Ctrl-C or by a callback; saved here, mid-epoch, a checkpoint resumes like any other
+        # processes), by Ctrl-C or SIGTERM, or by a callback; saved here, mid-epoch, a checkpoint resumes like any other
         if t % self.every_n_rounds == 0 or t == pl_module.hparams.rounds or trainer.should_stop:
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
@@ -92,7 +96,7 @@ class RoundCheckpoint(ModelCheckpoint):
 
     def on_train_end(self, trainer, pl_module) -> None:
         """A run that stopped before its horizon says where it can go on from."""
-        self._restore_sigint()
+        self._restore_handlers()
         t, T = pl_module.t, pl_module.hparams.rounds
         if t < T and trainer.is_global_zero:
             timed = (" (trainer.max_time counts the time of the earlier runs too)"

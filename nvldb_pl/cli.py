@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import sys
 import warnings
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
 from . import parallel  # noqa: F401  (registers ``--trainer.strategy seed_parallel``)
@@ -251,16 +253,20 @@ def user_message(err: Exception) -> str:
 
 def run_cli(argv: list[str] | None = None) -> int:
     """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
-    for a configuration, data or numerical error; 130 for a run stopped by Ctrl-C (and saved,
-    :class:`RoundCheckpoint`); 0 on success."""
+    for a configuration, data or numerical error; 130 (Ctrl-C) or 143 (SIGTERM) for a run stopped
+    by that signal at the end of a round, saved (:class:`RoundCheckpoint`); 0 on success."""
     try:
         cli = main(argv)
-        if any(isinstance(c, RoundCheckpoint) and c.interrupted for c in cli.trainer.callbacks):
-            return 130
+        stopped = [c.interrupted for c in cli.trainer.callbacks if isinstance(c, RoundCheckpoint) and c.interrupted]
+        if stopped:
+            return 128 + int(stopped[0])  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports a signal
     except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
         print(f"error: {user_message(err)}", file=sys.stderr)
         return 2
+    except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, or under seed_parallel)
+        print("stopped by SIGTERM; go on from the last checkpoint with --ckpt_path last", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
         return stop.code if isinstance(stop.code, int) else 2
     return 0

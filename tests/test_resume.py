@@ -254,45 +254,51 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
     assert _curve_rows(cut) == _curve_rows(ref)  # every round 1..60 once
 
 
-class SigintAt(pl.Callback):
-    """Ctrl-C pressed ``times`` times at the start of round ``at`` (as the terminal would send it)."""
+class SignalAt(pl.Callback):
+    """The signal ``signum`` (Ctrl-C's SIGINT, a cluster's SIGTERM) sent ``times`` times at the start of
+    round ``at``."""
 
-    def __init__(self, at: int = 1, times: int = 1):
-        self.at, self.times = at, times
+    def __init__(self, at: int = 1, times: int = 1, signum: int = int(signal.SIGINT)):
+        self.at, self.times, self.signum = at, times, signum
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         if int(batch["round"]) == self.at:
             for _ in range(self.times):
-                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(self.signum)
 
 
-def _sigint(at, times):
-    return "--trainer.callbacks+=" + json.dumps({"class_path": f"{__name__}.SigintAt", "init_args": {"at": at, "times": times}})
+def _signal_at(at, times, signum):
+    return "--trainer.callbacks+=" + json.dumps({"class_path": f"{__name__}.SignalAt",
+                                                 "init_args": {"at": at, "times": times, "signum": int(signum)}})
 
 
-def test_ctrl_c_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp_path, capsys):
+@pytest.mark.parametrize("signum,name", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_a_signal_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp_path, capsys, signum, name):
     from nvldb_pl.cli import run_cli
     short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
     ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
     assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
-    handler = signal.getsignal(signal.SIGINT)
-    assert run_cli([*short, f"--trainer.default_root_dir={cut}", _sigint(37, 1)]) == 130
-    assert signal.getsignal(signal.SIGINT) is handler  # put back
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert run_cli([*short, f"--trainer.default_root_dir={cut}", _signal_at(37, 1, signum)]) == 128 + signum
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # put back
     ckpt = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
     assert _rounds_in(ckpt) == 37  # round 37 finished and saved, not the last multiple of 25
     err = capsys.readouterr().err
-    assert "Ctrl-C: stopping at the end of this round" in err
+    assert f"{name}: stopping at the end of this round" in err
     assert f"stopped at round 37 of data.rounds=60; {ckpt} holds round 37: go on with --ckpt_path last\n" in err
     assert run_cli([*short, f"--trainer.default_root_dir={cut}", "--ckpt_path=last"]) == 0
     assert _per_seed(cut) == _per_seed(ref)
     assert _curve_rows(cut) == _curve_rows(ref)
 
 
-def test_a_second_ctrl_c_stops_at_once_keeping_the_last_checkpoint(tmp_path):
+# a second Ctrl-C raises KeyboardInterrupt at once (round 37 never ends: the checkpoint of round 25 stays); a
+# second SIGTERM goes to Lightning's handler, which stops at the end of round 37, already saved by the first
+@pytest.mark.parametrize("signum,code,saved", [(signal.SIGINT, 1, 25), (signal.SIGTERM, 143, 37)])
+def test_a_second_signal_goes_to_the_handler_from_before_the_run(tmp_path, signum, code, saved):
     from nvldb_pl.cli import run_cli
     cut = str(tmp_path / "cut")
-    handler = signal.getsignal(signal.SIGINT)
-    code = run_cli(["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25",
-                    f"--trainer.default_root_dir={cut}", _sigint(37, 2)])
-    assert code == 1 and signal.getsignal(signal.SIGINT) is handler
-    assert _rounds_in(os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == 25
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert run_cli(["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25",
+                    f"--trainer.default_root_dir={cut}", _signal_at(37, 2, signum)]) == code
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    assert _rounds_in(os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == saved
