@@ -23,12 +23,12 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
-from . import parallel  # noqa: F401  (registers ``--trainer.strategy seed_parallel``)
+from .parallel import started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
-from .host import check_writable, checkpoint_problem
+from .host import check_writable, checkpoint_problem, claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .streams import shard
 
@@ -118,6 +118,8 @@ class NVLDBCLI(LightningCLI):
         if cfg.get("logger") in (None, True):
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
             version = resumed_version(root, ckpt)
+            if version is None and started_as_first_process():  # a new run: its own folder, even beside another run
+                version = claim_new_folder(os.path.join(root, "lightning_logs"))  # starting at the same moment
             kwargs["logger"] = TensorBoardLogger(save_dir=root, name="lightning_logs", version=version,
                                                           default_hp_metric=False)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's

@@ -56,6 +56,21 @@ def checkpoint_problem(path: str) -> Optional[str]:
     return None if bad is None else f"member {bad} fails its CRC check"
 
 
+def claim_new_folder(parent: str, prefix: str = "version_") -> int:
+    """The number N of a new ``<parent>/<prefix>N`` (above every N there), created by this process:
+    ``os.mkdir`` is atomic, so two runs started at once into the same folder get two folders, where
+    choosing N from a listing and creating it later would give both the same one."""
+    os.makedirs(parent, exist_ok=True)
+    taken = [int(d[len(prefix):]) for d in os.listdir(parent) if d.startswith(prefix) and d[len(prefix):].isdigit()]
+    n = max(taken, default=-1) + 1
+    while True:
+        try:
+            os.mkdir(os.path.join(parent, f"{prefix}{n}"))
+            return n
+        except FileExistsError:  # another run took it in the meantime
+            n += 1
+
+
 def check_writable(root: str) -> None:
     """Fail before training if the run folder cannot be created or written."""
     try:

@@ -27,6 +27,13 @@ from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 from .host import checkpoint_problem, replace_keeping_previous
 
 
+def started_as_first_process() -> bool:
+    """Whether this process is the run's global rank 0, from the variables a launcher sets before
+    the script starts (Lightning's own launcher for ranks above 0, torchrun, SLURM, node ranks
+    started by hand): one process, and one only, creates the run's folder."""
+    return all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID"))
+
+
 class SeedParallelStrategy(DDPStrategy):
     """DDP's processes without DDP's model wrapper: one shard of independent seeds per rank."""
 

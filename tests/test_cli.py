@@ -73,6 +73,38 @@ def test_other_and_several_loggers_get_every_round_and_the_final_regret(tmp_path
     assert [e.step for e in acc.Scalars("regret/cum_avg_mean")] == list(range(1, 7))
 
 
+def test_a_new_run_creates_its_version_folder_before_its_logger_uses_it(tmp_path, monkeypatch):
+    """Two jobs with the same default_root_dir started together (a job array, two terminals) must not
+    share a folder. Lightning picks the next version from a listing and creates the folder later, so
+    both took version_0 and wrote over each other's summary and checkpoints (seen by hand); the CLI
+    claims the folder (atomically, next test) before the logger is made, and a second run sees it."""
+    from nvldb_pl import cli
+    made = []
+
+    class Recording(cli.TensorBoardLogger):
+        def __init__(self, save_dir, name, version, **kw):
+            made.append((version, version is not None and os.path.isdir(os.path.join(save_dir, name, f"version_{version}"))))
+            super().__init__(save_dir, name, version, **kw)
+    monkeypatch.setattr(cli, "TensorBoardLogger", Recording)
+    args = ["fit", "--config", os.path.join(ROOT, "configs", "cos.yaml"), "--data.rounds=2", "--data.num_seeds=2",
+            "--model.width=4", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
+    assert cli.run_cli(args) == 0 and cli.run_cli(args) == 0
+    assert made == [(0, True), (1, True)]
+
+
+def test_a_new_run_folder_is_claimed_atomically(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nvldb_pl.host import claim_new_folder
+    (tmp_path / "version_0").mkdir()
+    (tmp_path / "version_3").mkdir()
+    (tmp_path / "version_x").mkdir()
+    assert claim_new_folder(str(tmp_path)) == 4 and (tmp_path / "version_4").is_dir()
+    with ThreadPoolExecutor(8) as pool:  # claims at the same moment: each a folder of its own
+        got = list(pool.map(lambda _: claim_new_folder(str(tmp_path)), range(16)))
+    assert sorted(got) == list(range(5, 21))
+
+
 @pytest.mark.parametrize("model", [[], ["--model", "VACDB"]], ids=["NVLDB", "a linear baseline"])
 def test_default_fit_prints_no_warnings(tmp_path, model):
     res = _cli("--config", "configs/cos.yaml", "--data.rounds", "50", "--data.num_seeds", "2",
