@@ -40,8 +40,9 @@ class RoundCheckpoint(ModelCheckpoint):
     def on_train_start(self, trainer, pl_module) -> None:
         """One process: the first Ctrl-C (SIGINT) or SIGTERM (a cluster's preemption or time limit)
         stops the run at the end of the round, saved, so it goes on exactly with ``--ckpt_path last``;
-        a second one stops it at once, as Lightning does. Under ``seed_parallel`` the ranks could see
-        it in different rounds, so Lightning's handling stays."""
+        a second one goes to the handler from before the run (Ctrl-C: KeyboardInterrupt, at once;
+        SIGTERM: Lightning's, at the end of the round). Under ``seed_parallel`` the ranks could see a
+        signal in different rounds, so Lightning's handling stays."""
         super().on_train_start(trainer, pl_module)
         self.interrupted = 0
         if trainer.world_size == 1 and threading.current_thread() is threading.main_thread():
@@ -54,9 +55,9 @@ class RoundCheckpoint(ModelCheckpoint):
             signal.raise_signal(signum)
             return
         self.interrupted = signum
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        print(f"\n{name}: stopping at the end of this round and saving it (a second one stops at once, losing the "
-              f"rounds since the last checkpoint)", file=sys.stderr)
+        name, again = (("Ctrl-C", " (press it again to stop at once, losing the rounds since the last checkpoint)")
+                       if signum == signal.SIGINT else (signal.Signals(signum).name, ""))
+        print(f"\n{name}: stopping at the end of this round and saving it{again}", file=sys.stderr)
 
     def _restore_handlers(self) -> None:
         for signum, handler in self._previous_handlers.items():
