@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from typing import Optional
 
 import lightning.pytorch as pl
+from lightning.pytorch.loggers import TensorBoardLogger
 
 from . import devices
 from .callbacks import DuelingLoop, RunSummary
 from .data import BanditDataModule
+from .host import claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .registry import LEARNERS
 
@@ -31,6 +34,13 @@ def check_accelerator(accelerator: str) -> None:
     devices.check_accelerator(accelerator, field="--accelerator", allowed=("cpu", "gpu"))
 
 
+def _new_run_logger(root_dir: str) -> TensorBoardLogger:
+    """TensorBoard in ``<root_dir>/lightning_logs/version_N``, N claimed before anything is written
+    (two runs started at once into one folder get a folder each: :func:`nvldb_pl.host.claim_new_folder`)."""
+    version = claim_new_folder(os.path.join(root_dir, "lightning_logs"))
+    return TensorBoardLogger(save_dir=root_dir, name="lightning_logs", version=version, default_hp_metric=False)
+
+
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
                    log_every_n_rounds: int = 50, quiet: bool = True,
                    learner: str | type = "NVLDB", accelerator: str = "cpu") -> tuple[dict, DuelingLearner]:
@@ -46,7 +56,8 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
         warnings.filterwarnings("ignore", module="lightning")
     trainer = pl.Trainer(
         max_epochs=1, accelerator=accelerator, devices=1, precision=precision,
-        logger=root_dir is not None, default_root_dir=root_dir, enable_checkpointing=False,
+        logger=_new_run_logger(root_dir) if root_dir is not None else False, default_root_dir=root_dir,
+        enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary],
     )

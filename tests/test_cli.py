@@ -73,23 +73,30 @@ def test_other_and_several_loggers_get_every_round_and_the_final_regret(tmp_path
     assert [e.step for e in acc.Scalars("regret/cum_avg_mean")] == list(range(1, 7))
 
 
-def test_a_new_run_creates_its_version_folder_before_its_logger_uses_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("entry", ["cli", "run_experiment"])
+def test_a_new_run_creates_its_version_folder_before_its_logger_uses_it(tmp_path, monkeypatch, entry):
     """Two jobs with the same default_root_dir started together (a job array, two terminals) must not
     share a folder. Lightning picks the next version from a listing and creates the folder later, so
     both took version_0 and wrote over each other's summary and checkpoints (seen by hand); the CLI
-    claims the folder (atomically, next test) before the logger is made, and a second run sees it."""
-    from nvldb_pl import cli
+    and the scripts' run_experiment claim the folder (atomically, next test) before the logger is made."""
+    from nvldb_pl import cli, run
     made = []
+    module = cli if entry == "cli" else run
 
-    class Recording(cli.TensorBoardLogger):
+    class Recording(module.TensorBoardLogger):
         def __init__(self, save_dir, name, version, **kw):
             made.append((version, version is not None and os.path.isdir(os.path.join(save_dir, name, f"version_{version}"))))
             super().__init__(save_dir, name, version, **kw)
-    monkeypatch.setattr(cli, "TensorBoardLogger", Recording)
-    args = ["fit", "--config", os.path.join(ROOT, "configs", "cos.yaml"), "--data.rounds=2", "--data.num_seeds=2",
-            "--model.width=4", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
-    assert cli.run_cli(args) == 0 and cli.run_cli(args) == 0
+    monkeypatch.setattr(module, "TensorBoardLogger", Recording)
+    if entry == "cli":
+        args = ["fit", "--config", os.path.join(ROOT, "configs", "cos.yaml"), "--data.rounds=2", "--data.num_seeds=2",
+                "--model.width=4", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
+        assert cli.run_cli(args) == 0 and cli.run_cli(args) == 0
+    else:
+        for _ in range(2):
+            run.run_experiment({"task": "cos", "rounds": 2, "num_seeds": 2}, {"width": 4}, root_dir=str(tmp_path))
     assert made == [(0, True), (1, True)]
+    assert all((tmp_path / "lightning_logs" / f"version_{v}" / "summary.json").is_file() for v in (0, 1))
 
 
 def test_a_new_run_folder_is_claimed_atomically(tmp_path):
