@@ -32,6 +32,9 @@ def test_benchmark_refuses_bad_settings_in_one_line_before_any_run():
                               "--naive-seeds", "0", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
         assert "vectorized [" not in res.stdout
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark_horizon.py"), "--rounds", "0"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 2 and "error: --rounds: must be >= 1, got 0" in res.stderr  # was a ZeroDivisionError
 
 
 def test_benchmark_horizon_prints_one_row_per_mode():
