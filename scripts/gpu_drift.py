@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
+from nvldb_pl.devices import check_accelerator  # noqa: E402
+from nvldb_pl.run import run_experiment  # noqa: E402
 
 DATA = {"task": "cos", "rounds": 25, "num_seeds": 3, "seed": 2}
 VARIANTS = {
@@ -38,7 +39,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--other", default="gpu", choices=["cpu", "gpu"])
     a = p.parse_args()
-    check_accelerator(a.other)
+    try:
+        check_accelerator(a.other, field="--other", allowed=("cpu", "gpu"))
+    except ValueError as err:  # a GPU asked for where torch sees none: one line, not a traceback
+        p.error(str(err))
     print(f"{'variant':34s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'W1 rel':>10s}")
     for name, extra in VARIANTS.items():
         model = {"width": 16, **extra}

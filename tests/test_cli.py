@@ -156,3 +156,11 @@ def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs_nor_betwe
     seeds = [line.split() for line in lines[lines.index("") + 3:]]  # S=4 against four S=1 runs
     assert [r[0] for r in seeds] == ["chunked", "graphed"], res.stdout
     assert all(r[1:] == ["True", "0.00e+00", "0.00e+00", "0.00e+00"] for r in seeds), res.stdout
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
+def test_the_gpu_drift_script_without_a_gpu_says_so_in_one_line():
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_drift.py"), "--other", "gpu"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 2 and "error: --other gpu: torch sees no CUDA GPU here" in res.stderr
+    assert "Traceback" not in res.stderr
