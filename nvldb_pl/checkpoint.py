@@ -47,7 +47,8 @@ class RoundCheckpoint(ModelCheckpoint):
         self.interrupted = 0
         if trainer.world_size == 1 and threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
+                if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored (a background job's SIGINT): stays so
+                    self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum, frame) -> None:
         if self.interrupted:  # the second one: the handler from before the run takes it (KeyboardInterrupt, ...)

@@ -278,9 +278,13 @@ def test_a_signal_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp
     short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
     ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
     assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
-    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    assert run_cli([*short, f"--trainer.default_root_dir={cut}", _signal_at(37, 1, signum)]) == 128 + signum
-    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # put back
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (not ignored)
+    try:
+        handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        assert run_cli([*short, f"--trainer.default_root_dir={cut}", _signal_at(37, 1, signum)]) == 128 + signum
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # put back
+    finally:
+        signal.signal(signal.SIGINT, outside)
     ckpt = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
     assert _rounds_in(ckpt) == 37  # round 37 finished and saved, not the last multiple of 25
     err = capsys.readouterr().err
@@ -291,14 +295,33 @@ def test_a_signal_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp
     assert _curve_rows(cut) == _curve_rows(ref)
 
 
+def test_an_ignored_sigint_stays_ignored(tmp_path):
+    """A background job's SIGINT is ignored by its shell: the run keeps it so and plays every round."""
+    from nvldb_pl.cli import run_cli
+    outside = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert run_cli(["fit", *ARGS[1:], "--data.rounds=40", "--checkpoint.every_n_rounds=25",
+                        f"--trainer.default_root_dir={tmp_path}", _signal_at(30, 1, signal.SIGINT)]) == 0
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, outside)
+    assert _rounds_in(os.path.join(str(tmp_path), "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == 40
+
+
 # a second Ctrl-C raises KeyboardInterrupt at once (round 37 never ends: the checkpoint of round 25 stays); a
 # second SIGTERM goes to Lightning's handler, which stops at the end of round 37, already saved by the first
 @pytest.mark.parametrize("signum,code,saved", [(signal.SIGINT, 1, 25), (signal.SIGTERM, 143, 37)])
 def test_a_second_signal_goes_to_the_handler_from_before_the_run(tmp_path, signum, code, saved):
     from nvldb_pl.cli import run_cli
     cut = str(tmp_path / "cut")
-    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    assert run_cli(["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25",
-                    f"--trainer.default_root_dir={cut}", _signal_at(37, 2, signum)]) == code
-    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    # Python's own Ctrl-C handler before the run (a process started in the background, as CI may start
+    # pytest, inherits SIGINT ignored: then the second Ctrl-C is ignored too, rightly)
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        assert run_cli(["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25",
+                        f"--trainer.default_root_dir={cut}", _signal_at(37, 2, signum)]) == code
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    finally:
+        signal.signal(signal.SIGINT, outside)
     assert _rounds_in(os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == saved
