@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.module import NVLDB  # noqa: E402
 from nvldb_pl.tasks import draw_contexts  # noqa: E402
 
@@ -65,10 +66,12 @@ def main():
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--rounds", type=int, default=20, help="rounds timed per (t, mode); exact: fewer at large t")
     a = p.parse_args()
-    for flag, values in (("--at", a.at), ("--seeds", [a.seeds]), ("--rounds", [a.rounds])):
-        bad = [v for v in values if v < 1]
-        if bad:
-            p.error(f"{flag}: must be >= 1, got {bad[0]}")
+    try:
+        for flag, values in (("--at", a.at), ("--seeds", [a.seeds]), ("--rounds", [a.rounds])):
+            for value in values:
+                check_positive(flag, value)
+    except ValueError as err:
+        p.error(str(err))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; S={a.seeds}, d=5, K=5, m=32, L=3, n=20")
     print(f"{'t':>7s} {'mode':<8s} {'s/round':>9s} {'seed-rounds/s':>14s}   train   refit    gram  select")
     for t in a.at:

@@ -72,10 +72,10 @@ def check_grid(grid: list) -> None:
         learner = g.get("learner", "NVLDB")
         if learner not in LEARNERS:
             raise ValueError(f"--grid: learner {learner!r} in {json.dumps(g)}; choose from {list(LEARNERS)}")
-        unknown = sorted(set(g) - {"learner"} - init_args(LEARNERS[learner]))
+        takes = init_args(LEARNERS[learner])
+        unknown = sorted(set(g) - {"learner"} - takes)
         if unknown:
-            raise ValueError(f"--grid/--vary: {learner} takes no {unknown} ({json.dumps(g)}); it takes "
-                             f"{sorted(init_args(LEARNERS[learner]))}")
+            raise ValueError(f"--grid/--vary: {learner} takes no {unknown} ({json.dumps(g)}); it takes {sorted(takes)}")
 
 
 def key_of(task: str, config: dict) -> str:
