@@ -81,11 +81,13 @@ class NVLDB(NeuralLearner):
             stops growing with t.
         sample_weighting: ``uniform`` over rows 1..t, or ``recency``: row i with probability
             proportional to i (the newest row t times as likely as the oldest).
-        history_pass: how each Adam step walks the whole history: ``chunked`` (blocks of 256 rounds,
+        history_pass: how each Adam step walks the whole history: ``auto`` (``graphed`` on a CUDA
+            device unless sample_size is set, else ``chunked``), ``chunked`` (blocks of 256 rounds,
             fastest on CPU), ``full`` (one block of the played rounds: fewer kernel launches),
             ``masked`` (all T preallocated rounds, unplayed ones weighted 0: static shapes) or
-            ``graphed`` (masked over t rounded up to 256 rounds; on CUDA the n steps are one CUDA
-            graph per 256 rounds, :mod:`nvldb_pl.graphs`); the same gradient up to float rounding.
+            ``graphed`` (masked over t rounded up to 256 rounds; on CUDA the n steps and the theta
+            refit are one CUDA graph per 256 rounds, :mod:`nvldb_pl.graphs`); the same gradient up
+            to float rounding.
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
             paper's eq. total_loss, which regularizes theta only; 0 = the paper).
     """
@@ -121,7 +123,7 @@ class NVLDB(NeuralLearner):
         backward: str = "manual",
         sample_size: Optional[int] = None,
         sample_weighting: str = "uniform",
-        history_pass: str = "chunked",
+        history_pass: str = "auto",
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_linked(dim, arms, rounds, num_seeds, link)

@@ -24,7 +24,16 @@ from .streams import TAG_INIT, TAG_SAMPLE, rng_for
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
-HISTORY_PASSES = ("chunked", "full", "masked", "graphed")
+HISTORY_PASSES = ("auto", "chunked", "full", "masked", "graphed")
+
+
+def resolve_history_pass(mode: str, device: torch.device, sample_size: Optional[int], scaled: bool = False) -> str:
+    """``auto``: ``graphed`` on a CUDA device where the whole history is walked and no GradScaler
+    (16-mixed) reads its inf checks on the host (measured on an H200: 7x the chunked pass's
+    rounds/s, docs/performance.md), else ``chunked`` (fastest on a CPU); any other value as given."""
+    if mode != "auto":
+        return mode
+    return "graphed" if graphs.available(device) and sample_size is None and not scaled else "chunked"
 
 # What a checkpoint written before these settings existed was made with (they were not saved then).
 BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
@@ -80,7 +89,7 @@ class NeuralLearner(DuelingLearner):
         _check(hp.get("backward", "manual") in BACKWARDS, "backward", f"{hp.get('backward')!r} is not one of {list(BACKWARDS)}")
         sample_size = hp.get("sample_size")
         _check(sample_size is None or sample_size >= 1, "sample_size", f"must be >= 1 (or null: whole history), got {sample_size}")
-        _check(hp.get("history_pass", "chunked") in HISTORY_PASSES, "history_pass",
+        _check(hp.get("history_pass", "auto") in HISTORY_PASSES, "history_pass",
                f"{hp.get('history_pass')!r} is not one of {list(HISTORY_PASSES)}")
         _check(hp.get("history_pass") != "graphed" or sample_size is None, "history_pass",
                "graphed walks the whole history (a graph's shapes are fixed); with model.sample_size use chunked")
@@ -119,9 +128,19 @@ class NeuralLearner(DuelingLearner):
         # capturable: the step count on the device, so that a CUDA graph can hold the step (history_pass=graphed)
         return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=True, capturable=self._capturable())
 
+    def _scaler(self):
+        """16-mixed's GradScaler (Lightning's precision plugin under a Trainer), else None."""
+        return getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
+
+    @property
+    def history_pass(self) -> str:
+        """How the whole history is walked on this learner's device (``auto`` resolved)."""
+        return resolve_history_pass(self.hparams.get("history_pass", "auto"), self.device, self.hparams.get("sample_size"),
+                                    self._scaler() is not None)
+
     def _graphed(self) -> bool:
         """The update's Adam steps and refit go through a CUDA graph: history_pass=graphed where graphs exist."""
-        return self.hparams.get("history_pass") == "graphed" and graphs.available(self.device)
+        return self.history_pass == "graphed" and graphs.available(self.device)
 
     def _capturable(self) -> bool:
         """Adam keeps its step count on the device (what a CUDA graph of its step needs)."""
@@ -140,7 +159,10 @@ class NeuralLearner(DuelingLearner):
                 state["step"] = step.to(p.device) if capturable else step.cpu()
 
     def on_fit_start(self) -> None:
-        if getattr(self.trainer.precision_plugin, "scaler", None) is not None and self.hparams.num_seeds > 1:
+        _check(not (self._graphed() and self._scaler() is not None), "history_pass",
+               "graphed cannot run under 16-mixed: its GradScaler reads the inf check on the host, which a "
+               "CUDA graph cannot hold; use bf16-mixed, or history_pass auto or chunked")
+        if self._scaler() is not None and self.hparams.num_seeds > 1:
             rank_zero_warn(
                 "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
                 "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
@@ -154,14 +176,14 @@ class NeuralLearner(DuelingLearner):
     def _history_rows(self, t: int) -> int:
         """How many history rows a whole-history computation at round t walks: t, or under
         history_pass=graphed t rounded up to its bucket (the rows after t weighted 0)."""
-        return graphs.bucket(t, self.hist_o.shape[1]) if self.hparams.get("history_pass") == "graphed" else t
+        return graphs.bucket(t, self.hist_o.shape[1]) if self.history_pass == "graphed" else t
 
     def _history_weights(self, delta_f: torch.Tensor, t: int) -> torch.Tensor:
         """1 / zeta_i^2 of the first n = delta_f.shape[1] history rows at round t ([S, n]), 0 for the rows
         not played yet (n > t under history_pass=graphed; counted on the device)."""
         n = delta_f.shape[1]
         w = self._weights(delta_f, n)
-        if self.hparams.get("history_pass") != "graphed":  # n = t
+        if self.history_pass != "graphed":  # n = t
             return w
         return torch.where(self._played(n), w, 0.0)
 
@@ -209,7 +231,7 @@ class NeuralLearner(DuelingLearner):
         of :data:`nvldb_pl.graphs.BUCKET_ROUNDS`), or one sampled block scaled t/B.
         The whole-history passes give the same loss and gradient up to float rounding."""
         if rows is None:
-            mode = self.hparams.get("history_pass", "chunked")
+            mode = self.history_pass
             if mode == "full":
                 yield self.hist_xt[:, :, : 2 * t], self.hist_o[:, :t], lambda df: self._weights(df, t, 0)
                 return
@@ -237,8 +259,7 @@ class NeuralLearner(DuelingLearner):
         a block's activations stay in cache, about 2x faster on CPU at t >= 1000.
         Returns the loss per seed [S] at the parameters before the last step.
         """
-        scaler = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
-        if self.hparams.get("backward", "manual") == "autograd" or scaler is not None:
+        if self.hparams.get("backward", "manual") == "autograd" or self._scaler() is not None:
             return self._adam_steps_autograd(t)
         hp, opt, net = self.hparams, self.optimizer(), self.net
         params = net.param_list()

@@ -60,6 +60,22 @@ def _step_sizes(device: torch.device) -> torch.Tensor:
     return torch.cat([ones, torch.full((4,), 0.5, dtype=torch.float64, device=device).cumprod(0), 0 * ones])
 
 
+def cholesky_solve(b: torch.Tensor, chol: torch.Tensor) -> torch.Tensor:
+    """x = (L L^T)^{-1} b for a batch: b [S, d, k], L [S, d, d] lower. On CUDA as two triangular
+    solves (cuBLAS): torch runs a batched ``cholesky_solve`` there through MAGMA, whose potrs
+    allocates inside a CUDA graph's capture and breaks it (seen on an H200, torch 2.11); elsewhere
+    ``torch.cholesky_solve`` (LAPACK's potrs: the CPU results stay what they were)."""
+    if chol.device.type != "cuda":
+        return torch.cholesky_solve(b, chol)
+    return triangular_cholesky_solve(b, chol)
+
+
+def triangular_cholesky_solve(b: torch.Tensor, chol: torch.Tensor) -> torch.Tensor:
+    """(L L^T)^{-1} b as L^{-T} (L^{-1} b): two triangular solves, capturable in a CUDA graph."""
+    y = torch.linalg.solve_triangular(chol, b, upper=False)
+    return torch.linalg.solve_triangular(chol.transpose(-1, -2), y, upper=True)
+
+
 @torch.no_grad()
 def refit_theta(link, theta, dphi, o, weight, theta0, lam, iterations: int = 8) -> torch.Tensor:
     """argmin_theta of eq. (total_loss) with W (hence dphi) and zeta fixed: Alg. 1 line 10.
@@ -74,7 +90,7 @@ def refit_theta(link, theta, dphi, o, weight, theta0, lam, iterations: int = 8) 
     steps = _step_sizes(theta.device)
     for _ in range(iterations):
         grad, hess = theta_gradient(link, theta, dphi, o, weight, theta0, lam)
-        direction = -torch.cholesky_solve(grad.unsqueeze(-1), torch.linalg.cholesky_ex(hess)[0]).squeeze(-1)
+        direction = -cholesky_solve(grad.unsqueeze(-1), torch.linalg.cholesky_ex(hess)[0]).squeeze(-1)
         # Loss along the Newton direction, for every step size at once: z = dphi^T(theta + a dir).
         z0 = seedwise.matvec(dphi, theta).unsqueeze(1)
         zd = seedwise.matvec(dphi, direction).unsqueeze(1)

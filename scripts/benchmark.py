@@ -22,6 +22,7 @@ from nvldb_pl.data import StreamSpec  # noqa: E402
 from tests.naive import run_seed  # noqa: E402
 from nvldb_pl.devices import check_precision  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
+from nvldb_pl.neural import resolve_history_pass  # noqa: E402
 from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
 
 
@@ -39,8 +40,11 @@ def main():
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="device of the vectorized loop")
     p.add_argument("--backward", nargs="+", default=["manual"], choices=["manual", "autograd"],
                    help="model.backward: manual and/or autograd")
-    p.add_argument("--history-pass", nargs="+", default=["chunked"], choices=["chunked", "full", "masked", "graphed"],
+    p.add_argument("--history-pass", nargs="+", default=["auto"], choices=["auto", "chunked", "full", "masked", "graphed"],
                    help="model.history_pass: how each Adam step walks the history")
+    p.add_argument("--unsynced", action="store_true",
+                   help="on a GPU, time the run as the CLI runs it: no waits for the device around the timed "
+                        "sections (the split then counts kernel launches only)")
     a = p.parse_args()
     try:  # every setting checked before the first timed run; a config error ends in one line, not a traceback
         check_accelerator(a.accelerator)
@@ -64,8 +68,9 @@ def benchmark(a) -> None:
     for precision, backward, walk in [(p_, b_, h_) for p_ in a.precision for b_ in a.backward for h_ in a.history_pass]:
         summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
                                     {**model, "backward": backward, "history_pass": walk}, precision=precision,
-                                    accelerator=a.accelerator)
-        precision = f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}")
+                                    accelerator=a.accelerator, sync_timings=not a.unsynced)
+        walk = resolve_history_pass(walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None)  # auto's choice
+        precision = f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}") + (", unsynced" if a.unsynced else "")
         wall, tm = summary["wall_seconds"], summary["timings_seconds"]
         rate = a.seeds * a.rounds / wall
         results[precision] = rate

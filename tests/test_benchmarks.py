@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import torch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -44,14 +46,17 @@ def test_benchmark_horizon_prints_one_row_per_mode():
 
 
 def _device_check_commands():
-    """The benchmark commands of scripts/device_checks.sh (step NAME LIMIT python3 scripts/X.py ARGS)."""
+    """The benchmark commands of scripts/device_checks.sh (step or background NAME LIMIT python3
+    scripts/X.py ARGS, a fallback step indented)."""
     with open(os.path.join(ROOT, "scripts", "device_checks.sh")) as fh:
-        steps = re.findall(r"^step (\S+) \d+ python3 scripts/(benchmark\S*\.py) (.*)$", fh.read(), re.M)
+        steps = re.findall(r"^\s*(?:step|background) (\S+) \S+ python3 scripts/(benchmark\S*\.py) (.*?)(?: \|\||&)?$",
+                           fh.read(), re.M)
     return {name: (script, args.split()) for name, script, args in steps}
 
 
 def test_device_checks_has_its_benchmark_steps():
-    assert set(_device_check_commands()) == {"bench_gpu", "bench_gpu_walk", "bench_cpu", "bench_gpu_wide"}
+    assert set(_device_check_commands()) == {"target_cos", "target_cos_full", "target_square", "bench_gpu_walk",
+                                             "bf16_square", "bench_cpu_cos"}
 
 
 def _shortened(args):
@@ -79,5 +84,22 @@ def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_co
         out = _run(script, *_shortened(args))
         # one "vectorized [...] on cpu" line per precision x history pass asked for: what the summary greps
         rows = re.findall(r"^vectorized \[[^\]]+\] on cpu: +[0-9.]+ seed-rounds/s", out, re.M)
-        combos = len(_values(args, "--precision", "32-true")) * len(_values(args, "--history-pass", "chunked"))
+        combos = len(_values(args, "--precision", "32-true")) * len(_values(args, "--history-pass", "auto"))
         assert len(rows) == combos, (name, out)
+
+
+def test_gpu_profile_counts_the_updates_kernels_and_refuses_a_missing_gpu_in_one_line():
+    """scripts/gpu_profile.py on a CPU: per part (Adam steps, theta refit) a count of computing operations
+    that grows with the steps asked for, and the most numerous ones named (on a GPU: its kernels)."""
+    counts = []
+    for steps in ("1", "3"):
+        out = _run("gpu_profile.py", "--device", "cpu", "--seeds", "2", "--at", "40", "--grad-steps", steps)
+        found = re.search(r"^Adam steps: (\d+) kernels \(([0-9.]+) per step\), [0-9.]+ ms$", out, re.M)
+        assert found and re.search(r"^theta refit: \d+ kernels", out, re.M) and "aten::bmm" in out, out
+        counts.append(int(found.group(1)))
+    assert counts[1] > 2 * counts[0], counts  # three steps launch about three times one step's operations
+    if not torch.cuda.is_available():
+        res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_profile.py")], capture_output=True,
+                             text=True, timeout=300, cwd=ROOT)
+        assert res.returncode == 2 and "error: --device gpu: torch sees no CUDA GPU" in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr

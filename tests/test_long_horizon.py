@@ -211,3 +211,35 @@ def test_a_graph_replay_of_the_update_reads_no_round_number_baked_at_its_capture
     assert replayed.step_graphs.captures == 4 and eager.step_graphs.captures == 0
     assert torch.equal(replayed.hist_xt, eager.hist_xt)  # the same pairs every round
     assert torch.equal(replayed.V, eager.V) and torch.equal(replayed.net.theta, eager.net.theta)
+
+
+def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_exist(monkeypatch):
+    """history_pass=auto (the default): on a CPU the chunked pass, bit for bit; where CUDA graphs exist
+    (simulated on the CPU as above) the graphed pass, bit for bit, with its captures; with a sample of
+    rows (shapes that change) chunked there too."""
+    from nvldb_pl import graphs
+    from nvldb_pl.neural import resolve_history_pass
+
+    cuda = torch.device("cuda")
+    assert resolve_history_pass("auto", cuda, None) == "graphed"
+    assert resolve_history_pass("auto", cuda, 8) == "chunked"
+    assert resolve_history_pass("auto", torch.device("cpu"), None) == "chunked"
+    assert resolve_history_pass("auto", cuda, None, scaled=True) == "chunked"  # 16-mixed's GradScaler syncs
+    assert resolve_history_pass("full", cuda, None) == "full"
+    data = {"task": "cos", "rounds": 20, "num_seeds": 2}
+    model = {"width": 8, "grad_steps": 2}
+    assert NVLDB().hparams.history_pass == "auto"
+    _, default = run_experiment(data, model)
+    _, chunked = run_experiment(data, {**model, "history_pass": "chunked"})
+    assert torch.equal(default.V, chunked.V) and torch.equal(default.hist_xt, chunked.hist_xt)
+    monkeypatch.setattr(graphs, "BUCKET_ROUNDS", 8)
+    monkeypatch.setattr(graphs, "available", lambda device: True)
+    monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
+    monkeypatch.setattr(graphs.CapturedSteps, "_capture", lambda self, fn: setattr(self, "graph", fn))
+    monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
+    _, default = run_experiment(data, model)
+    _, graphed = run_experiment(data, {**model, "history_pass": "graphed"})
+    assert default.step_graphs.captures == graphed.step_graphs.captures == 3
+    assert torch.equal(default.V, graphed.V) and torch.equal(default.hist_xt, graphed.hist_xt)
+    _, sampled = run_experiment(data, {**model, "sample_size": 8})
+    assert sampled.step_graphs.captures == 0

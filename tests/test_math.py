@@ -62,6 +62,20 @@ def test_refit_reaches_zero_gradient_and_lowers_the_loss(link):
     assert torch.allclose(th.grad, g2, rtol=1e-9, atol=1e-9)
 
 
+def test_the_cuda_refits_triangular_solves_equal_cholesky_solve():
+    """The refit's Newton direction on CUDA (two triangular solves: a batched torch.cholesky_solve goes
+    through MAGMA there, which a CUDA graph cannot capture) solves H x = g as torch.cholesky_solve does."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(5, 7, 7, generator=g, dtype=torch.float64)
+    hess = a @ a.transpose(1, 2) + torch.eye(7, dtype=torch.float64)
+    grad = torch.randn(5, 7, 1, generator=g, dtype=torch.float64)
+    chol = torch.linalg.cholesky(hess)
+    x = objective.triangular_cholesky_solve(grad, chol)
+    torch.testing.assert_close(x, torch.cholesky_solve(grad, chol), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(hess @ x, grad, rtol=1e-10, atol=1e-10)
+    assert torch.equal(objective.cholesky_solve(grad, chol), torch.cholesky_solve(grad, chol))  # CPU: LAPACK's
+
+
 def test_gram_matches_sum_of_outer_products_and_rank_one_updates():
     dphi, _, _ = _history(S=2, t=30, d=4)
     w = torch.rand(2, 30, dtype=torch.float64) + 0.5

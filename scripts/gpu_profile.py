@@ -1,0 +1,108 @@
+"""Which kernels one round's update launches, and where its device time goes.
+
+    python scripts/gpu_profile.py                     # on the GPU torch sees
+    python scripts/gpu_profile.py --device cpu        # the same operations counted on a CPU
+
+Builds an NVLDB learner (cos-like: d=5, K=5, S seeds, width m, L=3, n Adam steps, the graphed
+pass: the whole history rounded up to 256 rounds, masked) whose history holds t random duels,
+runs the update's two parts eagerly under torch.profiler (a CUDA graph replays exactly these
+kernels), and prints per part the number of kernels (on a CPU: the aten operations that compute,
+not views or allocations), their time, and the kernels that are most numerous and take the most
+time. What the graph of ``history_pass=graphed`` costs is about kernels x their time: this says
+which to fuse or drop first (results/gpu/README.md).
+"""
+import argparse
+import os
+import sys
+from collections import Counter
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from nvldb_pl.devices import check_accelerator  # noqa: E402
+from nvldb_pl.grid import check_positive  # noqa: E402
+from nvldb_pl.module import NVLDB  # noqa: E402
+
+# aten operations that launch no kernel of their own (views, metadata, allocation, dispatch wrappers)
+NOT_COMPUTE = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::as_strided", "aten::view",
+               "aten::_unsafe_view", "aten::reshape", "aten::detach", "aten::alias", "aten::resolve_conj",
+               "aten::resolve_neg", "aten::to", "aten::_to_copy", "aten::t", "aten::transpose", "aten::unsqueeze",
+               "aten::squeeze", "aten::expand", "aten::select", "aten::slice", "aten::result_type", "aten::permute",
+               "aten::lift_fresh", "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "aten::zeros_like",
+               "aten::ones_like", "aten::full_like", "aten::unbind", "aten::split", "aten::chunk", "aten::narrow",
+               "aten::contiguous", "aten::clone", "aten::stack", "aten::cat"}
+
+
+def kernels(prof, device: str) -> list[tuple[str, float]]:
+    """(name, microseconds) of every kernel (CUDA) or computing aten leaf operation (CPU) recorded."""
+    out = []
+    for e in prof.events():
+        if device == "cuda":
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                out.append((e.name, e.time_range.end - e.time_range.start))
+        elif e.name.startswith("aten::") and e.name not in NOT_COMPUTE and not any(
+                c.name.startswith("aten::") and c.name not in NOT_COMPUTE for c in e.cpu_children):
+            out.append((e.name, e.time_range.end - e.time_range.start))
+    return out
+
+
+def profiled(fn, device: str) -> list[tuple[str, float]]:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    fn()  # warm-up: lazy state, library handles, the allocator
+    if device == "cuda":
+        torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return kernels(prof, device)
+
+
+def report(name: str, ks: list[tuple[str, float]], per: int, top: int) -> None:
+    total = sum(us for _, us in ks)
+    print(f"{name}: {len(ks)} kernels ({len(ks) / per:.1f} per step), {total / 1000:.2f} ms")
+    count, time = Counter(), Counter()
+    for k, us in ks:
+        count[k[:70]] += 1
+        time[k[:70]] += us
+    print(f"  most numerous: " + "; ".join(f"{k} x{n}" for k, n in count.most_common(top)))
+    print(f"  most time:     " + "; ".join(f"{k} {us / 1000:.2f} ms" for k, us in time.most_common(top)))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="gpu", choices=["cpu", "gpu"])
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--at", type=int, default=1000, help="t: the duels already in the history")
+    p.add_argument("--width", type=int, default=32)
+    p.add_argument("--grad-steps", type=int, default=20)
+    p.add_argument("--top", type=int, default=8)
+    a = p.parse_args()
+    try:
+        check_accelerator(a.device, field="--device", allowed=("cpu", "gpu"))
+        for flag, value in (("--seeds", a.seeds), ("--at", a.at), ("--width", a.width), ("--grad-steps", a.grad_steps)):
+            check_positive(flag, value)
+    except ValueError as err:
+        p.error(str(err))
+    device = "cuda" if a.device == "gpu" else "cpu"
+    t, S = a.at, a.seeds
+    m = NVLDB(dim=5, arms=5, rounds=t + 1, num_seeds=S, width=a.width, grad_steps=a.grad_steps, history_pass="graphed")
+    m.init_parameters(0, list(range(S)))
+    g = torch.Generator().manual_seed(0)
+    m.hist_xt.copy_(torch.randn(S, 5, 2 * (t + 1), generator=g))
+    m.hist_o.copy_((torch.rand(S, t + 1, generator=g) < 0.5).float())
+    m._t = t
+    m.rounds_done.fill_(t)
+    m = m.to(device)
+    m.attach_optimizer()  # Adam as a run makes it: capturable on CUDA (graphed)
+    name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+    print(f"torch {torch.__version__} on {name}; S={S} t={t} m={a.width} L=3 n={a.grad_steps}, graphed pass walked eagerly")
+    report("Adam steps", profiled(lambda: m._adam_steps(t), device), a.grad_steps, a.top)
+    with torch.no_grad():
+        report("theta refit", profiled(lambda: m._refit_theta(t), device), 1, a.top)
+
+
+if __name__ == "__main__":
+    main()
