@@ -7,7 +7,7 @@ Builds an NVLDB learner (cos-like: d=5, K=5, S seeds, width m, L=3, n Adam steps
 pass: the whole history rounded up to 256 rounds, masked) whose history holds t random duels,
 runs the update's two parts eagerly under torch.profiler (a CUDA graph replays exactly these
 kernels), and prints per part the number of kernels (on a CPU: the aten operations that compute,
-not views or allocations), their time, and the kernels that are most numerous and take the most
+not views or allocations; a foreach operation there counts once per tensor), their time, and the kernels that are most numerous and take the most
 time. What the graph of ``history_pass=graphed`` costs is about kernels x their time: this says
 which to fuse or drop first (results/gpu/README.md).
 """
