@@ -19,7 +19,6 @@ import warnings
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
-from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
@@ -30,6 +29,7 @@ from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
 from .host import check_writable, checkpoint_problem, claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
+from .run import tensorboard_logger
 from .streams import shard
 
 
@@ -120,8 +120,7 @@ class NVLDBCLI(LightningCLI):
             version = resumed_version(root, ckpt)
             if version is None and started_as_first_process():  # a new run: its own folder, even beside another run
                 version = claim_new_folder(os.path.join(root, "lightning_logs"))  # starting at the same moment
-            kwargs["logger"] = TensorBoardLogger(save_dir=root, name="lightning_logs", version=version,
-                                                          default_hp_metric=False)
+            kwargs["logger"] = tensorboard_logger(root, version)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)
 

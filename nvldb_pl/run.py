@@ -34,11 +34,16 @@ def check_accelerator(accelerator: str) -> None:
     devices.check_accelerator(accelerator, field="--accelerator", allowed=("cpu", "gpu"))
 
 
-def _new_run_logger(root_dir: str) -> TensorBoardLogger:
-    """TensorBoard in ``<root_dir>/lightning_logs/version_N``, N claimed before anything is written
-    (two runs started at once into one folder get a folder each: :func:`nvldb_pl.host.claim_new_folder`)."""
-    version = claim_new_folder(os.path.join(root_dir, "lightning_logs"))
+def tensorboard_logger(root_dir: str, version: Optional[int]) -> TensorBoardLogger:
+    """TensorBoard in ``<root_dir>/lightning_logs/version_<version>`` (None: Lightning picks the next),
+    as every run of the package lays it out (the CLI's and the scripts')."""
     return TensorBoardLogger(save_dir=root_dir, name="lightning_logs", version=version, default_hp_metric=False)
+
+
+def _new_run_logger(root_dir: str) -> TensorBoardLogger:
+    """:func:`tensorboard_logger` in a version_N claimed before anything is written (two runs started at
+    once into one folder get a folder each: :func:`nvldb_pl.host.claim_new_folder`)."""
+    return tensorboard_logger(root_dir, claim_new_folder(os.path.join(root_dir, "lightning_logs")))
 
 
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",

@@ -81,7 +81,7 @@ def test_a_new_run_creates_its_version_folder_before_its_logger_uses_it(tmp_path
     and the scripts' run_experiment claim the folder (atomically, next test) before the logger is made."""
     from nvldb_pl import cli, run
     made = []
-    module = cli if entry == "cli" else run
+    module = run  # both entries make their logger through run.tensorboard_logger
 
     class Recording(module.TensorBoardLogger):
         def __init__(self, save_dir, name, version, **kw):
