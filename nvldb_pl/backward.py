@@ -40,7 +40,8 @@ def accumulate_nll_grad(
     compute_dtype: Optional[torch.dtype] = None,
     biases: Sequence[torch.Tensor] = (),
     scale: Optional[float] = None,
-) -> torch.Tensor:
+    with_loss: bool = True,
+) -> Optional[torch.Tensor]:
     """Add d/d(W^1..W^L, theta, b^1..b^L) of sum_i -log g(s_i Delta f_i) / zeta_i^2 to ``grads``.
 
     Args:
@@ -53,8 +54,9 @@ def accumulate_nll_grad(
             mixed precision); gradients are accumulated in the accumulators' dtype.
         biases: b^1..b^L, each [S, out] (standard parametrization), or none.
         scale: the output factor of phi; ``None`` = sqrt(m) of eq. (nn).
+        with_loss: also evaluate the loss (not needed for the gradient; a CUDA graph's kernels saved).
     Returns:
-        The block's loss per seed, [S], detached.
+        The block's loss per seed, [S], detached (``None`` without ``with_loss``).
     """
     S, _, N = x_t.shape
     dtype = compute_dtype or weights[0].dtype
@@ -67,8 +69,8 @@ def accumulate_nll_grad(
     delta_f = pair[..., 0] - pair[..., 1]
     w = weight_of(delta_f).to(delta_f.dtype)
     o = o.to(delta_f.dtype)
-    loss = -(w * links.log_prob(link, (2.0 * o - 1.0) * delta_f)).sum(dim=1)
-    d1, _ = links.nll_derivatives(link, delta_f, o)  # d/dDelta f of -log g(s Delta f)
+    loss = -(w * links.log_prob(link, (2.0 * o - 1.0) * delta_f)).sum(dim=1) if with_loss else None
+    d1 = links.nll_first_derivative(link, delta_f, o)  # d/dDelta f of -log g(s Delta f)
     g_df = w * d1
     g_f = (scale * torch.stack([g_df, -g_df], dim=-1)).view(S, 1, N).to(dtype)  # dL/d(theta^T h^L)
     L = len(Ws)
@@ -80,7 +82,7 @@ def accumulate_nll_grad(
             grads[L + 1 + layer].add_(g.view(S, -1, N // 2, 2).sum(dim=3).sum(dim=2).to(grads[L + 1 + layer].dtype))
         if layer > 0:
             g = _relu_backward(seedwise.bmm(Ws[layer].transpose(1, 2), g), hs[layer])
-    return loss.detach()
+    return loss.detach() if with_loss else None
 
 
 def _forward(Ws: list[torch.Tensor], bs: list[torch.Tensor], x_t: torch.Tensor) -> list[torch.Tensor]:

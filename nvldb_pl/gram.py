@@ -31,8 +31,8 @@ def whiten(phi: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
     Also returns ``ok`` [S]: False where V was not positive definite.
     """
-    chol, info = torch.linalg.cholesky_ex(V)
-    return torch.linalg.solve_triangular(chol, phi.to(torch.float64).transpose(1, 2), upper=False), info == 0
+    chol, info = seedwise.cholesky_ex(V)
+    return seedwise.solve_triangular(chol, phi.to(torch.float64).transpose(1, 2), upper=False), info == 0
 
 
 def pairwise_norms(phi: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

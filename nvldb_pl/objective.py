@@ -39,14 +39,20 @@ def theta_objective(link, theta, dphi, o, weight, theta0, lam) -> torch.Tensor:
     return weighted_nll(link, seedwise.matvec(dphi, theta), o, weight) + ridge(theta, theta0, lam)
 
 
-def theta_gradient(link, theta, dphi, o, weight, theta0, lam) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gradient [S, d] and Hessian [S, d, d] of :func:`theta_objective`."""
-    z = seedwise.matvec(dphi, theta)
+def theta_gradient(link, theta, dphi, o, weight, theta0, lam, z=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient [S, d] and Hessian [S, d, d] of :func:`theta_objective` (``z``: dphi theta if at hand)."""
+    z = seedwise.matvec(dphi, theta) if z is None else z
     d1, d2 = links.nll_derivatives(link, z, o)
     grad = seedwise.einsum("st,std->sd", weight * d1, dphi) + lam * (theta - theta0)
-    eye = torch.eye(theta.shape[1], dtype=theta.dtype, device=theta.device)
-    hess = seedwise.einsum("st,std,ste->sde", weight * d2, dphi, dphi) + lam * eye
+    lam_eye = _lam_eye(lam, theta.shape[1], theta.dtype, theta.device)
+    hess = seedwise.einsum("st,std,ste->sde", weight * d2, dphi, dphi) + lam_eye
     return grad, hess
+
+
+@functools.lru_cache(maxsize=16)
+def _lam_eye(lam: float, d: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """lambda I [d, d], made once per (lambda, d, dtype, device) and never written to."""
+    return lam * torch.eye(d, dtype=dtype, device=device)
 
 
 STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.0)
@@ -72,8 +78,8 @@ def cholesky_solve(b: torch.Tensor, chol: torch.Tensor) -> torch.Tensor:
 
 def triangular_cholesky_solve(b: torch.Tensor, chol: torch.Tensor) -> torch.Tensor:
     """(L L^T)^{-1} b as L^{-T} (L^{-1} b): two triangular solves, capturable in a CUDA graph."""
-    y = torch.linalg.solve_triangular(chol, b, upper=False)
-    return torch.linalg.solve_triangular(chol.transpose(-1, -2), y, upper=True)
+    y = seedwise.solve_triangular(chol, b, upper=False)
+    return seedwise.solve_triangular(chol.transpose(-1, -2), y, upper=True)
 
 
 @torch.no_grad()
@@ -88,17 +94,18 @@ def refit_theta(link, theta, dphi, o, weight, theta0, lam, iterations: int = 8) 
     theta = theta.to(torch.float64)
     dphi, o, weight, theta0 = (a.to(torch.float64) for a in (dphi, o, weight, theta0))
     steps = _step_sizes(theta.device)
+    sign = (2.0 * o - 1.0).unsqueeze(1)  # (-1)^(1-o_i), [S, 1, t]
+    seeds = torch.arange(theta.shape[0], device=theta.device)
     for _ in range(iterations):
-        grad, hess = theta_gradient(link, theta, dphi, o, weight, theta0, lam)
-        direction = -cholesky_solve(grad.unsqueeze(-1), torch.linalg.cholesky_ex(hess)[0]).squeeze(-1)
+        z0 = seedwise.matvec(dphi, theta)  # dphi theta at the current theta, [S, t]
+        grad, hess = theta_gradient(link, theta, dphi, o, weight, theta0, lam, z=z0)
+        direction = -cholesky_solve(grad.unsqueeze(-1), seedwise.cholesky_ex(hess)[0]).squeeze(-1)
         # Loss along the Newton direction, for every step size at once: z = dphi^T(theta + a dir).
-        z0 = seedwise.matvec(dphi, theta).unsqueeze(1)
         zd = seedwise.matvec(dphi, direction).unsqueeze(1)
-        z = z0 + steps.view(1, -1, 1) * zd  # [S, C, t]
-        sign = (2.0 * o - 1.0).unsqueeze(1)
+        z = z0.unsqueeze(1) + steps.view(1, -1, 1) * zd  # [S, C, t]
         nll = -(weight.unsqueeze(1) * links.log_prob(link, sign * z)).sum(dim=2)
         cands = theta.unsqueeze(1) + steps.view(1, -1, 1) * direction.unsqueeze(1)  # [S, C, d]
         losses = nll + 0.5 * lam * (cands - theta0.unsqueeze(1)).pow(2).sum(dim=2)
         best = torch.argmin(torch.nan_to_num(losses, nan=float("inf")), dim=1)
-        theta = cands[torch.arange(theta.shape[0], device=theta.device), best]
+        theta = cands[seeds, best]
     return theta

@@ -13,6 +13,11 @@ runs: the first different pair at rounds 100-320):
   thread. :func:`bmm` and :func:`einsum` run a one-seed batch as two (the seed repeated, a stride-0
   view: twice the arithmetic, about the same time on two threads). Batches of two or more seeds
   run unchanged.
+
+On CUDA the same holds for the factorizations (:func:`cholesky_ex`, :func:`solve_triangular`):
+a batch of one goes to cuSOLVER's and cuBLAS's single-matrix routines, other kernels than the
+batched ones every larger batch gets (and the single-matrix Cholesky broke a CUDA graph's
+capture on an H200); there too a batch of one runs as two.
 """
 from __future__ import annotations
 
@@ -45,3 +50,18 @@ def einsum(equation: str, *operands: torch.Tensor) -> torch.Tensor:
 def matvec(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """a x per seed: a [S, n, k], x [S, k] -> [S, n] (bit for bit what ``einsum("snk,sk->sn")`` gives)."""
     return bmm(a, x.unsqueeze(2)).squeeze(2)
+
+
+def cholesky_ex(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.cholesky_ex(a)`` per seed, a [S, d, d]; on CUDA S = 1 runs as two."""
+    if a.shape[0] == 1 and a.device.type == "cuda":
+        chol, info = torch.linalg.cholesky_ex(_two(a))
+        return chol[:1], info[:1]
+    return torch.linalg.cholesky_ex(a)
+
+
+def solve_triangular(a: torch.Tensor, b: torch.Tensor, upper: bool) -> torch.Tensor:
+    """``torch.linalg.solve_triangular(a, b, upper=upper)`` per seed; on CUDA S = 1 runs as two."""
+    if a.shape[0] == 1 and a.device.type == "cuda":
+        return torch.linalg.solve_triangular(_two(a), _two(b), upper=upper)[:1]
+    return torch.linalg.solve_triangular(a, b, upper=upper)

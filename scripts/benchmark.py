@@ -42,6 +42,8 @@ def main():
                    help="model.backward: manual and/or autograd")
     p.add_argument("--history-pass", nargs="+", default=["auto"], choices=["auto", "chunked", "full", "masked", "graphed"],
                    help="model.history_pass: how each Adam step walks the history")
+    p.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"],
+                   help="torch.set_float32_matmul_precision for the float32 runs (high: TF32 on a GPU that has it)")
     p.add_argument("--unsynced", action="store_true",
                    help="on a GPU, time the run as the CLI runs it: no waits for the device around the timed "
                         "sections (the split then counts kernel launches only)")
@@ -64,13 +66,16 @@ def benchmark(a) -> None:
     model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
           f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")
+    torch.set_float32_matmul_precision(a.matmul_precision)
     results = {}
     for precision, backward, walk in [(p_, b_, h_) for p_ in a.precision for b_ in a.backward for h_ in a.history_pass]:
         summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
                                     {**model, "backward": backward, "history_pass": walk}, precision=precision,
                                     accelerator=a.accelerator, sync_timings=not a.unsynced)
-        walk = resolve_history_pass(walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None)  # auto's choice
-        precision = f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}") + (", unsynced" if a.unsynced else "")
+        walk = resolve_history_pass(walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None,
+                                    seeds=a.seeds)  # auto's choice
+        precision = (f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}") + (", unsynced" if a.unsynced else "")
+                     + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}"))
         wall, tm = summary["wall_seconds"], summary["timings_seconds"]
         rate = a.seeds * a.rounds / wall
         results[precision] = rate

@@ -5,18 +5,19 @@
 # step that would start past it is skipped, one that hangs costs only its own limit):
 # 1. tests/test_cuda.py (float32 GPU against CPU, bf16-mixed, 16-mixed warning, no host sync in a
 #    round, the CUDA-graphed update against eager, graphed the default on CUDA);
-# 2. the targets as users run them (no device waits around timed sections): configs/cos.yaml's
-#    run (cos, 20 seeds x 2000 rounds, m=32) and square at m=500 (20 seeds x 2000 rounds), graphed
-#    (cos with the full pass where the capture fails: a figure all the same);
+# 2. the first target as users run it (no device waits around timed sections): configs/cos.yaml's
+#    run (cos, 20 seeds x 2000 rounds, m=32), graphed (the full pass where the capture fails: a figure all the same);
 # 3. scripts/gpu_drift.py: where the float32 GPU run leaves the CPU run, and S=4 against four S=1;
 # 4. the history passes side by side (chunked, full, masked, graphed) with the time split;
 # 5. scripts/gpu_profile.py: the kernels one round's graphed update launches, and their time;
-# 6. square at m=500 in bf16-mixed: whether bf16 pays where the matmuls, not the launches, set the pace.
+# 6. the second target, square at m=500 (20 seeds x 2000 rounds): with TF32 matmuls, in bf16-mixed (whether
+#    bf16 pays where the matmuls, not the launches, set the pace), and in plain float32 (the slowest, last).
 # Meanwhile, on the CPU cores the GPU steps leave (three quarters), the cos run on that machine's
 # CPU: the baseline beside the GPU figures. Output: $OUT/log.txt (every step), $OUT/cpu.txt,
 # $OUT/summary.md (one table). Last run: docs/performance.md, "On a GPU".
 OUT=${OUT:-/tmp/device_checks}
 BUDGET=${BUDGET:-550}
+STEPS=${STEPS:-}  # e.g. STEPS="versions tests target_cos": run only the steps named (all when empty)
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 LOG=$OUT/log.txt
@@ -30,6 +31,7 @@ if [ "$GPU_CORES" -ge 2 ] && command -v taskset >/dev/null; then  # the GPU's ho
 fi
 step() {  # step NAME SECONDS COMMAND...: run with a limit (cut to the budget left), output into the log
   local name=$1 limit=$2; shift 2
+  if [ -n "$STEPS" ] && [[ " $STEPS " != *" $name "* ]]; then return 1; fi  # STEPS="a b": only these steps
   local left=$((BUDGET - SECONDS))
   if [ "$left" -lt 15 ]; then
     printf '| %s | skipped (budget spent) | 0s |\n' "$name" >> "$OUT/status.tmp"; return
@@ -50,26 +52,32 @@ background() {  # background NAME SECONDS COMMAND...: on the other CPU cores, ou
 }
 : > "$OUT/cpu.txt"
 CPU_LIMIT=$((BUDGET - 10))
-background bench_cpu_cos "$CPU_LIMIT" python3 scripts/benchmark.py --accelerator cpu --seeds 20 --rounds 2000 --naive-seeds 0 &
-BG=$!
-step versions 30 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python3 -c 'import torch, lightning; print(torch.__version__, lightning.__version__, torch.cuda.get_device_name(0))'; nproc"
+BG=
+if [ -z "$STEPS" ] || [[ " $STEPS " == *" bench_cpu "* ]]; then
+  background bench_cpu_cos "$CPU_LIMIT" python3 scripts/benchmark.py --accelerator cpu --seeds 20 --rounds 2000 --naive-seeds 0 &
+  BG=$!
+fi
+step versions 30 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python3 -c 'import torch, lightning; print(torch.__version__, lightning.__version__, torch.cuda.get_device_name(0))'; nproc; python3 -c 'import triton; print(\"triton\", triton.__version__)' 2>&1 | tail -1"
 step tests 150 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
 step target_cos 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0 ||
   step target_cos_full 100 python3 scripts/benchmark.py --accelerator gpu --history-pass full --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
-step target_square 200 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 step drift 70 python3 scripts/gpu_drift.py
 step bench_gpu_walk 60 python3 scripts/benchmark.py --accelerator gpu --history-pass chunked full masked graphed --seeds 20 --rounds 200 --naive-seeds 0
 step profile 40 python3 scripts/gpu_profile.py
+step tf32_square 120 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --matmul-precision high --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 step bf16_square 120 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --precision bf16-mixed --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
+step target_square 200 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 # the CPU baseline stops with the budget
 left=$((BUDGET - SECONDS)); [ "$left" -lt 1 ] && left=1
-timeout "$left" tail --pid="$BG" -f /dev/null; pkill -P "$BG" 2>/dev/null; pkill -f "scripts/benchmark.py --accelerator cpu" 2>/dev/null
+if [ -n "$BG" ]; then
+  timeout "$left" tail --pid="$BG" -f /dev/null; pkill -P "$BG" 2>/dev/null; pkill -f "scripts/benchmark.py --accelerator cpu" 2>/dev/null
+fi
 # One table at the end: each step's exit status and time, then the figures that matter
 {
   echo "| step | exit | time |"; echo "|---|---|---|"; cat "$OUT/status.tmp"
   echo; grep -h -E "^(NVIDIA|H[0-9]|[0-9]+\.[0-9]+\.[0-9]+)" "$LOG" | head -3
   echo; grep -h -E "[0-9]+ (passed|failed|skipped)|^FAILED|^ERROR" "$LOG" | tail -8
-  echo; grep -h -E "^(== bench|== target|== bf16|vectorized|torch )" "$LOG" "$OUT/cpu.txt"
+  echo; grep -h -E "^(== bench|== target|== bf16|== tf32|vectorized|torch |triton )" "$LOG" "$OUT/cpu.txt"
   echo; grep -h -A 5 "^variant" "$LOG"; grep -h -A 6 "^S=4 against" "$LOG"
   echo; grep -h -E "^(Adam steps|theta refit):" "$LOG"
 } > "$OUT/summary.md"

@@ -59,8 +59,8 @@ def seeds_together_and_alone(device: str) -> None:
     """S=4 in one run against four S=1 runs on ``device``: bit for bit on a CPU (tests/test_loop.py);
     on a GPU a kernel may pick another algorithm for another batch size: how far apart they end."""
     print(f"\nS=4 against four S=1 runs on {device} ({DATA['rounds']} rounds; 0 = bit for bit)")
-    print(f"{'history_pass':14s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'regret rel':>10s}")
-    for walk in ("chunked", "graphed"):
+    print(f"{'pass S=4/S=1':17s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'regret rel':>10s}")
+    for walk in ("chunked", "auto"):  # auto: graphed at S=4 on a GPU, chunked at S=1 (GRAPHED_MIN_SEEDS)
         model = {"width": 16, "grad_steps": 5, "history_pass": walk}
         s4, m4 = run_experiment({**DATA, "num_seeds": 4}, model, accelerator=device)
         same, v, th, reg = True, 0.0, 0.0, 0.0
@@ -70,7 +70,8 @@ def seeds_together_and_alone(device: str) -> None:
             v, th = max(v, rel(m4.V[i], m1.V[0])), max(th, rel(m4.net.theta[i], m1.net.theta[0]))
             a, b = s4["seeds"][i]["cum_avg_regret"], s1["seeds"][0]["cum_avg_regret"]
             reg = max(reg, abs(a - b) / max(abs(b), 1e-30))
-        print(f"{walk:14s} {str(same):>11s} {v:10.2e} {th:10.2e} {reg:10.2e}")
+        walk = f"{m4.history_pass}/{m1.history_pass}"  # S=4's pass / S=1's
+        print(f"{walk:17s} {str(same):>11s} {v:10.2e} {th:10.2e} {reg:10.2e}")
 
 
 if __name__ == "__main__":

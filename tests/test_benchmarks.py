@@ -56,7 +56,7 @@ def _device_check_commands():
 
 def test_device_checks_has_its_benchmark_steps():
     assert set(_device_check_commands()) == {"target_cos", "target_cos_full", "target_square", "bench_gpu_walk",
-                                             "bf16_square", "bench_cpu_cos"}
+                                             "tf32_square", "bf16_square", "bench_cpu_cos"}
 
 
 def _shortened(args):

@@ -226,6 +226,8 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     assert resolve_history_pass("auto", torch.device("cpu"), None) == "chunked"
     assert resolve_history_pass("auto", cuda, None, scaled=True) == "chunked"  # 16-mixed's GradScaler syncs
     assert resolve_history_pass("full", cuda, None) == "full"
+    assert resolve_history_pass("auto", cuda, None, seeds=1) == "chunked"  # one seed: the capture failed on an H200
+    assert resolve_history_pass("auto", cuda, None, seeds=2) == "graphed"
     data = {"task": "cos", "rounds": 20, "num_seeds": 2}
     model = {"width": 8, "grad_steps": 2}
     assert NVLDB().hparams.history_pass == "auto"
@@ -243,3 +245,19 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     assert torch.equal(default.V, graphed.V) and torch.equal(default.hist_xt, graphed.hist_xt)
     _, sampled = run_experiment(data, {**model, "sample_size": 8})
     assert sampled.step_graphs.captures == 0
+
+
+def test_graphed_with_one_seed_is_refused_by_name_and_auto_walks_it_chunked(monkeypatch):
+    """Where CUDA graphs exist (simulated), one seed in a process: auto resolves to chunked (bit for bit the
+    chunked run, no capture) and an explicit history_pass graphed is refused before the first round."""
+    from nvldb_pl import graphs
+
+    monkeypatch.setattr(graphs, "available", lambda device: True)
+    data, model = {"task": "cos", "rounds": 12, "num_seeds": 1}, {"width": 8, "grad_steps": 2}
+    _, auto = run_experiment(data, model)
+    _, chunked = run_experiment(data, {**model, "history_pass": "chunked"})
+    assert auto.history_pass == "chunked" and auto.step_graphs.captures == 0
+    for a, b in zip(auto.net.param_list(), chunked.net.param_list()):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="model.history_pass: graphed needs at least 2 seeds in a process"):
+        run_experiment(data, {**model, "history_pass": "graphed"})
