@@ -164,3 +164,11 @@ def test_the_gpu_drift_script_without_a_gpu_says_so_in_one_line():
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 2 and "error: --other gpu: torch sees no CUDA GPU here" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
+def test_the_gpu_capture_probe_without_a_gpu_says_so_in_one_line():
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_capture_probe.py")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 2 and "error: device='gpu': torch sees no CUDA GPU here" in res.stderr
+    assert "Traceback" not in res.stderr
