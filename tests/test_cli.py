@@ -172,3 +172,15 @@ def test_the_gpu_capture_probe_without_a_gpu_says_so_in_one_line():
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 2 and "error: device='gpu': torch sees no CUDA GPU here" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_the_gpu_wait_finder_prints_host_times_and_finds_the_stall_on_a_cpu():
+    """On a CPU the stall is a host sleep in the stalling callback: its own row must grow by about the stall."""
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_wait_finder.py"), "--device", "cpu",
+                          "--seeds", "2", "--rounds", "16", "--from-round", "6", "--stall-ms", "20"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = {line[:72].strip(): line[72:].split() for line in res.stdout.splitlines()[2:]}
+    plain, stalled, grew = map(float, rows["[Callback]Stall.on_train_batch_start"])
+    assert plain < 1 and 19 < grew < 40, res.stdout
+    assert "[Strategy]SingleDeviceStrategy.training_step" in rows, res.stdout
