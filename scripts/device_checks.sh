@@ -85,7 +85,7 @@ fi
   echo; grep -h -E "^(== bench|== target|== bf16|== tf32|vectorized|torch |triton )" "$LOG" "$OUT/cpu.txt"
   echo; grep -h -A 4 "^action (host ms a round)" "$LOG"
   echo; grep -h -A 5 "^variant" "$LOG"; grep -h -A 6 "^S=4 against" "$LOG"
-  echo; grep -h -E "^(Adam steps|theta refit):" "$LOG"
+  echo; grep -h -E "^(Adam steps|theta refit|graph replay|dW )" "$LOG"
   echo; grep -h -E "^S=[12] .*FAILED" "$LOG" | head -6
 } > "$OUT/summary.md"
 rm -f "$OUT/status.tmp"

@@ -9,7 +9,9 @@ runs the update's two parts eagerly under torch.profiler (a CUDA graph replays e
 kernels), and prints per part the number of kernels (on a CPU: the aten operations that compute,
 not views or allocations; a foreach operation there counts once per tensor), their time, and the kernels that are most numerous and take the most
 time. What the graph of ``history_pass=graphed`` costs is about kernels x their time: this says
-which to fuse or drop first (results/gpu/README.md).
+which to fuse or drop first (results/gpu/README.md). On a GPU it also times the captured round as the
+graphed pass replays it (device time: the run is device-bound when a round's host time is below this),
+and the weight-gradient product dW = g h^T, the costliest kernel of a step, two other ways.
 """
 import argparse
 import os
@@ -21,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+from nvldb_pl import graphs  # noqa: E402
 from nvldb_pl.devices import check_accelerator  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.module import NVLDB  # noqa: E402
@@ -105,6 +108,68 @@ def main() -> None:
     report("Adam steps", profiled(lambda: m._adam_steps(t), device), a.grad_steps, a.top)
     with torch.no_grad():
         report("theta refit", profiled(lambda: m._refit_theta(t), device), 1, a.top)
+    if device == "cuda":
+        replay_times(m, t)
+        weight_gradient_products(S, a.width, 2 * graphs.bucket(t, t + 1))
+
+
+def replay_times(m, t: int) -> None:
+    """Device time of one round's graph (n Adam steps and the refit) as the graphed pass replays it."""
+    with m._untimed():
+        run = lambda: m.step_graphs(m._history_rows(t), lambda: m._train_and_refit(t))  # noqa: E731
+        run()  # warm-up and capture
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(10):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+    print(f"graph replay: {start.elapsed_time(end) / 10:.2f} ms a round (device time, t={t})")
+
+
+def weight_gradient_products(S: int, width: int, N: int, block: int = 512) -> None:
+    """Device µs of dW = g h^T ([S, m, N] x [S, i, N] -> [S, m, i]) inside a CUDA graph, as one batched
+    matmul over the seeds and as blocks of ``block`` history columns batched with them (the seeds'
+    blocks copied to one batch, multiplied, summed): more thread blocks at the cost of two copies."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for i in (5, width):
+        g = torch.randn(S, width, N, device="cuda", generator=gen)
+        h = torch.randn(S, i, N, device="cuda", generator=gen)
+        nb = N // block
+
+        def blocked():
+            gb = g[:, :, : nb * block].view(S, width, nb, block).transpose(1, 2).reshape(S * nb, width, block)
+            hb = h[:, :, : nb * block].view(S, i, nb, block).transpose(1, 2).reshape(S * nb, i, block)
+            return torch.bmm(gb, hb.transpose(1, 2)).view(S, nb, width, i).sum(1)
+
+        line = []
+        for name, fn in (("one bmm", lambda: torch.bmm(g, h.transpose(1, 2))),
+                         ("(h g^T)^T", lambda: torch.bmm(h, g.transpose(1, 2)).transpose(1, 2)),
+                         (f"blocks of {block}", blocked)):
+            line.append(f"{name} {graphed_microseconds(fn):.1f} µs")
+        print(f"dW [S={S}, {width} x {i}], {N} columns: " + "; ".join(line))
+
+
+def graphed_microseconds(fn, reps: int = 20) -> float:
+    """Device µs of one fn() call, from a CUDA graph of ``reps`` calls (no launch overhead counted)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    graph.replay()
+    start.record()
+    for _ in range(5):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1000 / (5 * reps)
 
 
 if __name__ == "__main__":
