@@ -130,11 +130,11 @@ class NeuralLearner(DuelingLearner):
         super().on_load_checkpoint(checkpoint)
 
     def configure_optimizers(self):
-        # Elementwise, so seeds stay independent. Not fused=True: torch's fused CPU Adam rounds the
-        # last bit of an element differently depending on the tensor's size (the number of seeds).
-        # capturable: the step count on the device, so that a CUDA graph can hold the step (history_pass=graphed),
-        # and there fused: one kernel per step for every tensor (foreach: ~15 kernels; each kernel of CUDA's
-        # fused Adam computes an element by the same code whatever the tensor's size)
+        # Elementwise, so seeds stay independent. foreach, not fused, off the graph: torch's fused CPU Adam
+        # rounds the last bit of an element differently depending on the tensor's size (the number of seeds).
+        # Under history_pass=graphed on CUDA: capturable (the step count on the device, so that a CUDA graph
+        # can hold the step) and fused (one kernel a step for every tensor, foreach ~15; CUDA's fused kernel
+        # computes each element by the same code whatever the tensor's size)
         graphed = self._capturable()
         return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=not graphed, fused=graphed,
                                 capturable=graphed)
