@@ -15,6 +15,7 @@ and not differentiated), exactly as the autograd path treats them.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Optional, Sequence
 
@@ -72,17 +73,34 @@ def accumulate_nll_grad(
     loss = -(w * links.log_prob(link, (2.0 * o - 1.0) * delta_f)).sum(dim=1) if with_loss else None
     d1 = links.nll_first_derivative(link, delta_f, o)  # d/dDelta f of -log g(s Delta f)
     g_df = w * d1
-    g_f = (scale * torch.stack([g_df, -g_df], dim=-1)).view(S, 1, N).to(dtype)  # dL/d(theta^T h^L)
+    g_f = (g_df.unsqueeze(-1) * _plus_minus(scale, g_df.dtype, g_df.device)).view(S, 1, N).to(dtype)  # dL/d(theta^T h^L)
     L = len(Ws)
     grads[L].add_(seedwise.bmm(hs[-1], g_f.transpose(1, 2)).squeeze(2).to(grads[L].dtype))  # d/dtheta
     g = _relu_backward(th.unsqueeze(2) * g_f, hs[-1])  # dL/d(W^L h^{L-1} + b^L)
     for layer in range(L - 1, -1, -1):
-        grads[layer].add_(seedwise.bmm(g, hs[layer].transpose(1, 2)).to(grads[layer].dtype))
+        grads[layer].add_(_weight_grad(g, hs[layer], transposed=layer == 0 and g.device.type == "cuda").to(grads[layer].dtype))
         if biases:  # each duel's two columns summed first: terms that cancel exactly give exactly 0
             grads[L + 1 + layer].add_(g.view(S, -1, N // 2, 2).sum(dim=3).sum(dim=2).to(grads[L + 1 + layer].dtype))
         if layer > 0:
             g = _relu_backward(seedwise.bmm(Ws[layer].transpose(1, 2), g), hs[layer])
     return loss.detach() if with_loss else None
+
+
+@functools.lru_cache(maxsize=16)
+def _plus_minus(scale: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[scale, -scale]: a duel's two columns get +scale and -scale times dL/dDelta f in one product (bit for
+    bit scale * stack([g, -g])). Made once per (scale, dtype, device), outside any CUDA graph's capture
+    (the graphed pass runs eagerly first), and never written to."""
+    return torch.tensor([scale, -scale], dtype=dtype).to(device)
+
+
+def _weight_grad(g: torch.Tensor, h: torch.Tensor, transposed: bool = False) -> torch.Tensor:
+    """dW = g h^T per seed: g [S, out, N], h [S, in, N] -> [S, out, in], summed over the N history columns.
+    ``transposed``: computed as (h g^T)^T, the same sum in another order; on CUDA for the first layer (in = d,
+    a few columns) cuBLAS runs it about 2x faster (37.6 -> 21.8 µs at S=20, 32 x 5, 2048 columns on an H200)."""
+    if transposed:
+        return seedwise.bmm(h, g.transpose(1, 2)).transpose(1, 2)
+    return seedwise.bmm(g, h.transpose(1, 2))
 
 
 def _forward(Ws: list[torch.Tensor], bs: list[torch.Tensor], x_t: torch.Tensor) -> list[torch.Tensor]:

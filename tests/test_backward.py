@@ -97,3 +97,18 @@ def test_module_adam_step_is_the_same_with_either_backward(w_reg, network):
 def test_unknown_backward_is_named():
     with pytest.raises(ValueError, match="model.backward"):
         NVLDB(backward="jax")
+
+
+def test_the_backward_pass_s_cuda_forms_equal_the_plain_ones_on_a_cpu():
+    """The two forms the backward pass takes on CUDA, checked where they run here: the duel columns'
+    +-scale product is bit for bit scale * stack([g, -g]); the first layer's (h g^T)^T is g h^T to rounding."""
+    from nvldb_pl.backward import _plus_minus, _weight_grad
+
+    gen = torch.Generator().manual_seed(3)
+    g_df = torch.randn(4, 37, generator=gen)
+    scale = 32 ** 0.5
+    plain = scale * torch.stack([g_df, -g_df], dim=-1)
+    assert torch.equal(g_df.unsqueeze(-1) * _plus_minus(scale, g_df.dtype, g_df.device), plain)
+    g, h = torch.randn(4, 16, 300, generator=gen), torch.randn(4, 5, 300, generator=gen)
+    torch.testing.assert_close(_weight_grad(g, h, transposed=True), _weight_grad(g, h), rtol=1e-5, atol=1e-5)
+    assert _weight_grad(g, h).shape == (4, 16, 5)
