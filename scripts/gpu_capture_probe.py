@@ -17,23 +17,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from nvldb_pl import objective, seedwise  # noqa: E402
+from nvldb_pl import graphs, objective, seedwise  # noqa: E402
 from nvldb_pl.devices import check_accelerator  # noqa: E402
 
 
 def captures(fn) -> str:
-    """'ok' if fn() captures into a CUDA graph and replays, else the error's first line."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
+    """'ok' if fn() captures into a CUDA graph and replays (as the graphed pass runs it: a warm-up on a side
+    stream, the capture, then a replay), else the error's first line."""
     try:
-        with torch.cuda.graph(graph):
-            fn()
-        graph.replay()
+        steps = graphs.CapturedSteps()
+        steps("probe", fn)  # warm-up and capture
+        steps("probe", fn)  # replay
         torch.cuda.synchronize()
         return "ok"
     except Exception as err:  # noqa: BLE001 - the probe reports every failure and goes on

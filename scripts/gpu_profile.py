@@ -153,24 +153,17 @@ def weight_gradient_products(S: int, width: int, N: int, block: int = 512) -> No
 
 def graphed_microseconds(fn, reps: int = 20) -> float:
     """Device µs of one fn() call, from a CUDA graph of ``reps`` calls (no launch overhead counted)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
+    steps = graphs.CapturedSteps()
+    run = lambda: steps("timed", lambda: [fn() for _ in range(reps)])  # noqa: E731
+    run()  # warm-up and capture
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    graph.replay()
+    run()
     start.record()
     for _ in range(5):
-        graph.replay()
+        run()
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) * 1000 / (5 * reps)
-
 
 if __name__ == "__main__":
     main()
