@@ -41,6 +41,10 @@ class CapturedSteps:
     read (a round number, a shape) keeps what it was at the capture. ``tests/test_long_horizon.py``
     runs a loop whose replays re-run the capture-time ``fn`` on a CPU, which catches such a value."""
 
+    # torch.cuda.graph's capture_error_mode: "global" (torch's default) makes any thread's unsafe CUDA call during
+    # the capture invalidate it; scripts/gpu_capture_probe.py tries "thread_local" and "relaxed" too
+    error_mode = "global"
+
     def __init__(self):
         self.key: Optional[Hashable] = None
         self.graph = None
@@ -68,7 +72,7 @@ class CapturedSteps:
 
     def _capture(self, fn: Callable[[], tuple]) -> None:
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with torch.cuda.graph(self.graph, capture_error_mode=self.error_mode):
             self.out = fn()
 
     def _replay(self) -> tuple:

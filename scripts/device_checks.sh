@@ -12,7 +12,8 @@
 #    scripts/gpu_drift.py: where the float32 GPU run leaves the CPU run, and S=4 against four S=1;
 # 4. the history passes side by side (chunked, full, masked, graphed) with the time split;
 # 5. scripts/gpu_profile.py: the kernels one round's graphed update launches, and their time;
-#    scripts/gpu_capture_probe.py: which operation breaks the capture with one seed (GRAPHED_MIN_SEEDS);
+#    scripts/gpu_capture_probe.py: which operation breaks the capture with one seed (GRAPHED_MIN_SEEDS), and
+#    which of four candidate mends lets a one-seed graphed fit capture;
 # 6. the second target, square at m=500 (20 seeds x 2000 rounds): with TF32 matmuls, in bf16-mixed (whether
 #    bf16 pays where the matmuls, not the launches, set the pace), and in plain float32 (the slowest, last).
 # Meanwhile, on the CPU cores the GPU steps leave (three quarters), the cos run on that machine's
@@ -68,7 +69,7 @@ step wait_finder 60 python3 scripts/gpu_wait_finder.py
 step drift 70 python3 scripts/gpu_drift.py
 step bench_gpu_walk 60 python3 scripts/benchmark.py --accelerator gpu --history-pass chunked full masked graphed --seeds 20 --rounds 200 --naive-seeds 0
 step profile 40 python3 scripts/gpu_profile.py
-step capture_probe 40 python3 scripts/gpu_capture_probe.py
+step capture_probe 90 python3 scripts/gpu_capture_probe.py
 step tf32_square 120 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --matmul-precision high --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 step bf16_square 120 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --precision bf16-mixed --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 step target_square 200 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
