@@ -65,7 +65,9 @@ def accumulate_nll_grad(
     Ws = [w.detach().to(dtype) for w in weights]
     th = theta.detach().to(dtype)
     hs = _forward(Ws, [b.detach().to(dtype) for b in biases], x_t.to(dtype))
-    f = scale * seedwise.bmm(th.unsqueeze(1), hs[-1]).squeeze(1).float()  # f = theta^T phi, [S, 2n]
+    f = seedwise.bmm(th.unsqueeze(1), hs[-1]).squeeze(1).float()  # f = theta^T phi, [S, 2n]
+    if scale != 1.0:  # the standard parametrization's 1: no kernel for an exact no-op
+        f = scale * f
     pair = f.view(S, N // 2, 2)
     delta_f = pair[..., 0] - pair[..., 1]
     w = weight_of(delta_f).to(delta_f.dtype)
