@@ -13,6 +13,7 @@ import torch
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
 PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16", "16-mixed", "16")
+BLAS_LIBRARIES = ("default", "cublas", "cublaslt")
 
 
 def _named(field: str, value) -> str:
@@ -70,3 +71,16 @@ def check_precision(precision, field: str = "trainer.precision") -> None:
         return
     raise ValueError(f"{_named(field, precision)}: choose 32-true, bf16-mixed or 16-mixed (mixed precision applies to "
                      f"the Adam steps; the Gram matrices, the refit and the selection stay in float32/float64)")
+
+
+def use_blas_library(library: str, accelerator, field: str = "--blas") -> None:
+    """torch's CUDA BLAS library for this process (``torch.backends.cuda.preferred_blas_library``; torch calls
+    it experimental): ``default`` leaves torch's choice (cuBLAS), ``cublaslt`` may split a product's long inner
+    dimension over thread blocks (the weight gradient's history). A GPU setting: refused for a CPU run."""
+    if library not in BLAS_LIBRARIES:
+        raise ValueError(f"{_named(field, library)}: choose one of {', '.join(BLAS_LIBRARIES)}")
+    if library == "default":
+        return
+    if not uses_gpu(accelerator):
+        raise ValueError(f"{_named(field, library)}: a CUDA setting, and this run is on the CPU; leave it at default")
+    torch.backends.cuda.preferred_blas_library(library)

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from nvldb_pl.data import StreamSpec  # noqa: E402
 from tests.naive import run_seed  # noqa: E402
-from nvldb_pl.devices import check_precision  # noqa: E402
+from nvldb_pl.devices import check_precision, use_blas_library  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.neural import resolve_history_pass  # noqa: E402
 from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
@@ -44,6 +44,8 @@ def main():
                    help="model.history_pass: how each Adam step walks the history")
     p.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"],
                    help="torch.set_float32_matmul_precision for the float32 runs (high: TF32 on a GPU that has it)")
+    p.add_argument("--blas", default="default", choices=["default", "cublas", "cublaslt"],
+                   help="on a GPU, torch's BLAS library (torch.backends.cuda.preferred_blas_library)")
     p.add_argument("--unsynced", action="store_true",
                    help="on a GPU, time the run as the CLI runs it: no waits for the device around the timed "
                         "sections (the split then counts kernel launches only)")
@@ -54,6 +56,7 @@ def main():
             check_precision(precision, field="--precision")
         for flag, value in (("--seeds", a.seeds), ("--rounds", a.rounds)):
             check_positive(flag, value)
+        use_blas_library(a.blas, a.accelerator)
         if a.naive_seeds < 0:
             raise ValueError(f"--naive-seeds: must be >= 0, got {a.naive_seeds}")
         benchmark(a)
@@ -75,7 +78,8 @@ def benchmark(a) -> None:
         walk = resolve_history_pass(walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None,
                                     seeds=a.seeds)  # auto's choice
         precision = (f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}") + (", unsynced" if a.unsynced else "")
-                     + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}"))
+                     + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}")
+                     + ("" if a.blas == "default" else f", blas {a.blas}"))
         wall, tm = summary["wall_seconds"], summary["timings_seconds"]
         rate = a.seeds * a.rounds / wall
         results[precision] = rate

@@ -7,9 +7,11 @@
 #    round, the CUDA-graphed update against eager, graphed the default on CUDA);
 # 2. the issue's first target as users run it (no device waits around timed sections): configs/cos.yaml's
 #    run (cos, 20 seeds x 2000 rounds, m=32), graphed (the full pass where the capture fails: a figure all the same);
+#    then the same through cuBLASLt (--blas cublaslt: may split the weight gradient's long inner dimension);
 # 3. scripts/gpu_wait_finder.py: where a round makes the host wait for the device (the cos run took about
 #    host + device time on an H200, not the larger of the two);
-#    scripts/gpu_drift.py: where the float32 GPU run leaves the CPU run, and S=4 against four S=1;
+#    scripts/gpu_drift.py: where the float32 GPU run leaves the CPU run, and S=4 against four S=1 (and again
+#    through cuBLASLt: whether its choices keep a seed's results independent of the seeds beside it);
 # 4. the history passes side by side (chunked, full, masked, graphed) with the time split;
 # 5. scripts/gpu_profile.py: the kernels one round's graphed update launches, and their time;
 #    scripts/gpu_capture_probe.py: which operation breaks the capture with one seed (GRAPHED_MIN_SEEDS), and
@@ -65,8 +67,10 @@ step versions 30 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_versio
 step tests 150 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
 step target_cos 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0 ||
   step target_cos_full 100 python3 scripts/benchmark.py --accelerator gpu --history-pass full --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
+step target_cos_lt 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --blas cublaslt --seeds 20 --rounds 2000 --naive-seeds 0
 step wait_finder 60 python3 scripts/gpu_wait_finder.py
 step drift 70 python3 scripts/gpu_drift.py
+step drift_lt 70 python3 scripts/gpu_drift.py --blas cublaslt
 step bench_gpu_walk 60 python3 scripts/benchmark.py --accelerator gpu --history-pass chunked full masked graphed --seeds 20 --rounds 200 --naive-seeds 0
 step profile 40 python3 scripts/gpu_profile.py
 step capture_probe 90 python3 scripts/gpu_capture_probe.py
@@ -85,9 +89,9 @@ fi
   echo; grep -h -E "[0-9]+ (passed|failed|skipped)|^FAILED|^ERROR" "$LOG" | tail -8
   echo; grep -h -E "^(== bench|== target|== bf16|== tf32|vectorized|torch |triton )" "$LOG" "$OUT/cpu.txt"
   echo; grep -h -A 4 "^action (host ms a round)" "$LOG"
-  echo; grep -h -A 5 "^variant" "$LOG"; grep -h -A 6 "^S=4 against" "$LOG"
+  echo; grep -h -E -A 5 "^(variant|GPU runs through)" "$LOG"; grep -h -A 6 "^S=4 against" "$LOG"
   echo; grep -h -E "^(Adam steps|theta refit|graph replay|dW )" "$LOG"
-  echo; grep -h -E "^S=[12] .*FAILED" "$LOG" | head -6
+  echo; grep -h -E "^(alone .*FAILED|one-seed graphed fit|mends that let)" "$LOG" | head -14
 } > "$OUT/summary.md"
 rm -f "$OUT/status.tmp"
 cat "$OUT/summary.md"

@@ -3,6 +3,7 @@ and how far S=4 seeds in one GPU run are from four S=1 runs.
 
     python scripts/gpu_drift.py                 # CPU against GPU
     python scripts/gpu_drift.py --other cpu     # CPU against CPU: every difference must be 0
+    python scripts/gpu_drift.py --blas cublaslt  # the GPU runs' products through cuBLASLt
 
 Runs the same config on both devices with parts of the update switched off, and prints per
 variant whether the arm pairs agree and the largest relative difference of V, theta and the
@@ -18,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from nvldb_pl.devices import check_accelerator  # noqa: E402
+from nvldb_pl.devices import check_accelerator, use_blas_library  # noqa: E402
 from nvldb_pl.run import run_experiment  # noqa: E402
 
 DATA = {"task": "cos", "rounds": 25, "num_seeds": 3, "seed": 2}
@@ -39,11 +40,16 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--other", default="gpu", choices=["cpu", "gpu"])
+    p.add_argument("--blas", default="default", choices=["default", "cublas", "cublaslt"],
+                   help="torch's CUDA BLAS library for the GPU runs (torch.backends.cuda.preferred_blas_library)")
     a = p.parse_args()
     try:
         check_accelerator(a.other, field="--other", allowed=("cpu", "gpu"))
+        use_blas_library(a.blas, a.other)
     except ValueError as err:  # a GPU asked for where torch sees none: one line, not a traceback
         p.error(str(err))
+    if a.blas != "default":
+        print(f"GPU runs through {a.blas}")
     print(f"{'variant':34s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'W1 rel':>10s}")
     for name, extra in VARIANTS.items():
         model = {"width": 16, "history_pass": "chunked", **extra}

@@ -131,7 +131,8 @@ def replay_times(m, t: int) -> None:
 def weight_gradient_products(S: int, width: int, N: int, block: int = 512) -> None:
     """Device µs of dW = g h^T ([S, m, N] x [S, i, N] -> [S, m, i]) inside a CUDA graph, as one batched
     matmul over the seeds and as blocks of ``block`` history columns batched with them (the seeds'
-    blocks copied to one batch, multiplied, summed): more thread blocks at the cost of two copies."""
+    blocks copied to one batch, multiplied, summed): more thread blocks at the cost of two copies; then the
+    first two through cuBLASLt (``--blas cublaslt`` of benchmark.py), which may split the inner dimension."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     for i in (5, width):
         g = torch.randn(S, width, N, device="cuda", generator=gen)
@@ -148,6 +149,13 @@ def weight_gradient_products(S: int, width: int, N: int, block: int = 512) -> No
                          ("(h g^T)^T", lambda: torch.bmm(h, g.transpose(1, 2)).transpose(1, 2)),
                          (f"blocks of {block}", blocked)):
             line.append(f"{name} {graphed_microseconds(fn):.1f} µs")
+        torch.backends.cuda.preferred_blas_library("cublaslt")  # may split the long inner dimension (split-K)
+        try:
+            for name, fn in (("one bmm", lambda: torch.bmm(g, h.transpose(1, 2))),
+                             ("(h g^T)^T", lambda: torch.bmm(h, g.transpose(1, 2)).transpose(1, 2))):
+                line.append(f"{name} cuBLASLt {graphed_microseconds(fn):.1f} µs")
+        finally:
+            torch.backends.cuda.preferred_blas_library("cublas")
         print(f"dW [S={S}, {width} x {i}], {N} columns: " + "; ".join(line))
 
 

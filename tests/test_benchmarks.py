@@ -29,7 +29,8 @@ def test_benchmark_refuses_bad_settings_in_one_line_before_any_run():
     """Every precision is checked before the first timed run (a GPU session's minutes are not spent on
     the configs before a misspelt one), and a bad value ends in one error line, not a traceback."""
     for args, message in ((["--precision", "32-true", "64-true"], "error: --precision 64-true: choose"),
-                          (["--width", "0"], "error: model.width: must be >= 1, got 0")):
+                          (["--width", "0"], "error: model.width: must be >= 1, got 0"),
+                          (["--blas", "cublaslt"], "error: --blas cublaslt: a CUDA setting, and this run is on the CPU")):
         res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--rounds", "3", "--seeds", "2",
                               "--naive-seeds", "0", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
@@ -55,18 +56,18 @@ def _device_check_commands():
 
 
 def test_device_checks_has_its_benchmark_steps():
-    assert set(_device_check_commands()) == {"target_cos", "target_cos_full", "target_square", "bench_gpu_walk",
-                                             "tf32_square", "bf16_square", "bench_cpu_cos"}
+    assert set(_device_check_commands()) == {"target_cos", "target_cos_full", "target_cos_lt", "target_square",
+                                             "bench_gpu_walk", "tf32_square", "bf16_square", "bench_cpu_cos"}
 
 
 def _shortened(args):
-    """The same flags on this machine's CPU, 2 seeds, 3 rounds (the GPU device is lent only at times, for
-    minutes: a flag renamed since the script was written must fail here, not there)."""
+    """The same flags on this machine's CPU, 2 seeds, 3 rounds, torch's BLAS choice (the GPU device is lent
+    only at times, for minutes: a flag renamed since the script was written must fail here, not there)."""
     out, it = [], iter(args)
     for a in it:
         out.append(a)
-        if a in ("--accelerator", "--seeds", "--rounds"):
-            out.append({"--accelerator": "cpu", "--seeds": "2", "--rounds": "3"}[a])
+        if a in ("--accelerator", "--seeds", "--rounds", "--blas"):
+            out.append({"--accelerator": "cpu", "--seeds": "2", "--rounds": "3", "--blas": "default"}[a])
             next(it)
     return out
 
