@@ -7,7 +7,7 @@ the round's own uniform, and puts the answered duel into the batch (``batch["due
 ``training_step`` learns from) with the round's regret (``batch["regret"]``); after the step it
 accumulates that regret. Per-round
 curves stay on the device and are written to the logger every ``log_every_n_rounds`` rounds
-(x-axis = round), so the hot path has no host synchronisation.
+(x-axis = round), and the progress bar's value is a host tensor, so the hot path has no host synchronisation.
 """
 from __future__ import annotations
 
@@ -98,8 +98,10 @@ class DuelingLoop(pl.Callback):
         self._unlogged.append((module.t, module.regret.cum_avg.clone(), module.regret.cum_weak.clone()))
         if len(self._unlogged) >= self.log_every_n_rounds or module.t == module.hparams.rounds:
             self.flush(trainer, module)
-            # the progress bar's R/t, refreshed when it changes (self.log costs ~1-2 ms a call)
-            module.log("R/t", self.running_mean, prog_bar=True, logger=False)
+            # the progress bar's R/t, refreshed when it changes (self.log costs ~1-2 ms a call). A host tensor:
+            # Lightning reads every progress-bar value on the host after every batch (its logger connector's
+            # on_batch_end), and a float would be put on the module's device: on CUDA a wait for the device a round
+            module.log("R/t", torch.tensor(self.running_mean, dtype=torch.float32), prog_bar=True, logger=False)
 
     def on_train_end(self, trainer, module):
         self.flush(trainer, module)

@@ -112,9 +112,10 @@ def test_one_seed_on_gpu_runs_un_graphed_and_graphed_is_refused():
                                            ({**MODEL, "history_pass": "graphed"}, "NVLDB"),
                                            ({}, "VACDB")])
 def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
-    """torch's sync debug mode, on from the loop's batch start to its batch end (the every-N-rounds
-    flush and a CUDA graph's capture, once per 256 rounds, excepted), warns at every operation that
-    makes the host wait for the GPU; none may."""
+    """torch's sync debug mode, on from the loop's first batch start to the end of training (the
+    every-N-rounds flush and a CUDA graph's capture, once per 256 rounds, excepted), warns at every
+    operation that makes the host wait for the GPU, the package's or Lightning's between the hooks
+    (its logger connector reads the progress-bar values after every batch); none may."""
     import warnings
 
     from nvldb_pl.callbacks import DuelingLoop
@@ -146,7 +147,8 @@ def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
         return wrapper
 
     monkeypatch.setattr(DuelingLoop, "on_train_batch_start", spanning(DuelingLoop.on_train_batch_start, "warn", "warn"))
-    monkeypatch.setattr(DuelingLoop, "on_train_batch_end", spanning(DuelingLoop.on_train_batch_end, "warn", "default"))
+    monkeypatch.setattr(DuelingLoop, "on_train_batch_end", spanning(DuelingLoop.on_train_batch_end, "warn", "warn"))
+    monkeypatch.setattr(DuelingLoop, "on_train_end", spanning(DuelingLoop.on_train_end, "default", "default"))
     monkeypatch.setattr(DuelingLoop, "flush", spanning(DuelingLoop.flush, "default"))
     try:
         with warnings.catch_warnings(record=True) as caught:

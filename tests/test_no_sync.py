@@ -29,9 +29,13 @@ def host_reads(monkeypatch):
     """The package's host reads of tensors during rounds, as a list of 'file:line (what)'."""
     found, state = [], {"in_round": False}
 
-    def recording(name, original):
+    def recording(name, original, on_device_only=False):
+        """``original``, recording a call from the package's code in a round (``on_device_only``: one given a
+        device; without one torch.tensor makes a host tensor, no copy)."""
         def wrapper(*args, **kwargs):
             caller = sys._getframe(1)
+            if on_device_only and kwargs.get("device") is None:
+                return original(*args, **kwargs)
             if state["in_round"] and caller.f_code.co_filename.startswith(PACKAGE):
                 found.append(f"{os.path.relpath(caller.f_code.co_filename, PACKAGE)}:{caller.f_lineno} ({name})")
             return original(*args, **kwargs)
@@ -41,8 +45,8 @@ def host_reads(monkeypatch):
         monkeypatch.setattr(torch.Tensor, name, recording(name, getattr(torch.Tensor, name)))
     monkeypatch.setattr(torch, "unique", recording("torch.unique", torch.unique))
     monkeypatch.setattr(torch, "nonzero", recording("torch.nonzero", torch.nonzero))
-    for name in ("tensor", "as_tensor"):  # a tensor from host data: on CUDA a blocking host-to-device copy
-        monkeypatch.setattr(torch, name, recording(f"torch.{name}", getattr(torch, name)))
+    for name in ("tensor", "as_tensor"):  # a tensor from host data on a device: on CUDA a blocking host-to-device copy
+        monkeypatch.setattr(torch, name, recording(f"torch.{name}", getattr(torch, name), on_device_only=True))
     monkeypatch.setattr(host, "reads_without_sync", lambda x: False)  # as on an accelerator
     monkeypatch.setattr("nvldb_pl.baselines.vacdb.reads_without_sync", lambda x: False)
 
@@ -94,6 +98,23 @@ def test_a_round_reads_no_tensor_on_the_host(host_reads, method, extra):
                                 log_every_n_rounds=10)
     assert summary["rounds"] == 16
     assert host_reads == [], f"{method}: host reads inside a round: {sorted(set(host_reads))}"
+
+
+def test_the_progress_bar_value_is_logged_as_a_host_tensor(monkeypatch):
+    """Lightning reads every progress-bar value on the host after every batch (its logger connector's
+    on_batch_end), outside the package's hooks. A float given to ``self.log`` is put on the module's device,
+    so on CUDA that read waited for the device every round; a host tensor is read without a wait."""
+    from lightning.pytorch import LightningModule
+
+    logged, log = [], LightningModule.log
+
+    def recording_log(self, name, value, *args, **kwargs):
+        logged.append((name, value))
+        return log(self, name, value, *args, **kwargs)
+    monkeypatch.setattr(LightningModule, "log", recording_log)
+    run_experiment({"task": "cos", "rounds": 25, "num_seeds": 2}, SMALL, log_every_n_rounds=10)
+    assert [name for name, _ in logged] == ["R/t"] * 3  # at rounds 10, 20 and 25
+    assert all(torch.is_tensor(v) and v.device.type == "cpu" for _, v in logged), logged
 
 
 def test_the_recorder_sees_a_host_read_inside_a_round(host_reads, monkeypatch):
