@@ -16,6 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 
 from nvldb_pl.data import StreamSpec  # noqa: E402
@@ -46,6 +47,10 @@ def main():
                    help="torch.set_float32_matmul_precision for the float32 runs (high: TF32 on a GPU that has it)")
     p.add_argument("--blas", default="default", choices=["default", "cublas", "cublaslt"],
                    help="on a GPU, torch's BLAS library (torch.backends.cuda.preferred_blas_library)")
+    p.add_argument("--progress-value", default="host", choices=["host", "device"],
+                   help="where the progress bar's R/t lives: host (the package's way) or device (a float given to "
+                        "self.log: Lightning reads it on the host after every batch, on a GPU a wait a round; for a "
+                        "paired measurement of that wait)")
     p.add_argument("--unsynced", action="store_true",
                    help="on a GPU, time the run as the CLI runs it: no waits for the device around the timed "
                         "sections (the split then counts kernel launches only)")
@@ -70,6 +75,10 @@ def benchmark(a) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
           f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")
     torch.set_float32_matmul_precision(a.matmul_precision)
+    if a.progress_value == "device":  # R/t given to self.log as a float, which Lightning puts on the module's device
+        log = pl.LightningModule.log
+        pl.LightningModule.log = lambda self, name, value, *args, **kwargs: log(
+            self, name, float(value) if torch.is_tensor(value) else value, *args, **kwargs)
     results = {}
     for precision, backward, walk in [(p_, b_, h_) for p_ in a.precision for b_ in a.backward for h_ in a.history_pass]:
         summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
@@ -79,7 +88,8 @@ def benchmark(a) -> None:
                                     seeds=a.seeds)  # auto's choice
         precision = (f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}") + (", unsynced" if a.unsynced else "")
                      + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}")
-                     + ("" if a.blas == "default" else f", blas {a.blas}"))
+                     + ("" if a.blas == "default" else f", blas {a.blas}")
+                     + ("" if a.progress_value == "host" else ", R/t on the device"))
         wall, tm = summary["wall_seconds"], summary["timings_seconds"]
         rate = a.seeds * a.rounds / wall
         results[precision] = rate

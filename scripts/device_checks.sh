@@ -7,7 +7,9 @@
 #    round, the CUDA-graphed update against eager, graphed the default on CUDA);
 # 2. the issue's first target as users run it (no device waits around timed sections): configs/cos.yaml's
 #    run (cos, 20 seeds x 2000 rounds, m=32), graphed (the full pass where the capture fails: a figure all the same);
-#    then the same through cuBLASLt (--blas cublaslt: may split the weight gradient's long inner dimension);
+#    then the same with the progress bar's R/t on the device, as the package logged it until call 4 (Lightning
+#    reads it on the host after every batch: the wait a round that costs, paired), and through cuBLASLt
+#    (--blas cublaslt: may split the weight gradient's long inner dimension);
 # 3. scripts/gpu_wait_finder.py: where a round makes the host wait for the device (the cos run took about
 #    host + device time on an H200, not the larger of the two);
 #    scripts/gpu_drift.py: where the float32 GPU run leaves the CPU run, and S=4 against four S=1 (and again
@@ -67,6 +69,7 @@ step versions 30 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_versio
 step tests 150 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
 step target_cos 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0 ||
   step target_cos_full 100 python3 scripts/benchmark.py --accelerator gpu --history-pass full --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
+step target_cos_wait 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --progress-value device --seeds 20 --rounds 2000 --naive-seeds 0
 step target_cos_lt 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --blas cublaslt --seeds 20 --rounds 2000 --naive-seeds 0
 step wait_finder 60 python3 scripts/gpu_wait_finder.py
 step drift 70 python3 scripts/gpu_drift.py

@@ -56,7 +56,7 @@ def _device_check_commands():
 
 
 def test_device_checks_has_its_benchmark_steps():
-    assert set(_device_check_commands()) == {"target_cos", "target_cos_full", "target_cos_lt", "target_square",
+    assert set(_device_check_commands()) == {"target_cos", "target_cos_full", "target_cos_wait", "target_cos_lt", "target_square",
                                              "bench_gpu_walk", "tf32_square", "bf16_square", "bench_cpu_cos"}
 
 
