@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 from nvldb_pl.data import StreamSpec  # noqa: E402
 from tests.naive import run_seed  # noqa: E402
-from nvldb_pl.devices import check_precision, use_blas_library  # noqa: E402
+from nvldb_pl.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.neural import resolve_history_pass  # noqa: E402
 from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
@@ -45,7 +45,7 @@ def main():
                    help="model.history_pass: how each Adam step walks the history")
     p.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"],
                    help="torch.set_float32_matmul_precision for the float32 runs (high: TF32 on a GPU that has it)")
-    p.add_argument("--blas", default="default", choices=["default", "cublas", "cublaslt"],
+    p.add_argument("--blas", default="default", choices=BLAS_LIBRARIES,
                    help="on a GPU, torch's BLAS library (torch.backends.cuda.preferred_blas_library)")
     p.add_argument("--progress-value", default="host", choices=["host", "device"],
                    help="where the progress bar's R/t lives: host (the package's way) or device (a float given to "

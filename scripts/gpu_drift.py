@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from nvldb_pl.devices import check_accelerator, use_blas_library  # noqa: E402
+from nvldb_pl.devices import BLAS_LIBRARIES, check_accelerator, use_blas_library  # noqa: E402
 from nvldb_pl.run import run_experiment  # noqa: E402
 
 DATA = {"task": "cos", "rounds": 25, "num_seeds": 3, "seed": 2}
@@ -40,7 +40,7 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--other", default="gpu", choices=["cpu", "gpu"])
-    p.add_argument("--blas", default="default", choices=["default", "cublas", "cublaslt"],
+    p.add_argument("--blas", default="default", choices=BLAS_LIBRARIES,
                    help="torch's CUDA BLAS library for the GPU runs (torch.backends.cuda.preferred_blas_library)")
     a = p.parse_args()
     try:
