@@ -4,17 +4,30 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _call(script, *args):
+    """One script in its own process, one thread (two such run side by side on this machine's two cores)."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), *args], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
 def _run(script, *args):
-    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), *args], capture_output=True,
-                         text=True, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    res = _call(script, *args)
     assert res.returncode == 0, res.stderr[-2000:]
     return res.stdout
+
+
+def _two_at_a_time(calls):
+    """[(script, args)] -> their CompletedProcesses in the same order, two processes at a time (most of
+    each is the import of torch and Lightning)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda c: _call(c[0], *c[1]), calls))
 
 
 def test_benchmark_prints_rates_the_device_and_the_time_split():
@@ -28,15 +41,15 @@ def test_benchmark_prints_rates_the_device_and_the_time_split():
 def test_benchmark_refuses_bad_settings_in_one_line_before_any_run():
     """Every precision is checked before the first timed run (a GPU session's minutes are not spent on
     the configs before a misspelt one), and a bad value ends in one error line, not a traceback."""
-    for args, message in ((["--precision", "32-true", "64-true"], "error: --precision 64-true: choose"),
-                          (["--width", "0"], "error: model.width: must be >= 1, got 0"),
-                          (["--blas", "cublaslt"], "error: --blas cublaslt: a CUDA setting, and this run is on the CPU")):
-        res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--rounds", "3", "--seeds", "2",
-                              "--naive-seeds", "0", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    cases = ((["--precision", "32-true", "64-true"], "error: --precision 64-true: choose"),
+             (["--width", "0"], "error: model.width: must be >= 1, got 0"),
+             (["--blas", "cublaslt"], "error: --blas cublaslt: a CUDA setting, and this run is on the CPU"))
+    results = _two_at_a_time([("benchmark.py", ["--rounds", "3", "--seeds", "2", "--naive-seeds", "0", *args])
+                              for args, _ in cases] + [("benchmark_horizon.py", ["--rounds", "0"])])
+    for (_, message), res in zip(cases, results):
         assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
         assert "vectorized [" not in res.stdout
-    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark_horizon.py"), "--rounds", "0"],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    res = results[-1]
     assert res.returncode == 2 and "error: --rounds: must be >= 1, got 0" in res.stderr  # was a ZeroDivisionError
 
 
@@ -81,8 +94,11 @@ def _values(args, flag, default):
 
 
 def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_collects():
-    for name, (script, args) in _device_check_commands().items():
-        out = _run(script, *_shortened(args))
+    commands = _device_check_commands()
+    results = _two_at_a_time([(script, _shortened(args)) for script, args in commands.values()])
+    for (name, (script, args)), res in zip(commands.items(), results):
+        assert res.returncode == 0, (name, res.stderr[-2000:])
+        out = res.stdout
         # one "vectorized [...] on cpu" line per precision x history pass asked for: what the summary greps
         rows = re.findall(r"^vectorized \[[^\]]+\] on cpu: +[0-9.]+ seed-rounds/s", out, re.M)
         combos = len(_values(args, "--precision", "32-true")) * len(_values(args, "--history-pass", "auto"))
@@ -92,15 +108,17 @@ def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_co
 def test_gpu_profile_counts_the_updates_kernels_and_refuses_a_missing_gpu_in_one_line():
     """scripts/gpu_profile.py on a CPU: per part (Adam steps, theta refit) a count of computing operations
     that grows with the steps asked for, and the most numerous ones named (on a GPU: its kernels)."""
+    args = ["--device", "cpu", "--seeds", "2", "--at", "40", "--grad-steps"]
+    no_gpu = [("gpu_profile.py", [])] if not torch.cuda.is_available() else []  # its default device is the GPU
+    results = _two_at_a_time([("gpu_profile.py", [*args, "1"]), ("gpu_profile.py", [*args, "3"]), *no_gpu])
     counts = []
-    for steps in ("1", "3"):
-        out = _run("gpu_profile.py", "--device", "cpu", "--seeds", "2", "--at", "40", "--grad-steps", steps)
-        found = re.search(r"^Adam steps: (\d+) kernels \(([0-9.]+) per step\), [0-9.]+ ms$", out, re.M)
-        assert found and re.search(r"^theta refit: \d+ kernels", out, re.M) and "aten::bmm" in out, out
+    for res in results[:2]:
+        assert res.returncode == 0, res.stderr[-2000:]
+        found = re.search(r"^Adam steps: (\d+) kernels \(([0-9.]+) per step\), [0-9.]+ ms$", res.stdout, re.M)
+        assert found and re.search(r"^theta refit: \d+ kernels", res.stdout, re.M) and "aten::bmm" in res.stdout, res.stdout
         counts.append(int(found.group(1)))
     assert counts[1] > 2 * counts[0], counts  # three steps launch about three times one step's operations
     if not torch.cuda.is_available():
-        res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_profile.py")], capture_output=True,
-                             text=True, timeout=300, cwd=ROOT)
+        res = results[2]
         assert res.returncode == 2 and "error: --device gpu: torch sees no CUDA GPU" in res.stderr, res.stderr
         assert "Traceback" not in res.stderr
