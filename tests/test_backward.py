@@ -112,3 +112,25 @@ def test_the_backward_pass_s_cuda_forms_equal_the_plain_ones_on_a_cpu():
     g, h = torch.randn(4, 16, 300, generator=gen), torch.randn(4, 5, 300, generator=gen)
     torch.testing.assert_close(_weight_grad(g, h, transposed=True), _weight_grad(g, h), rtol=1e-5, atol=1e-5)
     assert _weight_grad(g, h).shape == (4, 16, 5)
+
+
+def test_a_bias_gradient_s_duel_sums_are_the_sums_over_each_duel_s_two_columns_bit_for_bit():
+    """_duel_sums (two strided slices added) against torch's sum over a last dimension of 2, the form it
+    replaced: the same values (exact cancellations included; a duel of two -0.0 gives -0.0 where the sum gave
+    +0.0), and the bias gradients summed from them the same to the bit, signed zeros included."""
+    from nvldb_pl.backward import _duel_sums
+
+    gen = torch.Generator().manual_seed(5)
+    g = torch.randn(3, 7, 2 * 301, generator=gen)
+    g[g.abs() < 0.4] = 0.0
+    g[..., 1:40:2] = -g[..., 0:40:2]  # duels whose columns cancel exactly
+    g[0, 0, :8] = -0.0
+    g[1, 2] = -0.0  # a unit whose every gradient is -0.0
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        x = g.to(dtype)
+        reference = x.view(3, 7, 301, 2).sum(dim=3)
+        got = _duel_sums(x)
+        assert got.shape == (3, 7, 301) and torch.equal(got, reference), dtype
+        bias_grad, expected = got.sum(dim=2), reference.sum(dim=2)
+        assert torch.equal(torch.signbit(bias_grad), torch.signbit(expected)) and torch.equal(bias_grad, expected), dtype
+        assert not torch.signbit(bias_grad[1, 2])  # the all -0.0 unit: +0.0 either way
