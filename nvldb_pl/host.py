@@ -2,8 +2,10 @@
 folder, and the memory available (to refuse a run up front rather than fail mid-way)."""
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import platform
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -79,6 +81,37 @@ def check_writable(root: str) -> None:
             pass
     except OSError as err:
         raise ValueError(f"trainer.default_root_dir: {root} is not a writable folder ({err.strerror})") from None
+
+
+# glibc's mallopt parameters (malloc.h) and what keep_freed_memory sets them to
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD_BYTES = 256 << 20  # a block below this comes from the heap, not from a fresh mmap
+TRIM_THRESHOLD_BYTES = 1 << 30  # free memory at the heap's top kept up to this, not given back
+_kept: Optional[bool] = None
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc's malloc keep freed memory for the next tensor of the same size (process-wide, once).
+
+    A CPU round frees and allocates the same large temporaries (a history block's activations and
+    gradients, about 1.3 MB each at S=20, m=32) thousands of times. glibc by default gives such
+    blocks back to the system on free (mmap and heap trimming) and the next allocation faults every page
+    in again: about 10 million page faults in a 500-round cos run, a third of its time. With the thresholds
+    above the blocks are reused (cos, 20 seeds, 500 rounds, 2 CPU cores: 155 -> 220-290 seed-rounds/s,
+    page faults 9.4 million -> 82 thousand). The cost: the process keeps up to its peak heap, as a caching
+    allocator does. Only speed changes; every result is the same to the bit.
+    Returns whether the settings are in force (False where the C library is not glibc)."""
+    global _kept
+    if _kept is None:
+        _kept = False
+        if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+            try:
+                libc = ctypes.CDLL(None)
+                _kept = bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+                    libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+            except (OSError, AttributeError):
+                pass
+    return _kept
 
 
 def check_memory(need: int, what: str, fields: str = "data.num_seeds / data.rounds") -> None:

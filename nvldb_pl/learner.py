@@ -25,7 +25,7 @@ import torch
 
 from . import links
 from .checks import refuse_other_config, require
-from .host import check_memory
+from .host import check_memory, keep_freed_memory
 from .metrics import CumulativeRegret
 
 LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
@@ -76,6 +76,7 @@ class DuelingLearner(pl.LightningModule):
         check_linked(dim, arms, rounds, num_seeds, link)
         check_memory(history_bytes(dim, rounds, num_seeds),
                      f"history S x T x 2 x d = {num_seeds} x {rounds} x 2 x {dim} and the learner's state")
+        keep_freed_memory()  # a round's temporaries reused, not faulted in again (speed only)
         S, T, d = num_seeds, rounds, dim
         # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the networks consume them
         self.register_buffer("hist_xt", torch.zeros(S, d, 2 * T))

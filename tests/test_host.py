@@ -1,0 +1,50 @@
+"""nvldb_pl.host.keep_freed_memory: a freed block is reused, not faulted in again (speed only)."""
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# 20 times a 40 MB tensor made, written and freed: above glibc's largest automatic mmap threshold (32 MiB on
+# 64 bits), so by default each one is a fresh mapping whose pages all fault in (about 10 thousand a time)
+CYCLES = """
+import resource, sys, torch
+if sys.argv[1] == "keep":
+    from nvldb_pl.host import keep_freed_memory
+    assert keep_freed_memory() and keep_freed_memory()  # in force, and a second call changes nothing
+torch.ones(10_000_000)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    torch.ones(10_000_000)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def _faults(*modes):
+    """Page faults of the cycles per mode, the processes side by side."""
+    procs = [subprocess.Popen([sys.executable, "-c", CYCLES, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}) for mode in modes]
+    counts = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+        counts.append(int(out.split()[-1]))
+    return counts
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
+def test_kept_freed_memory_is_reused_instead_of_faulted_in_again():
+    default, kept = _faults("default", "keep")
+    assert default > 20 * 5000, default  # every cycle faulted its 40 MB in (10 thousand pages of 4 KiB)
+    assert kept < default / 5, (kept, default)  # at most a few cycles' worth (measured: one)
+
+
+def test_a_learner_keeps_freed_memory_where_the_c_library_is_glibc():
+    from nvldb_pl import host
+    from nvldb_pl.module import NVLDB
+
+    NVLDB(dim=3, arms=3, rounds=5, num_seeds=1, width=4)
+    assert host._kept == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
