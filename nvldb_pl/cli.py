@@ -22,7 +22,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
-from .parallel import started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
+from .parallel import end_process_group, started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
@@ -270,4 +270,6 @@ def run_cli(argv: list[str] | None = None) -> int:
         return 128 + signal.SIGTERM
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
         return stop.code if isinstance(stop.code, int) else 2
+    finally:
+        end_process_group()
     return 0

@@ -1,5 +1,6 @@
 """What the package asks of the machine: files written whole or not at all, a writable run
-folder, and the memory available (to refuse a run up front rather than fail mid-way)."""
+folder, the memory available (to refuse a run up front rather than fail mid-way), and freed memory
+kept for reuse (speed)."""
 from __future__ import annotations
 
 import ctypes

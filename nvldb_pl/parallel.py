@@ -34,6 +34,17 @@ def started_as_first_process() -> bool:
     return all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID"))
 
 
+def end_process_group() -> None:
+    """Destroy the run's process group, if one was started, while the interpreter is still whole.
+
+    Lightning does this at exit for NCCL only. A gloo group left to the interpreter's finalization
+    can abort its process as its worker threads are torn down ("terminate called without an active
+    exception", SIGABRT: torch's issue #190489), which a torchrun-launched CI run once hit at the
+    very end of a finished run."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 class SeedParallelStrategy(DDPStrategy):
     """DDP's processes without DDP's model wrapper: one shard of independent seeds per rank."""
 

@@ -153,3 +153,19 @@ def test_two_nodes_equal_one_process_per_seed(tmp_path):
     assert a["seeds"] == b["seeds"]  # bit for bit
     ckpts = sorted(os.listdir(os.path.join(two, "lightning_logs", "version_0", "checkpoints")))
     assert "last.ckpt" in ckpts and "last.ckpt.rank1" in ckpts  # node 1 saved its own shard
+
+
+def test_the_cli_destroys_the_process_group_before_the_interpreter_ends(tmp_path, monkeypatch):
+    """run_cli ends a run's process group itself (Lightning does so at exit for NCCL only; a gloo group
+    left to the interpreter's finalization can abort the process), on success as on a refused config."""
+    import torch.distributed as dist
+    from nvldb_pl.cli import run_cli
+
+    monkeypatch.setattr(sys, "argv", ["main.py"])  # the CLI's arguments are argv below, not pytest's
+    for argv in ([*BASE[:3], "--data.rounds=2", "--data.num_seeds=1", "--model.width=4", "--model.grad_steps=1",
+                  "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"],
+                 [*BASE[:3], "--model.lr=-1", f"--trainer.default_root_dir={tmp_path}"]):
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+        code = run_cli(argv)
+        assert code == (0 if "--model.lr=-1" not in argv else 2)
+        assert not dist.is_initialized()
