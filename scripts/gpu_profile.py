@@ -173,5 +173,6 @@ def graphed_microseconds(fn, reps: int = 20) -> float:
     torch.cuda.synchronize()
     return start.elapsed_time(end) * 1000 / (5 * reps)
 
+
 if __name__ == "__main__":
     main()
