@@ -17,6 +17,7 @@ import time
 
 import lightning.pytorch as pl
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_warn
 import torch
 
 from .host import atomic_open, write_json_atomic
@@ -200,6 +201,10 @@ class RunSummary(pl.Callback):
         if trainer.world_size > 1:
             self_duels = module.all_gather(self_duels).reshape(-1)
         self_duels = self_duels.cpu().tolist()
+        live = module.live_feature_units()  # every rank: all_gather is a collective
+        if live is not None and trainer.world_size > 1:
+            live = module.all_gather(live).reshape(-1)
+        live = None if live is None else live.cpu().tolist()
         self.summary = {
             "task": dm.spec.task,
             "method": module.method,
@@ -210,8 +215,9 @@ class RunSummary(pl.Callback):
             "base_seed": dm.spec.base_seed,
             "seeds": [
                 {"seed": int(s), "cum_avg_regret": float(a), "cum_weak_regret": float(w),
-                 "self_duel_fraction": n / max(module.t, 1)}
-                for s, a, w, n in zip(reg["seed_ids"].cpu().reshape(-1), cum_avg, cum_weak, self_duels)
+                 "self_duel_fraction": n / max(module.t, 1),
+                 **({} if live is None else {"live_feature_units": live[i]})}
+                for i, (s, a, w, n) in enumerate(zip(reg["seed_ids"].cpu().reshape(-1), cum_avg, cum_weak, self_duels))
             ],
             "R_T_over_T_mean": float(mean),
             "R_T_over_T_std": float(std),
@@ -220,6 +226,14 @@ class RunSummary(pl.Callback):
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),
         }
+        if live is not None:
+            self.summary["feature_units"] = int(module.net.theta.shape[1])
+            dead = [d["seed"] for d in self.summary["seeds"] if d["live_feature_units"] == 0]
+            if dead:
+                rank_zero_warn(
+                    f"seeds {dead}: all {self.summary['feature_units']} units of phi are 0 on every context played "
+                    f"(dead ReLUs): the network scores every arm alike, so these seeds stopped learning at some round; "
+                    f"their curves show where (docs/usage.md, 'live_feature_units')", category=RuntimeWarning)
         folder = trainer.log_dir or trainer.default_root_dir  # a collective: every rank asks
         if trainer.is_global_zero and self.write:
             os.makedirs(folder, exist_ok=True)

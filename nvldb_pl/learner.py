@@ -205,6 +205,11 @@ class DuelingLearner(pl.LightningModule):
         and in any order). Nothing here."""
         return {}
 
+    def live_feature_units(self) -> torch.Tensor | None:
+        """[S]: how many units of the learned representation phi are positive on at least one context
+        played so far (None: the learner has no learned representation)."""
+        return None
+
     def configure_optimizers(self):
         return None
 

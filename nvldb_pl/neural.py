@@ -187,6 +187,20 @@ class NeuralLearner(DuelingLearner):
         with torch.autocast(self.device.type, enabled=False):
             return self.net.utility(self.net.features(contexts.float()).to(torch.float64))  # theta^T phi
 
+    @torch.no_grad()
+    def live_feature_units(self) -> torch.Tensor:
+        """[S]: how many of phi's p units are positive on at least one of the 2t contexts played so far.
+        The others are dead: ReLU passes no gradient back to their weights from any of those contexts, so
+        training on this history cannot revive them; with all p dead, phi = 0 and f is the same for
+        every arm (the run then picks pairs by its tie-break and exploration alone)."""
+        S, p, t = self.net.theta.shape[0], self.net.theta.shape[1], self.t
+        alive = torch.zeros(S, p, dtype=torch.bool, device=self.net.theta.device)
+        with torch.autocast(self.device.type, enabled=False):
+            for lo in range(0, 2 * t, 2 * TRAIN_CHUNK_ROUNDS):
+                phi = self.net.features_t(self.hist_xt[:, :, lo : min(2 * t, lo + 2 * TRAIN_CHUNK_ROUNDS)])  # [S, p, n]
+                alive |= (phi > 0).any(dim=2)
+        return alive.sum(dim=1)
+
     def _history_rows(self, t: int) -> int:
         """How many history rows a whole-history computation at round t walks: t, or under
         history_pass=graphed t rounded up to its bucket (the rows after t weighted 0)."""

@@ -137,6 +137,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         dim = TASK_DATA.get(task, {}).get("dim", 5)
         widths, bases = {}, {}  # method -> width m (None: made elsewhere, not recorded), base seed of its run
         settings = {}  # method -> what its run changed from the method's defaults (runs with hparams.yaml)
+        dead = {}  # method -> seeds whose phi ended with no live unit (summary.json's live_feature_units)
         for (t_, method), folder in runs.items():
             if t_ != task:
                 continue
@@ -149,6 +150,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             widths[method] = hparams.get("width")
             if hparams:
                 settings[method] = " ".join(f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items()))  # as --set
+            dead[method] = [s["seed"] for s in summary["seeds"] if s.get("live_feature_units") == 0]
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
@@ -172,6 +174,8 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
                                                                                   if bases.get(method) else {}),
                                    **({"settings": settings[method]} if settings.get(method) else {})}
         lines += settings_lines(settings)
+        lines += [f"Dead φ, {method}: seed{'s' if len(d) > 1 else ''} {', '.join(map(str, d))} ended with every unit of φ at 0 "
+                  f"on every context played: stopped learning (summary.json, live_feature_units)." for method, d in dead.items() if d]
         floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()))
         lines += ["", f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
                       f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."

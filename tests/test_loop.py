@@ -171,3 +171,60 @@ def test_self_duel_count_matches_the_history():
         assert summary["seeds"][s]["self_duel_fraction"] == int(same[s]) / 60
     summary, module = _run(num_seeds=3, strategy="ucb_asym", rounds=60)  # the default: a2 != a1
     assert int(module.self_duels.sum()) == 0 and all(s["self_duel_fraction"] == 0 for s in summary["seeds"])
+
+
+def _live_units_one_by_one(module) -> list[int]:
+    """Reference for live_feature_units: each seed's network applied to each played context alone,
+    in float64, a unit counted live when some context gives it a positive output."""
+    net, t = module.net, module.t
+    out = []
+    for s in range(net.theta.shape[0]):
+        live = set()
+        for c in range(2 * t):
+            h = module.hist_xt[s, :, c].double()
+            for layer, w in enumerate(net.weights):
+                h = w[s].double() @ h + (net.biases[layer][s].double() if net.biases else 0.0)
+                h = torch.relu(h)
+            live |= {j for j in range(h.shape[0]) if h[j] > 0}
+        out.append(len(live))
+    return out
+
+
+@pytest.mark.parametrize("learner", ["NVLDB", "NDB"])
+def test_live_feature_units_count_the_units_positive_on_some_played_context(learner):
+    """summary.json's live_feature_units: phi's units alive on the history, against a context-by-context count,
+    after killing some units of seed 0 and every unit of seed 2 by their last-layer biases."""
+    data = {"task": "cos", "rounds": 300, "num_seeds": 3, "seed": 5}
+    summary, module = run_experiment(data, dict(SMALL), learner=learner)
+    assert summary["feature_units"] == 5  # p = d
+    assert [s["live_feature_units"] for s in summary["seeds"]] == _live_units_one_by_one(module)
+    with torch.no_grad():
+        module.net.biases[-1][0, :2] = -1e4
+        module.net.biases[-1][2] = -1e4
+    counts = module.live_feature_units().tolist()
+    assert counts == _live_units_one_by_one(module)
+    assert counts[0] <= 3 and counts[2] == 0 and counts[1] == summary["seeds"][1]["live_feature_units"]
+
+
+def test_a_seed_whose_features_all_died_is_named_at_the_end():
+    """A seed whose phi is 0 on every context (here from round 1) gets live_feature_units 0 and a warning
+    naming it; its regret is a random pair's, the other seeds' are untouched."""
+    from nvldb_pl.callbacks import DuelingLoop, RunSummary
+    from nvldb_pl.run import build
+
+    class KillSeed1(pl.Callback):
+        def on_train_start(self, trainer, module):
+            with torch.no_grad():
+                module.net.biases[-1][1] = -1e4
+
+    data = {"task": "cos", "rounds": 40, "num_seeds": 3, "seed": 5}
+    dm, module = build(data, dict(SMALL))
+    summary = RunSummary(write=False)
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[DuelingLoop(10, save_curves=False), summary, KillSeed1()])
+    with pytest.warns(RuntimeWarning, match=r"seeds \[1\]: all 5 units of phi are 0"):
+        trainer.fit(module, datamodule=dm)
+    live = [s["live_feature_units"] for s in summary.summary["seeds"]]
+    assert live[1] == 0 and live[0] > 0 and live[2] > 0
+    assert torch.count_nonzero(module.net.features(module.history()[1:2].flatten(1, 2).repeat(3, 1, 1))[1]) == 0

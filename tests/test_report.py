@@ -418,3 +418,20 @@ def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_
     # the run of seeds 1-2 is not taken for a run of seeds 0-1, and a negative first seed is refused
     assert find_run(os.path.join(part, "runs", "square", "NVLDB-UCB-ASYM"), 10, 2, 0, 0) is None
     assert _main(["--out", part, "--seeds", "2", "--first-seed", "-1"] + common) == 2
+
+
+def test_report_names_the_seeds_whose_features_died(tmp_path, capsys):
+    """A seed with live_feature_units 0 in its run's summary.json is named under its task's table; none, no line."""
+    out = str(tmp_path / "rep")
+    argv = ["--out", out, "--rounds", "12", "--seeds", "2", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM", "CoLSTIM",
+            "--set", "width=4", "grad_steps=1"]
+    assert _main(argv) == 0
+    assert "Dead φ" not in open(os.path.join(out, "report.md")).read()
+    path = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "summary.json")
+    summary = json.load(open(path))
+    assert all(0 < s["live_feature_units"] <= summary["feature_units"] == 5 for s in summary["seeds"])
+    summary["seeds"][1]["live_feature_units"] = 0
+    json.dump(summary, open(path, "w"))
+    assert _main(argv) == 0  # the runs are reused, the report rewritten from their summaries
+    report = open(os.path.join(out, "report.md")).read()
+    assert "Dead φ, NVLDB-UCB-ASYM: seed 1 ended with every unit of φ at 0" in report and "Dead φ, CoLSTIM" not in report
