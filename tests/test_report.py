@@ -435,3 +435,25 @@ def test_report_names_the_seeds_whose_features_died(tmp_path, capsys):
     assert _main(argv) == 0  # the runs are reused, the report rewritten from their summaries
     report = open(os.path.join(out, "report.md")).read()
     assert "Dead φ, NVLDB-UCB-ASYM: seed 1 ended with every unit of φ at 0" in report and "Dead φ, CoLSTIM" not in report
+
+
+def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, capsys):
+    """scripts/feature_trace.py: its run is the method's run of that seed (the same regret and live units at the
+    end); a baseline without a network, or an existing --out, is refused naming the flag."""
+    from nvldb_pl.run import run_experiment
+    trace = _script("feature_trace")
+    out = str(tmp_path / "trace.jsonl")
+    argv = ["--task", "cos", "--seed", "3", "--rounds", "40", "--every", "20", "--probe", "10",
+            "--set", "width=8", "grad_steps=2", "--out", out]
+    assert trace.main(argv) == 0
+    rows = [json.loads(line) for line in open(out)]
+    assert [r["t"] for r in rows] == [20, 40]
+    summary, _ = run_experiment({"task": "cos", "rounds": 40, "num_seeds": 2, "first_seed_id": 2},
+                                {"width": 8, "grad_steps": 2})
+    assert rows[-1]["cum_avg_regret"] == summary["seeds"][1]["cum_avg_regret"]
+    assert rows[-1]["live_units_history"] == summary["seeds"][1]["live_feature_units"]
+    assert 0 <= rows[-1]["probe_best_arm"] <= 1 and rows[-1]["probe_greedy_regret"] >= 0
+    for bad, flag in ((["--method", "CoLSTIM"], "--method"), ([], "--out")):
+        with pytest.raises(SystemExit):
+            trace.main(argv[:-2] + ["--out", out] + bad)
+        assert flag in capsys.readouterr().err
