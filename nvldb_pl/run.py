@@ -49,11 +49,12 @@ def _new_run_logger(root_dir: str) -> TensorBoardLogger:
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
                    log_every_n_rounds: int = 50, quiet: bool = True,
                    learner: str | type = "NVLDB", accelerator: str = "cpu",
-                   sync_timings: bool = True) -> tuple[dict, DuelingLearner]:
+                   sync_timings: bool = True, callbacks: tuple = ()) -> tuple[dict, DuelingLearner]:
     """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
     returns (summary dict, trained module). No logger unless root_dir. ``sync_timings``: on CUDA,
     wait for the device around each timed section (a true time split, at a few host waits a round);
-    False times the run as the CLI runs it (the split then counts launches only)."""
+    False times the run as the CLI runs it (the split then counts launches only). ``callbacks``: more
+    Lightning callbacks, after the loop's own (e.g. ``scripts/feature_trace.py``'s trace)."""
     check_accelerator(accelerator)
     devices.check_precision(precision, field="--precision")
     dm, module = build(data, model, learner)
@@ -67,7 +68,7 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
         logger=_new_run_logger(root_dir) if root_dir is not None else False, default_root_dir=root_dir,
         enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-        callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary],
+        callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *callbacks],
     )
     trainer.fit(module, datamodule=dm)
     return summary.summary, module

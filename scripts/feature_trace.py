@@ -13,7 +13,6 @@ The run itself is the ordinary one: its regret equals the same seed's in any run
 """
 import argparse
 import json
-import logging
 import os
 import sys
 
@@ -22,11 +21,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.callbacks import DuelingLoop  # noqa: E402
 from nvldb_pl.grid import check_positive, parse_overrides  # noqa: E402
 from nvldb_pl.registry import METHODS  # noqa: E402
 from nvldb_pl.cli import quiet_lightning  # noqa: E402
-from nvldb_pl.run import build  # noqa: E402
+from nvldb_pl.run import run_experiment  # noqa: E402
 
 
 class Trace(pl.Callback):
@@ -83,14 +81,10 @@ def main(argv=None) -> int:
         p.error(f"--out: {a.out} exists; it is not overwritten")
     learner, model = METHODS[a.method]
     data = {"task": a.task, "dim": a.dim, "rounds": a.rounds, "num_seeds": 1, "first_seed_id": a.seed}
-    dm, module = build(data, {**model, **parse_overrides(a.set)}, learner)
     quiet_lightning()
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     with open(a.out, "x") as fh:
-        trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                             callbacks=[DuelingLoop(a.rounds, save_curves=False), Trace(a.every, a.probe, fh)])
-        trainer.fit(module, datamodule=dm)
+        run_experiment(data, {**model, **parse_overrides(a.set)}, learner=learner, log_every_n_rounds=a.rounds,
+                       callbacks=(Trace(a.every, a.probe, fh),))
     print(f"{a.out}: {a.rounds // a.every} lines")
     return 0
 

@@ -209,22 +209,14 @@ def test_live_feature_units_count_the_units_positive_on_some_played_context(lear
 def test_a_seed_whose_features_all_died_is_named_at_the_end():
     """A seed whose phi is 0 on every context (here from round 1) gets live_feature_units 0 and a warning
     naming it; its regret is a random pair's, the other seeds' are untouched."""
-    from nvldb_pl.callbacks import DuelingLoop, RunSummary
-    from nvldb_pl.run import build
-
     class KillSeed1(pl.Callback):
         def on_train_start(self, trainer, module):
             with torch.no_grad():
                 module.net.biases[-1][1] = -1e4
 
     data = {"task": "cos", "rounds": 40, "num_seeds": 3, "seed": 5}
-    dm, module = build(data, dict(SMALL))
-    summary = RunSummary(write=False)
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[DuelingLoop(10, save_curves=False), summary, KillSeed1()])
     with pytest.warns(RuntimeWarning, match=r"seeds \[1\]: all 5 units of phi are 0"):
-        trainer.fit(module, datamodule=dm)
-    live = [s["live_feature_units"] for s in summary.summary["seeds"]]
+        summary, module = run_experiment(data, dict(SMALL), callbacks=(KillSeed1(),))
+    live = [s["live_feature_units"] for s in summary["seeds"]]
     assert live[1] == 0 and live[0] > 0 and live[2] > 0
     assert torch.count_nonzero(module.net.features(module.history()[1:2].flatten(1, 2).repeat(3, 1, 1))[1]) == 0
