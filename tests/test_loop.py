@@ -208,7 +208,7 @@ def test_live_feature_units_count_the_units_positive_on_some_played_context(lear
 
 def test_a_seed_whose_features_all_died_is_named_at_the_end():
     """A seed whose phi is 0 on every context (here from round 1) gets live_feature_units 0 and a warning
-    naming it; its regret is a random pair's, the other seeds' are untouched."""
+    naming it; the other seeds keep live units."""
     class KillSeed1(pl.Callback):
         def on_train_start(self, trainer, module):
             with torch.no_grad():
