@@ -189,6 +189,8 @@ class RunSummary(pl.Callback):
         self._start_round = module.t
 
     def on_train_end(self, trainer, module):
+        if module.t == self._start_round > 0:  # a finished run resumed at its horizon: its summary stays
+            return
         wall = time.perf_counter() - self._start
         reg = module.regret.compute()
         T = int(reg["rounds"]) if int(reg["rounds"]) > 0 else module.t

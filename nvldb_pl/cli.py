@@ -18,7 +18,7 @@ import sys
 import warnings
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
@@ -95,6 +95,31 @@ def check_trainer(cfg) -> int:
     return n
 
 
+class RunConfig(SaveConfigCallback):
+    """``config.yaml`` in the run's folder: the config the run started with. A resume keeps it and
+    writes its own config beside it, ``config.resumed_at_round_<t>.yaml`` (t: the round it went on
+    from), and only once the checkpoint is accepted: a refused resume writes nothing there."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self._resume_dir = None
+        if not self.config.get("ckpt_path"):
+            return super().setup(trainer, pl_module, stage)
+        self._resume_dir = trainer.log_dir  # a collective under several processes: every rank asks
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self._resume_dir is None or not trainer.is_global_zero or self.already_saved:
+            return
+        if pl_module.t >= pl_module.hparams.rounds:  # a finished run resumed at its own horizon: nothing runs
+            return
+        name = "config.yaml" if pl_module.t == 0 else f"config.resumed_at_round_{pl_module.t}.yaml"
+        config = self.config.clone()
+        config.ckpt_path = str(trainer.ckpt_path or config.ckpt_path)  # the file it went on from ("last" resolved)
+        os.makedirs(self._resume_dir, exist_ok=True)
+        self.parser.save(config, os.path.join(self._resume_dir, name), skip_none=False, overwrite=True,
+                         multifile=self.multifile)
+        self.already_saved = True
+
+
 class NVLDBCLI(LightningCLI):
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -144,13 +169,42 @@ class NVLDBCLI(LightningCLI):
         cfg = self.config_init[self.subcommand]
         ckpt = cfg.get("ckpt_path")
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
+        if ckpt == "last" and last_checkpoint(self.trainer) is None:
+            ckpt = None  # nothing saved yet (or checkpointing off): Lightning starts the run afresh
+        if not ckpt:  # every rank: none has written anything yet (that starts after the processes meet)
+            try:
+                refuse_occupied(self.trainer)
+            except ValueError:
+                folder = self.trainer.log_dir
+                if started_as_first_process() and self.trainer.loggers and os.path.isdir(folder or "") \
+                        and not os.listdir(folder):
+                    os.rmdir(folder)  # the version folder claimed for this run, still empty
+                raise
         if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":
             return
         if ckpt == "last":
             ckpt = last_checkpoint(self.trainer)
-            if ckpt is None:
-                return  # nothing saved yet (or checkpointing off): Lightning starts the run afresh
         cfg["ckpt_path"] = whole_checkpoint(ckpt)
+
+
+RUN_FILES = ("config.yaml", "summary.json", "curves.csv")  # what a run writes into its log folder
+
+
+def refuse_occupied(trainer) -> None:
+    """A new run must not write over another run's files: its log folder (``default_root_dir`` itself
+    with ``--trainer.logger false``; the default logger gives every run a new ``version_N``) and its
+    checkpoint folder must hold none. Raise naming the field that chose the folder."""
+    saver = next((c for c in trainer.callbacks if isinstance(c, RoundCheckpoint)), None)
+    log_dir = trainer.log_dir or trainer.default_root_dir
+    places = [("trainer.default_root_dir" if not trainer.loggers else "trainer.logger", log_dir, RUN_FILES)]
+    if saver is not None:
+        field = "checkpoint.dirpath" if saver.dirpath else places[0][0]
+        places.append((field, str(saver.dirpath or os.path.join(log_dir, "checkpoints")), ("last.ckpt", "last.ckpt.prev")))
+    for field, folder, names in places:
+        found = [n for n in names if os.path.isfile(os.path.join(folder, n))]
+        if found:
+            raise ValueError(f"{field}: {folder} already holds another run's {', '.join(found)}; a new run would write "
+                             f"over it: go on with that run with --ckpt_path last, or give the new one another folder")
 
 
 def last_checkpoint(trainer) -> str | None:
@@ -226,7 +280,8 @@ def main(args=None) -> NVLDBCLI:
         BanditDataModule,
         subclass_mode_model=True,
         seed_everything_default=0,
-        save_config_kwargs={"overwrite": True},
+        save_config_callback=RunConfig,
+        save_config_kwargs={"overwrite": True},  # a new run's folder is its own (NVLDBCLI.before_fit); see RunConfig
         trainer_defaults={
             "max_epochs": 1,
             "devices": 1,  # one process unless --trainer.strategy seed_parallel asks for more

@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 
 import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_info
 import torch
 
 from . import links
@@ -244,10 +245,34 @@ class DuelingLearner(pl.LightningModule):
             if progress is not None:
                 progress["is_last_batch"] = False
         refuse_other_config(saved, {"learner": name, **self.hparams}, "model.")
+        self._refuse_other_run_layout(checkpoint)
         self._t = int(checkpoint["state_dict"]["rounds_done"])
+        if self._t >= self.hparams["rounds"]:
+            rank_zero_info(f"data.rounds={self._t}: the checkpoint already holds every round of the run, so nothing "
+                           f"runs (a larger data.rounds goes on with it)")
 
     def on_save_checkpoint(self, checkpoint) -> None:
         checkpoint["learner"] = type(self).__name__
+        if self._trainer is not None:  # what the rounds so far were computed under (checked on resume)
+            checkpoint["processes"] = self.trainer.world_size
+            checkpoint["precision"] = str(self.trainer.precision)
+
+    def _refuse_other_run_layout(self, checkpoint) -> None:
+        """Refuse going on under another precision, or with the seeds spread over another number of
+        processes (each process's checkpoint holds its own shard of the seeds)."""
+        trainer = self._trainer
+        saved_ids = checkpoint["state_dict"].get("seed_id")
+        if saved_ids is not None and saved_ids.tolist() != self.seed_ids:
+            runs = checkpoint.get("processes")
+            here = trainer.world_size if trainer is not None else 1
+            raise ValueError(f"trainer.devices x trainer.num_nodes: the checkpoint holds seeds {saved_ids.tolist()} "
+                             f"(saved by a run of {runs or 'another number of'} process(es)), where this run of {here} "
+                             f"gives this process seeds {self.seed_ids}; resume with {runs or 'as many'} processes "
+                             f"(per-seed results do not depend on the count, but each process saved only its own seeds)")
+        saved, now = checkpoint.get("precision"), None if trainer is None else str(trainer.precision)
+        require(saved is None or now is None or saved == now, "trainer.precision",
+                f"the checkpoint's rounds were computed in {saved!r}; going on in {now!r} would give a run that "
+                f"equals neither; resume with --trainer.precision {saved}")
 
     @contextmanager
     def _timed(self, name: str):

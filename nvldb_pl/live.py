@@ -148,6 +148,9 @@ class DuelingBandit:
         hp = saved_hparams(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), name)
         accepted = init_args(learner_cls)
         module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
+        held = ckpt["state_dict"].get("seed_id")
+        if held is not None and len(held) != module.num_local:  # one rank's shard of a seed_parallel run
+            module.take_seeds(list(range(len(held))))
         module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
         module.load_state_dict(ckpt["state_dict"])
         module._t = int(module.rounds_done)

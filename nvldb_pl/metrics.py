@@ -39,5 +39,11 @@ class CumulativeRegret(Metric):
         self.cum_weak += r_weak.to(torch.float64)
         self.rounds += 1
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        """Restored states (resume) stand for as many updates as the rounds they hold (torchmetrics
+        would otherwise warn that compute() comes before any update when a finished run is resumed)."""
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._update_count = max(self._update_count, int(self.rounds))
+
     def compute(self) -> dict[str, torch.Tensor]:
         return {"seed_ids": self.seed_ids, "cum_avg": self.cum_avg, "cum_weak": self.cum_weak, "rounds": self.rounds}

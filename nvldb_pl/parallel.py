@@ -70,7 +70,16 @@ class SeedParallelStrategy(DDPStrategy):
                 ckpt = self.checkpoint_io.load_checkpoint(candidate, weights_only=weights_only)
                 found[int(ckpt["state_dict"]["rounds_done"])] = ckpt
         mine = sorted(found, reverse=True) + [-1] * (2 - len(found))
-        every = self.all_gather(torch.tensor(mine[:2], device=self.root_device)).view(-1, 2).cpu().tolist()
+        saved_by = int(found[mine[0]].get("processes", -1)) if found else -1  # how many processes saved it
+        every = self.all_gather(torch.tensor([*mine[:2], saved_by], device=self.root_device)).view(-1, 3).cpu().tolist()
+        saved_by = max(row[2] for row in every)
+        every = [row[:2] for row in every]
+        missing = [rank for rank, rounds in enumerate(every) if rounds == [-1, -1]]
+        if missing and len(missing) < len(every) and saved_by != self.world_size:  # some ranks have none
+            had = f"{saved_by} process(es)" if saved_by > 0 else "fewer processes"
+            raise FileNotFoundError(f"trainer.devices x trainer.num_nodes: this run has {self.world_size} processes, "
+                                    f"but rank(s) {missing} find no checkpoint of their own next to {checkpoint_path} "
+                                    f"(<name>.rank<r>): the run that saved it had {had}; resume with as many")
         common = set(every[0]).intersection(*map(set, every[1:])) - {-1}
         if not common:
             raise FileNotFoundError(f"ckpt_path: the ranks' checkpoints next to {checkpoint_path} share no round "

@@ -41,10 +41,17 @@ def _curves(root):
         return fh.read()
 
 
-def test_two_processes_equal_one_process_per_seed_and_rank0_logs_all_seeds(tmp_path):
-    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+@pytest.fixture(scope="module")
+def six_seeds(tmp_path_factory):
+    """The same 6-seed run in one process and in two (3 seeds each): the folders and the two-process run's stderr."""
+    base = tmp_path_factory.mktemp("six")
+    one, two = str(base / "one"), str(base / "two")
     _run(one, "--data.num_seeds=6")
-    out = _run(two, "--data.num_seeds=6", *PARALLEL)
+    return one, two, _run(two, "--data.num_seeds=6", *PARALLEL)
+
+
+def test_two_processes_equal_one_process_per_seed_and_rank0_logs_all_seeds(six_seeds):
+    one, two, out = six_seeds
     import re  # no warning from either rank (Lightning's own deprecated calls are filtered, cli.QUIET)
     assert [line for line in out.stderr.splitlines() if re.search(r"Warning\b|warn|\.py:\d+: ", line, flags=re.I)] == []
     a, b = _summary(one), _summary(two)
@@ -62,6 +69,41 @@ def test_two_processes_equal_one_process_per_seed_and_rank0_logs_all_seeds(tmp_p
     last = acc.Scalars("regret/cum_avg_mean")[-1]
     assert last.step == T
     assert abs(last.value - sum(s["cum_avg_regret"] for s in b["seeds"]) / 6) < 1e-4
+
+
+@pytest.mark.parametrize("saved_by", [1, 2])
+def test_a_resume_with_another_number_of_processes_is_refused_naming_both(six_seeds, tmp_path, saved_by):
+    """Each process saves only its own seeds, so a checkpoint goes on only with the processes that saved it."""
+    run = str(tmp_path / "run")
+    shutil.copytree(six_seeds[saved_by - 1], run)
+    before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    resume = [] if saved_by == 2 else PARALLEL
+    out = subprocess.run(_cmd(run, "--data.num_seeds=6", f"--data.rounds={T + 10}", "--ckpt_path=last", *resume),
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert "error: trainer.devices x trainer.num_nodes: " in out.stderr
+    if saved_by == 1:  # rank 1 of the two finds no file of its own
+        assert "this run has 2 processes, but rank(s) [1] find no checkpoint" in out.stderr
+        assert "the run that saved it had 1 process(es); resume with as many" in out.stderr
+    else:  # the one process finds rank 0's shard
+        assert "the checkpoint holds seeds [0, 1, 2] (saved by a run of 2 process(es))" in out.stderr
+        assert "resume with 2 processes" in out.stderr
+    for p, data in before.items():  # the run's files as they were (a refused resume may add an empty event file)
+        assert p.read_bytes() == data, p
+
+
+def test_a_rank_checkpoint_goes_on_live_as_its_seed_of_the_one_process_run(six_seeds):
+    """``DuelingBandit.from_checkpoint`` of rank 1's file (seeds 3-5) gives seed 4 the state one process gave it."""
+    from nvldb_pl.live import DuelingBandit
+    one, two, _ = six_seeds
+    folder = os.path.join("lightning_logs", "version_0", "checkpoints")
+    a = DuelingBandit.from_checkpoint(os.path.join(one, folder, "last.ckpt"), seed_index=4)
+    b = DuelingBandit.from_checkpoint(os.path.join(two, folder, "last.ckpt.rank1"), seed_index=1)
+    assert a.learner.seed_ids == b.learner.seed_ids == [4] and a.num_observed == b.num_observed == T
+    x = torch.randn(7, 5, generator=torch.Generator().manual_seed(0))
+    assert (a.scores(x) == b.scores(x)).all()
+    a.observe(x, 0, 1, 1), b.observe(x, 0, 1, 1)
+    assert (a.scores(x) == b.scores(x)).all() and a.select(x) == b.select(x)
 
 
 def test_uneven_split_is_refused_with_the_numbers(tmp_path):

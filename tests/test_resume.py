@@ -206,6 +206,59 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     assert _curve_rows(ext) == _curve_rows(ref)  # every round 1..24, once
     events = _events(os.path.join(ext, "lightning_logs", "version_0"))
     assert [s for s, _ in events["regret/cum_avg_mean"]] == list(range(1, 25))  # every round once
+    # config.yaml stays the config the run started with; the resume's own is written beside it
+    import yaml
+    folder = os.path.join(ext, "lightning_logs", "version_0")
+    assert yaml.safe_load(open(os.path.join(folder, "config.yaml")))["data"]["rounds"] == 16
+    resumed = yaml.safe_load(open(os.path.join(folder, "config.resumed_at_round_16.yaml")))
+    assert resumed["data"]["rounds"] == 24 and resumed["ckpt_path"].endswith("last.ckpt")
+
+
+def _files(root):
+    """Every file under root but TensorBoard's event files, with its bytes (Lightning's set-up opens an
+    event file before a checkpoint can be checked, so a refused resume adds an empty one)."""
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and "tfevents" not in p.name}
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--data.num_seeds=4"], "model.num_seeds: checkpoint 3, config 4"),
+    (["--trainer.precision=bf16-mixed"], "trainer.precision: the checkpoint's rounds were computed in '32-true'; "
+                                         "going on in 'bf16-mixed' would give a run that equals neither"),
+])
+def test_a_refused_resume_leaves_the_run_folder_as_it_was(tmp_path, extra, message):
+    root = tmp_path / "run"
+    _run(str(root), *SHORT, "--data.rounds=16")
+    before = _files(root)
+    out = subprocess.run(_cmd(str(root), *SHORT, *extra, "--ckpt_path=last"), capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
+    assert _files(root) == before  # config.yaml included: it still says what the run was
+
+
+def test_resuming_a_finished_run_at_its_horizon_runs_nothing_and_says_so(tmp_path):
+    root = tmp_path / "run"
+    _run(str(root), *SHORT)
+    before = _files(root)
+    out = _run(str(root), *SHORT, "--ckpt_path=last")
+    assert "data.rounds=24: the checkpoint already holds every round of the run, so nothing runs" in out.stderr
+    assert "Warning" not in out.stderr  # (torchmetrics warned of compute() before update())
+    assert _files(root) == before
+
+
+@pytest.mark.parametrize("layout,field", [("no logger", "trainer.default_root_dir"),
+                                          ("checkpoint.dirpath", "checkpoint.dirpath")])
+def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp_path, layout, field):
+    root = tmp_path / "run"
+    flags = [f.format(root=root) for f in LAYOUTS[layout][0]]
+    _run(str(root), *SHORT, "--data.rounds=8", *flags)
+    before = _files(root)
+    out = subprocess.run(_cmd(str(root), *SHORT, *flags, "--model.lr=0.01"), capture_output=True, text=True,
+                         timeout=600)  # a new run (no --ckpt_path), another config, the same folders
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"error: {field}: " in out.stderr and "already holds another run's" in out.stderr
+    assert "go on with that run with --ckpt_path last" in out.stderr
+    assert _files(root) == before
+    assert sorted(p.name for p in root.iterdir()) == sorted({p.relative_to(root).parts[0] for p in before})
 
 
 @pytest.mark.parametrize("extra,message", [
