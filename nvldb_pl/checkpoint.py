@@ -14,6 +14,7 @@ seed id, round), so the stream simply restarts at the saved round: nothing else 
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -31,6 +32,8 @@ class RoundCheckpoint(ModelCheckpoint):
     def __init__(self, every_n_rounds: int = 50, dirpath: Optional[str] = None):
         if every_n_rounds < 1:
             raise ValueError(f"checkpoint.every_n_rounds: must be >= 1, got {every_n_rounds}")
+        if dirpath is not None and os.path.exists(dirpath) and not os.path.isdir(dirpath):
+            raise ValueError(f"checkpoint.dirpath: {dirpath} is a file, not a folder")
         super().__init__(dirpath=dirpath, save_last=True, save_top_k=0, enable_version_counter=False)
         self.every_n_rounds = every_n_rounds
         self._saved_round = -1  # the round of the last save by this process

@@ -120,6 +120,17 @@ class RunConfig(SaveConfigCallback):
         self.already_saved = True
 
 
+CLAIMED: list[str] = []  # run folders this process created; a run refused before writing removes its empty one
+
+
+def release_claimed() -> None:
+    """Remove the run folders this process claimed that are still empty (a run refused at set-up)."""
+    while CLAIMED:
+        folder = CLAIMED.pop()
+        if os.path.isdir(folder) and not os.listdir(folder):
+            os.rmdir(folder)
+
+
 class NVLDBCLI(LightningCLI):
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -140,11 +151,16 @@ class NVLDBCLI(LightningCLI):
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
         check_writable(root)
+        logs = os.path.join(root, "lightning_logs")
+        if cfg.get("logger") in (None, True) and os.path.exists(logs) and not os.path.isdir(logs):
+            raise ValueError(f"trainer.default_root_dir: {logs} is a file, where the runs' folders go; move it or "
+                             f"give another folder")
         if cfg.get("logger") in (None, True):
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
             version = resumed_version(root, ckpt)
             if version is None and started_as_first_process():  # a new run: its own folder, even beside another run
                 version = claim_new_folder(os.path.join(root, "lightning_logs"))  # starting at the same moment
+                CLAIMED.append(os.path.join(root, "lightning_logs", f"version_{version}"))
             kwargs["logger"] = tensorboard_logger(root, version)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)
@@ -169,17 +185,13 @@ class NVLDBCLI(LightningCLI):
         cfg = self.config_init[self.subcommand]
         ckpt = cfg.get("ckpt_path")
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
-        if ckpt == "last" and last_checkpoint(self.trainer) is None:
-            ckpt = None  # nothing saved yet (or checkpointing off): Lightning starts the run afresh
+        if ckpt == "last" and last_checkpoint(self.trainer) is None:  # nothing saved yet, or checkpointing off
+            ckpt = cfg["ckpt_path"] = None  # a new run (Lightning would warn with a hint that does not apply here)
+            if started_as_first_process():
+                print(f"ckpt_path=last: no checkpoint to go on from under {self.trainer.default_root_dir} (where "
+                      f"docs/reproducibility.md says it looks); starting a new run", file=sys.stderr)
         if not ckpt:  # every rank: none has written anything yet (that starts after the processes meet)
-            try:
-                refuse_occupied(self.trainer)
-            except ValueError:
-                folder = self.trainer.log_dir
-                if started_as_first_process() and self.trainer.loggers and os.path.isdir(folder or "") \
-                        and not os.listdir(folder):
-                    os.rmdir(folder)  # the version folder claimed for this run, still empty
-                raise
+            refuse_occupied(self.trainer)
         if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":
             return
         if ckpt == "last":
@@ -245,6 +257,7 @@ def whole_checkpoint(path: str) -> str:
     a ValueError naming both files when neither does."""
     problem = checkpoint_problem(path) if os.path.exists(path) else "missing"
     if problem is None:
+        refuse_other_kind(path)
         return path
     prev = f"{path}.prev"
     if os.path.exists(prev) and checkpoint_problem(prev) is None:
@@ -253,6 +266,21 @@ def whole_checkpoint(path: str) -> str:
         return prev
     raise ValueError(f"ckpt_path: {path} cannot be read ({problem}) and there is no whole previous checkpoint "
                      f"({prev}) to resume from")
+
+
+def refuse_other_kind(path: str) -> None:
+    """A whole file that is not a ``fit`` run's checkpoint (a live ask/tell save, another program's
+    archive): a ValueError naming the file, before Lightning reads it."""
+    import torch
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as err:  # noqa: BLE001 (a zip that is not torch's)
+        raise ValueError(f"ckpt_path: {path} is not a torch checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(ckpt, dict) or "pytorch-lightning_version" not in ckpt or "state_dict" not in ckpt:
+        live = isinstance(ckpt, dict) and str(ckpt.get("format", "")).startswith("nvldb_pl.live")
+        what = ("a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it" if live
+                else "not a checkpoint of a fit run (no Lightning state in it)")
+        raise ValueError(f"ckpt_path: {path} is {what}; --ckpt_path takes a fit run's last.ckpt")
 
 
 def resumed_version(root: str, ckpt_path) -> int | None:
@@ -311,6 +339,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
     for a configuration, data or numerical error; 130 (Ctrl-C) or 143 (SIGTERM) for a run stopped
     by that signal at the end of a round, saved (:class:`RoundCheckpoint`); 0 on success."""
+    CLAIMED.clear()
     try:
         cli = main(argv)
         stopped = [c.interrupted for c in cli.trainer.callbacks if isinstance(c, RoundCheckpoint) and c.interrupted]
@@ -319,6 +348,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
         print(f"error: {user_message(err)}", file=sys.stderr)
+        release_claimed()
         return 2
     except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, or under seed_parallel)
         print("stopped by SIGTERM; go on from the last checkpoint with --ckpt_path last", file=sys.stderr)

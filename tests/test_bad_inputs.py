@@ -70,6 +70,7 @@ def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, 
         assert any(line.startswith("error: ") and names in line for line in err.splitlines()), err[-2000:]
     assert "Given value: Namespace" not in err and "Traceback" not in err, err[-2000:]
     assert not list(tmp_path.rglob("summary.json")) and not list(tmp_path.rglob("*.ckpt"))
+    assert not list(tmp_path.glob("lightning_logs/version_*"))  # the run folder it claimed, removed again
 
 
 @pytest.mark.parametrize("subcommand", ["test", "validate", "predict"])
@@ -86,6 +87,43 @@ def test_unwritable_log_dir_is_named(tmp_path, capsys):
     code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={blocker}/sub"])
     assert code == 2 and "trainer.default_root_dir" in capsys.readouterr().err
     assert blocker.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("where", ["checkpoint.dirpath", "lightning_logs"])
+def test_a_file_where_a_folder_goes_is_named(where, tmp_path, capsys):
+    blocker = tmp_path / ("ck" if where == "checkpoint.dirpath" else "lightning_logs")
+    blocker.write_text("not a folder")
+    extra = [f"--checkpoint.dirpath={blocker}"] if where == "checkpoint.dirpath" else []
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", *extra])
+    err = capsys.readouterr().err
+    field = "checkpoint.dirpath" if where == "checkpoint.dirpath" else "trainer.default_root_dir"
+    assert code == 2 and f"error: {field}: {blocker} is a file" in err and "Traceback" not in err, err[-2000:]
+    assert blocker.read_text() == "not a folder"
+
+
+def test_a_file_that_is_not_a_fit_checkpoint_is_refused_naming_it(tmp_path, capsys):
+    from nvldb_pl.live import DuelingBandit
+    live, other = tmp_path / "live.pt", tmp_path / "other.pt"
+    bandit = DuelingBandit.create(dim=5, horizon=10)
+    x = torch.randn(5, 5)
+    bandit.observe(x, *bandit.select(x), 1)
+    bandit.save(str(live))
+    torch.save({"weights": torch.zeros(3)}, other)
+    for path, what in ((live, "is a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it"),
+                       (other, "is not a checkpoint of a fit run")):
+        code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"error: ckpt_path: {path} {what}" in err and "Traceback" not in err, err[-2000:]
+    assert not list(tmp_path.glob("lightning_logs/version_*"))
+
+
+def test_ckpt_path_last_with_nothing_saved_starts_a_new_run_and_says_so(tmp_path, capsys, recwarn):
+    assert run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--ckpt_path=last"]) == 0
+    err = capsys.readouterr().err
+    assert f"ckpt_path=last: no checkpoint to go on from under {tmp_path}" in err and "starting a new run" in err
+    # not Lightning's warning, whose hint (set ModelCheckpoint's save_last=True) does not apply to this package
+    assert not [w for w in recwarn if "no last checkpoint available" in str(w.message)]
+    assert len(list(tmp_path.rglob("summary.json"))) == 1
 
 
 def test_missing_uci_folder_is_named(tmp_path, capsys):
