@@ -225,6 +225,8 @@ class DuelingBandit:
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"{path}: folder {folder} does not exist")
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path}: a folder; give a file name in it")
         with atomic_open(path, "wb") as fh:
             torch.save(payload, fh)
 

@@ -114,6 +114,8 @@ def main(argv=None, stdin=None, out=None) -> int:
             if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
                 raise ValueError(f"--save: {a.save}: folder {folder} "
                                  f"{'does not exist' if not os.path.isdir(folder) else 'is not writable'}")
+            if os.path.isdir(a.save):
+                raise ValueError(f"--save: {a.save} is a folder; give a file name in it")
         if a.load:
             bandit = DuelingBandit.from_checkpoint(a.load)
             if bandit.dim != contexts.shape[1]:

@@ -73,6 +73,17 @@ def test_a_save_path_that_cannot_be_written_is_refused_before_any_question(tmp_p
     code, text = _run(["--questions", "5", "--save", str(tmp_path / "absent" / "me.pt")], stdin="1\n")
     assert code == 2 and "Question" not in text
     assert f"--save: {tmp_path / 'absent' / 'me.pt'}: folder {tmp_path / 'absent'} does not exist" in capsys.readouterr().err
+    code, text = _run(["--questions", "5", "--save", str(tmp_path)], stdin="1\n")  # a folder, not a file
+    assert code == 2 and "Question" not in text
+    assert f"--save: {tmp_path} is a folder; give a file name in it" in capsys.readouterr().err
+
+
+def test_saving_a_live_bandit_to_a_folder_is_refused_naming_it(tmp_path):
+    import pytest
+    bandit = DuelingBandit.create(dim=5, horizon=10)
+    with pytest.raises(IsADirectoryError, match=f"{tmp_path}: a folder; give a file name in it"):
+        bandit.save(str(tmp_path))
+    assert os.listdir(tmp_path) == []
 
 
 def test_bad_input_is_named(tmp_path, capsys):
