@@ -4,7 +4,8 @@ finished runs, and read what a run was made with.
 Every run goes through :func:`nvldb_pl.run.run_experiment` (the same loop, streams and seeds as
 the CLI) and writes TensorBoard events, ``summary.json`` and ``curves.csv`` under
 ``<out>/runs/<task>/<method>/lightning_logs/version_N``. A finished run with the same rounds,
-seeds and base seed is reused, so an interrupted grid resumes where it stopped.
+seeds, base seed, model settings (``--set``) and dimension is reused, so an interrupted grid resumes
+where it stopped; other settings run anew, in the next version folder.
 :mod:`nvldb_pl.report` turns the runs into the report.
 """
 from __future__ import annotations
@@ -18,11 +19,12 @@ from typing import Optional
 
 import torch
 
-from .data import ALL_TASKS
+from .data import ALL_TASKS, StreamSpec
 from .learner import LINKED_FROM_DATA
 from .registry import LEARNERS, METHODS, init_args
 from .run import check_accelerator, run_experiment
 
+SYNTHETIC_DIM = StreamSpec.dim  # d of the synthetic tasks unless --dim (the paper's 5)
 # Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
 TASK_DATA = {
     "statlog": {"dim": 63, "arms": 7, "preference": "deterministic"},
@@ -73,8 +75,11 @@ def _accepts(learner: str) -> set[str]:
     return init_args(LEARNERS[learner])
 
 
-def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_seed: int = 0) -> Optional[str]:
-    """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None."""
+def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_seed: int = 0,
+             made_with: Optional[tuple[str, dict, dict]] = None) -> Optional[str]:
+    """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None.
+    ``made_with`` = (method, model settings given, data settings): the run must also have been made with
+    exactly those (:func:`made_with_settings`); None: any."""
     for folder in sorted(glob.glob(os.path.join(run_dir, "lightning_logs", "version_*")),
                          key=lambda p: int(p.rsplit("_", 1)[1]), reverse=True):
         path = os.path.join(folder, "summary.json")
@@ -83,9 +88,21 @@ def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_se
         with open(path) as fh:
             s = json.load(fh)
         if ((s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
-                and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))):
+                and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))
+                and (made_with is None or made_with_settings(folder, *made_with))):
             return folder
     return None
+
+
+def made_with_settings(folder: str, method: str, model: dict, data: dict) -> bool:
+    """Whether the run in ``folder`` was made with exactly the model settings ``model`` (``--set``: every
+    one as given, and no other change from the method's defaults) and the data settings ``data``."""
+    hp = run_hparams(folder)
+    if not hp:  # a run from before hparams.yaml: its settings are unknown, so it stands for the defaults only
+        return not model and not data
+    given = {**METHODS[method][1], **model}
+    return (all(hp.get(k) == v for k, v in {**given, **data}.items())
+            and set(run_settings(method, hp)) <= set(model))
 
 
 def finished_runs(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int,
@@ -119,15 +136,19 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
             learner, model = METHODS[method]
             model = {**model, **{k: v for k, v in (overrides or {}).items() if k in _accepts(learner)}}
             run_dir = os.path.join(out, "runs", task, method)
-            found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed)
+            shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
+            # reused only if made with these settings: another --set or --dim runs anew, beside it
+            settings = (method, {k: v for k, v in model.items() if k not in METHODS[method][1]},
+                        {"dim": shape.get("dim", SYNTHETIC_DIM)})
+            found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
             if found:
                 log(f"[reuse] {task:<10s} {method:<16s} {found}")
             else:
                 start = time.perf_counter()
                 data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed, "first_seed_id": first_seed,
-                        **(TASK_DATA[task] if task in TASK_DATA else (data_overrides or {}))}
+                        **shape}
                 summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator)
-                found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed)
+                found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
                 log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
                     f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s")
             done[task, method] = found

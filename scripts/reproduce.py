@@ -6,9 +6,10 @@
 
 Methods (default): the six NVLDB rules, NLDB-UCB-ASYM, NDB-UCB, NDB-TS, CoLSTIM, VACDB, MaxInP,
 Random; the other five NLDB rules on request (see nvldb_pl/registry.py). Tasks: cos, square,
-quadratic, statlog, magic, covertype. Finished runs under <out>/runs are reused, and the report covers every
-finished run there for the tasks asked (same T, seeds and base seed), so methods run one per call add up to
-one report; --report-only reports just the --methods asked. Writes <out>/report.md,
+quadratic, statlog, magic, covertype. A finished run under <out>/runs made with the same T, seeds, base seed,
+--set and --dim is reused (other settings run anew beside it), and the report covers every finished run there
+for the tasks asked (for methods not run in this call, the newest one), so methods run one per call add up to
+one report; --report-only reports just the --methods asked (the newest finished run of each). Writes <out>/report.md,
 <out>/<task>.png (needs matplotlib: pip install -e '.[report]'), <out>/curves_<task>.csv.gz and
 TensorBoard logs (tensorboard --logdir <out>/runs).
 """
@@ -58,11 +59,12 @@ def main(argv=None):
             if not runs:
                 raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
         else:
-            run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
-                     accelerator=a.accelerator, data_overrides={} if a.dim is None else {"dim": a.dim},
-                     first_seed=a.first_seed)
-            # the report keeps the methods earlier calls ran here: one method per call adds up to one report
-            runs = finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed, a.first_seed)
+            done = run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
+                            accelerator=a.accelerator, data_overrides={} if a.dim is None else {"dim": a.dim},
+                            first_seed=a.first_seed)
+            # the report keeps the methods earlier calls ran here (their newest finished run): one method per
+            # call adds up to one report; this call's methods are the runs it made or reused
+            runs = {**finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed, a.first_seed), **done}
             earlier = list(dict.fromkeys(m for _, m in runs if m not in a.methods))
             if earlier:
                 command += f"` plus the runs of earlier calls in this folder: `{' '.join(earlier)}"

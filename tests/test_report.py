@@ -1,4 +1,5 @@
 """The reproduction script end to end on a tiny grid."""
+import glob
 import json
 import os
 import re
@@ -58,6 +59,29 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
     assert open(os.path.join(out, "curves_cos.csv.gz"), "rb").read() == first  # byte for byte
     log = capsys.readouterr().out
     assert log.count("[reuse]") == len(DEFAULT_METHODS) and "[run]" not in log
+
+
+def test_reproduce_reuses_a_run_only_if_made_with_the_settings_asked(tmp_path, capsys):
+    """Another --set or --dim runs anew beside the finished run (which was once reused silently); the
+    report takes the run each call made or reused, and the same settings again reuse their run."""
+    out = str(tmp_path / "rep")
+    base = ["--out", out, "--rounds", "6", "--seeds", "1", "--tasks", "cos", "--methods", "NDB-UCB"]
+    calls = [(["--set", "width=4"], "[run]", "version_0"), (["--set", "width=8"], "[run]", "version_1"),
+             (["--set", "width=4"], "[reuse]", "version_0"), (["--set", "width=4", "lr=0.001"], "[reuse]", "version_0"),
+             (["--set", "width=4", "--dim", "7"], "[run]", "version_2"), ([], "[run]", "version_3"),
+             (["--set", "width=32"], "[reuse]", "version_3")]  # 32: the default, as given
+    for extra, verb, version in calls:
+        assert _main([*base, *extra]) == 0
+        log = capsys.readouterr().out
+        assert verb in log, (extra, log)
+        folder = os.path.join(out, "runs", "cos", "NDB-UCB", "lightning_logs", version)
+        assert (folder in log) == (verb == "[reuse]")
+        made = json.load(open(os.path.join(folder, "summary.json")))["R_T_over_T_mean"]
+        reported = json.load(open(os.path.join(out, "report.json")))["cos/NDB-UCB"]["R_T_over_T_mean"]
+        assert reported == pytest.approx(made, abs=1e-6), (extra, version)  # the report shows that run
+    means = {json.load(open(p))["R_T_over_T_mean"] for p in glob.glob(os.path.join(out, "runs", "*", "*", "*", "*",
+                                                                                  "summary.json"))}
+    assert len(means) == 4  # four different runs, so the check above could tell them apart
 
 
 def test_reproduce_rejects_unknown_method(tmp_path, capsys):
