@@ -4,11 +4,12 @@
         --grid '[{"parametrization": "ntk"}, {"parametrization": "standard", "bias": true}]' --vary strategy=ucb_asym,ucb_osym
     python scripts/sweep.py --summarize results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
 
-Each finished run is appended to ``--out`` (JSON lines: task, config, per-seed R(T)/T and self-duel
-fraction) and skipped when the sweep is run again, so a sweep can be stopped and resumed.
+Each finished run is appended to ``--out`` (JSON lines: task, config, T, per-seed R(T)/T and self-duel
+fraction) and skipped when the sweep is run again with the same T and seeds, so a sweep can be stopped and
+resumed.
 ``--vary key=a,b`` crosses every grid entry with those values. ``--summarize`` prints, per task
 and config, R(T)/T mean ± std and the paired difference to the baseline config with the same
-other settings (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins).
+other settings, T and seeds (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins).
 """
 import argparse
 import itertools
@@ -78,21 +79,27 @@ def check_grid(grid: list) -> None:
             raise ValueError(f"--grid/--vary: {learner} takes no {unknown} ({json.dumps(g)}); it takes {sorted(takes)}")
 
 
-def key_of(task: str, config: dict) -> str:
-    return json.dumps([task, config], sort_keys=True)
+def key_of(task: str, config: dict, rounds, seeds: int) -> str:
+    """A run's identity: task, config, horizon T and number of seeds (a row of another T or seed count
+    is another run: neither skipped for it nor paired with it)."""
+    return json.dumps([task, config, rounds, seeds], sort_keys=True)
+
+
+def row_key(r: dict, config: dict = None) -> str:
+    return key_of(r["task"], r["config"] if config is None else config, r.get("rounds"), len(r["per_seed"]))
 
 
 def done_keys(path: str) -> set[str]:
     if not path or not os.path.exists(path):
         return set()
     with open(path) as fh:
-        return {key_of(r["task"], r["config"]) for r in map(json.loads, fh)}
+        return {row_key(r) for r in map(json.loads, fh)}
 
 
 def summarize(path: str, baseline: dict) -> None:
     with open(path) as fh:
         rows = [json.loads(line) for line in fh]
-    by_key = {key_of(r["task"], r["config"]): r for r in rows}
+    by_key = {row_key(r): r for r in rows}
     print("| task | config | R(T)/T mean ± std | self-duels | paired vs baseline (± s.e.) | seeds better |")
     print("|---|---|---|---|---|---|")
     for r in rows:
@@ -100,7 +107,7 @@ def summarize(path: str, baseline: dict) -> None:
         mean = sum(x) / len(x)
         std = math.sqrt(sum((v - mean) ** 2 for v in x) / max(len(x) - 1, 1))
         base_cfg = {k: v for k, v in {**r["config"], **baseline}.items() if v is not None}  # null: drop the key
-        base = by_key.get(key_of(r["task"], base_cfg))
+        base = by_key.get(row_key(r, base_cfg))
         paired, wins = "–", "–"
         if base is not None and base is not r:
             d = [a - b for a, b in zip(x, base["per_seed"])]
@@ -147,7 +154,7 @@ def sweep(a, grid: list[dict]) -> None:
     print("|---|---|---|---|---|")
     for task in a.tasks:
         for g in grid:
-            if key_of(task, g) in done:
+            if key_of(task, g, a.rounds, a.seeds) in done:
                 continue
             model = dict(g)
             learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}

@@ -240,16 +240,19 @@ def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys)
     try:
         sweep.main()
         sweep.main()  # everything finished: nothing runs again
+        sys.argv = [*argv[:2], "8", *argv[3:]]
+        sweep.main()  # another T is another run (it was once skipped as finished)
     finally:
         sys.argv = old
     rows = [json.loads(line) for line in open(out)]
-    assert [r["config"]["distinct_arms"] for r in rows] == [False, True]
+    assert [(r["rounds"], r["config"]["distinct_arms"]) for r in rows] == [(6, False), (6, True), (8, False), (8, True)]
     assert all(len(r["per_seed"]) == 2 for r in rows) and rows[1]["self_duels"] == [0.0, 0.0]
     capsys.readouterr()
     sweep.summarize(out, {"distinct_arms": False})
     table = capsys.readouterr().out
-    d = [b - a for a, b in zip(rows[0]["per_seed"], rows[1]["per_seed"])]
-    assert f"{sum(d) / 2:+.3f}" in table  # the paired difference of the second row against the first
+    for a, b in ((rows[0], rows[1]), (rows[2], rows[3])):  # each paired with the baseline of its own T
+        d = [y - x for x, y in zip(a["per_seed"], b["per_seed"])]
+        assert f"{sum(d) / 2:+.3f}" in table
 
 
 @pytest.mark.parametrize("extra,message", [
