@@ -335,12 +335,28 @@ def user_message(err: Exception) -> str:
     return text
 
 
+def check_config_files(argv: list[str]) -> None:
+    """Each ``--config`` file that exists must be YAML: a syntax error is named with its file (the
+    parser's own report says only ``"<unicode string>", line 4``)."""
+    import yaml
+    paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")]
+    paths += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
+    for path in paths:
+        if os.path.isfile(path):
+            try:
+                with open(path) as fh:
+                    yaml.safe_load(fh)
+            except yaml.YAMLError as err:
+                raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
+
+
 def run_cli(argv: list[str] | None = None) -> int:
     """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
     for a configuration, data or numerical error; 130 (Ctrl-C) or 143 (SIGTERM) for a run stopped
     by that signal at the end of a round, saved (:class:`RoundCheckpoint`); 0 on success."""
     CLAIMED.clear()
     try:
+        check_config_files(sys.argv[1:] if argv is None else argv)
         cli = main(argv)
         stopped = [c.interrupted for c in cli.trainer.callbacks if isinstance(c, RoundCheckpoint) and c.interrupted]
         if stopped:

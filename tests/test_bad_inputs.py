@@ -126,6 +126,16 @@ def test_ckpt_path_last_with_nothing_saved_starts_a_new_run_and_says_so(tmp_path
     assert len(list(tmp_path.rglob("summary.json"))) == 1
 
 
+@pytest.mark.parametrize("form", ["--config FILE", "--config=FILE"])
+def test_a_config_file_that_is_not_yaml_is_named_with_its_line(form, tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data:\n  task: cos\n  rounds: [\n")
+    code = run_cli(["fit", *form.replace("FILE", str(bad)).split(), f"--trainer.default_root_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: --config: {bad} is not valid YAML (" in err and f'in "{bad}", line 4' in err, err
+    assert not list(tmp_path.glob("lightning_logs/version_*"))
+
+
 def test_missing_uci_folder_is_named(tmp_path, capsys):
     code = run_cli(["fit", "--config", os.path.join(ROOT, "configs", "statlog.yaml"), *QUICK,
                     f"--data.data_dir={tmp_path}/absent", f"--trainer.default_root_dir={tmp_path}"])
