@@ -72,6 +72,21 @@ def process_count(devices, num_nodes, accelerator) -> int:
     return device_count(devices, accelerator) * int(num_nodes or 1)
 
 
+# What a launcher sets that lets the nodes of a run find each other: by hand (MASTER_ADDR/MASTER_PORT), SLURM,
+# torchrun, LSF, MPI. Without any, Lightning's rank 0 listens on a port of its own choosing that no other node knows.
+LAUNCHER_VARIABLES = ("MASTER_PORT", "SLURM_NTASKS", "TORCHELASTIC_RUN_ID", "LOCAL_WORLD_SIZE", "LSB_JOBID",
+                      "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+
+
+def check_nodes(num_nodes) -> None:
+    """Refuse ``trainer.num_nodes`` > 1 where no launcher set the run up (it would wait for nodes that cannot come)."""
+    if int(num_nodes or 1) > 1 and not any(os.environ.get(k) for k in LAUNCHER_VARIABLES):
+        raise ValueError(f"trainer.num_nodes={num_nodes}: nothing here tells the other machines where to find this "
+                         f"one (no SLURM, torchrun or MASTER_ADDR/MASTER_PORT/NODE_RANK variables), so it would wait "
+                         f"for them until the process group times out; launch through SLURM or torchrun, or set those on every machine "
+                         f"(docs/reproducibility.md, 'Over machines')")
+
+
 def check_trainer(cfg) -> int:
     """Refuse, naming the field, trainer settings under which the run would not be the bandit loop
     (or would not run at all here: an accelerator, device count or precision it cannot take);
@@ -87,6 +102,8 @@ def check_trainer(cfg) -> int:
     strategy = cfg.get("strategy", "auto")
     name = getattr(strategy, "strategy_name", strategy)
     n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), accelerator)
+    if n > 1 and name == "seed_parallel":
+        check_nodes(cfg.get("num_nodes", 1))
     if n > 1 and name != "seed_parallel":
         raise ValueError(f"trainer.devices={cfg.get('devices')!r}, trainer.num_nodes={cfg.get('num_nodes', 1)!r}: "
                          f"{n} processes under trainer.strategy={name!r} would run Lightning's DDP, which averages "

@@ -136,6 +136,22 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line(form, tmp_path, c
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
+def test_several_nodes_without_a_launcher_are_refused_instead_of_waiting(tmp_path, capsys, monkeypatch):
+    """--trainer.num_nodes 2 on a machine no launcher set up: rank 0 would listen on a port no other node knows."""
+    from nvldb_pl.cli import LAUNCHER_VARIABLES, check_nodes
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--trainer.num_nodes=2",
+                    "--trainer.strategy=seed_parallel", "--trainer.accelerator=cpu"])
+    err = capsys.readouterr().err
+    assert code == 2 and "error: trainer.num_nodes=2: nothing here tells the other machines where to find this one" in err
+    assert not list(tmp_path.glob("lightning_logs/version_*"))
+    for name in ("MASTER_PORT", "SLURM_NTASKS", "LOCAL_WORLD_SIZE"):  # set up by hand, by SLURM, by torchrun
+        monkeypatch.setenv(name, "2")
+        check_nodes(2)
+        monkeypatch.delenv(name)
+
+
 def test_missing_uci_folder_is_named(tmp_path, capsys):
     code = run_cli(["fit", "--config", os.path.join(ROOT, "configs", "statlog.yaml"), *QUICK,
                     f"--data.data_dir={tmp_path}/absent", f"--trainer.default_root_dir={tmp_path}"])
