@@ -18,10 +18,11 @@ import sys
 import warnings
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.fabric.plugins import CheckpointIO
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
+from . import baselines, shards  # noqa: F401  (registers the baseline classes for ``--model Name``)
 from .parallel import end_process_group, started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
@@ -214,6 +215,25 @@ class NVLDBCLI(LightningCLI):
         if ckpt == "last":
             ckpt = last_checkpoint(self.trainer)
         cfg["ckpt_path"] = whole_checkpoint(ckpt)
+        if refuse_other_kind(cfg["ckpt_path"]) > 1:  # saved by several seed_parallel processes: go on in one
+            self.trainer.strategy.checkpoint_io = MergedSeeds(self.trainer.strategy.checkpoint_io)
+
+
+class MergedSeeds(CheckpointIO):
+    """Reads a checkpoint that several ``seed_parallel`` processes saved as one of all their seeds
+    (:func:`nvldb_pl.shards.load_merged`), for a run that goes on in one process; writes as ``io``."""
+
+    def __init__(self, io: CheckpointIO):
+        self.io = io
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None):
+        return shards.load_share(str(path), lambda p: self.io.load_checkpoint(p, weights_only=weights_only), 1, 0)
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        self.io.save_checkpoint(checkpoint, path, storage_options=storage_options)
+
+    def remove_checkpoint(self, path):
+        self.io.remove_checkpoint(path)
 
 
 RUN_FILES = ("config.yaml", "summary.json", "curves.csv")  # what a run writes into its log folder
@@ -274,7 +294,6 @@ def whole_checkpoint(path: str) -> str:
     a ValueError naming both files when neither does."""
     problem = checkpoint_problem(path) if os.path.exists(path) else "missing"
     if problem is None:
-        refuse_other_kind(path)
         return path
     prev = f"{path}.prev"
     if os.path.exists(prev) and checkpoint_problem(prev) is None:
@@ -285,9 +304,10 @@ def whole_checkpoint(path: str) -> str:
                      f"({prev}) to resume from")
 
 
-def refuse_other_kind(path: str) -> None:
+def refuse_other_kind(path: str) -> int:
     """A whole file that is not a ``fit`` run's checkpoint (a live ask/tell save, another program's
-    archive): a ValueError naming the file, before Lightning reads it."""
+    archive): a ValueError naming the file, before Lightning reads it. Else the number of processes
+    the run that saved it had."""
     import torch
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
@@ -298,6 +318,7 @@ def refuse_other_kind(path: str) -> None:
         what = ("a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it" if live
                 else "not a checkpoint of a fit run (no Lightning state in it)")
         raise ValueError(f"ckpt_path: {path} is {what}; --ckpt_path takes a fit run's last.ckpt")
+    return shards.saved_processes(ckpt)
 
 
 def resumed_version(root: str, ckpt_path) -> int | None:

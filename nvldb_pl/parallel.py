@@ -15,7 +15,9 @@ torchmetrics, so ``summary.json`` lists every seed.
 Checkpoints: every rank saves its own state, rank 0 to ``last.ckpt`` and rank r to
 ``last.ckpt.rank{r}`` next to it, keeping the one before as ``<name>.prev``. A kill can land
 between two ranks' saves, so on resume the ranks agree on the latest round that every rank has
-(its ``last`` or its ``prev``) and each loads that file: the ranks always restart together.
+(its ``last`` or its ``prev``) and each loads that file: the ranks always restart together. A run
+saved by another number of processes goes on too: each rank takes its share of the merged seeds
+(:mod:`nvldb_pl.shards`).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import os
 import torch
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
+from . import shards
 from .host import checkpoint_problem, replace_keeping_previous
 
 
@@ -63,23 +66,22 @@ class SeedParallelStrategy(DDPStrategy):
         replace_keeping_previous(tmp, path)
 
     def load_checkpoint(self, checkpoint_path, weights_only=None):
+        def load(p):
+            return self.checkpoint_io.load_checkpoint(p, weights_only=weights_only)
+
+        base = shards.base_path(str(checkpoint_path))
+        saved = [shards.saved_processes(load(p)) for p in (base, f"{base}.prev")
+                 if os.path.exists(p) and checkpoint_problem(p) is None][:1]
+        if saved and saved[0] != self.world_size:  # saved by another number of processes: re-shard the seeds
+            return shards.load_share(base, load, self.world_size, self.global_rank)
         path = self._rank_path(checkpoint_path)
         found = {}
         for candidate in (path, f"{path}.prev"):
             if os.path.exists(candidate) and checkpoint_problem(candidate) is None:  # a damaged file is skipped
-                ckpt = self.checkpoint_io.load_checkpoint(candidate, weights_only=weights_only)
+                ckpt = load(candidate)
                 found[int(ckpt["state_dict"]["rounds_done"])] = ckpt
         mine = sorted(found, reverse=True) + [-1] * (2 - len(found))
-        saved_by = int(found[mine[0]].get("processes", -1)) if found else -1  # how many processes saved it
-        every = self.all_gather(torch.tensor([*mine[:2], saved_by], device=self.root_device)).view(-1, 3).cpu().tolist()
-        saved_by = max(row[2] for row in every)
-        every = [row[:2] for row in every]
-        missing = [rank for rank, rounds in enumerate(every) if rounds == [-1, -1]]
-        if missing and len(missing) < len(every) and saved_by != self.world_size:  # some ranks have none
-            had = f"{saved_by} process(es)" if saved_by > 0 else "fewer processes"
-            raise FileNotFoundError(f"trainer.devices x trainer.num_nodes: this run has {self.world_size} processes, "
-                                    f"but rank(s) {missing} find no checkpoint of their own next to {checkpoint_path} "
-                                    f"(<name>.rank<r>): the run that saved it had {had}; resume with as many")
+        every = self.all_gather(torch.tensor(mine[:2], device=self.root_device)).view(-1, 2).cpu().tolist()
         common = set(every[0]).intersection(*map(set, every[1:])) - {-1}
         if not common:
             raise FileNotFoundError(f"ckpt_path: the ranks' checkpoints next to {checkpoint_path} share no round "

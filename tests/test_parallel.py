@@ -71,25 +71,66 @@ def test_two_processes_equal_one_process_per_seed_and_rank0_logs_all_seeds(six_s
     assert abs(last.value - sum(s["cum_avg_regret"] for s in b["seeds"]) / 6) < 1e-4
 
 
+@pytest.fixture(scope="module")
+def six_seeds_longer(tmp_path_factory):
+    """six_seeds' run made with 10 more rounds from the start, in one process."""
+    longer = str(tmp_path_factory.mktemp("six_longer"))
+    _run(longer, "--data.num_seeds=6", f"--data.rounds={T + 10}")
+    return longer
+
+
 @pytest.mark.parametrize("saved_by", [1, 2])
-def test_a_resume_with_another_number_of_processes_is_refused_naming_both(six_seeds, tmp_path, saved_by):
-    """Each process saves only its own seeds, so a checkpoint goes on only with the processes that saved it."""
+def test_a_run_goes_on_exactly_with_another_number_of_processes(six_seeds, six_seeds_longer, tmp_path, saved_by):
+    """Each process saved only its own seeds; the ranks' files are merged and every new process takes its
+    share, so a run saved by 1 process goes on in 2 and one saved by 2 goes on in 1, seed by seed the same."""
     run = str(tmp_path / "run")
     shutil.copytree(six_seeds[saved_by - 1], run)
-    before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
     resume = [] if saved_by == 2 else PARALLEL
-    out = subprocess.run(_cmd(run, "--data.num_seeds=6", f"--data.rounds={T + 10}", "--ckpt_path=last", *resume),
-                         capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    assert "error: trainer.devices x trainer.num_nodes: " in out.stderr
-    if saved_by == 1:  # rank 1 of the two finds no file of its own
-        assert "this run has 2 processes, but rank(s) [1] find no checkpoint" in out.stderr
-        assert "the run that saved it had 1 process(es); resume with as many" in out.stderr
-    else:  # the one process finds rank 0's shard
-        assert "the checkpoint holds seeds [0, 1, 2] (saved by a run of 2 process(es))" in out.stderr
-        assert "resume with 2 processes" in out.stderr
-    for p, data in before.items():  # the run's files as they were (a refused resume may add an empty event file)
-        assert p.read_bytes() == data, p
+    out = _run(run, "--data.num_seeds=6", f"--data.rounds={T + 10}", "--ckpt_path=last", *resume)
+    assert "Traceback" not in out.stderr
+    assert _summary(run)["seeds"] == _summary(six_seeds_longer)["seeds"]  # bit for bit
+    assert _curves(run) == _curves(six_seeds_longer)
+
+
+def _fake_rank_file(ids, rounds=5):
+    """A checkpoint of seeds ``ids`` as one rank saves it: per-seed tensors lead with the seed dimension."""
+    n, v = len(ids), torch.tensor(ids, dtype=torch.float64)
+    return {"state_dict": {"seed_id": torch.tensor(ids), "rounds_done": torch.tensor(rounds), "base_seed": torch.tensor(0),
+                           "hist_o": v.unsqueeze(1).repeat(1, 3), "regret.rounds": torch.tensor(rounds),
+                           "net.weights.0": v.view(n, 1, 1).repeat(1, 2, 2)},
+            "optimizer_states": [{"state": {0: {"step": torch.tensor(3.0), "exp_avg": v.view(n, 1, 1).repeat(1, 2, 2)}},
+                                  "param_groups": [{"lr": 1e-3}]}],
+            "callbacks": {"DuelingLoop": {"pending": [(4, v + 0.5, v + 0.25), (5, v + 1.5, v + 1.25)],
+                                          "curves": [([1, 2], torch.zeros(2, 6), torch.zeros(2, 6))], "running_mean": 0.5}},
+            "loops": {"fit_loop": {"rounds": rounds}}, "processes": 2}
+
+
+def test_merging_the_ranks_files_and_taking_shares_moves_every_per_seed_entry_and_nothing_else():
+    from nvldb_pl import shards
+    a, b = _fake_rank_file([0, 1, 2]), _fake_rank_file([3, 4, 5])
+    merged = shards.merge([a, b])
+    assert merged["state_dict"]["seed_id"].tolist() == list(range(6)) and merged["processes"] == 1
+    assert merged["state_dict"]["hist_o"][:, 0].tolist() == list(range(6))
+    assert merged["state_dict"]["net.weights.0"].shape == (6, 2, 2)
+    for key in ("rounds_done", "base_seed", "regret.rounds"):  # shared: rank 0's
+        assert merged["state_dict"][key] is a["state_dict"][key]
+    opt = merged["optimizer_states"][0]
+    assert opt["state"][0]["exp_avg"][:, 0, 0].tolist() == list(range(6)) and opt["state"][0]["step"] == 3.0
+    assert opt["param_groups"] == a["optimizer_states"][0]["param_groups"]
+    loop = merged["callbacks"]["DuelingLoop"]
+    assert [r for r, _, _ in loop["pending"]] == [4, 5]
+    assert loop["pending"][1][1].tolist() == [i + 1.5 for i in range(6)] and loop["pending"][0][2].tolist() == [
+        i + 0.25 for i in range(6)]
+    assert loop["curves"] is a["callbacks"]["DuelingLoop"]["curves"] and merged["loops"] == a["loops"]
+    thirds = [shards.take(merged, 2 * r, 2) for r in range(3)]  # the same seeds over 3 processes
+    assert [t["state_dict"]["seed_id"].tolist() for t in thirds] == [[0, 1], [2, 3], [4, 5]]
+    back = shards.take(merged, 3, 3)  # rank 1's share over 2 processes is b again
+    assert all(torch.equal(back["state_dict"][k], b["state_dict"][k]) for k in b["state_dict"])
+    assert torch.equal(back["optimizer_states"][0]["state"][0]["exp_avg"], b["optimizer_states"][0]["state"][0]["exp_avg"])
+    assert all(r1 == r2 and torch.equal(x1, x2) and torch.equal(y1, y2) for (r1, x1, y1), (r2, x2, y2) in
+               zip(back["callbacks"]["DuelingLoop"]["pending"], b["callbacks"]["DuelingLoop"]["pending"]))
+    with pytest.raises(ValueError, match=r"different rounds \[5, 6\]"):
+        shards.merge([a, _fake_rank_file([3, 4, 5], rounds=6)])
 
 
 def test_a_rank_checkpoint_goes_on_live_as_its_seed_of_the_one_process_run(six_seeds):
