@@ -11,25 +11,25 @@ callback. Everything a run writes goes under ``trainer.default_root_dir``.
 """
 from __future__ import annotations
 
-import glob
 import os
 import signal
 import sys
 import warnings
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.fabric.plugins import CheckpointIO
-from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from . import baselines, shards  # noqa: F401  (registers the baseline classes for ``--model Name``)
+from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
 from .parallel import end_process_group, started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
-from .host import check_writable, checkpoint_problem, claim_new_folder
+from .host import check_writable, claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
+from .resume import (MergedSeeds, RunConfig, last_checkpoint, refuse_occupied, refuse_other_kind, resumed_version,
+                     whole_checkpoint)
 from .run import tensorboard_logger
 from .streams import shard
 
@@ -113,31 +113,6 @@ def check_trainer(cfg) -> int:
     return n
 
 
-class RunConfig(SaveConfigCallback):
-    """``config.yaml`` in the run's folder: the config the run started with. A resume keeps it and
-    writes its own config beside it, ``config.resumed_at_round_<t>.yaml`` (t: the round it went on
-    from), and only once the checkpoint is accepted: a refused resume writes nothing there."""
-
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        self._resume_dir = None
-        if not self.config.get("ckpt_path"):
-            return super().setup(trainer, pl_module, stage)
-        self._resume_dir = trainer.log_dir  # a collective under several processes: every rank asks
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        if self._resume_dir is None or not trainer.is_global_zero or self.already_saved:
-            return
-        if pl_module.t >= pl_module.hparams.rounds:  # a finished run resumed at its own horizon: nothing runs
-            return
-        name = "config.yaml" if pl_module.t == 0 else f"config.resumed_at_round_{pl_module.t}.yaml"
-        config = self.config.clone()
-        config.ckpt_path = str(trainer.ckpt_path or config.ckpt_path)  # the file it went on from ("last" resolved)
-        os.makedirs(self._resume_dir, exist_ok=True)
-        self.parser.save(config, os.path.join(self._resume_dir, name), skip_none=False, overwrite=True,
-                         multifile=self.multifile)
-        self.already_saved = True
-
-
 CLAIMED: list[str] = []  # run folders this process created; a run refused before writing removes its empty one
 
 
@@ -217,126 +192,6 @@ class NVLDBCLI(LightningCLI):
         cfg["ckpt_path"] = whole_checkpoint(ckpt)
         if refuse_other_kind(cfg["ckpt_path"]) > 1:  # saved by several seed_parallel processes: go on in one
             self.trainer.strategy.checkpoint_io = MergedSeeds(self.trainer.strategy.checkpoint_io)
-
-
-class MergedSeeds(CheckpointIO):
-    """Reads a checkpoint that several ``seed_parallel`` processes saved as one of all their seeds
-    (:func:`nvldb_pl.shards.load_merged`), for a run that goes on in one process; writes as ``io``."""
-
-    def __init__(self, io: CheckpointIO):
-        self.io = io
-
-    def load_checkpoint(self, path, map_location=None, weights_only=None):
-        return shards.load_share(str(path), lambda p: self.io.load_checkpoint(p, weights_only=weights_only), 1, 0)
-
-    def save_checkpoint(self, checkpoint, path, storage_options=None):
-        self.io.save_checkpoint(checkpoint, path, storage_options=storage_options)
-
-    def remove_checkpoint(self, path):
-        self.io.remove_checkpoint(path)
-
-
-RUN_FILES = ("config.yaml", "summary.json", "curves.csv")  # what a run writes into its log folder
-
-
-def refuse_occupied(trainer) -> None:
-    """A new run must not write over another run's files: its log folder (``default_root_dir`` itself
-    with ``--trainer.logger false``; the default logger gives every run a new ``version_N``) and its
-    checkpoint folder must hold none. Raise naming the field that chose the folder."""
-    saver = next((c for c in trainer.callbacks if isinstance(c, RoundCheckpoint)), None)
-    log_dir = trainer.log_dir or trainer.default_root_dir
-    places = [("trainer.default_root_dir" if not trainer.loggers else "trainer.logger", log_dir, RUN_FILES)]
-    if saver is not None:
-        field = "checkpoint.dirpath" if saver.dirpath else places[0][0]
-        places.append((field, str(saver.dirpath or os.path.join(log_dir, "checkpoints")), ("last.ckpt", "last.ckpt.prev")))
-    for field, folder, names in places:
-        found = [n for n in names if os.path.isfile(os.path.join(folder, n))]
-        if found:
-            raise ValueError(f"{field}: {folder} already holds another run's {', '.join(found)}; a new run would write "
-                             f"over it: go on with that run with --ckpt_path last, or give the new one another folder")
-
-
-def last_checkpoint(trainer) -> str | None:
-    """The ``last.ckpt`` that ``--ckpt_path last`` names: in the folder :class:`RoundCheckpoint`
-    writes to, which is ``checkpoint.dirpath`` if set, else ``<logger save_dir>/<name>/version_N/
-    checkpoints`` of the newest N holding one (any logger with versions; the default TensorBoard one
-    is ``<default_root_dir>/lightning_logs``), else, with ``--trainer.logger false``,
-    ``<default_root_dir>/checkpoints``. None where no checkpoint (nor its ``.prev``) is there yet."""
-    saver = next((c for c in trainer.callbacks if isinstance(c, RoundCheckpoint)), None)
-    if saver is None:
-        return None
-    if saver.dirpath:
-        folder = str(saver.dirpath)
-    elif not trainer.loggers:
-        folder = os.path.join(trainer.default_root_dir, "checkpoints")
-    else:
-        logger = trainer.loggers[0]
-        version = newest_version(os.path.join(logger.save_dir or trainer.default_root_dir, str(logger.name or "")))
-        if version is None:
-            return None
-        folder = os.path.join(version, "checkpoints")
-    return os.path.join(folder, "last.ckpt") if has_checkpoint(folder) else None
-
-
-def has_checkpoint(folder: str) -> bool:
-    return any(os.path.isfile(os.path.join(folder, f)) for f in ("last.ckpt", "last.ckpt.prev"))
-
-
-def newest_version(logs: str) -> str | None:
-    """The ``<logs>/version_N`` folder of largest N that holds a checkpoint (or its ``.prev``)."""
-    found = [d for d in glob.glob(os.path.join(logs, "version_*"))
-             if d.rsplit("_", 1)[1].isdigit() and has_checkpoint(os.path.join(d, "checkpoints"))]
-    return max(found, key=lambda d: int(d.rsplit("_", 1)[1])) if found else None
-
-
-def whole_checkpoint(path: str) -> str:
-    """``path`` if it reads whole, else the previous checkpoint next to it (saying so on stderr);
-    a ValueError naming both files when neither does."""
-    problem = checkpoint_problem(path) if os.path.exists(path) else "missing"
-    if problem is None:
-        return path
-    prev = f"{path}.prev"
-    if os.path.exists(prev) and checkpoint_problem(prev) is None:
-        print(f"ckpt_path: {path} cannot be read ({problem}); resuming from the previous checkpoint {prev}",
-              file=sys.stderr)
-        return prev
-    raise ValueError(f"ckpt_path: {path} cannot be read ({problem}) and there is no whole previous checkpoint "
-                     f"({prev}) to resume from")
-
-
-def refuse_other_kind(path: str) -> int:
-    """A whole file that is not a ``fit`` run's checkpoint (a live ask/tell save, another program's
-    archive): a ValueError naming the file, before Lightning reads it. Else the number of processes
-    the run that saved it had."""
-    import torch
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except Exception as err:  # noqa: BLE001 (a zip that is not torch's)
-        raise ValueError(f"ckpt_path: {path} is not a torch checkpoint ({type(err).__name__}: {err})") from None
-    if not isinstance(ckpt, dict) or "pytorch-lightning_version" not in ckpt or "state_dict" not in ckpt:
-        live = isinstance(ckpt, dict) and str(ckpt.get("format", "")).startswith("nvldb_pl.live")
-        what = ("a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it" if live
-                else "not a checkpoint of a fit run (no Lightning state in it)")
-        raise ValueError(f"ckpt_path: {path} is {what}; --ckpt_path takes a fit run's last.ckpt")
-    return shards.saved_processes(ckpt)
-
-
-def resumed_version(root: str, ckpt_path) -> int | None:
-    """The TensorBoard version to log into: that of the run being resumed, else None (a new one).
-
-    ``last``: the newest ``lightning_logs/version_N`` with ``checkpoints/last.ckpt``; a path
-    inside ``<root>/lightning_logs/version_N/``: that N.
-    """
-    logs = os.path.join(root, "lightning_logs")
-    if ckpt_path == "last":
-        version = newest_version(logs)
-        return None if version is None else int(version.rsplit("_", 1)[1])
-    if ckpt_path:
-        rel = os.path.relpath(os.path.abspath(ckpt_path), os.path.abspath(logs))
-        head = rel.split(os.sep)[0]
-        if not rel.startswith("..") and head.startswith("version_") and head[8:].isdigit():
-            return int(head[8:])
-    return None
 
 
 def main(args=None) -> NVLDBCLI:
