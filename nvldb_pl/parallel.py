@@ -70,7 +70,7 @@ class SeedParallelStrategy(DDPStrategy):
             return self.checkpoint_io.load_checkpoint(p, weights_only=weights_only)
 
         base = shards.base_path(str(checkpoint_path))
-        saved = [shards.saved_processes(load(p)) for p in (base, f"{base}.prev")
+        saved = [shards.saved_processes(load(p), base) for p in (base, f"{base}.prev")
                  if os.path.exists(p) and checkpoint_problem(p) is None][:1]
         if saved and saved[0] != self.world_size:  # saved by another number of processes: re-shard the seeds
             return shards.load_share(base, load, self.world_size, self.global_rank)

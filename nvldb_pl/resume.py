@@ -144,7 +144,7 @@ def refuse_other_kind(path: str) -> int:
         what = ("a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it" if live
                 else "not a checkpoint of a fit run (no Lightning state in it)")
         raise ValueError(f"ckpt_path: {path} is {what}; --ckpt_path takes a fit run's last.ckpt")
-    return shards.saved_processes(ckpt)
+    return shards.saved_processes(ckpt, path)
 
 
 def resumed_version(root: str, ckpt_path) -> int | None:

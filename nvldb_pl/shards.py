@@ -32,9 +32,15 @@ def base_path(path: str) -> str:
     return path[: -len(".prev")] if path.endswith(".prev") else path
 
 
-def saved_processes(ckpt: dict) -> int:
-    """How many processes the run that saved ``ckpt`` had (1 for checkpoints from before this was recorded)."""
-    return int(ckpt.get("processes", 1))
+def saved_processes(ckpt: dict, base: str) -> int:
+    """How many processes the run that saved ``ckpt`` (read from ``base`` or its ``.prev``) had. A checkpoint
+    from before this was recorded: 1 + the rank files next to ``base`` (``.rank1``, ``.rank2``, ... or their ``.prev``)."""
+    if "processes" in ckpt:
+        return int(ckpt["processes"])
+    base, n = base_path(base), 1
+    while any(os.path.exists(p) for p in (rank_path(base, n), f"{rank_path(base, n)}.prev")):
+        n += 1
+    return n
 
 
 def seed_count(ckpt: dict) -> int:
@@ -94,8 +100,8 @@ def load_merged(base: str, load: Loader) -> dict:
     first = whole(0)
     if not first:
         raise ValueError(f"ckpt_path: neither {base} nor its .prev reads whole")
-    processes = saved_processes(first[max(first)])
-    found = [{r: c for r, c in first.items() if saved_processes(c) == processes}]
+    processes = saved_processes(first[max(first)], base)
+    found = [{r: c for r, c in first.items() if saved_processes(c, base) == processes}]
     found += [whole(rank) for rank in range(1, processes)]
     common = set(found[0]).intersection(*map(set, found[1:]))
     if not common:

@@ -1,4 +1,5 @@
 """--trainer.strategy seed_parallel: 2 CPU processes (gloo) x 3 seeds equal 1 process x 6 seeds."""
+import glob
 import json
 import os
 import shutil
@@ -79,13 +80,20 @@ def six_seeds_longer(tmp_path_factory):
     return longer
 
 
-@pytest.mark.parametrize("saved_by", [1, 2])
-def test_a_run_goes_on_exactly_with_another_number_of_processes(six_seeds, six_seeds_longer, tmp_path, saved_by):
+@pytest.mark.parametrize("saved_by,resumed_by,old", [(1, 2, False), (2, 1, False), (2, 2, True), (2, 1, True)])
+def test_a_run_goes_on_exactly_with_another_number_of_processes(six_seeds, six_seeds_longer, tmp_path, saved_by,
+                                                                 resumed_by, old):
     """Each process saved only its own seeds; the ranks' files are merged and every new process takes its
-    share, so a run saved by 1 process goes on in 2 and one saved by 2 goes on in 1, seed by seed the same."""
+    share, so a run saved by 1 process goes on in 2 and one saved by 2 goes on in 1, seed by seed the same.
+    ``old``: checkpoints from before they recorded their process count (counted from the rank files)."""
     run = str(tmp_path / "run")
     shutil.copytree(six_seeds[saved_by - 1], run)
-    resume = [] if saved_by == 2 else PARALLEL
+    if old:
+        for path in glob.glob(os.path.join(run, "lightning_logs", "version_0", "checkpoints", "last.ckpt*")):
+            ckpt = torch.load(path, weights_only=False, map_location="cpu")
+            del ckpt["processes"], ckpt["precision"]
+            torch.save(ckpt, path)
+    resume = [] if resumed_by == 1 else PARALLEL
     out = _run(run, "--data.num_seeds=6", f"--data.rounds={T + 10}", "--ckpt_path=last", *resume)
     assert "Traceback" not in out.stderr
     assert _summary(run)["seeds"] == _summary(six_seeds_longer)["seeds"]  # bit for bit
