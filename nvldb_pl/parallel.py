@@ -27,7 +27,7 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
 from . import shards
-from .host import checkpoint_problem, replace_keeping_previous
+from .host import replace_keeping_previous
 
 
 def started_as_first_process() -> bool:
@@ -57,7 +57,7 @@ class SeedParallelStrategy(DDPStrategy):
         pass
 
     def _rank_path(self, filepath) -> str:
-        return str(filepath) if self.global_rank == 0 else f"{filepath}.rank{self.global_rank}"
+        return shards.rank_path(str(filepath), self.global_rank)
 
     def save_checkpoint(self, checkpoint, filepath, storage_options=None) -> None:
         path = self._rank_path(filepath)
@@ -70,16 +70,10 @@ class SeedParallelStrategy(DDPStrategy):
             return self.checkpoint_io.load_checkpoint(p, weights_only=weights_only)
 
         base = shards.base_path(str(checkpoint_path))
-        saved = [shards.saved_processes(load(p), base) for p in (base, f"{base}.prev")
-                 if os.path.exists(p) and checkpoint_problem(p) is None][:1]
-        if saved and saved[0] != self.world_size:  # saved by another number of processes: re-shard the seeds
-            return shards.load_share(base, load, self.world_size, self.global_rank)
-        path = self._rank_path(checkpoint_path)
-        found = {}
-        for candidate in (path, f"{path}.prev"):
-            if os.path.exists(candidate) and checkpoint_problem(candidate) is None:  # a damaged file is skipped
-                ckpt = load(candidate)
-                found[int(ckpt["state_dict"]["rounds_done"])] = ckpt
+        first = shards.whole_files(base, 0, load)  # rank 0's files say how many processes saved the run
+        if first and shards.saved_processes(first[max(first)], base) != self.world_size:  # another number:
+            return shards.load_share(base, load, self.world_size, self.global_rank)  # re-shard the seeds
+        found = first if self.global_rank == 0 else shards.whole_files(base, self.global_rank, load)  # damaged: skipped
         mine = sorted(found, reverse=True) + [-1] * (2 - len(found))
         every = self.all_gather(torch.tensor(mine[:2], device=self.root_device)).view(-1, 2).cpu().tolist()
         common = set(every[0]).intersection(*map(set, every[1:])) - {-1}

@@ -85,24 +85,25 @@ def take(ckpt: dict, start: int, count: int) -> dict:
     return _map_seeds([ckpt], lambda xs: xs[0][start: start + count].clone())
 
 
+def whole_files(base: str, rank: int, load: Loader) -> dict[int, dict]:
+    """{round: checkpoint} of rank ``rank``'s file of ``base`` and its ``.prev``, those that read whole."""
+    files = (rank_path(base, rank), f"{rank_path(base, rank)}.prev")
+    ckpts = [load(p) for p in files if os.path.exists(p) and checkpoint_problem(p) is None]
+    return {int(c["state_dict"]["rounds_done"]): c for c in ckpts}
+
+
 def load_merged(base: str, load: Loader) -> dict:
     """Every seed of the run whose rank-0 file is ``base`` (or its ``.prev``), at the latest round all
     its ranks hold: the files of each rank r < W (W: the processes that run had, from the newest whole
     rank-0 file) are read, their ``.prev`` included, and merged. A ValueError naming the files if the
     ranks share no round."""
     base = base_path(base)
-
-    def whole(rank: int) -> dict[int, dict]:  # round -> checkpoint, of the rank's file and its .prev
-        files = (rank_path(base, rank), f"{rank_path(base, rank)}.prev")
-        ckpts = [load(p) for p in files if os.path.exists(p) and checkpoint_problem(p) is None]
-        return {int(c["state_dict"]["rounds_done"]): c for c in ckpts}
-
-    first = whole(0)
+    first = whole_files(base, 0, load)
     if not first:
         raise ValueError(f"ckpt_path: neither {base} nor its .prev reads whole")
     processes = saved_processes(first[max(first)], base)
     found = [{r: c for r, c in first.items() if saved_processes(c, base) == processes}]
-    found += [whole(rank) for rank in range(1, processes)]
+    found += [whole_files(base, rank, load) for rank in range(1, processes)]
     common = set(found[0]).intersection(*map(set, found[1:]))
     if not common:
         raise ValueError(f"ckpt_path: the {processes} ranks' files next to {base} share no round "
