@@ -138,7 +138,8 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
             run_dir = os.path.join(out, "runs", task, method)
             shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
             # reused only if made with these settings: another --set or --dim runs anew, beside it
-            settings = (method, {k: v for k, v in model.items() if k not in METHODS[method][1]},
+            own = METHODS[method][1]  # the method's own arguments; --set may override them
+            settings = (method, {k: v for k, v in model.items() if k not in own or own[k] != v},
                         {"dim": shape.get("dim", SYNTHETIC_DIM)})
             found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
             if found:
