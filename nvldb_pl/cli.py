@@ -144,16 +144,16 @@ class NVLDBCLI(LightningCLI):
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
         check_writable(root)
-        logs = os.path.join(root, "lightning_logs")
-        if cfg.get("logger") in (None, True) and os.path.exists(logs) and not os.path.isdir(logs):
-            raise ValueError(f"trainer.default_root_dir: {logs} is a file, where the runs' folders go; move it or "
-                             f"give another folder")
         if cfg.get("logger") in (None, True):
+            logs = os.path.join(root, "lightning_logs")
+            if os.path.exists(logs) and not os.path.isdir(logs):
+                raise ValueError(f"trainer.default_root_dir: {logs} is a file, where the runs' folders go; move it "
+                                 f"or give another folder")
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
             version = resumed_version(root, ckpt)
             if version is None and started_as_first_process():  # a new run: its own folder, even beside another run
-                version = claim_new_folder(os.path.join(root, "lightning_logs"))  # starting at the same moment
-                CLAIMED.append(os.path.join(root, "lightning_logs", f"version_{version}"))
+                version = claim_new_folder(logs)  # starting at the same moment
+                CLAIMED.append(os.path.join(logs, f"version_{version}"))
             kwargs["logger"] = tensorboard_logger(root, version)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)
@@ -178,7 +178,8 @@ class NVLDBCLI(LightningCLI):
         cfg = self.config_init[self.subcommand]
         ckpt = cfg.get("ckpt_path")
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
-        if ckpt == "last" and last_checkpoint(self.trainer) is None:  # nothing saved yet, or checkpointing off
+        path = last_checkpoint(self.trainer) if ckpt == "last" else ckpt
+        if ckpt == "last" and path is None:  # nothing saved yet, or checkpointing off
             ckpt = cfg["ckpt_path"] = None  # a new run (Lightning would warn with a hint that does not apply here)
             if started_as_first_process():
                 print(f"ckpt_path=last: no checkpoint to go on from under {self.trainer.default_root_dir} (where "
@@ -187,9 +188,7 @@ class NVLDBCLI(LightningCLI):
             refuse_occupied(self.trainer)
         if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":
             return
-        if ckpt == "last":
-            ckpt = last_checkpoint(self.trainer)
-        cfg["ckpt_path"] = whole_checkpoint(ckpt)
+        cfg["ckpt_path"] = whole_checkpoint(path)
         if refuse_other_kind(cfg["ckpt_path"]) > 1:  # saved by several seed_parallel processes: go on in one
             self.trainer.strategy.checkpoint_io = MergedSeeds(self.trainer.strategy.checkpoint_io)
 
