@@ -181,7 +181,12 @@ class DuelingLearner(pl.LightningModule):
         opt = self.configure_optimizers()
         if opt is not None and state is not None:
             opt.load_state_dict(state)
+            self.settle_optimizer(opt)
         self._own_optimizer = opt
+
+    def settle_optimizer(self, opt) -> None:
+        """After a saved state was loaded into ``opt``: its execution settings as this run makes them
+        (the state may come from a run on another device, whose settings it carries). Nothing here."""
 
     def backprop(self, loss: torch.Tensor) -> None:
         """Backpropagate: Lightning's manual_backward under a Trainer (precision, scaler), else plain."""
@@ -246,6 +251,7 @@ class DuelingLearner(pl.LightningModule):
                 progress["is_last_batch"] = False
         refuse_other_config(saved, {"learner": name, **self.hparams}, "model.")
         self._refuse_other_run_layout(checkpoint)
+        self._say_other_device(checkpoint)
         self._t = int(checkpoint["state_dict"]["rounds_done"])
         if self._t >= self.hparams["rounds"]:
             rank_zero_info(f"data.rounds={self._t}: the checkpoint already holds every round of the run, so nothing "
@@ -256,6 +262,18 @@ class DuelingLearner(pl.LightningModule):
         if self._trainer is not None:  # what the rounds so far were computed under (checked on resume)
             checkpoint["processes"] = self.trainer.world_size
             checkpoint["precision"] = str(self.trainer.precision)
+            checkpoint["accelerator"] = self.trainer.strategy.root_device.type
+
+    def _say_other_device(self, checkpoint) -> None:
+        """A run may go on on another device (a GPU run on a CPU-only machine, or the reverse): the
+        same algorithm, but not the run it would have been on one device. Say so."""
+        saved = checkpoint.get("accelerator")
+        now = self._trainer.strategy.root_device.type if self._trainer is not None else None
+        if saved and now and saved != now:
+            rank_zero_info(f"trainer.accelerator: the checkpoint's rounds were computed on {saved}, and this run goes "
+                           f"on on {now}: the same algorithm, but the two devices' kernels differ in the last bits, "
+                           f"which the Adam steps amplify, so each seed's rounds from here are not those of a run "
+                           f"made on either device alone")
 
     def _refuse_other_run_layout(self, checkpoint) -> None:
         """Refuse going on under another precision, or with the seeds spread over another number of

@@ -158,9 +158,11 @@ class NeuralLearner(DuelingLearner):
         return self._graphed() and self.device.type == "cuda"
 
     def on_train_start(self) -> None:
+        self.settle_optimizer(self.optimizers(use_pl_optimizer=False))
+
+    def settle_optimizer(self, opt) -> None:
         """After a checkpoint's optimizer state was restored: Adam's ``capturable`` (and where its step
         counts live) as this run needs them, whatever the checkpoint's run used (graphed on CUDA or not)."""
-        opt = self.optimizers(use_pl_optimizer=False)
         capturable = self._capturable()
         for group in opt.param_groups:  # as configure_optimizers makes them
             group.update(capturable=capturable, fused=capturable, foreach=not capturable)

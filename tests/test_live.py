@@ -9,6 +9,7 @@ import torch
 from nvldb_pl.data import BanditDataModule, RoundStream
 from nvldb_pl.live import DuelingBandit
 from nvldb_pl.run import run_experiment
+from tests.gpu_saved import as_saved_by_a_graphed_cuda_run
 
 T = 24
 
@@ -125,9 +126,19 @@ def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
     noise = torch.randn(3, 5, 5, dtype=torch.float64)
     a1, a2 = m3.select(torch.tensor(x, dtype=torch.float32).expand(3, 5, 5), noise, 13)
     assert bandit.select(x, noise=noise[1:2]) == (int(a1[1]), int(a2[1]))
+    # the same file as a graphed CUDA run saves it, read on this machine without a GPU: Adam as a CPU bandit
+    # sets it, and learning goes on as from the CPU file, bit for bit
+    gpu_ckpt = str(tmp_path / "gpu.ckpt")
+    as_saved_by_a_graphed_cuda_run(ckpt, gpu_ckpt)
+    moved = DuelingBandit.from_checkpoint(gpu_ckpt, seed_index=1)
+    group = moved.learner.optimizer().param_groups[0]
+    assert group["foreach"] and not group["fused"] and not group["capturable"]
     x2 = _unit_rows(np.random.default_rng(3), 5, 5)
     bandit.observe(x2, 0, 1, 1)  # learning goes on past the run's horizon
     assert bandit.num_observed == 13
+    moved.observe(x2, 0, 1, 1)
+    for k, v in bandit.learner.state_dict().items():
+        assert torch.equal(v, moved.learner.state_dict()[k]), k
 
 
 @pytest.mark.parametrize("call,message", [

@@ -2,6 +2,7 @@
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,6 +11,8 @@ import time
 import lightning.pytorch as pl
 import pytest
 import torch
+
+from tests.gpu_saved import as_saved_by_a_graphed_cuda_run
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 MAIN = os.path.join(ROOT, "scripts", "main.py")
@@ -199,6 +202,10 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     ref, ext = str(tmp_path / "ref"), str(tmp_path / "ext")
     _run(ref, *SHORT)  # 24 rounds in one go
     _run(ext, *SHORT, "--data.rounds=16")  # 16 rounds, finished ...
+    gpu = str(tmp_path / "gpu")  # the same 16 rounds as a graphed CUDA run would have saved them
+    shutil.copytree(ext, gpu)
+    last = os.path.join(gpu, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
+    as_saved_by_a_graphed_cuda_run(last, last)
     out = _run(ext, *SHORT, "--ckpt_path=last")  # ... then 8 more in the same run folder
     assert "not resumable" not in out.stderr  # the stream goes on exactly: no warning that says otherwise
     assert sorted(os.listdir(os.path.join(ext, "lightning_logs"))) == ["version_0"]
@@ -212,6 +219,16 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     assert yaml.safe_load(open(os.path.join(folder, "config.yaml")))["data"]["rounds"] == 16
     resumed = yaml.safe_load(open(os.path.join(folder, "config.resumed_at_round_16.yaml")))
     assert resumed["data"]["rounds"] == 24 and resumed["ckpt_path"].endswith("last.ckpt")
+    assert "computed on" not in out.stderr  # same device: nothing to say
+    # a GPU run's checkpoint goes on on a machine without a GPU: the file loads, Adam is set as a CPU run sets it,
+    # and the rounds after it are the CPU run's (here, where the rounds before it were the CPU's too)
+    moved = _run(gpu, *SHORT, "--ckpt_path=last")
+    assert "the checkpoint's rounds were computed on cuda, and this run goes on on cpu" in moved.stderr
+    assert _per_seed(gpu) == _per_seed(ref)
+    assert _curve_rows(gpu) == _curve_rows(ref)
+    after = torch.load(last, map_location="cpu", weights_only=False)
+    assert after["accelerator"] == "cpu"
+    assert all(g["foreach"] and not g["fused"] and not g["capturable"] for g in after["optimizer_states"][0]["param_groups"])
 
 
 def _files(root):
