@@ -116,6 +116,23 @@ def newest_version(logs: str) -> str | None:
     return max(found, key=lambda d: int(d.rsplit("_", 1)[1])) if found else None
 
 
+# Lightning's other ckpt_path words, and why they name nothing here
+OTHER_WORDS = {"best": "a bandit run keeps no best checkpoint: it has no validation metric to rank one by",
+               "hpc": "Lightning's SLURM requeue checkpoint, which a run here does not write: a run stopped by "
+                      "SIGTERM saves its last.ckpt",
+               "registry": "Lightning's model registry, which a run here does not use"}
+
+
+def refuse_missing(path: str) -> None:
+    """A ``--ckpt_path`` that names no file (nor its ``.prev``): a ValueError naming it, with what
+    it may name instead (Lightning's words ``best``, ``hpc``, ``registry`` included)."""
+    if os.path.exists(path) or os.path.exists(f"{path}.prev"):
+        return
+    why = OTHER_WORDS.get(str(path).split(":", 1)[0])
+    raise ValueError(f"ckpt_path: {path}: no such file{f' ({why})' if why else ''}; give last (the newest run's "
+                     f"checkpoint under trainer.default_root_dir) or a checkpoint's path")
+
+
 def whole_checkpoint(path: str) -> str:
     """``path`` if it reads whole, else the previous checkpoint next to it (saying so on stderr);
     a ValueError naming both files when neither does."""

@@ -117,6 +117,20 @@ def test_a_file_that_is_not_a_fit_checkpoint_is_refused_naming_it(tmp_path, caps
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
+@pytest.mark.parametrize("name,why", [
+    ("best", "a bandit run keeps no best checkpoint"),
+    ("hpc", "Lightning's SLURM requeue checkpoint"),
+    ("registry", "Lightning's model registry"),
+    ("missing.ckpt", None),
+])
+def test_a_ckpt_path_that_names_no_file_is_refused_saying_what_it_may_name(name, why, tmp_path, capsys):
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={name}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: ckpt_path: {name}: no such file" in err and "give last" in err, err[-2000:]
+    assert (why in err) if why else "(" not in err.split("no such file", 1)[1].split(";")[0]
+    assert not list(tmp_path.glob("lightning_logs/version_*"))
+
+
 def test_ckpt_path_last_with_nothing_saved_starts_a_new_run_and_says_so(tmp_path, capsys, recwarn):
     assert run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--ckpt_path=last"]) == 0
     err = capsys.readouterr().err
