@@ -11,16 +11,22 @@ matrices, theta, round counter, per-seed regret metric states), the optimizer st
 moments), the data module's definition (checked against the resuming config) and the
 :class:`~nvldb_pl.callbacks.DuelingLoop` curves. Every random draw is a function of (base seed,
 seed id, round), so the stream simply restarts at the saved round: nothing else to restore.
+
+Signals (Ctrl-C, SIGTERM, SLURM's requeue signal) stop a run at the end of a round, saved; never a
+save from inside a signal handler, where a round may be half done.
 """
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 from typing import Optional
 from weakref import proxy
 
+import torch
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 
 from .host import replace_keeping_previous
@@ -39,17 +45,34 @@ class RoundCheckpoint(ModelCheckpoint):
         self._saved_round = -1  # the round of the last save by this process
         self.interrupted = 0  # the signal (SIGINT, SIGTERM) that asked to stop after this round; the CLI exits 128 + it
         self._previous_handlers: dict = {}
+        self._requeue_signal: Optional[int] = None  # SLURM's notice before the time limit (its --signal)
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        """Under SLURM, Lightning's auto-requeue would save ``hpc_ckpt_N.ckpt`` from inside the signal
+        handler, in the middle of a round, and the requeued job would go on from it without a word:
+        it is turned off, and this callback takes SLURM's signal instead (:meth:`on_train_start`)."""
+        super().setup(trainer, pl_module, stage)
+        env = getattr(getattr(trainer, "_accelerator_connector", None), "cluster_environment", None)
+        self._requeue_signal = None
+        if isinstance(env, SLURMEnvironment):
+            self._requeue_signal = env.requeue_signal if env.auto_requeue else None
+            env.auto_requeue = False  # (set before the trainer registers its signal handlers)
 
     def on_train_start(self, trainer, pl_module) -> None:
-        """One process: the first Ctrl-C (SIGINT) or SIGTERM (a cluster's preemption or time limit)
-        stops the run at the end of the round, saved, so it goes on exactly with ``--ckpt_path last``;
-        a second one goes to the handler from before the run (Ctrl-C: KeyboardInterrupt, at once;
-        SIGTERM: Lightning's, at the end of the round). Under ``seed_parallel`` the ranks could see a
-        signal in different rounds, so Lightning's handling stays."""
+        """One process: the first Ctrl-C (SIGINT), SIGTERM (a cluster's preemption or time limit) or,
+        under SLURM, its requeue signal (``#SBATCH --signal=USR1@120``) stops the run at the end of
+        the round, saved, so it goes on exactly with ``--ckpt_path last``; after SLURM's signal the job
+        is requeued (``scontrol requeue``). A second one goes to the handler from before the run
+        (Ctrl-C: KeyboardInterrupt, at once; SIGTERM: Lightning's, at the end of the round). Under
+        ``seed_parallel`` the ranks could see a signal in different rounds, so Lightning's handling
+        of SIGINT and SIGTERM stays; SLURM's requeue signal is taken here too, and the ranks agree at
+        the end of every round (one all-reduce of a flag) on whether any saw it, so all stop at the
+        same round."""
         super().on_train_start(trainer, pl_module)
         self.interrupted = 0
-        if trainer.world_size == 1 and threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
+        if threading.current_thread() is threading.main_thread():
+            requeue = () if self._requeue_signal is None else (self._requeue_signal,)
+            for signum in ((signal.SIGINT, signal.SIGTERM) if trainer.world_size == 1 else ()) + requeue:
                 if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored (a background job's SIGINT): stays so
                     self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
 
@@ -61,6 +84,8 @@ class RoundCheckpoint(ModelCheckpoint):
         self.interrupted = signum
         name, again = (("Ctrl-C", " (press it again to stop at once, losing the rounds since the last checkpoint)")
                        if signum == signal.SIGINT else (signal.Signals(signum).name, ""))
+        if signum == self._requeue_signal:
+            name, again = f"{name} (SLURM: the job's time is nearly up)", ", then requeueing the job"
         print(f"\n{name}: stopping at the end of this round and saving it{again}", file=sys.stderr)
 
     def _restore_handlers(self) -> None:
@@ -75,6 +100,10 @@ class RoundCheckpoint(ModelCheckpoint):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         t = pl_module.t
+        if self._requeue_signal is not None and trainer.world_size > 1:  # did any rank see SLURM's signal?
+            seen = torch.tensor([float(self.interrupted == self._requeue_signal)], device=trainer.strategy.root_device)
+            if float(trainer.strategy.reduce(seen, reduce_op="max")) > 0:
+                self.interrupted = self._requeue_signal
         if self.interrupted:
             trainer.should_stop = True
         # trainer.should_stop: set at this round by trainer.max_time (Lightning's Timer, agreed across
@@ -109,9 +138,26 @@ class RoundCheckpoint(ModelCheckpoint):
             where = (f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last{timed}"
                      if self._saved_round > 0 else "this run saved no checkpoint")
             print(f"stopped at round {t} of data.rounds={T}; {where}", file=sys.stderr)
+            if self.interrupted and self.interrupted == self._requeue_signal and self._saved_round == t:
+                print(requeue_slurm_job(), file=sys.stderr)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:  # rounds, not epochs, decide
         pass
 
     def on_validation_end(self, trainer, pl_module) -> None:
         pass
+
+
+def requeue_slurm_job() -> str:
+    """Put this SLURM job back in the queue (as Lightning's auto-requeue does); what happened, in words."""
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    job = f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array else os.environ.get("SLURM_JOB_ID", "")
+    if not job:
+        return "SLURM: no SLURM_JOB_ID, so the job was not requeued; go on with --ckpt_path last"
+    try:
+        code = subprocess.call(["scontrol", "requeue", job])
+    except OSError as err:
+        code = f"{type(err).__name__}: {err}"
+    if code == 0:
+        return f"requeued SLURM job {job}: it goes on from this checkpoint if its command has --ckpt_path last"
+    return f"SLURM: scontrol requeue {job} failed ({code}); go on with --ckpt_path last"

@@ -29,7 +29,7 @@ from .devices import check_accelerator, check_precision, device_count
 from .host import check_writable, claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .resume import (MergedSeeds, RunConfig, last_checkpoint, refuse_missing, refuse_occupied, refuse_other_kind,
-                     resumed_version, whole_checkpoint)
+                     refuse_slurm_leftovers, resumed_version, whole_checkpoint)
 from .run import tensorboard_logger
 from .streams import shard
 
@@ -186,6 +186,7 @@ class NVLDBCLI(LightningCLI):
                       f"docs/reproducibility.md says it looks); starting a new run", file=sys.stderr)
         if not ckpt:  # every rank: none has written anything yet (that starts after the processes meet)
             refuse_occupied(self.trainer)
+            refuse_slurm_leftovers(self.trainer)
         else:
             refuse_missing(path)
         if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":

@@ -14,6 +14,7 @@ import sys
 
 import torch
 from lightning.fabric.plugins import CheckpointIO
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.cli import SaveConfigCallback
 
 from . import shards
@@ -81,6 +82,20 @@ def refuse_occupied(trainer) -> None:
         if found:
             raise ValueError(f"{field}: {folder} already holds another run's {', '.join(found)}; a new run would write "
                              f"over it: go on with that run with --ckpt_path last, or give the new one another folder")
+
+
+def refuse_slurm_leftovers(trainer) -> None:
+    """A new run under SLURM: Lightning would go on, without a word, from an ``hpc_ckpt_N.ckpt`` in
+    ``default_root_dir`` (what its auto-requeue saved from inside a signal handler, maybe in the middle
+    of a round; :class:`RoundCheckpoint` turns that off). A ValueError naming the file."""
+    if not SLURMEnvironment.detect():
+        return
+    found = sorted(glob.glob(os.path.join(trainer.default_root_dir, "hpc_ckpt_*.ckpt")))
+    if found:
+        raise ValueError(f"trainer.default_root_dir: {found[-1]} is a checkpoint Lightning's SLURM auto-requeue wrote "
+                         f"from inside its signal handler, maybe in the middle of a round, and Lightning would go on "
+                         f"from it without a word; go on from the run's own checkpoint with --ckpt_path last, or move "
+                         f"the hpc_ckpt files out of {trainer.default_root_dir}")
 
 
 def last_checkpoint(trainer) -> str | None:

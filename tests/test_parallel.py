@@ -246,6 +246,42 @@ def test_two_nodes_equal_one_process_per_seed(tmp_path):
     assert "last.ckpt" in ckpts and "last.ckpt.rank1" in ckpts  # node 1 saved its own shard
 
 
+def test_slurms_requeue_signal_stops_every_task_at_the_same_round_and_the_job_goes_on_exactly(six_seeds, tmp_path):
+    """Two SLURM tasks (srun's variables set by hand on this host), SLURM's requeue signal seen by task 1
+    only, at round 17: both stop at the end of round 17, saved, task 0 requeues the job once (a stand-in
+    ``scontrol`` records it), and the requeued job (the same command, ``--ckpt_path last``) ends, seed by
+    seed, as one process running all six seeds in one go."""
+    from tests.test_resume import _signal_at
+    one, job = six_seeds[0], str(tmp_path / "job")
+    bin_dir, calls = tmp_path / "bin", tmp_path / "scontrol.calls"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    (bin_dir / "scontrol").chmod(0o755)
+
+    def srun(*extra):
+        port, procs = str(_free_port()), []
+        for task in (0, 1):
+            env = {**os.environ, "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_PROCID": str(task),
+                   "SLURM_LOCALID": str(task), "SLURM_NODEID": "0", "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "nvldb",
+                   "SLURM_NODELIST": "localhost", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                   "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+            procs.append(subprocess.Popen(_cmd(job, "--data.num_seeds=6", *PARALLEL, "--ckpt_path=last", *extra),
+                                          env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        return [(p, p.communicate(timeout=600)[1]) for p in procs]
+
+    for p, err in srun(_signal_at(17, 1, signal.SIGUSR1, rank=1)):
+        assert p.returncode == 128 + signal.SIGUSR1, err[-3000:]
+    folder = os.path.join(job, "lightning_logs", "version_0", "checkpoints")
+    rounds = [int(torch.load(os.path.join(folder, f), map_location="cpu", weights_only=False)["state_dict"]["rounds_done"])
+              for f in ("last.ckpt", "last.ckpt.rank1")]
+    assert rounds == [17, 17] and not list(tmp_path.rglob("hpc_ckpt_*"))
+    assert calls.read_text() == "requeue 4242\n"  # by task 0, once
+    for p, err in srun():  # the requeued job
+        assert p.returncode == 0, err[-3000:]
+    assert _summary(job)["seeds"] == _summary(one)["seeds"]  # bit for bit
+    assert _curves(job) == _curves(one)
+
+
 def test_the_cli_destroys_the_process_group_before_the_interpreter_ends(tmp_path, monkeypatch):
     """run_cli ends a run's process group itself (Lightning does so at exit for NCCL only; a gloo group
     left to the interpreter's finalization can abort the process), on success as on a refused config."""

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Optional
 
 import lightning.pytorch as pl
 import pytest
@@ -326,20 +327,20 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
 
 class SignalAt(pl.Callback):
     """The signal ``signum`` (Ctrl-C's SIGINT, a cluster's SIGTERM) sent ``times`` times at the start of
-    round ``at``."""
+    round ``at`` (in the process of global rank ``rank`` only, if given)."""
 
-    def __init__(self, at: int = 1, times: int = 1, signum: int = int(signal.SIGINT)):
-        self.at, self.times, self.signum = at, times, signum
+    def __init__(self, at: int = 1, times: int = 1, signum: int = int(signal.SIGINT), rank: Optional[int] = None):
+        self.at, self.times, self.signum, self.rank = at, times, signum, rank
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        if int(batch["round"]) == self.at:
+        if int(batch["round"]) == self.at and self.rank in (None, trainer.global_rank):
             for _ in range(self.times):
                 signal.raise_signal(self.signum)
 
 
-def _signal_at(at, times, signum):
-    return "--trainer.callbacks+=" + json.dumps({"class_path": f"{__name__}.SignalAt",
-                                                 "init_args": {"at": at, "times": times, "signum": int(signum)}})
+def _signal_at(at, times, signum, rank=None):
+    return "--trainer.callbacks+=" + json.dumps({"class_path": "tests.test_resume.SignalAt", "init_args": {
+        "at": at, "times": times, "signum": int(signum), "rank": rank}})
 
 
 @pytest.mark.parametrize("signum,name", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
@@ -363,6 +364,45 @@ def test_a_signal_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp
     assert run_cli([*short, f"--trainer.default_root_dir={cut}", "--ckpt_path=last"]) == 0
     assert _per_seed(cut) == _per_seed(ref)
     assert _curve_rows(cut) == _curve_rows(ref)
+
+
+SLURM_JOB = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "nvldb", "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}
+
+
+def test_slurms_requeue_signal_stops_at_the_end_of_the_round_requeues_and_the_job_goes_on_exactly(
+        tmp_path, capsys, monkeypatch):
+    """Under SLURM (``#SBATCH --signal=USR1@120``) Lightning's auto-requeue would save hpc_ckpt_N.ckpt
+    from inside the signal handler, mid-round, and the requeued job would go on from it without a word.
+    Here: the round ends, is saved, the job is requeued (a stand-in ``scontrol`` records the call), and
+    the requeued command (with ``--ckpt_path last``) ends as the uninterrupted run."""
+    from nvldb_pl.cli import run_cli
+    short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
+    ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
+    assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
+    bin_dir, calls = tmp_path / "bin", tmp_path / "scontrol.calls"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    for key, value in SLURM_JOB.items():
+        monkeypatch.setenv(key, value)
+    job = [*short, f"--trainer.default_root_dir={cut}", "--ckpt_path=last"]  # the batch script's command
+    handler = signal.getsignal(signal.SIGUSR1)
+    assert run_cli([*job, _signal_at(37, 1, signal.SIGUSR1)]) == 128 + signal.SIGUSR1
+    assert signal.getsignal(signal.SIGUSR1) == handler  # put back
+    ckpt = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
+    assert _rounds_in(ckpt) == 37 and not list(tmp_path.rglob("hpc_ckpt_*"))  # the round's end, not mid-round
+    err = capsys.readouterr().err
+    assert "SIGUSR1 (SLURM: the job's time is nearly up): stopping at the end of this round" in err
+    assert "requeued SLURM job 4242" in err and calls.read_text() == "requeue 4242\n"
+    assert run_cli(job) == 0  # the requeued job
+    assert _per_seed(cut) == _per_seed(ref)
+    assert _curve_rows(cut) == _curve_rows(ref)
+    # an hpc_ckpt that Lightning's own auto-requeue wrote: a new run under SLURM is refused, not resumed from it
+    shutil.copy(ckpt, os.path.join(cut, "hpc_ckpt_1.ckpt"))
+    assert run_cli([*short, f"--trainer.default_root_dir={cut}"]) == 2
+    assert "hpc_ckpt_1.ckpt is a checkpoint Lightning's SLURM auto-requeue wrote" in capsys.readouterr().err
 
 
 def test_an_ignored_sigint_stays_ignored(tmp_path):
