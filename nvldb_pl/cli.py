@@ -16,6 +16,7 @@ import signal
 import sys
 import warnings
 
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -159,10 +160,16 @@ class NVLDBCLI(LightningCLI):
         return super().instantiate_trainer(**kwargs)
 
     def _instantiate_trainer(self, config, callbacks):
-        """``--trainer.enable_checkpointing false``: a run without checkpoints (no RoundCheckpoint)."""
-        if config.get("enable_checkpointing") is False:
-            callbacks = [c for c in callbacks if not isinstance(c, RoundCheckpoint)]
-        return super()._instantiate_trainer(config, callbacks)
+        """``--trainer.enable_checkpointing false``: a run without checkpoints (no RoundCheckpoint), and
+        under SLURM without Lightning's auto-requeue either (its save from inside the signal handler is
+        the one RoundCheckpoint turns off otherwise)."""
+        if config.get("enable_checkpointing") is not False:
+            return super()._instantiate_trainer(config, callbacks)
+        trainer = super()._instantiate_trainer(config, [c for c in callbacks if not isinstance(c, RoundCheckpoint)])
+        env = getattr(getattr(trainer, "_accelerator_connector", None), "cluster_environment", None)
+        if isinstance(env, SLURMEnvironment):
+            env.auto_requeue = False
+        return trainer
 
     def _parse_ckpt_path(self) -> None:
         """Lightning's CLI would load an explicit ``--ckpt_path`` file here, before anything is

@@ -13,6 +13,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
+from nvldb_pl.checkpoint import RoundCheckpoint
 from tests.gpu_saved import as_saved_by_a_graphed_cuda_run
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
@@ -403,6 +404,22 @@ def test_slurms_requeue_signal_stops_at_the_end_of_the_round_requeues_and_the_jo
     shutil.copy(ckpt, os.path.join(cut, "hpc_ckpt_1.ckpt"))
     assert run_cli([*short, f"--trainer.default_root_dir={cut}"]) == 2
     assert "hpc_ckpt_1.ckpt is a checkpoint Lightning's SLURM auto-requeue wrote" in capsys.readouterr().err
+    # without checkpoints, Lightning's auto-requeue is off too: no handler of its own for SLURM's signal in the run
+    HandlerDuringRun.seen.clear()
+    record = "--trainer.callbacks+=" + json.dumps({"class_path": "tests.test_resume.HandlerDuringRun"})
+    for extra in ([], ["--trainer.enable_checkpointing=false"]):
+        assert run_cli([*short, "--data.rounds=3", f"--trainer.default_root_dir={tmp_path / 'bare'}", *extra, record]) == 0
+    assert HandlerDuringRun.seen[0] == RoundCheckpoint._on_signal and HandlerDuringRun.seen[1] == handler
+
+
+class HandlerDuringRun(pl.Callback):
+    """Records what takes SIGUSR1 (SLURM's requeue signal) while the run plays its first round."""
+    seen: list = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if int(batch["round"]) == 1:
+            h = signal.getsignal(signal.SIGUSR1)
+            HandlerDuringRun.seen.append(getattr(h, "__func__", h))
 
 
 def test_an_ignored_sigint_stays_ignored(tmp_path):
