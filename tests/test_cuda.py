@@ -2,7 +2,8 @@
 ``python -m pytest -q tests/test_cuda.py``): a float32 GPU run plays the CPU run's pairs, its
 gradient and its update without training are the CPU's up to float rounding,
 bf16-mixed keeps the Gram matrix, refit and selection in float32/float64, 16-mixed warns, a round
-never makes the host wait for the GPU, and the CUDA-graphed Adam steps equal the eager ones."""
+never makes the host wait for the GPU, the CUDA-graphed Adam steps equal the eager ones, and a run
+goes on on the other device (CPU to GPU, GPU to CPU)."""
 import math
 
 import pytest
@@ -192,3 +193,27 @@ def test_the_graphed_update_replays_what_the_eager_update_computes():
     for a, b in zip(graphed.net.param_list(), eager.net.param_list()):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(graphed.V, eager.V, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("first,then", [("cpu", "gpu"), ("gpu", "cpu")])
+def test_a_run_goes_on_on_the_other_device_and_says_so(first, then, tmp_path, caplog):
+    """A CPU run's checkpoint goes on on the GPU (graphed: Adam made capturable there) and a GPU run's on
+    the CPU (Adam as a CPU run makes it); each resume says the devices differ, and the checkpoint it
+    writes records the device it ran on."""
+    import os
+
+    from nvldb_pl.cli import run_cli
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    args = ["fit", "--config", os.path.join(root, "configs", "cos.yaml"), "--data.num_seeds=3", "--model.width=16",
+            "--model.grad_steps=5", "--checkpoint.every_n_rounds=10", "--trainer.enable_progress_bar=false",
+            f"--trainer.default_root_dir={tmp_path}"]
+    assert run_cli([*args, "--data.rounds=20", f"--trainer.accelerator={first}"]) == 0
+    assert run_cli([*args, "--data.rounds=30", f"--trainer.accelerator={then}", "--ckpt_path=last"]) == 0
+    device = {"cpu": "cpu", "gpu": "cuda"}
+    assert (f"the checkpoint's rounds were computed on {device[first]}, and this run goes on on {device[then]}"
+            in caplog.text)
+    ckpt = torch.load(os.path.join(str(tmp_path), "lightning_logs", "version_0", "checkpoints", "last.ckpt"),
+                      map_location="cpu", weights_only=False)
+    assert int(ckpt["state_dict"]["rounds_done"]) == 30 and ckpt["accelerator"] == device[then]
+    group = ckpt["optimizer_states"][0]["param_groups"][0]
+    assert group["capturable"] == group["fused"] == (then == "gpu") and group["foreach"] == (then == "cpu")
