@@ -43,7 +43,7 @@ class RoundCheckpoint(ModelCheckpoint):
         super().__init__(dirpath=dirpath, save_last=True, save_top_k=0, enable_version_counter=False)
         self.every_n_rounds = every_n_rounds
         self._saved_round = -1  # the round of the last save by this process
-        self.interrupted = 0  # the signal (SIGINT, SIGTERM) that asked to stop after this round; the CLI exits 128 + it
+        self.interrupted = 0  # the signal (SIGINT, SIGTERM, SLURM's) that asked to stop after this round; exit 128 + it
         self._previous_handlers: dict = {}
         self._requeue_signal: Optional[int] = None  # SLURM's notice before the time limit (its --signal)
 
@@ -151,7 +151,7 @@ class RoundCheckpoint(ModelCheckpoint):
 def requeue_slurm_job() -> str:
     """Put this SLURM job back in the queue (as Lightning's auto-requeue does); what happened, in words."""
     array = os.environ.get("SLURM_ARRAY_JOB_ID")
-    job = f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array else os.environ.get("SLURM_JOB_ID", "")
+    job = f"{array}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}" if array else os.environ.get("SLURM_JOB_ID", "")
     if not job:
         return "SLURM: no SLURM_JOB_ID, so the job was not requeued; go on with --ckpt_path last"
     try:

@@ -134,7 +134,7 @@ def newest_version(logs: str) -> str | None:
 # Lightning's other ckpt_path words, and why they name nothing here
 OTHER_WORDS = {"best": "a bandit run keeps no best checkpoint: it has no validation metric to rank one by",
                "hpc": "Lightning's SLURM requeue checkpoint, which a run here does not write: a run stopped by "
-                      "SIGTERM saves its last.ckpt",
+                      "SIGTERM or SLURM's requeue signal saves its last.ckpt",
                "registry": "Lightning's model registry, which a run here does not use"}
 
 
