@@ -103,6 +103,7 @@ def check_trainer(cfg) -> int:
     check_precision(cfg.get("precision"))
     strategy = cfg.get("strategy", "auto")
     name = getattr(strategy, "strategy_name", strategy)
+    check_strategy(str(name))
     n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), accelerator)
     if n > 1 and name == "seed_parallel":
         check_nodes(cfg.get("num_nodes", 1))
@@ -112,6 +113,20 @@ def check_trainer(cfg) -> int:
                          f"gradients and broadcasts weights across processes, coupling the seeds; add "
                          f"--trainer.strategy seed_parallel to spread independent seeds over them")
     return n
+
+
+def check_strategy(name: str) -> None:
+    """Refuse, by name, the strategies that shard one model (FSDP, DeepSpeed, model parallel) or run on
+    TPUs (XLA): a run's seeds are independent networks on CPUs or CUDA GPUs."""
+    if name.startswith(("fsdp", "deepspeed", "model_parallel")):
+        why = ("shards one network's parameters over devices, and a run's seeds are independent networks, run "
+               "together as a batch dimension")
+    elif "xla" in name or "tpu" in name:
+        why = "a TPU (XLA) strategy, and this package runs on the CPU and on CUDA GPUs"
+    else:
+        return
+    raise ValueError(f"trainer.strategy={name!r}: {why}; use auto (one process) or seed_parallel (the seeds spread "
+                     f"over processes, GPUs or machines)")
 
 
 CLAIMED: list[str] = []  # run folders this process created; a run refused before writing removes its empty one

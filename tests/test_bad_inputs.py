@@ -55,6 +55,10 @@ ROWS = [
     ("--trainer.precision=64-true", "trainer.precision='64-true': choose 32-true, bf16-mixed or 16-mixed"),
     ("--trainer.precision=bf16-true", "trainer.precision='bf16-true'"),
     ("--trainer.gradient_clip_val=1.0", "Trainer(gradient_clip_val=1.0)"),  # Lightning's refusal, as one line
+    ("--trainer.strategy=fsdp", "trainer.strategy='fsdp': shards one network's parameters over devices"),
+    ("--trainer.strategy=deepspeed_stage_2", "trainer.strategy='deepspeed_stage_2': shards one network's"),
+    ("--trainer.strategy=xla", "trainer.strategy='xla': a TPU (XLA) strategy"),  # was a raw ModuleNotFoundError
+    ("--trainer.strategy=single_tpu", "trainer.strategy='single_tpu': a TPU (XLA) strategy"),  # a raw TypeError
 ]
 
 
