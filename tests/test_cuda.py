@@ -2,8 +2,8 @@
 ``python -m pytest -q tests/test_cuda.py``): a float32 GPU run plays the CPU run's pairs, its
 gradient and its update without training are the CPU's up to float rounding,
 bf16-mixed keeps the Gram matrix, refit and selection in float32/float64, 16-mixed warns, a round
-never makes the host wait for the GPU, the CUDA-graphed Adam steps equal the eager ones, and a run
-goes on on the other device (CPU to GPU, GPU to CPU)."""
+never makes the host wait for the GPU, the CUDA-graphed Adam steps equal the eager ones, a run
+goes on on the other device (CPU to GPU, GPU to CPU), and ``trainer.deterministic`` runs."""
 import math
 
 import pytest
@@ -217,3 +217,22 @@ def test_a_run_goes_on_on_the_other_device_and_says_so(first, then, tmp_path, ca
     assert int(ckpt["state_dict"]["rounds_done"]) == 30 and ckpt["accelerator"] == device[then]
     group = ckpt["optimizer_states"][0]["param_groups"][0]
     assert group["capturable"] == group["fused"] == (then == "gpu") and group["foreach"] == (then == "cpu")
+
+
+def test_trainer_deterministic_on_gpu_runs_and_repeats_itself(tmp_path):
+    """``--trainer.deterministic true`` (torch's deterministic algorithms, which raise on an operation
+    that has none) runs the default GPU path, and two such runs give the same per-seed results."""
+    import json
+    import os
+
+    from nvldb_pl.cli import run_cli
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    seeds = []
+    for name in ("a", "b"):
+        assert run_cli(["fit", "--config", os.path.join(root, "configs", "cos.yaml"), "--data.rounds=30",
+                        "--data.num_seeds=3", "--model.width=16", "--trainer.accelerator=gpu",
+                        "--trainer.deterministic=true", "--trainer.enable_progress_bar=false",
+                        f"--trainer.default_root_dir={tmp_path / name}"]) == 0
+        with open(tmp_path / name / "lightning_logs" / "version_0" / "summary.json") as fh:
+            seeds.append(json.load(fh)["seeds"])
+    assert [s["cum_avg_regret"] for s in seeds[0]] == [s["cum_avg_regret"] for s in seeds[1]]
