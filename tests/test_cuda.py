@@ -228,11 +228,14 @@ def test_trainer_deterministic_on_gpu_runs_and_repeats_itself(tmp_path):
     from nvldb_pl.cli import run_cli
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     seeds = []
-    for name in ("a", "b"):
-        assert run_cli(["fit", "--config", os.path.join(root, "configs", "cos.yaml"), "--data.rounds=30",
-                        "--data.num_seeds=3", "--model.width=16", "--trainer.accelerator=gpu",
-                        "--trainer.deterministic=true", "--trainer.enable_progress_bar=false",
-                        f"--trainer.default_root_dir={tmp_path / name}"]) == 0
-        with open(tmp_path / name / "lightning_logs" / "version_0" / "summary.json") as fh:
-            seeds.append(json.load(fh)["seeds"])
+    try:
+        for name in ("a", "b"):
+            assert run_cli(["fit", "--config", os.path.join(root, "configs", "cos.yaml"), "--data.rounds=30",
+                            "--data.num_seeds=3", "--model.width=16", "--trainer.accelerator=gpu",
+                            "--trainer.deterministic=true", "--trainer.enable_progress_bar=false",
+                            f"--trainer.default_root_dir={tmp_path / name}"]) == 0
+            with open(tmp_path / name / "lightning_logs" / "version_0" / "summary.json") as fh:
+                seeds.append(json.load(fh)["seeds"])
+    finally:  # Lightning leaves torch's deterministic mode on in this process
+        torch.use_deterministic_algorithms(False)
     assert [s["cum_avg_regret"] for s in seeds[0]] == [s["cum_avg_regret"] for s in seeds[1]]
