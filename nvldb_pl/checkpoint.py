@@ -46,6 +46,7 @@ class RoundCheckpoint(ModelCheckpoint):
         self.interrupted = 0  # the signal (SIGINT, SIGTERM, SLURM's) that asked to stop after this round; exit 128 + it
         self._previous_handlers: dict = {}
         self._requeue_signal: Optional[int] = None  # SLURM's notice before the time limit (its --signal)
+        self._flags = None  # the ranks' process group (gloo, on the host) that agrees on it
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         """Under SLURM, Lightning's auto-requeue would save ``hpc_ckpt_N.ckpt`` from inside the signal
@@ -66,10 +67,13 @@ class RoundCheckpoint(ModelCheckpoint):
         (Ctrl-C: KeyboardInterrupt, at once; SIGTERM: Lightning's, at the end of the round). Under
         ``seed_parallel`` the ranks could see a signal in different rounds, so Lightning's handling
         of SIGINT and SIGTERM stays; SLURM's requeue signal is taken here too, and the ranks agree at
-        the end of every round (one all-reduce of a flag) on whether any saw it, so all stop at the
-        same round."""
+        the end of every round (one all-reduce of a host flag over gloo, so a GPU run does not wait for
+        its device) on whether any saw it, so all stop at the same round."""
         super().on_train_start(trainer, pl_module)
         self.interrupted = 0
+        self._flags = None
+        if self._requeue_signal is not None and trainer.world_size > 1 and torch.distributed.is_initialized():
+            self._flags = torch.distributed.new_group(backend="gloo")  # a host flag: no wait for a GPU in a round
         if threading.current_thread() is threading.main_thread():
             requeue = () if self._requeue_signal is None else (self._requeue_signal,)
             for signum in ((signal.SIGINT, signal.SIGTERM) if trainer.world_size == 1 else ()) + requeue:
@@ -100,9 +104,10 @@ class RoundCheckpoint(ModelCheckpoint):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         t = pl_module.t
-        if self._requeue_signal is not None and trainer.world_size > 1:  # did any rank see SLURM's signal?
-            seen = torch.tensor([float(self.interrupted == self._requeue_signal)], device=trainer.strategy.root_device)
-            if float(trainer.strategy.reduce(seen, reduce_op="max")) > 0:
+        if self._flags is not None:  # did any rank see SLURM's signal?
+            seen = torch.tensor([int(self.interrupted == self._requeue_signal)])
+            torch.distributed.all_reduce(seen, op=torch.distributed.ReduceOp.MAX, group=self._flags)
+            if int(seen):
                 self.interrupted = self._requeue_signal
         if self.interrupted:
             trainer.should_stop = True
