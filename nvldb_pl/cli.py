@@ -252,6 +252,14 @@ def user_message(err: Exception) -> str:
     return text
 
 
+def rank_prefix() -> str:
+    """``[rank: r] `` in a process of global rank r > 0 (as Lightning marks its own lines): under
+    ``seed_parallel`` a refusal every rank makes is printed by each, and a rank's own failure says whose."""
+    import torch.distributed as dist
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    return f"[rank: {rank}] " if rank else ""
+
+
 def check_config_files(argv: list[str]) -> None:
     """Each ``--config`` file that exists must be YAML: a syntax error is named with its file (the
     parser's own report says only ``"<unicode string>", line 4``)."""
@@ -280,7 +288,7 @@ def run_cli(argv: list[str] | None = None) -> int:
             return 128 + int(stopped[0])  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports a signal
     except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
-        print(f"error: {user_message(err)}", file=sys.stderr)
+        print(f"{rank_prefix()}error: {user_message(err)}", file=sys.stderr)
         release_claimed()
         return 2
     except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, or under seed_parallel)

@@ -164,6 +164,19 @@ def test_uneven_split_is_refused_with_the_numbers(tmp_path):
     assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("summary.json"))
 
 
+def test_a_refusal_every_rank_makes_says_which_rank_each_line_is_from(six_seeds, tmp_path):
+    """A resume with another config, under seed_parallel: each rank refuses its own checkpoint; rank 0's
+    line is the plain ``error: ...``, rank 1's is marked as Lightning marks its lines."""
+    run = str(tmp_path / "two")
+    shutil.copytree(six_seeds[1], run)
+    out = subprocess.run(_cmd(run, "--data.num_seeds=6", *PARALLEL, "--model.lr=0.5", "--ckpt_path=last"),
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 2
+    lines = [line for line in out.stderr.splitlines() if "error: " in line]
+    message = "error: the checkpoint was made with another config: model.lr: checkpoint 0.001, config 0.5"
+    assert sorted(lines) == sorted([message, f"[rank: 1] {message}"]), out.stderr[-3000:]
+
+
 @pytest.mark.slow  # a real kill of 2 processes; the rank agreement is covered by the next test
 def test_killed_two_process_run_resumes_every_rank(tmp_path):
     full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
