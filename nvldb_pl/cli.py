@@ -288,7 +288,8 @@ def run_cli(argv: list[str] | None = None) -> int:
             return 128 + int(stopped[0])  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports a signal
     except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
-        print(f"{rank_prefix()}error: {user_message(err)}", file=sys.stderr)
+        sys.stderr.write(f"{rank_prefix()}error: {user_message(err)}\n")  # one write: the ranks share the stream
+        sys.stderr.flush()
         release_claimed()
         return 2
     except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, or under seed_parallel)
