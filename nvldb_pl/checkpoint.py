@@ -53,11 +53,7 @@ class RoundCheckpoint(ModelCheckpoint):
         handler, in the middle of a round, and the requeued job would go on from it without a word:
         it is turned off, and this callback takes SLURM's signal instead (:meth:`on_train_start`)."""
         super().setup(trainer, pl_module, stage)
-        env = getattr(getattr(trainer, "_accelerator_connector", None), "cluster_environment", None)
-        self._requeue_signal = None
-        if isinstance(env, SLURMEnvironment):
-            self._requeue_signal = env.requeue_signal if env.auto_requeue else None
-            env.auto_requeue = False  # (set before the trainer registers its signal handlers)
+        self._requeue_signal = slurm_requeue_off(trainer)  # (before the trainer registers its signal handlers)
 
     def on_train_start(self, trainer, pl_module) -> None:
         """One process: the first Ctrl-C (SIGINT), SIGTERM (a cluster's preemption or time limit) or,
@@ -143,7 +139,7 @@ class RoundCheckpoint(ModelCheckpoint):
             where = (f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last{timed}"
                      if self._saved_round > 0 else "this run saved no checkpoint")
             print(f"stopped at round {t} of data.rounds={T}; {where}", file=sys.stderr)
-            if self.interrupted and self.interrupted == self._requeue_signal and self._saved_round == t:
+            if self.interrupted == self._requeue_signal and self._saved_round == t:
                 print(requeue_slurm_job(), file=sys.stderr)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:  # rounds, not epochs, decide
@@ -151,6 +147,16 @@ class RoundCheckpoint(ModelCheckpoint):
 
     def on_validation_end(self, trainer, pl_module) -> None:
         pass
+
+
+def slurm_requeue_off(trainer) -> Optional[int]:
+    """Turn Lightning's SLURM auto-requeue off (it saves from inside its signal handler, mid-round); the
+    signal it would have taken, None where it was off or the run is not under SLURM."""
+    env = getattr(getattr(trainer, "_accelerator_connector", None), "cluster_environment", None)
+    if not isinstance(env, SLURMEnvironment) or not env.auto_requeue:
+        return None
+    env.auto_requeue = False
+    return env.requeue_signal
 
 
 def requeue_slurm_job() -> str:

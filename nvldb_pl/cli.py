@@ -16,7 +16,6 @@ import signal
 import sys
 import warnings
 
-from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -24,7 +23,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
 from .parallel import end_process_group, started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
-from .checkpoint import RoundCheckpoint
+from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
 from .host import check_writable, claim_new_folder
@@ -181,9 +180,7 @@ class NVLDBCLI(LightningCLI):
         if config.get("enable_checkpointing") is not False:
             return super()._instantiate_trainer(config, callbacks)
         trainer = super()._instantiate_trainer(config, [c for c in callbacks if not isinstance(c, RoundCheckpoint)])
-        env = getattr(getattr(trainer, "_accelerator_connector", None), "cluster_environment", None)
-        if isinstance(env, SLURMEnvironment):
-            env.auto_requeue = False
+        slurm_requeue_off(trainer)
         return trainer
 
     def _parse_ckpt_path(self) -> None:
