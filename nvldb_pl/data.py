@@ -24,7 +24,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from . import links, uci
-from .checks import refuse_other_config, require
+from .checks import config_differences, refuse_other_config, require
 from .host import check_memory
 from .links import check_link
 from .streams import CHUNK_ROUNDS, TAG_DISJOINT, TAG_ROUNDS, TAG_TASK, rng_for, resolve_base_seed, shard
@@ -208,6 +208,11 @@ class BanditDataModule(pl.LightningDataModule):
 
     def load_state_dict(self, state: dict) -> None:
         """Refuse to resume a checkpoint whose stream differs from this config's (naming the fields)."""
+        refuse_other_config(self.config_differences(state))
+
+    def config_differences(self, state: dict) -> list[str]:
+        """The ``data.`` fields in which the stream a checkpoint (its :meth:`state_dict`) was made
+        with differs from this config's: a larger ``rounds`` is the same stream, run longer."""
         def flat(st: dict) -> dict:  # base_seed is what the config calls data.seed
             spec = {("seed" if k == "base_seed" else k): v for k, v in st.get("spec", {}).items()}
             return {**spec, "link": st.get("link"), "preference": st.get("preference")}
@@ -215,7 +220,7 @@ class BanditDataModule(pl.LightningDataModule):
         saved, current = flat(state), flat(self.state_dict())
         if saved.get("rounds") is not None and saved["rounds"] < current["rounds"] and current["sampling"] != "disjoint":
             saved["rounds"] = current["rounds"]  # a longer run on the same stream: rounds 1..T_saved are the same
-        refuse_other_config(saved, current, "data.")
+        return config_differences(saved, current, "data.")
 
     def preference_prob(self, du: torch.Tensor) -> torch.Tensor:
         """P(o = 1) = P(a1 beats a2) given u_a1 - u_a2 under the environment's preference model."""

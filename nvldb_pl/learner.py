@@ -25,7 +25,7 @@ from lightning.pytorch.utilities import rank_zero_info
 import torch
 
 from . import links
-from .checks import refuse_other_config, require
+from .checks import config_differences, refuse_other_config, require
 from .host import check_memory, keep_freed_memory
 from .metrics import CumulativeRegret
 
@@ -235,6 +235,11 @@ class DuelingLearner(pl.LightningModule):
 
         A larger ``data.rounds`` than the checkpoint's goes on with the same run (its history is
         padded to the new horizon) where the learner does not depend on T (``EXTENDABLE``)."""
+        # the stream's fields too (Lightning checks the data module after the model), so that one refusal names
+        # every field that differs, the data ones under the names the config gives them (data.num_seeds, ...)
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        stream = checkpoint.get(type(dm).__qualname__) if dm is not None else None
+        data = dm.config_differences(stream) if stream is not None else []
         name = type(self).__name__
         saved = {"learner": checkpoint.get("learner", name), **checkpoint.get("hyper_parameters", {})}
         T_saved, T = saved.get("rounds"), self.hparams["rounds"]
@@ -249,7 +254,8 @@ class DuelingLearner(pl.LightningModule):
             progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.batch_progress")
             if progress is not None:
                 progress["is_last_batch"] = False
-        refuse_other_config(saved, {"learner": name, **self.hparams}, "model.")
+        linked = LINKED_FROM_DATA if stream is not None else ()  # named once, as data.<field>
+        refuse_other_config(data, config_differences(saved, {"learner": name, **self.hparams}, "model.", linked))
         self._refuse_other_run_layout(checkpoint)
         self._say_other_device(checkpoint)
         self._t = int(checkpoint["state_dict"]["rounds_done"])

@@ -104,6 +104,8 @@ def test_checkpoint_of_another_config_is_refused_naming_the_fields(tmp_path, nam
     # by path too: the command line's lr is not silently replaced by the checkpoint's
     assert out.returncode == 2, out.stderr[-2000:]
     assert "another config" in out.stderr and "model.lr: checkpoint 0.001, config 0.01" in out.stderr
+    # in the same line, the data field under the name the config gives it (it is linked into model.num_seeds)
+    assert "data.num_seeds: checkpoint 3, config 4; model.lr" in out.stderr and "model.num_seeds" not in out.stderr
 
 
 def test_logged_rounds_is_per_tag_so_a_half_written_flush_is_completed(tmp_path):
@@ -240,7 +242,8 @@ def _files(root):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--data.num_seeds=4"], "model.num_seeds: checkpoint 3, config 4"),
+    (["--data.num_seeds=4"], "data.num_seeds: checkpoint 3, config 4"),
+    (["--data.first_seed_id=3"], "data.first_seed_id: checkpoint 0, config 3"),  # was blamed on the process count
     (["--trainer.precision=bf16-mixed"], "trainer.precision: the checkpoint's rounds were computed in '32-true'; "
                                          "going on in 'bf16-mixed' would give a run that equals neither"),
 ])
