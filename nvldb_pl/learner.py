@@ -238,7 +238,7 @@ class DuelingLearner(pl.LightningModule):
         # the stream's fields too (Lightning checks the data module after the model), so that one refusal names
         # every field that differs, the data ones under the names the config gives them (data.num_seeds, ...)
         dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
-        stream = checkpoint.get(type(dm).__qualname__) if dm is not None else None
+        stream = checkpoint.get(type(dm).__qualname__) if hasattr(dm, "config_differences") else None
         data = dm.config_differences(stream) if stream is not None else []
         name = type(self).__name__
         saved = {"learner": checkpoint.get("learner", name), **checkpoint.get("hyper_parameters", {})}
