@@ -28,8 +28,8 @@ from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
 from .host import check_writable, claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
-from .resume import (MergedSeeds, RunConfig, last_checkpoint, refuse_missing, refuse_occupied, refuse_other_kind,
-                     refuse_slurm_leftovers, resumed_version, whole_checkpoint)
+from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
+                     refuse_other_kind, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
 from .run import tensorboard_logger
 from .streams import shard
 
@@ -128,14 +128,19 @@ def check_strategy(name: str) -> None:
                      f"over processes, GPUs or machines)")
 
 
-CLAIMED: list[str] = []  # run folders this process created; a run refused before writing removes its empty one
+RUN_FOLDERS: list[tuple[str, bool]] = []  # this process's run folder, and whether it created it (a new run)
 
 
-def release_claimed() -> None:
-    """Remove the run folders this process claimed that are still empty (a run refused at set-up)."""
-    while CLAIMED:
-        folder = CLAIMED.pop()
-        if os.path.isdir(folder) and not os.listdir(folder):
+def release_run_folder() -> None:
+    """At the end of ``run_cli``: remove the empty TensorBoard event files this process opened in its run
+    folder (a refused run, a resume with nothing left to run), and the folder itself if this process
+    created it (a new run) and nothing else is in it."""
+    while RUN_FOLDERS:
+        folder, claimed = RUN_FOLDERS.pop()
+        if not os.path.isdir(folder):
+            continue
+        drop_empty_event_files(folder)
+        if claimed and not os.listdir(folder):
             os.rmdir(folder)
 
 
@@ -166,9 +171,11 @@ class NVLDBCLI(LightningCLI):
                                  f"or give another folder")
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
             version = resumed_version(root, ckpt)
-            if version is None and started_as_first_process():  # a new run: its own folder, even beside another run
-                version = claim_new_folder(logs)  # starting at the same moment
-                CLAIMED.append(os.path.join(logs, f"version_{version}"))
+            claimed = version is None and started_as_first_process()
+            if claimed:  # a new run: its own folder, even beside another run starting at the same moment
+                version = claim_new_folder(logs)
+            if version is not None:
+                RUN_FOLDERS.append((os.path.join(logs, f"version_{version}"), claimed))
             kwargs["logger"] = tensorboard_logger(root, version)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)
@@ -276,7 +283,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
     for a configuration, data or numerical error; 130 (Ctrl-C) or 143 (SIGTERM) for a run stopped
     by that signal at the end of a round, saved (:class:`RoundCheckpoint`); 0 on success."""
-    CLAIMED.clear()
+    RUN_FOLDERS.clear()
     try:
         check_config_files(sys.argv[1:] if argv is None else argv)
         cli = main(argv)
@@ -287,7 +294,6 @@ def run_cli(argv: list[str] | None = None) -> int:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
         sys.stderr.write(f"{rank_prefix()}error: {user_message(err)}\n")  # one write: the ranks share the stream
         sys.stderr.flush()
-        release_claimed()
         return 2
     except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, or under seed_parallel)
         print("stopped by SIGTERM; go on from the last checkpoint with --ckpt_path last", file=sys.stderr)
@@ -295,5 +301,6 @@ def run_cli(argv: list[str] | None = None) -> int:
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
         return stop.code if isinstance(stop.code, int) else 2
     finally:
+        release_run_folder()  # after a refusal, or a resume at its own horizon: what Lightning's set-up opened
         end_process_group()
     return 0

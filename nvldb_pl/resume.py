@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import glob
 import os
+import socket
+import struct
 import sys
 
 import torch
@@ -65,6 +67,27 @@ class MergedSeeds(CheckpointIO):
 
 
 RUN_FILES = ("config.yaml", "summary.json", "curves.csv")  # what a run writes into its log folder
+
+
+def drop_empty_event_files(folder: str) -> None:
+    """Remove the TensorBoard event files this process opened in ``folder`` that hold nothing but
+    their header: Lightning opens the writer in its set-up, before the checkpoint is read, so a
+    refused resume (or a run refused in set-up) would leave one behind. A file holding any event
+    more (a run stopped after it logged) stays."""
+    mine = f".{socket.gethostname()}.{os.getpid()}."  # torch names them events.out.tfevents.<time>.<host>.<pid>.<n>
+    for path in glob.glob(os.path.join(glob.escape(folder), "events.out.tfevents.*")):
+        if mine in os.path.basename(path) and event_records(path) <= 1:
+            os.remove(path)
+
+
+def event_records(path: str) -> int:
+    """The number of records in a TFRecord file (each: length u64, its CRC u32, data, the data's CRC u32)."""
+    count = 0
+    with open(path, "rb") as fh:
+        while len(head := fh.read(12)) == 12:
+            fh.seek(struct.unpack("<Q", head[:8])[0] + 4, os.SEEK_CUR)
+            count += 1
+    return count
 
 
 def refuse_occupied(trainer) -> None:

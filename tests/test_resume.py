@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -236,9 +237,28 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
 
 
 def _files(root):
-    """Every file under root but TensorBoard's event files, with its bytes (Lightning's set-up opens an
-    event file before a checkpoint can be checked, so a refused resume adds an empty one)."""
-    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and "tfevents" not in p.name}
+    """Every file under root, with its bytes. TensorBoard's event files included: Lightning's set-up
+    opens one before a checkpoint can be checked, and a refused resume removes it again."""
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_only_this_process_s_event_files_that_hold_nothing_are_dropped(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from nvldb_pl.resume import drop_empty_event_files, event_records
+    empty, logged, other = tmp_path / "empty", tmp_path / "logged", tmp_path / "other"
+    for folder in (empty, logged):
+        writer = SummaryWriter(str(folder))
+        if folder == logged:
+            writer.add_scalar("regret/cum_avg_mean", 1.0, 1)
+        writer.close()
+    other.mkdir()  # another process's empty file (its pid in the name is not ours)
+    (other / f"events.out.tfevents.1.{socket.gethostname()}.{os.getpid() + 1}.0").write_bytes(
+        next(empty.iterdir()).read_bytes())
+    assert [event_records(str(next(f.iterdir()))) for f in (empty, logged, other)] == [1, 2, 1]
+    for folder in (empty, logged, other):
+        drop_empty_event_files(str(folder))
+    assert [len(list(f.iterdir())) for f in (empty, logged, other)] == [0, 1, 1]
 
 
 @pytest.mark.parametrize("extra,message", [
