@@ -2,9 +2,10 @@
 
 Lightning's ``ModelCheckpoint(every_n_train_steps)`` counts optimizer steps (n per round under
 manual optimization), so :class:`RoundCheckpoint` counts rounds instead. It writes
-``<log dir>/checkpoints/last.ckpt`` through a temporary file, keeping the checkpoint it replaces
-as ``last.ckpt.prev``: ``--ckpt_path last`` takes last.ckpt, or, if that file is damaged (a disk
-that filled up, a copy cut short), the previous one, and says so (:mod:`nvldb_pl.cli`).
+``<log dir>/checkpoints/last.ckpt`` through a temporary file beside it (:class:`InPlaceCheckpointIO`),
+keeping the checkpoint it replaces as ``last.ckpt.prev``: ``--ckpt_path last`` takes last.ckpt, or,
+if that file is damaged (a copy cut short), the previous one, and says so (:mod:`nvldb_pl.cli`). A
+save that fails (a full disk) stops the run naming the round last.ckpt still holds.
 
 What a checkpoint holds, and so what resume restores: the learner's buffers (history, Gram
 matrices, theta, round counter, per-seed regret metric states), the optimizer state (Adam's
@@ -17,6 +18,7 @@ save from inside a signal handler, where a round may be half done.
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -27,9 +29,11 @@ from weakref import proxy
 
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint, Timer
+from lightning.pytorch.plugins.io import AsyncCheckpointIO
 
-from .host import replace_keeping_previous
+from .host import CannotWrite, check_folder_can_be_made, write_keeping_previous
 
 
 class RoundCheckpoint(ModelCheckpoint):
@@ -42,6 +46,7 @@ class RoundCheckpoint(ModelCheckpoint):
             raise ValueError(f"checkpoint.dirpath: {dirpath} is a file, not a folder")
         super().__init__(dirpath=dirpath, save_last=True, save_top_k=0, enable_version_counter=False)
         self.every_n_rounds = every_n_rounds
+        self._dirpath_given = dirpath is not None
         self._saved_round = -1  # the round of the last save by this process
         self.interrupted = 0  # the signal (SIGINT, SIGTERM, SLURM's) that asked to stop after this round; exit 128 + it
         self._previous_handlers: dict = {}
@@ -53,7 +58,11 @@ class RoundCheckpoint(ModelCheckpoint):
         handler, in the middle of a round, and the requeued job would go on from it without a word:
         it is turned off, and this callback takes SLURM's signal instead (:meth:`on_train_start`)."""
         super().setup(trainer, pl_module, stage)
+        if self._dirpath_given:  # (the default, under trainer.default_root_dir, was checked with it)
+            check_folder_can_be_made(str(self.dirpath), "checkpoint.dirpath")  # not at the first save, rounds later
         self._requeue_signal = slurm_requeue_off(trainer)  # (before the trainer registers its signal handlers)
+        refuse_late_writer(trainer.strategy)
+        save_in_place(trainer.strategy)
 
     def on_train_start(self, trainer, pl_module) -> None:
         """One process: the first Ctrl-C (SIGINT), SIGTERM (a cluster's preemption or time limit) or,
@@ -116,13 +125,21 @@ class RoundCheckpoint(ModelCheckpoint):
         """Write ``last.ckpt`` through a temporary file and keep the one it replaces as
         ``last.ckpt.prev`` (what ``--ckpt_path last`` falls back to if last.ckpt is damaged).
         Under ``seed_parallel`` the strategy does this for every rank's file."""
-        self._saved_round = trainer.lightning_module.t
-        if getattr(trainer.strategy, "strategy_name", None) == "seed_parallel":
-            return super()._save_checkpoint(trainer, filepath)
-        tmp = f"{filepath}.tmp"
-        trainer.save_checkpoint(tmp, self.save_weights_only)
-        if trainer.is_global_zero:
-            replace_keeping_previous(tmp, filepath)
+        t = trainer.lightning_module.t
+        try:
+            if getattr(trainer.strategy, "strategy_name", None) == "seed_parallel":
+                super()._save_checkpoint(trainer, filepath)
+                self._saved_round = t
+                return
+            write_keeping_previous(filepath, lambda tmp: trainer.save_checkpoint(tmp, self.save_weights_only))
+        except CannotWrite as err:  # a full disk, a quota: the run stops, its last whole checkpoint kept
+            kept = (f"{err.path} still holds round {self._saved_round}" if self._saved_round > 0
+                    else "no round was saved before it")
+            then = "make room, then" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "once it can be written,"
+            raise CannotWrite(err.path, err, f"checkpoint: {err.path} cannot be written at round {t} ({err.reason}); "
+                                             f"the run stops there, and {kept}: {then} go on with --ckpt_path "
+                                             f"last") from err
+        self._saved_round = t
         self._last_global_step_saved = trainer.global_step
         self._last_checkpoint_saved = filepath
         if trainer.is_global_zero:
@@ -147,6 +164,43 @@ class RoundCheckpoint(ModelCheckpoint):
 
     def on_validation_end(self, trainer, pl_module) -> None:
         pass
+
+
+class InPlaceCheckpointIO(TorchCheckpointIO):
+    """Lightning's ``TorchCheckpointIO``, but a local file is written where it is asked for, and synced.
+    Lightning writes it into the system's temporary folder and then moves it (an fsspec transaction): a
+    second copy of every checkpoint, across disks, and a save that fails when that folder is full. Here
+    the atomic save is :func:`~nvldb_pl.host.write_keeping_previous`'s: a temporary name beside
+    ``last.ckpt``, renamed once whole."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        if storage_options is not None or "://" in str(path):  # (remote: Lightning's way)
+            return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "wb") as fh:
+            torch.save(checkpoint, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def refuse_late_writer(strategy) -> None:
+    """``AsyncCheckpointIO`` writes in another thread after the save returns, and a round's checkpoint is
+    renamed into place as soon as it returns: a ValueError naming it."""
+    io = strategy.checkpoint_io
+    if isinstance(io, AsyncCheckpointIO) or isinstance(getattr(io, "io", None), AsyncCheckpointIO):
+        raise ValueError("trainer.plugins: AsyncCheckpointIO writes a checkpoint in another thread after the save "
+                         "returns, and a round's checkpoint is renamed into place (last.ckpt, the one before kept as "
+                         "last.ckpt.prev) as soon as the save returns; leave it out")
+
+
+def save_in_place(strategy) -> None:
+    """Lightning's default checkpoint writer (alone, or inside :class:`~nvldb_pl.resume.MergedSeeds`) as
+    :class:`InPlaceCheckpointIO`; a writer the user chose stays."""
+    io = strategy.checkpoint_io
+    if type(io) is TorchCheckpointIO:
+        strategy.checkpoint_io = InPlaceCheckpointIO()
+    elif type(getattr(io, "io", None)) is TorchCheckpointIO:
+        io.io = InPlaceCheckpointIO()
 
 
 def slurm_requeue_off(trainer) -> Optional[int]:

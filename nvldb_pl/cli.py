@@ -23,10 +23,10 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
 from .parallel import end_process_group, started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
-from .checkpoint import RoundCheckpoint, slurm_requeue_off
+from .checkpoint import RoundCheckpoint, refuse_late_writer, slurm_requeue_off
 from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
-from .host import check_writable, claim_new_folder
+from .host import CannotWrite, check_folder_can_be_made, check_writable, claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
                      refuse_other_kind, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
@@ -164,6 +164,9 @@ class NVLDBCLI(LightningCLI):
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
         check_writable(root)
+        saver = self._get(self.config_init, "checkpoint", default=None)
+        if isinstance(saver, RoundCheckpoint) and saver.dirpath and cfg.get("enable_checkpointing") is not False:
+            check_folder_can_be_made(str(saver.dirpath), "checkpoint.dirpath")  # before config.yaml is written
         if cfg.get("logger") in (None, True):
             logs = os.path.join(root, "lightning_logs")
             if os.path.exists(logs) and not os.path.isdir(logs):
@@ -204,6 +207,8 @@ class NVLDBCLI(LightningCLI):
         cfg = self.config_init[self.subcommand]
         ckpt = cfg.get("ckpt_path")
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
+        if any(isinstance(c, RoundCheckpoint) for c in self.trainer.callbacks):
+            refuse_late_writer(self.trainer.strategy)  # (RoundCheckpoint's set-up would, after config.yaml is written)
         path = last_checkpoint(self.trainer) if ckpt == "last" else ckpt
         if ckpt == "last" and path is None:  # nothing saved yet, or checkpointing off
             ckpt = cfg["ckpt_path"] = None  # a new run (Lightning would warn with a hint that does not apply here)
@@ -264,6 +269,14 @@ def rank_prefix() -> str:
     return f"[rank: {rank}] " if rank else ""
 
 
+def end_progress_line() -> None:
+    """An error in the middle of a run leaves Lightning's progress bar open, its line unended: close it,
+    so that the error starts a line of its own."""
+    from tqdm import tqdm
+    for bar in list(tqdm._instances):
+        bar.close()
+
+
 def check_config_files(argv: list[str]) -> None:
     """Each ``--config`` file that exists must be YAML: a syntax error is named with its file (the
     parser's own report says only ``"<unicode string>", line 4``)."""
@@ -281,8 +294,9 @@ def check_config_files(argv: list[str]) -> None:
 
 def run_cli(argv: list[str] | None = None) -> int:
     """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
-    for a configuration, data or numerical error; 130 (Ctrl-C) or 143 (SIGTERM) for a run stopped
-    by that signal at the end of a round, saved (:class:`RoundCheckpoint`); 0 on success."""
+    for a configuration, data or numerical error, 1 for a file that cannot be written (a full disk);
+    130 (Ctrl-C) or 143 (SIGTERM) for a run stopped by that signal at the end of a round, saved
+    (:class:`RoundCheckpoint`); 0 on success."""
     RUN_FOLDERS.clear()
     try:
         check_config_files(sys.argv[1:] if argv is None else argv)
@@ -292,9 +306,15 @@ def run_cli(argv: list[str] | None = None) -> int:
             return 128 + int(stopped[0])  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports a signal
     except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
         # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
+        end_progress_line()
         sys.stderr.write(f"{rank_prefix()}error: {user_message(err)}\n")  # one write: the ranks share the stream
         sys.stderr.flush()
         return 2
+    except CannotWrite as err:  # a full disk or a quota, at a checkpoint or a run file: what is kept, named
+        end_progress_line()
+        sys.stderr.write(f"{rank_prefix()}error: {err}\n")
+        sys.stderr.flush()
+        return 1
     except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, or under seed_parallel)
         print("stopped by SIGTERM; go on from the last checkpoint with --ckpt_path last", file=sys.stderr)
         return 128 + signal.SIGTERM

@@ -13,11 +13,25 @@ from contextlib import contextmanager
 from typing import Optional
 
 
+class CannotWrite(OSError):
+    """A run's file could not be written (a full disk, a quota, a read-only file system): ``path``
+    and the system's ``reason``; the file it would have replaced is as it was, and no part-written
+    temporary file is left."""
+
+    def __init__(self, path: str, err: OSError, message: Optional[str] = None):
+        self.path, self.reason = path, err.strerror or str(err)
+        if err.filename and (err.filename2 or not str(err.filename).startswith(path)):  # another file: whose disk
+            self.reason += f": {err.filename}" + (f" -> {err.filename2}" if err.filename2 else "")
+        super().__init__(message or f"{path}: cannot be written ({self.reason}); the file it would replace is kept "
+                                    f"as it was")
+        self.errno = err.errno
+
+
 @contextmanager
 def atomic_open(path: str, mode: str = "w"):
     """Open ``path`` for writing (``mode`` "w" or "wb") through a temporary file in the same
     folder, renamed over it once complete (and synced): never a half-written file, and an old
-    one survives a failure (the temporary file is removed)."""
+    one survives a failure (the temporary file is removed; :class:`CannotWrite`)."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, mode) as fh:
@@ -25,9 +39,24 @@ def atomic_open(path: str, mode: str = "w"):
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        raise CannotWrite(path, err) from err
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def write_keeping_previous(path: str, write) -> None:
+    """``write(tmp)``, then ``tmp`` renamed to ``path``, the file it replaces kept as ``path.prev``. A
+    write that fails removes ``tmp`` and raises :class:`CannotWrite`; ``path`` and ``path.prev`` stay."""
+    tmp = f"{path}.tmp"
+    try:
+        write(tmp)
+    except OSError as err:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise CannotWrite(path, err) from err
+    replace_keeping_previous(tmp, path)
 
 
 def replace_keeping_previous(tmp: str, path: str) -> None:
@@ -82,6 +111,18 @@ def check_writable(root: str) -> None:
             pass
     except OSError as err:
         raise ValueError(f"trainer.default_root_dir: {root} is not a writable folder ({err.strerror})") from None
+
+
+def check_folder_can_be_made(folder: str, field: str) -> None:
+    """Fail before training if ``folder`` is not a folder this process can write into, or make there:
+    its nearest existing ancestor must be a writable folder. Creates nothing."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise ValueError(f"{field}: {folder} cannot be made: {path} is a file, not a folder")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"{field}: {folder} is not writable ({path} is not writable by this user)")
 
 
 # glibc's mallopt parameters (malloc.h) and what keep_freed_memory sets them to

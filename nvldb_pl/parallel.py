@@ -27,7 +27,7 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
 from . import shards
-from .host import replace_keeping_previous
+from .host import write_keeping_previous
 
 
 def started_as_first_process() -> bool:
@@ -60,10 +60,8 @@ class SeedParallelStrategy(DDPStrategy):
         return shards.rank_path(str(filepath), self.global_rank)
 
     def save_checkpoint(self, checkpoint, filepath, storage_options=None) -> None:
-        path = self._rank_path(filepath)
-        tmp = f"{path}.tmp"
-        self.checkpoint_io.save_checkpoint(checkpoint, tmp, storage_options=storage_options)
-        replace_keeping_previous(tmp, path)
+        write_keeping_previous(self._rank_path(filepath), lambda tmp: self.checkpoint_io.save_checkpoint(
+            checkpoint, tmp, storage_options=storage_options))
 
     def load_checkpoint(self, checkpoint_path, weights_only=None):
         def load(p):
