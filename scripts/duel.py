@@ -19,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from nvldb_pl.host import CannotWrite  # noqa: E402
 from nvldb_pl.live import DuelingBandit, rank  # noqa: E402
 
 FEATURES = ("sweetness", "acidity", "body", "bitterness", "price")
@@ -123,7 +124,7 @@ def main(argv=None, stdin=None, out=None) -> int:
         else:
             bandit = DuelingBandit.from_config(a.config, dim=contexts.shape[1], seed=a.seed)
         rng = np.random.default_rng([a.seed, bandit.num_observed])
-        asked = 0
+        asked, given = 0, []
         while asked < a.questions:
             offer = rng.choice(len(names), size=a.offer, replace=False)
             i, j = bandit.select(contexts[offer])
@@ -138,6 +139,7 @@ def main(argv=None, stdin=None, out=None) -> int:
             if a.simulate or a.answers:
                 out.write(f"answer: {1 if o else 2}\n")
             bandit.observe(contexts[offer], i, j, o)
+            given.append(1 if o else 2)
             asked += 1
         out.write(f"\nLearned ranking after {bandit.num_observed} answers (estimated utility):\n")
         ranking = rank(bandit, contexts, names)
@@ -147,7 +149,12 @@ def main(argv=None, stdin=None, out=None) -> int:
             tau = kendall_tau(bandit.scores(contexts), raw @ TASTE)
             out.write(f"Kendall tau against the simulated person's hidden taste: {tau:.2f}\n")
         if a.save:
-            bandit.save(a.save)
+            try:
+                bandit.save(a.save)
+            except CannotWrite as err:  # a full disk: the answers stay, to be given again from a file
+                print(f"error: {err}; this session's answers, to give again with --answers FILE (one a line, the "
+                      f"same --seed{' and --load' if a.load else ''}): {' '.join(map(str, given))}", file=sys.stderr)
+                return 1
             out.write(f"saved the learner to {a.save}\n")
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)

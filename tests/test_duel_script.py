@@ -69,6 +69,34 @@ def test_ctrl_c_stops_like_q_and_the_answers_are_saved(tmp_path):
     assert DuelingBandit.from_checkpoint(saved).num_observed == 2
 
 
+def test_a_full_disk_at_the_save_keeps_the_answers_to_give_again(tmp_path, capsys, monkeypatch):
+    """The save at the end fails (ENOSPC): one error line naming the file, exit 1, and the session's answers
+    printed; given again from a file, they make the same learner."""
+    import errno
+
+    from nvldb_pl.host import CannotWrite, atomic_open
+    saved, real_save = str(tmp_path / "me.pt"), DuelingBandit.save
+
+    def disk_full(self, path):
+        with atomic_open(path, "wb") as fh:
+            fh.write(b"part of it")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(DuelingBandit, "save", disk_full)
+    code, text = _run(["--questions", "4", "--save", saved], stdin="1\n2\n2\n1\n")
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith(f"error: {saved}: cannot be written (No space left on device)")
+    assert err.rstrip().endswith("(one a line, the same --seed): 1 2 2 1") and not os.path.exists(saved)
+    monkeypatch.setattr(DuelingBandit, "save", real_save)
+    replay = tmp_path / "answers.txt"
+    replay.write_text("\n".join(err.rsplit(": ", 1)[1].split()) + "\n")
+    again, text_again = _run(["--questions", "4", "--answers", str(replay), "--save", saved])
+    ranking = text.split("Learned ranking")[1]  # names and estimated utilities
+    assert again == 0 and text_again.split("Learned ranking")[1] == f"{ranking}saved the learner to {saved}\n"
+    assert DuelingBandit.from_checkpoint(saved).num_observed == 4
+    assert isinstance(CannotWrite(saved, OSError(errno.ENOSPC, "x")), OSError)
+
+
 def test_a_save_path_that_cannot_be_written_is_refused_before_any_question(tmp_path, capsys):
     code, text = _run(["--questions", "5", "--save", str(tmp_path / "absent" / "me.pt")], stdin="1\n")
     assert code == 2 and "Question" not in text
