@@ -28,8 +28,8 @@ from typing import Optional
 from weakref import proxy
 
 import torch
-from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from lightning.pytorch.plugins.io import AsyncCheckpointIO
 

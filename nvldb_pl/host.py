@@ -19,7 +19,7 @@ class CannotWrite(OSError):
     temporary file is left."""
 
     def __init__(self, path: str, err: OSError, message: Optional[str] = None):
-        self.path, self.reason = path, err.strerror or str(err)
+        self.path, self.reason = path, err.reason if isinstance(err, CannotWrite) else err.strerror or str(err)
         if err.filename and (err.filename2 or not str(err.filename).startswith(path)):  # another file: whose disk
             self.reason += f": {err.filename}" + (f" -> {err.filename2}" if err.filename2 else "")
         super().__init__(message or f"{path}: cannot be written ({self.reason}); the file it would replace is kept "
