@@ -19,6 +19,7 @@ save from inside a signal handler, where a round may be half done.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import signal
 import subprocess
@@ -177,8 +178,10 @@ class InPlaceCheckpointIO(TorchCheckpointIO):
         if storage_options is not None or "://" in str(path):  # (remote: Lightning's way)
             return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        buffer = io.BytesIO()  # (torch's zip writer turns a full disk's OSError into a RuntimeError: write it here)
+        torch.save(checkpoint, buffer)
         with open(path, "wb") as fh:
-            torch.save(checkpoint, fh)
+            fh.write(buffer.getbuffer())
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -186,8 +189,8 @@ class InPlaceCheckpointIO(TorchCheckpointIO):
 def refuse_late_writer(strategy) -> None:
     """``AsyncCheckpointIO`` writes in another thread after the save returns, and a round's checkpoint is
     renamed into place as soon as it returns: a ValueError naming it."""
-    io = strategy.checkpoint_io
-    if isinstance(io, AsyncCheckpointIO) or isinstance(getattr(io, "io", None), AsyncCheckpointIO):
+    writer = strategy.checkpoint_io
+    if isinstance(writer, AsyncCheckpointIO) or isinstance(getattr(writer, "io", None), AsyncCheckpointIO):
         raise ValueError("trainer.plugins: AsyncCheckpointIO writes a checkpoint in another thread after the save "
                          "returns, and a round's checkpoint is renamed into place (last.ckpt, the one before kept as "
                          "last.ckpt.prev) as soon as the save returns; leave it out")
@@ -196,11 +199,11 @@ def refuse_late_writer(strategy) -> None:
 def save_in_place(strategy) -> None:
     """Lightning's default checkpoint writer (alone, or inside :class:`~nvldb_pl.resume.MergedSeeds`) as
     :class:`InPlaceCheckpointIO`; a writer the user chose stays."""
-    io = strategy.checkpoint_io
-    if type(io) is TorchCheckpointIO:
+    writer = strategy.checkpoint_io
+    if type(writer) is TorchCheckpointIO:
         strategy.checkpoint_io = InPlaceCheckpointIO()
-    elif type(getattr(io, "io", None)) is TorchCheckpointIO:
-        io.io = InPlaceCheckpointIO()
+    elif type(getattr(writer, "io", None)) is TorchCheckpointIO:
+        writer.io = InPlaceCheckpointIO()
 
 
 def slurm_requeue_off(trainer) -> Optional[int]:

@@ -52,10 +52,12 @@ def write_keeping_previous(path: str, write) -> None:
     tmp = f"{path}.tmp"
     try:
         write(tmp)
-    except OSError as err:
+    except BaseException as err:  # (any failure: no part-written file stays)
         if os.path.exists(tmp):
             os.remove(tmp)
-        raise CannotWrite(path, err) from err
+        if isinstance(err, OSError):
+            raise CannotWrite(path, err) from err
+        raise
     replace_keeping_previous(tmp, path)
 
 

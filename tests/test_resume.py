@@ -486,16 +486,35 @@ def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_in_one_line_and_keeps_t
     from nvldb_pl.cli import run_cli
     full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
     _run(full, *SHORT)
-    saves, save = [], torch.save
+    import builtins
 
-    def disk_full_at_the_second_save(obj, fh, *args, **kwargs):
-        saves.append(fh)
-        if len(saves) < 2:
-            return save(obj, fh, *args, **kwargs)
-        fh.write(b"PK\x03\x04 half a checkpoint")
-        raise OSError(errno.ENOSPC, "No space left on device")
+    import nvldb_pl.checkpoint as checkpoint_module
+    saves = []
 
-    monkeypatch.setattr(torch, "save", disk_full_at_the_second_save)
+    class FillingUp:  # a checkpoint file on a disk that fills up at the second save, part of it written
+        def __init__(self, path, mode):
+            self.fh = builtins.open(path, mode)
+
+        def write(self, data):
+            if len(saves) < 2:
+                return self.fh.write(data)
+            self.fh.write(bytes(data)[:1000])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    def open_checkpoint(path, mode="r"):
+        saves.append(path)
+        return FillingUp(path, mode)
+
+    monkeypatch.setattr(checkpoint_module, "open", open_checkpoint, raising=False)  # the module's own open()
     code = run_cli([*ARGS, f"--trainer.default_root_dir={cut}", *SHORT, "--trainer.enable_progress_bar=true"])
     err = capsys.readouterr().err
     last = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
@@ -504,7 +523,7 @@ def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_in_one_line_and_keeps_t
     assert lines == [f"error: checkpoint: {last} cannot be written at round 16 (No space left on device); the run "
                      f"stops there, and {last} still holds round 8: make room, then go on with --ckpt_path last"]
     assert sorted(os.listdir(os.path.dirname(last))) == ["last.ckpt"] and _rounds_in(last) == 8  # no .tmp left
-    monkeypatch.setattr(torch, "save", save)
+    monkeypatch.delattr(checkpoint_module, "open")
     _run(cut, *SHORT, "--ckpt_path=last")
     assert _per_seed(cut) == _per_seed(full) and _curve_rows(cut) == _curve_rows(full)
 
@@ -522,6 +541,26 @@ def test_a_run_file_the_disk_cannot_hold_is_named_and_the_old_one_kept(tmp_path)
             raise OSError(errno.ENOSPC, "No space left on device")
     assert caught.value.errno == errno.ENOSPC and isinstance(caught.value, OSError)  # `except OSError` still takes it
     assert path.read_text() == "{}" and os.listdir(tmp_path) == ["summary.json"]
+
+
+def test_a_write_the_kernel_refuses_at_a_checkpoint_stops_the_run_in_one_line(tmp_path):
+    """A real write error, as a full disk gives: here a file may not grow past 4 kB (RLIMIT_FSIZE, EFBIG),
+    and a checkpoint is 33 kB. torch's zip writer, writing to the file itself, turns that into a
+    RuntimeError ("unexpected pos 64 vs 0", as at a full tmpfs): the checkpoint is serialized in memory
+    and written by Python."""
+    import resource
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4_000, 4_000))
+
+    root = tmp_path / "run"
+    out = subprocess.run(_cmd(str(root), *SHORT), capture_output=True, text=True, timeout=600, preexec_fn=small_files)
+    folder = root / "lightning_logs" / "version_0" / "checkpoints"
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert (f"error: checkpoint: {folder / 'last.ckpt'} cannot be written at round 8 (File too large); the run stops "
+            f"there, and no round was saved before it: once it can be written, go on with --ckpt_path last") in out.stderr
+    assert list(folder.iterdir()) == []  # no part-written file
 
 
 def test_a_checkpoint_is_written_in_place_not_through_the_system_s_temporary_folder(tmp_path, monkeypatch):
