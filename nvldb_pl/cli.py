@@ -209,6 +209,10 @@ class NVLDBCLI(LightningCLI):
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
         if any(isinstance(c, RoundCheckpoint) for c in self.trainer.callbacks):
             refuse_late_writer(self.trainer.strategy)  # (RoundCheckpoint's set-up would, after config.yaml is written)
+        if cfg.get("seed_everything") is False and started_as_first_process():  # Lightning's "do not seed"
+            print(f"seed_everything=false: every draw of a run (contexts, feedback, initial weights) still comes from "
+                  f"a base seed, {self.datamodule.spec.base_seed} here; give an integer to choose another",
+                  file=sys.stderr)
         path = last_checkpoint(self.trainer) if ckpt == "last" else ckpt
         if ckpt == "last" and path is None:  # nothing saved yet, or checkpointing off
             ckpt = cfg["ckpt_path"] = None  # a new run (Lightning would warn with a hint that does not apply here)

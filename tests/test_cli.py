@@ -50,6 +50,23 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     assert "ts_csym" in hparams
 
 
+def test_seed_everything_false_says_which_base_seed_the_draws_come_from(tmp_path):
+    """Lightning's "do not seed": the streams still draw from a base seed (0 where nothing set one); the
+    run says so and equals --seed_everything 0 seed by seed."""
+    base = ["--config", "configs/cos.yaml", "--data.rounds", "6", "--data.num_seeds", "2", "--model.width", "8",
+            "--trainer.enable_progress_bar", "false"]
+    runs = {}
+    for seed in ("false", "0"):
+        res = _cli(*base, "--trainer.default_root_dir", str(tmp_path / seed), "--seed_everything", seed)
+        assert res.returncode == 0, res.stderr[-3000:]
+        [version] = list((tmp_path / seed / "lightning_logs").iterdir())
+        runs[seed] = (json.loads((version / "summary.json").read_text())["seeds"], res.stderr)
+    assert runs["false"][0] == runs["0"][0]
+    assert "seed_everything=false: every draw of a run (contexts, feedback, initial weights) still comes from a base " \
+           "seed, 0 here; give an integer to choose another" in runs["false"][1]
+    assert "seed_everything=false" not in runs["0"][1]
+
+
 def test_other_and_several_loggers_get_every_round_and_the_final_regret(tmp_path):
     """--trainer.logger as Lightning users write it: a CSVLogger beside TensorBoard. Each gets the
     regret curves at every round and the final R(T)/T (a logger other than TensorBoard takes no
