@@ -31,6 +31,16 @@ def _cmd(root, *extra):
     return [sys.executable, MAIN, *ARGS, f"--trainer.default_root_dir={root}", *extra]
 
 
+def _refused(capsys, root, *extra):
+    """A run that is refused before it trains, in this process (no 4 s of imports): its exit status and stderr."""
+    from types import SimpleNamespace
+
+    from nvldb_pl.cli import run_cli
+    capsys.readouterr()
+    code = run_cli([*ARGS, f"--trainer.default_root_dir={root}", *extra])
+    return SimpleNamespace(returncode=code, stderr=capsys.readouterr().err)
+
+
 def _run(root, *extra):
     out = subprocess.run(_cmd(root, *extra), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -96,12 +106,11 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
 
 
 @pytest.mark.parametrize("named", ["last", "by path"])
-def test_checkpoint_of_another_config_is_refused_naming_the_fields(tmp_path, named):
+def test_checkpoint_of_another_config_is_refused_naming_the_fields(tmp_path, named, capsys):
     root = str(tmp_path)
     _run(root, *SHORT, "--data.rounds=16")
     ckpt = "last" if named == "last" else os.path.join(root, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
-    out = subprocess.run(_cmd(root, *SHORT, f"--ckpt_path={ckpt}", "--data.num_seeds=4", "--model.lr=0.01"),
-                         capture_output=True, text=True, timeout=600)
+    out = _refused(capsys, root, *SHORT, f"--ckpt_path={ckpt}", "--data.num_seeds=4", "--model.lr=0.01")
     # by path too: the command line's lr is not silently replaced by the checkpoint's
     assert out.returncode == 2, out.stderr[-2000:]
     assert "another config" in out.stderr and "model.lr: checkpoint 0.001, config 0.01" in out.stderr
@@ -184,15 +193,14 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tm
 
 
 @pytest.mark.parametrize("named", ["last", "by path"])
-def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path, named):
+def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path, named, capsys):
     root = str(tmp_path / "run")
     _run(root, *SHORT)
     folder = os.path.join(root, "lightning_logs", "version_0", "checkpoints")
     for name in ("last.ckpt", "last.ckpt.prev"):
         open(os.path.join(folder, name), "wb").write(b"not a checkpoint")
     last = os.path.join(folder, "last.ckpt")
-    out = subprocess.run(_cmd(root, *SHORT, "--ckpt_path=" + ("last" if named == "last" else last)),
-                         capture_output=True, text=True, timeout=600)
+    out = _refused(capsys, root, *SHORT, "--ckpt_path=" + ("last" if named == "last" else last))
     assert out.returncode == 2
     assert f"ckpt_path: {last} cannot be read (BadZipFile" in out.stderr
     assert "no whole previous checkpoint" in out.stderr and "Traceback" not in out.stderr
@@ -267,12 +275,11 @@ def test_only_this_process_s_event_files_that_hold_nothing_are_dropped(tmp_path)
     (["--trainer.precision=bf16-mixed"], "trainer.precision: the checkpoint's rounds were computed in '32-true'; "
                                          "going on in 'bf16-mixed' would give a run that equals neither"),
 ])
-def test_a_refused_resume_leaves_the_run_folder_as_it_was(tmp_path, extra, message):
+def test_a_refused_resume_leaves_the_run_folder_as_it_was(tmp_path, extra, message, capsys):
     root = tmp_path / "run"
     _run(str(root), *SHORT, "--data.rounds=16")
     before = _files(root)
-    out = subprocess.run(_cmd(str(root), *SHORT, *extra, "--ckpt_path=last"), capture_output=True, text=True,
-                         timeout=600)
+    out = _refused(capsys, str(root), *SHORT, *extra, "--ckpt_path=last")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
     assert _files(root) == before  # config.yaml included: it still says what the run was
 
@@ -289,13 +296,12 @@ def test_resuming_a_finished_run_at_its_horizon_runs_nothing_and_says_so(tmp_pat
 
 @pytest.mark.parametrize("layout,field", [("no logger", "trainer.default_root_dir"),
                                           ("checkpoint.dirpath", "checkpoint.dirpath")])
-def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp_path, layout, field):
+def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp_path, layout, field, capsys):
     root = tmp_path / "run"
     flags = [f.format(root=root) for f in LAYOUTS[layout][0]]
     _run(str(root), *SHORT, "--data.rounds=8", *flags)
     before = _files(root)
-    out = subprocess.run(_cmd(str(root), *SHORT, *flags, "--model.lr=0.01"), capture_output=True, text=True,
-                         timeout=600)  # a new run (no --ckpt_path), another config, the same folders
+    out = _refused(capsys, str(root), *SHORT, *flags, "--model.lr=0.01")  # a new run, another config, same folders
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"error: {field}: " in out.stderr and "already holds another run's" in out.stderr
     assert "go on with that run with --ckpt_path last" in out.stderr
@@ -307,11 +313,11 @@ def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp
     (["--data.rounds=8"], "data.rounds: the checkpoint holds a run of 16 rounds; resuming can go on to more rounds, not fewer"),
     (["--data.rounds=24", "--model=VACDB"], "data.rounds: VACDB depends on the horizon T"),
 ])
-def test_a_horizon_that_cannot_go_on_exactly_is_refused(tmp_path, extra, message):
+def test_a_horizon_that_cannot_go_on_exactly_is_refused(tmp_path, extra, message, capsys):
     root = str(tmp_path / "run")
     model = ["--model=VACDB"] if "--model=VACDB" in extra else []
     _run(root, *SHORT, "--data.rounds=16", *model)
-    out = subprocess.run(_cmd(root, *SHORT, *extra, "--ckpt_path=last"), capture_output=True, text=True, timeout=600)
+    out = _refused(capsys, root, *SHORT, *extra, "--ckpt_path=last")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
 
 
@@ -580,11 +586,10 @@ def test_a_checkpoint_is_written_in_place_not_through_the_system_s_temporary_fol
                                            "last.ckpt") == 24
 
 
-def test_a_checkpoint_folder_that_cannot_be_made_is_refused_before_anything_is_written(tmp_path):
+def test_a_checkpoint_folder_that_cannot_be_made_is_refused_before_anything_is_written(tmp_path, capsys):
     (tmp_path / "afile").write_text("")
     root = tmp_path / "run"
-    out = subprocess.run(_cmd(str(root), *SHORT, f"--checkpoint.dirpath={tmp_path / 'afile' / 'ckpts'}"),
-                         capture_output=True, text=True, timeout=600)
+    out = _refused(capsys, str(root), *SHORT, f"--checkpoint.dirpath={tmp_path / 'afile' / 'ckpts'}")
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"error: checkpoint.dirpath: {tmp_path / 'afile' / 'ckpts'} cannot be made: {tmp_path / 'afile'} is a " \
            f"file, not a folder" in out.stderr
@@ -604,12 +609,11 @@ def test_an_error_mid_run_starts_a_line_of_its_own_after_the_progress_bar():
     assert out.getvalue().endswith("\n") and bar.disable  # closed: its line ended
 
 
-def test_an_asynchronous_checkpoint_writer_is_refused_before_anything_is_written(tmp_path):
+def test_an_asynchronous_checkpoint_writer_is_refused_before_anything_is_written(tmp_path, capsys):
     """AsyncCheckpointIO returns before the file is written; the round's checkpoint was renamed at once
     (before: a raw 'No such file' for last.ckpt.tmp at the first save)."""
     root = tmp_path / "run"
-    out = subprocess.run(_cmd(str(root), *SHORT, "--trainer.plugins=lightning.pytorch.plugins.io.AsyncCheckpointIO"),
-                         capture_output=True, text=True, timeout=600)
+    out = _refused(capsys, str(root), *SHORT, "--trainer.plugins=lightning.pytorch.plugins.io.AsyncCheckpointIO")
     assert out.returncode == 2, out.stderr[-2000:]
     assert "error: trainer.plugins: AsyncCheckpointIO writes a checkpoint in another thread" in out.stderr
     assert [p for p in root.rglob("*") if p.is_file()] == []
