@@ -60,7 +60,7 @@ class RoundCheckpoint(ModelCheckpoint):
         it is turned off, and this callback takes SLURM's signal instead (:meth:`on_train_start`)."""
         super().setup(trainer, pl_module, stage)
         if self._dirpath_given:  # (the default, under trainer.default_root_dir, was checked with it)
-            check_folder_can_be_made(str(self.dirpath), "checkpoint.dirpath")  # not at the first save, rounds later
+            check_folder_can_be_made(str(self.dirpath), "checkpoint.dirpath")  # before training, not at the first save
         self._requeue_signal = slurm_requeue_off(trainer)  # (before the trainer registers its signal handlers)
         refuse_late_writer(trainer.strategy)
         save_in_place(trainer.strategy)

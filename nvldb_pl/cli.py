@@ -23,10 +23,10 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
 from .parallel import end_process_group, started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
-from .checkpoint import RoundCheckpoint, refuse_late_writer, slurm_requeue_off
+from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
-from .host import CannotWrite, check_folder_can_be_made, check_writable, claim_new_folder
+from .host import CannotWrite, check_writable, claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
                      refuse_other_kind, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
@@ -164,9 +164,6 @@ class NVLDBCLI(LightningCLI):
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
         check_writable(root)
-        saver = self._get(self.config_init, "checkpoint", default=None)
-        if isinstance(saver, RoundCheckpoint) and saver.dirpath and cfg.get("enable_checkpointing") is not False:
-            check_folder_can_be_made(str(saver.dirpath), "checkpoint.dirpath")  # before config.yaml is written
         if cfg.get("logger") in (None, True):
             logs = os.path.join(root, "lightning_logs")
             if os.path.exists(logs) and not os.path.isdir(logs):
@@ -207,8 +204,6 @@ class NVLDBCLI(LightningCLI):
         cfg = self.config_init[self.subcommand]
         ckpt = cfg.get("ckpt_path")
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
-        if any(isinstance(c, RoundCheckpoint) for c in self.trainer.callbacks):
-            refuse_late_writer(self.trainer.strategy)  # (RoundCheckpoint's set-up would, after config.yaml is written)
         if cfg.get("seed_everything") is False and started_as_first_process():  # Lightning's "do not seed"
             print(f"seed_everything=false: every draw of a run (contexts, feedback, initial weights) still comes from "
                   f"a base seed, {self.datamodule.spec.base_seed} here; give an integer to choose another",

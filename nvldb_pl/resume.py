@@ -27,24 +27,23 @@ from .host import checkpoint_problem
 class RunConfig(SaveConfigCallback):
     """``config.yaml`` in the run's folder: the config the run started with. A resume keeps it and
     writes its own config beside it, ``config.resumed_at_round_<t>.yaml`` (t: the round it went on
-    from), and only once the checkpoint is accepted: a refused resume writes nothing there."""
+    from). Either is written when training starts, after every set-up check (the callbacks', the
+    learner's, the checkpoint's): a run refused before that writes nothing there."""
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        self._resume_dir = None
-        if not self.config.get("ckpt_path"):
-            return super().setup(trainer, pl_module, stage)
-        self._resume_dir = trainer.log_dir  # a collective under several processes: every rank asks
+        self._run_dir = trainer.log_dir  # a collective under several processes: every rank asks
 
     def on_train_start(self, trainer, pl_module) -> None:
-        if self._resume_dir is None or not trainer.is_global_zero or self.already_saved:
+        if not trainer.is_global_zero or self.already_saved:
             return
         if pl_module.t >= pl_module.hparams.rounds:  # a finished run resumed at its own horizon: nothing runs
             return
         name = "config.yaml" if pl_module.t == 0 else f"config.resumed_at_round_{pl_module.t}.yaml"
         config = self.config.clone()
-        config.ckpt_path = str(trainer.ckpt_path or config.ckpt_path)  # the file it went on from ("last" resolved)
-        os.makedirs(self._resume_dir, exist_ok=True)
-        self.parser.save(config, os.path.join(self._resume_dir, name), skip_none=False, overwrite=True,
+        if config.get("ckpt_path"):
+            config.ckpt_path = str(trainer.ckpt_path or config.ckpt_path)  # the file it went on from ("last" resolved)
+        os.makedirs(self._run_dir, exist_ok=True)
+        self.parser.save(config, os.path.join(self._run_dir, name), skip_none=False, overwrite=True,
                          multifile=self.multifile)
         self.already_saved = True
 
