@@ -14,8 +14,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from datetime import timedelta
 
 import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_warn
 import torch
@@ -70,6 +72,9 @@ class DuelingLoop(pl.Callback):
         base seed, seed id and round, so nothing else of the stream needs restoring)."""
         if trainer.datamodule is not None:
             trainer.datamodule.start_round = int(checkpoint["state_dict"]["rounds_done"])
+
+    def on_fit_start(self, trainer, module):
+        refuse_spent_time_limit(trainer, module.t)
 
     def on_train_start(self, trainer, module):
         """On resume, find the last round already in this run's TensorBoard events: the rounds
@@ -150,6 +155,24 @@ class DuelingLoop(pl.Callback):
             if metrics:
                 for logger in trainer.loggers:  # --trainer.logger may name several (TensorBoard, CSV, ...)
                     logger.log_metrics(metrics, step=r)
+
+
+def refuse_spent_time_limit(trainer, t: int) -> None:
+    """``trainer.max_time`` already used up (Lightning's Timer counts it over every part of a run, the earlier
+    ones read from the checkpoint; or a zero limit): Lightning would skip training without a word and exit 0,
+    a requeued cluster job ending as if done. A ValueError naming the field, on every rank (rank 0's clock)."""
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    if timer is None or timer._duration is None:
+        return
+    used = trainer.strategy.broadcast(timer.time_elapsed())  # the time restored from the checkpoint, before round 1
+    if used < timer._duration:
+        return
+    limit = timedelta(seconds=round(timer._duration))
+    if t == 0:
+        raise ValueError(f"trainer.max_time: {limit} leaves no time to play a round; give a positive duration, or none")
+    raise ValueError(f"trainer.max_time: the earlier parts of this run have used {timedelta(seconds=round(used))} of "
+                     f"its {limit} (Lightning counts max_time over every part of a run), so no round would be played; "
+                     f"to go on from round {t}, give a larger one, or none")
 
 
 def logged_rounds(log_dir: str) -> dict[str, int]:

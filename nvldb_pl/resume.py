@@ -163,6 +163,10 @@ OTHER_WORDS = {"best": "a bandit run keeps no best checkpoint: it has no validat
 def refuse_missing(path: str) -> None:
     """A ``--ckpt_path`` that names no file (nor its ``.prev``): a ValueError naming it, with what
     it may name instead (Lightning's words ``best``, ``hpc``, ``registry`` included)."""
+    if os.path.isdir(path):  # e.g. a run's checkpoints/ folder
+        inside = os.path.join(path, "last.ckpt")
+        hint = f"give {inside}" if has_checkpoint(path) else "give last or a checkpoint's path"
+        raise ValueError(f"ckpt_path: {path} is a folder, not a checkpoint file; {hint}")
     if os.path.exists(path) or os.path.exists(f"{path}.prev"):
         return
     why = OTHER_WORDS.get(str(path).split(":", 1)[0])
@@ -181,6 +185,9 @@ def whole_checkpoint(path: str) -> str:
         print(f"ckpt_path: {path} cannot be read ({problem}); resuming from the previous checkpoint {prev}",
               file=sys.stderr)
         return prev
+    if not os.path.exists(prev) and os.path.basename(path) != "last.ckpt":  # some other file, named by path
+        raise ValueError(f"ckpt_path: {path} cannot be read as a checkpoint ({problem}); give last or a fit run's "
+                         f"last.ckpt")
     raise ValueError(f"ckpt_path: {path} cannot be read ({problem}) and there is no whole previous checkpoint "
                      f"({prev}) to resume from")
 

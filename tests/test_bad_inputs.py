@@ -121,6 +121,23 @@ def test_a_file_that_is_not_a_fit_checkpoint_is_refused_naming_it(tmp_path, caps
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
+@pytest.mark.parametrize("given", ["a run's checkpoints folder", "an empty folder", "a config file"])
+def test_a_ckpt_path_naming_a_folder_or_another_file_says_what_to_give(given, tmp_path, capsys):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    if given == "a run's checkpoints folder":
+        (folder / "last.ckpt").write_bytes(b"(stands for a checkpoint: only its name is looked at)")
+        path, said = folder, f"ckpt_path: {folder} is a folder, not a checkpoint file; give {folder / 'last.ckpt'}"
+    elif given == "an empty folder":
+        path, said = folder, f"ckpt_path: {folder} is a folder, not a checkpoint file; give last or a checkpoint's path"
+    else:
+        path, said = COS, f"ckpt_path: {COS} cannot be read as a checkpoint (BadZipFile"
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: {said}" in err and ".prev" not in err and "Traceback" not in err, err[-2000:]
+    assert not list(tmp_path.glob("lightning_logs/version_*"))
+
+
 @pytest.mark.parametrize("name,why", [
     ("best", "a bandit run keeps no best checkpoint"),
     ("hpc", "Lightning's SLURM requeue checkpoint"),

@@ -347,12 +347,28 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
     assert 30 < stopped < 50 and stopped % 25 != 0  # saved at the round it stopped, not at the last multiple of 25
     assert f"stopped at round {stopped} of data.rounds=60; {ckpt} holds round {stopped}" in capsys.readouterr().err
     assert json.load(open(os.path.join(cut, "lightning_logs", "version_0", "summary.json")))["rounds"] == stopped
+    # the same command again (a requeued job): its limit is spent, and Lightning would skip every round and exit 0
+    before = _files(tmp_path / "cut")
+    monkeypatch.setattr(timer, "time", _Clock())
+    assert run_cli([*short, f"--trainer.default_root_dir={cut}", "--trainer.max_time=00:00:00:40", "--ckpt_path=last"]) == 2
+    err = capsys.readouterr().err
+    assert "error: trainer.max_time: the earlier parts of this run have used 0:00:4" in err, err[-2000:]
+    assert f"of its 0:00:40 (Lightning counts max_time over every part of a run), so no round would be played; to go on " \
+           f"from round {stopped}, give a larger one, or none" in err
+    assert _files(tmp_path / "cut") == before
     monkeypatch.undo()
     recwarn.clear()
     assert run_cli([*short, f"--trainer.default_root_dir={cut}", "--ckpt_path=last"]) == 0  # no max_time now
     assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]  # Timer's
     assert _per_seed(cut) == _per_seed(ref)
     assert _curve_rows(cut) == _curve_rows(ref)  # every round 1..60 once
+
+
+def test_a_time_limit_of_zero_is_refused_and_writes_nothing(tmp_path, capsys):
+    out = _refused(capsys, str(tmp_path / "run"), *SHORT, "--trainer.max_time=00:00:00:00")
+    assert out.returncode == 2
+    assert "error: trainer.max_time: 0:00:00 leaves no time to play a round; give a positive duration, or none" in out.stderr
+    assert not (tmp_path / "run").exists() or not [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
 
 
 class SignalAt(pl.Callback):
