@@ -41,7 +41,14 @@ def _refused(capsys, root, *extra):
     return SimpleNamespace(returncode=code, stderr=capsys.readouterr().err)
 
 
+def _made(root, *extra):
+    """A run that must succeed and whose output is not read, made in this process (no 4 s of imports)."""
+    from nvldb_pl.cli import run_cli
+    assert run_cli([*ARGS, f"--trainer.default_root_dir={root}", *extra]) == 0
+
+
 def _run(root, *extra):
+    """A run in a process of its own: its stderr (Lightning's own lines included) is read."""
     out = subprocess.run(_cmd(root, *extra), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return out
@@ -108,7 +115,7 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
 @pytest.mark.parametrize("named", ["last", "by path"])
 def test_checkpoint_of_another_config_is_refused_naming_the_fields(tmp_path, named, capsys):
     root = str(tmp_path)
-    _run(root, *SHORT, "--data.rounds=16")
+    _made(root, *SHORT, "--data.rounds=16")
     ckpt = "last" if named == "last" else os.path.join(root, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
     out = _refused(capsys, root, *SHORT, f"--ckpt_path={ckpt}", "--data.num_seeds=4", "--model.lr=0.01")
     # by path too: the command line's lr is not silently replaced by the checkpoint's
@@ -160,7 +167,7 @@ def _per_seed(root):
 def ref16(tmp_path_factory):
     """Per seed at round 16 of a run never interrupted (the same for any logger or checkpoint folder)."""
     ref = str(tmp_path_factory.mktemp("ref16"))
-    _run(ref, *SHORT, "--data.rounds=16")
+    _made(ref, *SHORT, "--data.rounds=16")
     return _per_seed(ref)
 
 
@@ -178,7 +185,7 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tm
     cut = str(tmp_path / "cut")
     flags, where = LAYOUTS[layout]
     flags = [f.format(root=cut) for f in flags]
-    _run(cut, *SHORT, "--data.rounds=16", *flags)  # a run that stopped after round 16: last.ckpt (16), .prev (8)
+    _made(cut, *SHORT, "--data.rounds=16", *flags)  # a run that stopped after round 16: last.ckpt (16), .prev (8)
     folder = os.path.join(cut, where)
     assert sorted(os.listdir(folder)) == ["last.ckpt", "last.ckpt.prev"]
     assert (_rounds_in(os.path.join(folder, "last.ckpt")), _rounds_in(os.path.join(folder, "last.ckpt.prev"))) == (16, 8)
@@ -195,7 +202,7 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tm
 @pytest.mark.parametrize("named", ["last", "by path"])
 def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path, named, capsys):
     root = str(tmp_path / "run")
-    _run(root, *SHORT)
+    _made(root, *SHORT)
     folder = os.path.join(root, "lightning_logs", "version_0", "checkpoints")
     for name in ("last.ckpt", "last.ckpt.prev"):
         open(os.path.join(folder, name), "wb").write(b"not a checkpoint")
@@ -213,8 +220,8 @@ def _curve_rows(root):
 
 def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     ref, ext = str(tmp_path / "ref"), str(tmp_path / "ext")
-    _run(ref, *SHORT)  # 24 rounds in one go
-    _run(ext, *SHORT, "--data.rounds=16")  # 16 rounds, finished ...
+    _made(ref, *SHORT)  # 24 rounds in one go
+    _made(ext, *SHORT, "--data.rounds=16")  # 16 rounds, finished ...
     gpu = str(tmp_path / "gpu")  # the same 16 rounds as a graphed CUDA run would have saved them
     shutil.copytree(ext, gpu)
     last = os.path.join(gpu, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
@@ -277,7 +284,7 @@ def test_only_this_process_s_event_files_that_hold_nothing_are_dropped(tmp_path)
 ])
 def test_a_refused_resume_leaves_the_run_folder_as_it_was(tmp_path, extra, message, capsys):
     root = tmp_path / "run"
-    _run(str(root), *SHORT, "--data.rounds=16")
+    _made(str(root), *SHORT, "--data.rounds=16")
     before = _files(root)
     out = _refused(capsys, str(root), *SHORT, *extra, "--ckpt_path=last")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
@@ -286,7 +293,7 @@ def test_a_refused_resume_leaves_the_run_folder_as_it_was(tmp_path, extra, messa
 
 def test_resuming_a_finished_run_at_its_horizon_runs_nothing_and_says_so(tmp_path):
     root = tmp_path / "run"
-    _run(str(root), *SHORT)
+    _made(str(root), *SHORT)
     before = _files(root)
     out = _run(str(root), *SHORT, "--ckpt_path=last")
     assert "data.rounds=24: the checkpoint already holds every round of the run, so nothing runs" in out.stderr
@@ -299,7 +306,7 @@ def test_resuming_a_finished_run_at_its_horizon_runs_nothing_and_says_so(tmp_pat
 def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp_path, layout, field, capsys):
     root = tmp_path / "run"
     flags = [f.format(root=root) for f in LAYOUTS[layout][0]]
-    _run(str(root), *SHORT, "--data.rounds=8", *flags)
+    _made(str(root), *SHORT, "--data.rounds=8", *flags)
     before = _files(root)
     out = _refused(capsys, str(root), *SHORT, *flags, "--model.lr=0.01")  # a new run, another config, same folders
     assert out.returncode == 2, out.stderr[-2000:]
@@ -316,7 +323,7 @@ def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp
 def test_a_horizon_that_cannot_go_on_exactly_is_refused(tmp_path, extra, message, capsys):
     root = str(tmp_path / "run")
     model = ["--model=VACDB"] if "--model=VACDB" in extra else []
-    _run(root, *SHORT, "--data.rounds=16", *model)
+    _made(root, *SHORT, "--data.rounds=16", *model)
     out = _refused(capsys, root, *SHORT, *extra, "--ckpt_path=last")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
 
@@ -507,7 +514,7 @@ def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_in_one_line_and_keeps_t
 
     from nvldb_pl.cli import run_cli
     full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
-    _run(full, *SHORT)
+    _made(full, *SHORT)
     import builtins
 
     import nvldb_pl.checkpoint as checkpoint_module
@@ -546,7 +553,7 @@ def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_in_one_line_and_keeps_t
                      f"stops there, and {last} still holds round 8: make room, then go on with --ckpt_path last"]
     assert sorted(os.listdir(os.path.dirname(last))) == ["last.ckpt"] and _rounds_in(last) == 8  # no .tmp left
     monkeypatch.delattr(checkpoint_module, "open")
-    _run(cut, *SHORT, "--ckpt_path=last")
+    _made(cut, *SHORT, "--ckpt_path=last")
     assert _per_seed(cut) == _per_seed(full) and _curve_rows(cut) == _curve_rows(full)
 
 
