@@ -74,7 +74,8 @@ class DuelingLoop(pl.Callback):
             trainer.datamodule.start_round = int(checkpoint["state_dict"]["rounds_done"])
 
     def on_fit_start(self, trainer, module):
-        refuse_spent_time_limit(trainer, module.t)
+        if module.t < module.hparams.rounds:  # (a finished run resumed at its horizon runs nothing anyway, and says so)
+            refuse_spent_time_limit(trainer, module.t)
 
     def on_train_start(self, trainer, module):
         """On resume, find the last round already in this run's TensorBoard events: the rounds
@@ -162,12 +163,13 @@ def refuse_spent_time_limit(trainer, t: int) -> None:
     ones read from the checkpoint; or a zero limit): Lightning would skip training without a word and exit 0,
     a requeued cluster job ending as if done. A ValueError naming the field, on every rank (rank 0's clock)."""
     timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
-    if timer is None or timer._duration is None:
+    if timer is None or timer.time_remaining() is None:  # no max_time
         return
-    used = trainer.strategy.broadcast(timer.time_elapsed())  # the time restored from the checkpoint, before round 1
-    if used < timer._duration:
+    # before round 1 the time used is what the checkpoint's Timer state holds (0 for a new run)
+    used, left = trainer.strategy.broadcast((timer.time_elapsed(), timer.time_remaining()))
+    if left > 0:
         return
-    limit = timedelta(seconds=round(timer._duration))
+    limit = timedelta(seconds=round(used + left))
     if t == 0:
         raise ValueError(f"trainer.max_time: {limit} leaves no time to play a round; give a positive duration, or none")
     raise ValueError(f"trainer.max_time: the earlier parts of this run have used {timedelta(seconds=round(used))} of "

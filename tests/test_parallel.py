@@ -164,16 +164,27 @@ def test_uneven_split_is_refused_with_the_numbers(tmp_path):
     assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("summary.json"))
 
 
-def test_a_refusal_every_rank_makes_says_which_rank_each_line_is_from(six_seeds, tmp_path):
-    """A resume with another config, under seed_parallel: each rank refuses its own checkpoint; rank 0's
-    line is the plain ``error: ...``, rank 1's is marked as Lightning marks its lines."""
+@pytest.mark.parametrize("why", ["another config", "a spent time limit"])
+def test_a_refusal_every_rank_makes_says_which_rank_each_line_is_from(six_seeds, tmp_path, why):
+    """A resume each rank refuses, under seed_parallel: rank 0's line is the plain ``error: ...``, rank 1's
+    is marked as Lightning marks its lines. Another config: each rank refuses its own checkpoint. A spent
+    ``trainer.max_time``: only rank 0's file says so, and rank 0's clock decides for both (none waits)."""
     run = str(tmp_path / "two")
     shutil.copytree(six_seeds[1], run)
-    out = subprocess.run(_cmd(run, "--data.num_seeds=6", *PARALLEL, "--model.lr=0.5", "--ckpt_path=last"),
+    extra, message = ["--model.lr=0.5"], "error: the checkpoint was made with another config: model.lr: checkpoint 0.001, config 0.5"
+    if why == "a spent time limit":
+        last = os.path.join(run, "lightning_logs", "version_0", "checkpoints", "last.ckpt")  # rank 0's
+        ckpt = torch.load(last, map_location="cpu", weights_only=False)
+        ckpt["callbacks"]["Timer"] = {"time_elapsed": {"train": 100.0}}  # as a run stopped by a 100 s limit saves it
+        torch.save(ckpt, last)
+        extra = ["--trainer.max_time=00:00:01:40", f"--data.rounds={T + 10}"]  # rounds left to play
+        message = (f"error: trainer.max_time: the earlier parts of this run have used 0:01:40 of its 0:01:40 "
+                   f"(Lightning counts max_time over every part of a run), so no round would be played; to go on "
+                   f"from round {T}, give a larger one, or none")
+    out = subprocess.run(_cmd(run, "--data.num_seeds=6", *PARALLEL, *extra, "--ckpt_path=last"),
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if "error: " in line]
-    message = "error: the checkpoint was made with another config: model.lr: checkpoint 0.001, config 0.5"
     assert sorted(lines) == sorted([message, f"[rank: 1] {message}"]), out.stderr[-3000:]
 
 
