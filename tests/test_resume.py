@@ -31,8 +31,9 @@ def _cmd(root, *extra):
     return [sys.executable, MAIN, *ARGS, f"--trainer.default_root_dir={root}", *extra]
 
 
-def _refused(capsys, root, *extra):
-    """A run that is refused before it trains, in this process (no 4 s of imports): its exit status and stderr."""
+def _in_process(capsys, root, *extra):
+    """A run in this process (no 4 s of imports): its exit status and what it printed on stderr (not Lightning's
+    own lines, which its logging handler writes to the stream it found at import)."""
     from types import SimpleNamespace
 
     from nvldb_pl.cli import run_cli
@@ -117,7 +118,7 @@ def test_checkpoint_of_another_config_is_refused_naming_the_fields(tmp_path, nam
     root = str(tmp_path)
     _made(root, *SHORT, "--data.rounds=16")
     ckpt = "last" if named == "last" else os.path.join(root, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
-    out = _refused(capsys, root, *SHORT, f"--ckpt_path={ckpt}", "--data.num_seeds=4", "--model.lr=0.01")
+    out = _in_process(capsys, root, *SHORT, f"--ckpt_path={ckpt}", "--data.num_seeds=4", "--model.lr=0.01")
     # by path too: the command line's lr is not silently replaced by the checkpoint's
     assert out.returncode == 2, out.stderr[-2000:]
     assert "another config" in out.stderr and "model.lr: checkpoint 0.001, config 0.01" in out.stderr
@@ -181,7 +182,7 @@ LAYOUTS = {"tensorboard": ([], os.path.join("lightning_logs", "version_0", "chec
 
 @pytest.mark.parametrize("named,layout", [("last", "tensorboard"), ("by path", "tensorboard"), ("last", "no logger"),
                                           ("last", "checkpoint.dirpath"), ("last", "csv logger")])
-def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path, named, layout, ref16):
+def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path, named, layout, ref16, capsys):
     cut = str(tmp_path / "cut")
     flags, where = LAYOUTS[layout]
     flags = [f.format(root=cut) for f in flags]
@@ -192,7 +193,8 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tm
     last = os.path.join(folder, "last.ckpt")
     data = open(last, "rb").read()
     open(last, "wb").write(data[: len(data) // 2])  # cut short (a full disk, an interrupted copy)
-    out = _run(cut, *SHORT, "--data.rounds=16", *flags, "--ckpt_path=" + ("last" if named == "last" else last))
+    out = _in_process(capsys, cut, *SHORT, "--data.rounds=16", *flags, "--ckpt_path=" + ("last" if named == "last" else last))
+    assert out.returncode == 0, out.stderr[-2000:]
     assert f"{last} cannot be read" in out.stderr and f"resuming from the previous checkpoint {last}.prev" in out.stderr
     # it went on from round 8 and saved round 16 again (a logger with versions: into the new version's folder)
     assert _rounds_in(last if layout != "csv logger" else last.replace("version_0", "version_1")) == 16
@@ -207,7 +209,7 @@ def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path, named, capsys
     for name in ("last.ckpt", "last.ckpt.prev"):
         open(os.path.join(folder, name), "wb").write(b"not a checkpoint")
     last = os.path.join(folder, "last.ckpt")
-    out = _refused(capsys, root, *SHORT, "--ckpt_path=" + ("last" if named == "last" else last))
+    out = _in_process(capsys, root, *SHORT, "--ckpt_path=" + ("last" if named == "last" else last))
     assert out.returncode == 2
     assert f"ckpt_path: {last} cannot be read (BadZipFile" in out.stderr
     assert "no whole previous checkpoint" in out.stderr and "Traceback" not in out.stderr
@@ -286,7 +288,7 @@ def test_a_refused_resume_leaves_the_run_folder_as_it_was(tmp_path, extra, messa
     root = tmp_path / "run"
     _made(str(root), *SHORT, "--data.rounds=16")
     before = _files(root)
-    out = _refused(capsys, str(root), *SHORT, *extra, "--ckpt_path=last")
+    out = _in_process(capsys, str(root), *SHORT, *extra, "--ckpt_path=last")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
     assert _files(root) == before  # config.yaml included: it still says what the run was
 
@@ -308,7 +310,7 @@ def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp
     flags = [f.format(root=root) for f in LAYOUTS[layout][0]]
     _made(str(root), *SHORT, "--data.rounds=8", *flags)
     before = _files(root)
-    out = _refused(capsys, str(root), *SHORT, *flags, "--model.lr=0.01")  # a new run, another config, same folders
+    out = _in_process(capsys, str(root), *SHORT, *flags, "--model.lr=0.01")  # a new run, another config, same folders
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"error: {field}: " in out.stderr and "already holds another run's" in out.stderr
     assert "go on with that run with --ckpt_path last" in out.stderr
@@ -324,7 +326,7 @@ def test_a_horizon_that_cannot_go_on_exactly_is_refused(tmp_path, extra, message
     root = str(tmp_path / "run")
     model = ["--model=VACDB"] if "--model=VACDB" in extra else []
     _made(root, *SHORT, "--data.rounds=16", *model)
-    out = _refused(capsys, root, *SHORT, *extra, "--ckpt_path=last")
+    out = _in_process(capsys, root, *SHORT, *extra, "--ckpt_path=last")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
 
 
@@ -372,7 +374,7 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
 
 
 def test_a_time_limit_of_zero_is_refused_and_writes_nothing(tmp_path, capsys):
-    out = _refused(capsys, str(tmp_path / "run"), *SHORT, "--trainer.max_time=00:00:00:00")
+    out = _in_process(capsys, str(tmp_path / "run"), *SHORT, "--trainer.max_time=00:00:00:00")
     assert out.returncode == 2
     assert "error: trainer.max_time: 0:00:00 leaves no time to play a round; give a positive duration, or none" in out.stderr
     assert not (tmp_path / "run").exists() or not [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
@@ -612,7 +614,7 @@ def test_a_checkpoint_is_written_in_place_not_through_the_system_s_temporary_fol
 def test_a_checkpoint_folder_that_cannot_be_made_is_refused_before_anything_is_written(tmp_path, capsys):
     (tmp_path / "afile").write_text("")
     root = tmp_path / "run"
-    out = _refused(capsys, str(root), *SHORT, f"--checkpoint.dirpath={tmp_path / 'afile' / 'ckpts'}")
+    out = _in_process(capsys, str(root), *SHORT, f"--checkpoint.dirpath={tmp_path / 'afile' / 'ckpts'}")
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"error: checkpoint.dirpath: {tmp_path / 'afile' / 'ckpts'} cannot be made: {tmp_path / 'afile'} is a " \
            f"file, not a folder" in out.stderr
@@ -636,7 +638,7 @@ def test_an_asynchronous_checkpoint_writer_is_refused_before_anything_is_written
     """AsyncCheckpointIO returns before the file is written; the round's checkpoint was renamed at once
     (before: a raw 'No such file' for last.ckpt.tmp at the first save)."""
     root = tmp_path / "run"
-    out = _refused(capsys, str(root), *SHORT, "--trainer.plugins=lightning.pytorch.plugins.io.AsyncCheckpointIO")
+    out = _in_process(capsys, str(root), *SHORT, "--trainer.plugins=lightning.pytorch.plugins.io.AsyncCheckpointIO")
     assert out.returncode == 2, out.stderr[-2000:]
     assert "error: trainer.plugins: AsyncCheckpointIO writes a checkpoint in another thread" in out.stderr
     assert [p for p in root.rglob("*") if p.is_file()] == []
