@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from nvldb_pl.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS  # noqa: E402
 from nvldb_pl.grid import check_positive, finished_runs, parse_overrides, run_grid  # noqa: E402
+from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.report import committed_curves, write_report  # noqa: E402
 
 
@@ -52,6 +53,19 @@ def main(argv=None):
         check_positive("--seeds", a.seeds)
         if a.first_seed < 0:
             raise ValueError(f"--first-seed: must be >= 0, got {a.first_seed}")
+        check_folder_can_be_made(a.out, "--out")
+        extra, note = {}, ""
+        if a.literal_from:  # read before any run: a wrong folder is found now, not after hours of runs
+            if not os.path.isdir(a.literal_from):
+                raise ValueError(f"--literal-from: {a.literal_from} is not a folder")
+            extra = {t: {(m + LITERAL_SUFFIX if m.startswith(LITERAL_LEARNERS) else m): c
+                         for m, c in committed_curves(a.literal_from, t, a.rounds, a.seeds).items()}
+                     for t in a.tasks}
+            if not any(extra.values()):
+                raise ValueError(f"--literal-from: no curves_<task>.csv.gz with T={a.rounds}, {a.seeds} seeds in {a.literal_from}")
+            note = (f"The '-literal' rows, and baselines not run here, come from `{a.literal_from}` (its committed "
+                    "curves: every round to 100, then every 10th; no wall time or self-duel share), run on the same "
+                    "streams and seeds.")
         os.makedirs(a.out, exist_ok=True)
         command = "python scripts/reproduce.py " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
         if a.report_only:
@@ -68,16 +82,6 @@ def main(argv=None):
             earlier = list(dict.fromkeys(m for _, m in runs if m not in a.methods))
             if earlier:
                 command += f"` plus the runs of earlier calls in this folder: `{' '.join(earlier)}"
-        extra, note = {}, ""
-        if a.literal_from:
-            extra = {t: {(m + LITERAL_SUFFIX if m.startswith(LITERAL_LEARNERS) else m): c
-                         for m, c in committed_curves(a.literal_from, t, a.rounds, a.seeds).items()}
-                     for t in a.tasks}
-            if not any(extra.values()):
-                raise ValueError(f"--literal-from: no curves_<task>.csv.gz with T={a.rounds}, {a.seeds} seeds in {a.literal_from}")
-            note = (f"The '-literal' rows, and baselines not run here, come from `{a.literal_from}` (its committed "
-                    "curves: every round to 100, then every 10th; no wall time or self-duel share), run on the same "
-                    "streams and seeds.")
         print("wrote", write_report(a.out, runs, command, extra, note))
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)

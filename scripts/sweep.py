@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from nvldb_pl.grid import check_positive, check_tasks  # noqa: E402
+from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.module import LITERAL  # noqa: E402
 from nvldb_pl.registry import LEARNERS, init_args  # noqa: E402
 from nvldb_pl.run import run_experiment  # noqa: E402
@@ -89,16 +90,55 @@ def row_key(r: dict, config: dict = None) -> str:
     return key_of(r["task"], r["config"] if config is None else config, r.get("rounds"), len(r["per_seed"]))
 
 
+ROW_KEYS = ("task", "config", "per_seed", "self_duels")
+
+
+def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
+    """The runs of a sweep file, and the byte length of its whole lines. A last line cut short (a sweep killed
+    or a disk filled while it was written; no newline, not JSON) holds no finished run: it is left out. Any
+    other line that is not a run is a ValueError naming the flag, the file and the line."""
+    if os.path.isdir(path):
+        raise ValueError(f"{flag}: {path} is a folder; give a JSON-lines file")
+    if not os.path.exists(path):
+        raise ValueError(f"{flag}: {path}: no such file")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    lines = data.split(b"\n")
+    whole = len(data) - len(lines[-1])  # bytes up to and with the last newline
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            if n == len(lines):  # no newline after it: cut short while written
+                break
+            raise ValueError(f"{flag}: {path} line {n} is not JSON ({err})") from None
+        if not isinstance(row, dict) or any(k not in row for k in ROW_KEYS):
+            raise ValueError(f"{flag}: {path} line {n} is not a sweep run (one JSON object with {', '.join(ROW_KEYS)})")
+        rows.append(row)
+    return rows, whole
+
+
 def done_keys(path: str) -> set[str]:
+    """The runs already in ``--out``. A last line cut short is removed from the file (saying so), so that the
+    runs appended after it start on a line of their own."""
     if not path or not os.path.exists(path):
         return set()
-    with open(path) as fh:
-        return {row_key(r) for r in map(json.loads, fh)}
+    rows, whole = read_rows("--out", path)
+    if whole < os.path.getsize(path):
+        print(f"--out: {path} ends in a line cut short (a run stopped while it was written); it holds no finished run "
+              f"and is removed", file=sys.stderr)
+        os.truncate(path, whole)
+    return {row_key(r) for r in rows}
 
 
 def summarize(path: str, baseline: dict) -> None:
-    with open(path) as fh:
-        rows = [json.loads(line) for line in fh]
+    rows, whole = read_rows("--summarize", path)
+    if whole < os.path.getsize(path):
+        print(f"--summarize: {path} ends in a line cut short (a run stopped while it was written); left out",
+              file=sys.stderr)
     by_key = {row_key(r): r for r in rows}
     print("| task | config | R(T)/T mean ± std | self-duels | paired vs baseline (± s.e.) | seeds better |")
     print("|---|---|---|---|---|---|")
@@ -136,7 +176,13 @@ def main():
             return
         check_positive("--rounds", a.rounds)
         check_positive("--seeds", a.seeds)
+        if a.threads < 0:
+            raise ValueError(f"--threads: must be >= 0 (0: torch's own choice), got {a.threads}")
         check_tasks(a.tasks)
+        if a.out:
+            if os.path.isdir(a.out):
+                raise ValueError(f"--out: {a.out} is a folder; give a JSON-lines file")
+            check_folder_can_be_made(os.path.dirname(os.path.abspath(a.out)), "--out")
         grid = expand(parse_json("--grid", a.grid, list) if a.grid else GRID, a.vary)
         check_grid(grid)
         sweep(a, grid)

@@ -97,6 +97,23 @@ def test_reproduce_refuses_a_set_key_no_method_takes_before_running(tmp_path, ca
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("bad", ["--out a file", "--literal-from a missing folder", "--literal-from without its curves"])
+def test_reproduce_refuses_a_bad_out_or_literal_from_before_running(tmp_path, capsys, bad):
+    blocker = tmp_path / "afile"
+    blocker.write_text("kept")
+    out, extra = tmp_path / "report", []
+    if bad == "--out a file":
+        out, said = blocker / "report", f"--out: {blocker / 'report'} cannot be made: {blocker} is a file, not a folder"
+    elif bad == "--literal-from a missing folder":
+        extra, said = ["--literal-from", str(tmp_path / "nope")], f"--literal-from: {tmp_path / 'nope'} is not a folder"
+    else:
+        extra, said = ["--literal-from", str(tmp_path)], f"--literal-from: no curves_<task>.csv.gz with T=5, 1 seeds in {tmp_path}"
+    assert _main(["--out", str(out), "--methods", "Random", "--rounds", "5", "--seeds", "1", "--tasks", "cos", *extra]) == 2
+    got = capsys.readouterr()
+    assert f"error: {said}" in got.err and "[run]" not in got.out, got.err
+    assert not (tmp_path / "report").exists() and blocker.read_text() == "kept"  # nothing run, nothing made
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
 def test_reproduce_refuses_gpu_without_one_before_running(tmp_path, capsys):
     assert _main(["--out", str(tmp_path), "--methods", "Random", "--rounds", "5", "--seeds", "1",
@@ -265,6 +282,7 @@ def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys)
     (["--vary", "widht=4,8"], "--grid/--vary: NVLDB takes no ['widht']"),
     (["--tasks", "cos", "sine"], "--tasks: unknown ['sine']"),
     (["--rounds", "0"], "--rounds: must be >= 1"),
+    (["--threads", "-1"], "--threads: must be >= 0"),
 ])
 def test_sweep_refuses_bad_input_before_running_naming_the_flag(tmp_path, capsys, monkeypatch, extra, message):
     sweep = _script("sweep")
@@ -277,6 +295,52 @@ def test_sweep_refuses_bad_input_before_running_naming_the_flag(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
     assert not out.exists()
+
+
+def _sweep_exit(sweep, monkeypatch, *argv):
+    monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        sweep.main()
+    return stop.value.code
+
+
+def test_a_sweep_file_that_is_a_folder_or_holds_a_line_that_is_no_run_is_named_with_the_line(tmp_path, capsys, monkeypatch):
+    sweep = _script("sweep")
+    run = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"width": 4}]']
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task": "cos", "config": {}, "rounds": 4, "per_seed": [1.0], "self_duels": [0.0]}\n{}\n')
+    for argv, said in (([*run, "--out", str(tmp_path)], f"--out: {tmp_path} is a folder; give a JSON-lines file"),
+                       (["--summarize", str(tmp_path)], f"--summarize: {tmp_path} is a folder"),
+                       ([*run, "--out", str(bad)], f"--out: {bad} line 2 is not a sweep run"),
+                       (["--summarize", str(bad)], f"--summarize: {bad} line 2 is not a sweep run"),
+                       (["--summarize", str(tmp_path / "none.jsonl")], f"--summarize: {tmp_path / 'none.jsonl'}: no such file")):
+        assert _sweep_exit(sweep, monkeypatch, *argv) == 2
+        got = capsys.readouterr()
+        assert got.err.startswith(f"error: {said}") and "| cos |" not in got.out, got.err
+    assert bad.read_text().endswith("\n{}\n")  # left as it was
+
+
+def test_a_sweep_file_whose_last_line_was_cut_short_goes_on_without_it(tmp_path, capsys, monkeypatch):
+    """A sweep killed (or a disk filled) while a run's line was written: that line holds no finished run. The
+    summary leaves it out, saying so; the sweep run again removes it, saying so, and appends after the whole lines."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out),
+                                     "--grid", '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]'])
+    sweep.main()
+    whole = out.read_text()
+    first, second = whole.splitlines()
+    out.write_text(first + "\n" + second[: len(second) // 2])  # the second run's line cut short
+    capsys.readouterr()
+    sweep.summarize(str(out), {})
+    got = capsys.readouterr()
+    assert "ends in a line cut short" in got.err and got.out.count("| cos |") == 1
+    sweep.main()  # the second run again
+    got = capsys.readouterr()
+    assert f"--out: {out} ends in a line cut short" in got.err and got.out.count("| cos |") == 1
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["config"]["width"] for r in rows] == [4, 6]
+    assert rows[0] == json.loads(first) and rows[1]["per_seed"] == json.loads(second)["per_seed"]  # the same run again
 
 
 def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colours():
