@@ -161,8 +161,8 @@ OTHER_WORDS = {"best": "a bandit run keeps no best checkpoint: it has no validat
 
 
 def refuse_missing(path: str) -> None:
-    """A ``--ckpt_path`` that names no file (nor its ``.prev``): a ValueError naming it, with what
-    it may name instead (Lightning's words ``best``, ``hpc``, ``registry`` included)."""
+    """A ``--ckpt_path`` that names no file (nor its ``.prev``), or a folder: a ValueError naming it, with
+    what it may name instead (Lightning's words ``best``, ``hpc``, ``registry`` included)."""
     if os.path.isdir(path):  # e.g. a run's checkpoints/ folder
         inside = os.path.join(path, "last.ckpt")
         hint = f"give {inside}" if has_checkpoint(path) else "give last or a checkpoint's path"
