@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from datetime import timedelta
 
@@ -112,6 +113,10 @@ class DuelingLoop(pl.Callback):
 
     def on_train_end(self, trainer, module):
         self.flush(trainer, module)
+        t, T = module.t, module.hparams.rounds
+        if t < T and trainer.is_global_zero and not trainer.checkpoint_callbacks:  # else RoundCheckpoint says where to go on
+            print(f"stopped at round {t} of data.rounds={T}; this run saves no checkpoint (trainer.enable_checkpointing "
+                  f"false), so it cannot go on: its summary holds the {t} rounds played", file=sys.stderr)
         log_dir = trainer.log_dir  # a collective under several processes: every rank asks
         if self.save_curves and trainer.is_global_zero and self._curves and log_dir:
             os.makedirs(log_dir, exist_ok=True)

@@ -1,5 +1,6 @@
 """Exact resume after a real SIGKILL, and refusal of a checkpoint from another config."""
 import csv
+import glob
 import json
 import os
 import shutil
@@ -371,6 +372,22 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
     assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]  # Timer's
     assert _per_seed(cut) == _per_seed(ref)
     assert _curve_rows(cut) == _curve_rows(ref)  # every round 1..60 once
+
+
+def test_a_run_without_checkpoints_stopped_by_max_time_says_it_cannot_go_on(tmp_path, monkeypatch, capsys):
+    from lightning.pytorch.callbacks import timer
+
+    from nvldb_pl.cli import run_cli
+    monkeypatch.setattr(timer, "time", _Clock())
+    root = str(tmp_path / "run")
+    assert run_cli(["fit", *ARGS[1:], "--data.rounds=60", f"--trainer.default_root_dir={root}",
+                    "--trainer.max_time=00:00:00:40", "--trainer.enable_checkpointing=false"]) == 0
+    [summary] = glob.glob(os.path.join(root, "lightning_logs", "version_0", "summary.json"))
+    stopped = json.load(open(summary))["rounds"]
+    assert 30 < stopped < 50
+    assert (f"stopped at round {stopped} of data.rounds=60; this run saves no checkpoint (trainer.enable_checkpointing "
+            f"false), so it cannot go on: its summary holds the {stopped} rounds played") in capsys.readouterr().err
+    assert not glob.glob(os.path.join(root, "**", "*.ckpt"), recursive=True)
 
 
 def test_a_time_limit_of_zero_is_refused_and_writes_nothing(tmp_path, capsys):
