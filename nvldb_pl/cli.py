@@ -129,6 +129,7 @@ def check_strategy(name: str) -> None:
 
 
 RUN_FOLDERS: list[tuple[str, bool]] = []  # this process's run folder, and whether it created it (a new run)
+WITHOUT_CHECKPOINTS: list[bool] = []  # [True] once this process's trainer is made with enable_checkpointing false
 
 
 def release_run_folder() -> None:
@@ -186,6 +187,7 @@ class NVLDBCLI(LightningCLI):
         the one RoundCheckpoint turns off otherwise)."""
         if config.get("enable_checkpointing") is not False:
             return super()._instantiate_trainer(config, callbacks)
+        WITHOUT_CHECKPOINTS.append(True)
         trainer = super()._instantiate_trainer(config, [c for c in callbacks if not isinstance(c, RoundCheckpoint)])
         slurm_requeue_off(trainer)
         return trainer
@@ -297,6 +299,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     130 (Ctrl-C) or 143 (SIGTERM) for a run stopped by that signal at the end of a round, saved
     (:class:`RoundCheckpoint`); 0 on success."""
     RUN_FOLDERS.clear()
+    WITHOUT_CHECKPOINTS.clear()
     try:
         check_config_files(sys.argv[1:] if argv is None else argv)
         cli = main(argv)
@@ -314,8 +317,10 @@ def run_cli(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"{rank_prefix()}error: {err}\n")
         sys.stderr.flush()
         return 1
-    except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, or under seed_parallel)
-        print("stopped by SIGTERM; go on from the last checkpoint with --ckpt_path last", file=sys.stderr)
+    except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, under seed_parallel, or no checkpoints)
+        then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
+                if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")
+        print(f"stopped by SIGTERM; {then}", file=sys.stderr)
         return 128 + signal.SIGTERM
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
         return stop.code if isinstance(stop.code, int) else 2

@@ -438,6 +438,20 @@ def test_a_signal_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp
     assert _curve_rows(cut) == _curve_rows(ref)
 
 
+def test_sigterm_in_a_run_without_checkpoints_says_it_cannot_go_on(tmp_path, capsys):
+    """No RoundCheckpoint: Lightning's own SIGTERM handling stops the run (143); the line says there is nothing to
+    go on from (it said "go on from the last checkpoint")."""
+    from nvldb_pl.cli import run_cli
+    root = tmp_path / "run"
+    code = run_cli(["fit", *ARGS[1:], "--data.rounds=60", f"--trainer.default_root_dir={root}",
+                    "--trainer.enable_checkpointing=false", _signal_at(20, 1, signal.SIGTERM)])
+    assert code == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert ("stopped by SIGTERM; this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go "
+            "on") in err and "--ckpt_path last" not in err, err[-2000:]
+    assert not list(root.rglob("*.ckpt"))
+
+
 SLURM_JOB = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "nvldb", "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0",
              "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}
 
