@@ -45,7 +45,8 @@ from .streams import shard
 #   the checkpoint's round (DuelingLoop.on_load_checkpoint sets RoundStream's start_round; proved by
 #   tests/test_resume.py), so the warning's "unreliable results" would be false;
 # - "callbacks used to create the checkpoint need to be provided ...: ['Timer']": a run stopped by
-#   trainer.max_time, resumed without it; the Timer's state is only the time used so far;
+#   trainer.max_time, resumed without it; the Timer's state is only the time used so far; and
+#   ['RoundCheckpoint...']: a run going on with trainer.enable_checkpointing false, which saves nothing more;
 # - "configure_optimizers returned None, this fit will run with no optimizer": the linear baselines
 #   (CoLSTIM, VACDB, MaxInP, the random pair) fit their estimates in closed form or by their own solver.
 QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distributed.nn.functional.all_gather is deprecated",
@@ -53,6 +54,8 @@ QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distribut
          r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
          r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
          r"`Trainer` instantiation. Please add the following callbacks: \['Timer'\]\.$",
+         r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
+         r"`Trainer` instantiation. Please add the following callbacks: \[\"RoundCheckpoint\{.*\}\"\]\.$",
          r"`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer")
 
 

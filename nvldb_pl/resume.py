@@ -125,11 +125,10 @@ def last_checkpoint(trainer) -> str | None:
     writes to, which is ``checkpoint.dirpath`` if set, else ``<logger save_dir>/<name>/version_N/
     checkpoints`` of the newest N holding one (any logger with versions; the default TensorBoard one
     is ``<default_root_dir>/lightning_logs``), else, with ``--trainer.logger false``,
-    ``<default_root_dir>/checkpoints``. None where no checkpoint (nor its ``.prev``) is there yet."""
+    ``<default_root_dir>/checkpoints``. None where no checkpoint (nor its ``.prev``) is there yet. A run
+    going on with ``--trainer.enable_checkpointing false`` (no RoundCheckpoint) looks in those default folders."""
     saver = next((c for c in trainer.callbacks if isinstance(c, RoundCheckpoint)), None)
-    if saver is None:
-        return None
-    if saver.dirpath:
+    if saver is not None and saver.dirpath:
         folder = str(saver.dirpath)
     elif not trainer.loggers:
         folder = os.path.join(trainer.default_root_dir, "checkpoints")

@@ -202,6 +202,20 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tm
     assert _per_seed(cut) == ref16  # rounds 9-16 replayed exactly: seed by seed the uninterrupted run
 
 
+def test_going_on_without_checkpoints_finds_the_last_one_and_saves_nothing_more(tmp_path, ref16, capsys, recwarn):
+    """``--ckpt_path last --trainer.enable_checkpointing false``: it said "no checkpoint to go on from ... starting a
+    new run", then refused the new run for the folder that holds that checkpoint."""
+    cut = str(tmp_path / "cut")
+    _made(cut, *SHORT, "--data.rounds=8")
+    recwarn.clear()
+    out = _in_process(capsys, cut, *SHORT, "--data.rounds=16", "--ckpt_path=last", "--trainer.enable_checkpointing=false")
+    assert out.returncode == 0 and "no checkpoint to go on from" not in out.stderr, out.stderr[-2000:]
+    assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]  # RoundCheckpoint's
+    assert _per_seed(cut) == ref16  # went on from round 8 to 16
+    folder = os.path.join(cut, "lightning_logs", "version_0", "checkpoints")
+    assert os.listdir(folder) == ["last.ckpt"] and _rounds_in(os.path.join(folder, "last.ckpt")) == 8  # nothing saved
+
+
 @pytest.mark.parametrize("named", ["last", "by path"])
 def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path, named, capsys):
     root = str(tmp_path / "run")
