@@ -29,7 +29,7 @@ from .devices import check_accelerator, check_precision, device_count
 from .host import CannotWrite, check_writable, claim_new_folder
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
-                     refuse_other_kind, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
+                     refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
 from .run import tensorboard_logger
 from .streams import shard
 
@@ -224,6 +224,7 @@ class NVLDBCLI(LightningCLI):
             refuse_slurm_leftovers(self.trainer)
         else:
             refuse_missing(path)
+            refuse_rank_file(path)
         if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":
             return
         cfg["ckpt_path"] = whole_checkpoint(path)

@@ -173,6 +173,20 @@ def refuse_missing(path: str) -> None:
                      f"checkpoint under trainer.default_root_dir) or a checkpoint's path")
 
 
+def refuse_rank_file(path: str) -> None:
+    """``--ckpt_path`` naming one rank's file of a ``seed_parallel`` run (``last.ckpt.rank1`` or its ``.prev``):
+    it holds that rank's seeds only, and the run goes on from its ``last.ckpt`` (every rank's file, merged).
+    A ValueError naming both."""
+    name = os.path.basename(str(path))
+    head, _, tail = name.removesuffix(".prev").rpartition(".rank")
+    if not head or not tail.isdigit():
+        return
+    base = os.path.join(os.path.dirname(str(path)), head)
+    if os.path.exists(base) or os.path.exists(f"{base}.prev"):
+        raise ValueError(f"ckpt_path: {path} is rank {tail}'s share of the seeds of a seed_parallel run; give {base}, "
+                         f"which goes on with every rank's seeds (in any number of processes)")
+
+
 def whole_checkpoint(path: str) -> str:
     """``path`` if it reads whole, else the previous checkpoint next to it (saying so on stderr);
     a ValueError naming both files when neither does."""

@@ -121,7 +121,8 @@ def test_a_file_that_is_not_a_fit_checkpoint_is_refused_naming_it(tmp_path, caps
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
-@pytest.mark.parametrize("given", ["a run's checkpoints folder", "an empty folder", "a config file"])
+@pytest.mark.parametrize("given", ["a run's checkpoints folder", "an empty folder", "a config file", "a rank's file",
+                                   "a rank's previous file"])
 def test_a_ckpt_path_naming_a_folder_or_another_file_says_what_to_give(given, tmp_path, capsys):
     folder = tmp_path / "checkpoints"
     folder.mkdir()
@@ -130,11 +131,17 @@ def test_a_ckpt_path_naming_a_folder_or_another_file_says_what_to_give(given, tm
         path, said = folder, f"ckpt_path: {folder} is a folder, not a checkpoint file; give {folder / 'last.ckpt'}"
     elif given == "an empty folder":
         path, said = folder, f"ckpt_path: {folder} is a folder, not a checkpoint file; give last or a checkpoint's path"
-    else:
+    elif given == "a config file":
         path, said = COS, f"ckpt_path: {COS} cannot be read as a checkpoint (BadZipFile"
+    else:  # seed_parallel's rank 1 file: its seeds only
+        for name in ("last.ckpt", "last.ckpt.rank1", "last.ckpt.rank1.prev"):
+            (folder / name).write_bytes(b"(stands for a checkpoint: only its name is looked at)")
+        path = folder / ("last.ckpt.rank1" if given == "a rank's file" else "last.ckpt.rank1.prev")
+        said = (f"ckpt_path: {path} is rank 1's share of the seeds of a seed_parallel run; give {folder / 'last.ckpt'}, "
+                f"which goes on with every rank's seeds")
     code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}"])
     err = capsys.readouterr().err
-    assert code == 2 and f"error: {said}" in err and ".prev" not in err and "Traceback" not in err, err[-2000:]
+    assert code == 2 and f"error: {said}" in err and "no whole previous" not in err and "Traceback" not in err, err[-2000:]
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
