@@ -283,18 +283,25 @@ def end_progress_line() -> None:
 
 
 def check_config_files(argv: list[str]) -> None:
-    """Each ``--config`` file that exists must be YAML: a syntax error is named with its file (the
-    parser's own report says only ``"<unicode string>", line 4``)."""
+    """Each ``--config`` file that exists must be a YAML mapping of settings: a syntax error, a file that is
+    not text, an empty file or a list is named with its file (the parser's own reports say ``"<unicode
+    string>", line 4``, ``'utf-8' codec can't decode ...`` or ``Unexpected config: - 1``)."""
     import yaml
     paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")]
     paths += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
     for path in paths:
         if os.path.isfile(path):
             try:
-                with open(path) as fh:
-                    yaml.safe_load(fh)
+                with open(path, encoding="utf-8") as fh:
+                    config = yaml.safe_load(fh)
             except yaml.YAMLError as err:
                 raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
+            except UnicodeDecodeError as err:
+                raise ValueError(f"--config: {path} is not a UTF-8 text file ({err.reason} at byte {err.start})") from None
+            if not isinstance(config, dict):
+                what = ("is empty" if config is None else "holds a list, not a mapping of settings" if isinstance(config, list)
+                        else f"holds the value {config!r}, not a mapping of settings")
+                raise ValueError(f"--config: {path} {what}; a config is a YAML mapping, such as configs/cos.yaml")
 
 
 def run_cli(argv: list[str] | None = None) -> int:

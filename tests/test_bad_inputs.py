@@ -178,6 +178,19 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line(form, tmp_path, c
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
+@pytest.mark.parametrize("content,said", [(b"", "is empty"), (b"# only a comment\n", "is empty"),
+                                          (b"- 1\n- 2\n", "holds a list, not a mapping of settings"),
+                                          (b"5\n", "holds the value 5, not a mapping of settings"),
+                                          (b"\xff\xfe\x00data", "is not a UTF-8 text file (invalid start byte at byte 0)")])
+def test_a_config_file_that_is_no_mapping_of_settings_is_named(content, said, tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    code = run_cli(["fit", "--config", str(bad), f"--trainer.default_root_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: --config: {bad} {said}" in err and "usage:" not in err, err
+    assert not list(tmp_path.glob("lightning_logs/version_*"))
+
+
 def test_several_nodes_without_a_launcher_are_refused_instead_of_waiting(tmp_path, capsys, monkeypatch):
     """--trainer.num_nodes 2 on a machine no launcher set up: rank 0 would listen on a port no other node knows."""
     from nvldb_pl.cli import LAUNCHER_VARIABLES, check_nodes
