@@ -31,10 +31,15 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from .data import BanditDataModule
 from .host import atomic_open
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .neural import saved_hparams
 from .registry import LEARNERS, init_args
+
+# the sections of a fit config: configs/*.yaml, and the config.yaml a run writes
+FIT_CONFIG_KEYS = {"data", "model", "trainer", "seed_everything", "loop", "checkpoint", "ckpt_path", "optimizer",
+                   "lr_scheduler", "weights_only"}
 
 FORMAT = "nvldb_pl.live/1"
 
@@ -107,14 +112,23 @@ class DuelingBandit:
             where = str(config)
             if not os.path.isfile(config):
                 raise FileNotFoundError(f"{config}: no such config file")
-            with open(config) as fh:
+            with open(config, encoding="utf-8") as fh:
                 try:
                     config = yaml.safe_load(fh) or {}
                 except yaml.YAMLError as err:
                     raise ValueError(f"{where}: not valid YAML ({err})") from None
+                except UnicodeDecodeError as err:
+                    raise ValueError(f"{where}: not a UTF-8 text file ({err.reason} at byte {err.start})") from None
             if not isinstance(config, dict):
                 raise ValueError(f"{where}: expected a mapping with 'model' and 'data' sections")
+        # a fit config's sections are welcome (what live use does not need is left out); a misspelt one is not
+        unknown = sorted(set(config) - FIT_CONFIG_KEYS)
+        if unknown:
+            raise ValueError(f"{where}: no section(s) {unknown}; a config has {sorted(FIT_CONFIG_KEYS)}")
         data, model = dict(config.get("data") or {}), dict(config.get("model") or {})
+        unknown = sorted(set(data) - init_args(BanditDataModule))
+        if unknown:
+            raise ValueError(f"{where}: data has no argument(s) {unknown}; it takes {sorted(init_args(BanditDataModule))}")
         name = "NVLDB"
         if "class_path" in model:
             name = str(model["class_path"]).rsplit(".", 1)[-1]

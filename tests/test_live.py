@@ -12,6 +12,7 @@ from nvldb_pl.run import run_experiment
 from tests.gpu_saved import as_saved_by_a_graphed_cuda_run
 
 T = 24
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _stream(data):
@@ -170,6 +171,16 @@ def test_bad_configs_and_files_are_named(tmp_path):
         DuelingBandit.from_config({"model": {"strategy": "nope"}})
     with pytest.raises(FileNotFoundError, match="missing.yaml"):
         DuelingBandit.from_config(str(tmp_path / "missing.yaml"))
+    # a misspelt section or data field was left out without a word (dim 5 in place of 10)
+    with pytest.raises(ValueError, match=r"config: no section\(s\) \['modle'\]"):
+        DuelingBandit.from_config({"modle": {"width": 8}})
+    with pytest.raises(ValueError, match=r"config: data has no argument\(s\) \['dims'\]; it takes \[.*'dim'"):
+        DuelingBandit.from_config({"data": {"dims": 10}})
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00data")
+    with pytest.raises(ValueError, match="binary.yaml: not a UTF-8 text file"):
+        DuelingBandit.from_config(str(binary))
+    binary.unlink()
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="bad.pt: not a readable checkpoint"):
@@ -184,6 +195,20 @@ def test_bad_configs_and_files_are_named(tmp_path):
         DuelingBandit.from_checkpoint(str(good), seed_index=1)
     assert good.stat().st_size == size and DuelingBandit.from_checkpoint(str(good)).num_observed == 0
     assert sorted(os.listdir(tmp_path)) == ["bad.pt", "good.pt"]  # no temporary file left behind
+
+
+def test_from_config_reads_every_shipped_config_and_a_run_s_own(tmp_path):
+    """Every section a fit config or a run's config.yaml has is accepted (what live use does not need is left out)."""
+    import glob
+
+    import yaml
+    for path in sorted(glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"), recursive=True)):
+        assert DuelingBandit.from_config(path).learner.hparams.dim == yaml.safe_load(open(path))["data"]["dim"], path
+    run = {"seed_everything": 0, "trainer": {}, "model": {"class_path": "nvldb_pl.module.NVLDB", "init_args": {"width": 8}},
+           "data": {"task": "cos", "dim": 3, "arms": 5, "rounds": 50, "num_seeds": 2, "first_seed_id": 0, "seed": None,
+                    "link": "logistic", "preference": None, "data_dir": None, "data_file": None, "sampling": "per_seed"},
+           "loop": {}, "checkpoint": {}, "ckpt_path": None, "optimizer": None, "lr_scheduler": None, "weights_only": None}
+    assert DuelingBandit.from_config(run).learner.hparams.width == 8
 
 
 def test_from_config_reads_the_shipped_live_config():
