@@ -55,10 +55,15 @@ class Answers:
         self.lines, self.path, self.simulate = None, path, simulate
         self.stdin, self.out = stdin or sys.stdin, out or sys.stdout
         if path is not None:
+            if os.path.isdir(path):
+                raise ValueError(f"--answers: {path} is a folder; give a text file of answers")
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"--answers: {path}: no such file")
-            with open(path) as fh:
-                self.lines = [(n, s.split("#", 1)[0].strip()) for n, s in enumerate(fh, 1)]
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    self.lines = [(n, s.split("#", 1)[0].strip()) for n, s in enumerate(fh, 1)]
+            except UnicodeDecodeError as err:
+                raise ValueError(f"--answers: {path} is not a UTF-8 text file ({err.reason} at byte {err.start})") from None
             self.lines = [(n, s) for n, s in self.lines if s]
             for n, s in self.lines:
                 if s not in ("1", "2", "q"):

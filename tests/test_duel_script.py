@@ -121,6 +121,16 @@ def test_bad_input_is_named(tmp_path, capsys):
     assert f"{bad} line 2: expected 1, 2 or q, got 'yes'" in capsys.readouterr().err
     assert _run(["--answers", str(tmp_path / "none.txt")])[0] == 2
     assert "no such file" in capsys.readouterr().err
+    assert _run(["--answers", str(tmp_path)])[0] == 2
+    assert f"--answers: {tmp_path} is a folder; give a text file of answers" in capsys.readouterr().err
+    binary = tmp_path / "answers.bin"
+    binary.write_bytes(b"\xff\xfe1\n")
+    assert _run(["--answers", str(binary)])[0] == 2
+    assert f"--answers: {binary} is not a UTF-8 text file (invalid start byte at byte 0)" in capsys.readouterr().err
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("modle:\n  width: 8\n")
+    assert _run(["--config", str(typo)])[0] == 2
+    assert f"{typo}: no section(s) ['modle']" in capsys.readouterr().err
     assert _run(["--offer", "1"])[0] == 2
     assert "--offer: must be between 2 and 12" in capsys.readouterr().err
     other = DuelingBandit.create("NVLDB", dim=3, horizon=5)
