@@ -281,7 +281,7 @@ def test_slurms_requeue_signal_stops_every_task_at_the_same_round_and_the_job_go
     only, at round 17: both stop at the end of round 17, saved, task 0 requeues the job once (a stand-in
     ``scontrol`` records it), and the requeued job (the same command, ``--ckpt_path last``) ends, seed by
     seed, as one process running all six seeds in one go."""
-    from tests.test_resume import _signal_at
+    from tests.test_stops import _signal_at
     one, job = six_seeds[0], str(tmp_path / "job")
     bin_dir, calls = tmp_path / "bin", tmp_path / "scontrol.calls"
     bin_dir.mkdir()
