@@ -26,7 +26,7 @@ from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
-from .host import CannotWrite, check_writable, claim_new_folder
+from .host import CannotWrite, check_writable, claim_new_folder, open_text
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
                      refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
@@ -292,12 +292,10 @@ def check_config_files(argv: list[str]) -> None:
     for path in paths:
         if os.path.isfile(path):
             try:
-                with open(path, encoding="utf-8") as fh:
+                with open_text(path, "--config") as fh:
                     config = yaml.safe_load(fh)
             except yaml.YAMLError as err:
                 raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
-            except UnicodeDecodeError as err:
-                raise ValueError(f"--config: {path} is not a UTF-8 text file ({err.reason} at byte {err.start})") from None
             if not isinstance(config, dict):
                 what = ("is empty" if config is None else "holds a list, not a mapping of settings" if isinstance(config, list)
                         else f"holds the value {config!r}, not a mapping of settings")

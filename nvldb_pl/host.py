@@ -28,6 +28,17 @@ class CannotWrite(OSError):
 
 
 @contextmanager
+def open_text(path: str, field: str):
+    """A text file a user named, read as UTF-8: a file that is not text is a ValueError naming ``field`` and
+    the file (Python's own error names neither)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            yield fh
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{field}: {path} is not a UTF-8 text file ({err.reason} at byte {err.start})") from None
+
+
+@contextmanager
 def atomic_open(path: str, mode: str = "w"):
     """Open ``path`` for writing (``mode`` "w" or "wb") through a temporary file in the same
     folder, renamed over it once complete (and synced): never a half-written file, and an old

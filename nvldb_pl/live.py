@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from .data import BanditDataModule
-from .host import atomic_open
+from .host import atomic_open, open_text
 from .learner import LINKED_FROM_DATA, DuelingLearner
 from .neural import saved_hparams
 from .registry import LEARNERS, init_args
@@ -112,13 +112,11 @@ class DuelingBandit:
             where = str(config)
             if not os.path.isfile(config):
                 raise FileNotFoundError(f"{config}: no such config file")
-            with open(config, encoding="utf-8") as fh:
+            with open_text(config, "config") as fh:
                 try:
                     config = yaml.safe_load(fh) or {}
                 except yaml.YAMLError as err:
                     raise ValueError(f"{where}: not valid YAML ({err})") from None
-                except UnicodeDecodeError as err:
-                    raise ValueError(f"{where}: not a UTF-8 text file ({err.reason} at byte {err.start})") from None
             if not isinstance(config, dict):
                 raise ValueError(f"{where}: expected a mapping with 'model' and 'data' sections")
         # a fit config's sections are welcome (what live use does not need is left out); a misspelt one is not

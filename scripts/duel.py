@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.host import CannotWrite  # noqa: E402
+from nvldb_pl.host import CannotWrite, open_text  # noqa: E402
 from nvldb_pl.live import DuelingBandit, rank  # noqa: E402
 
 FEATURES = ("sweetness", "acidity", "body", "bitterness", "price")
@@ -59,11 +59,8 @@ class Answers:
                 raise ValueError(f"--answers: {path} is a folder; give a text file of answers")
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"--answers: {path}: no such file")
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    self.lines = [(n, s.split("#", 1)[0].strip()) for n, s in enumerate(fh, 1)]
-            except UnicodeDecodeError as err:
-                raise ValueError(f"--answers: {path} is not a UTF-8 text file ({err.reason} at byte {err.start})") from None
+            with open_text(path, "--answers") as fh:
+                self.lines = [(n, s.split("#", 1)[0].strip()) for n, s in enumerate(fh, 1)]
             self.lines = [(n, s) for n, s in self.lines if s]
             for n, s in self.lines:
                 if s not in ("1", "2", "q"):

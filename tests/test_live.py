@@ -178,7 +178,7 @@ def test_bad_configs_and_files_are_named(tmp_path):
         DuelingBandit.from_config({"data": {"dims": 10}})
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\xff\xfe\x00data")
-    with pytest.raises(ValueError, match="binary.yaml: not a UTF-8 text file"):
+    with pytest.raises(ValueError, match="config: .*binary.yaml is not a UTF-8 text file"):
         DuelingBandit.from_config(str(binary))
     binary.unlink()
     bad = tmp_path / "bad.pt"
