@@ -174,7 +174,7 @@ def refuse_spent_time_limit(trainer, t: int) -> None:
     used, left = trainer.strategy.broadcast((timer.time_elapsed(), timer.time_remaining()))
     if left > 0:
         return
-    limit = timedelta(seconds=round(used + left))
+    limit = timedelta(seconds=round(used + left)) if used + left >= 0 else f"{used + left:g} s"  # (not '-1 day, 23:59:00')
     if t == 0:
         raise ValueError(f"trainer.max_time: {limit} leaves no time to play a round; give a positive duration, or none")
     raise ValueError(f"trainer.max_time: the earlier parts of this run have used {timedelta(seconds=round(used))} of "

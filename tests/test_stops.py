@@ -73,10 +73,11 @@ def test_a_run_without_checkpoints_stopped_by_max_time_says_it_cannot_go_on(tmp_
     assert not glob.glob(os.path.join(root, "**", "*.ckpt"), recursive=True)
 
 
-def test_a_time_limit_of_zero_is_refused_and_writes_nothing(tmp_path, capsys):
-    out = _in_process(capsys, str(tmp_path / "run"), *SHORT, "--trainer.max_time=00:00:00:00")
+@pytest.mark.parametrize("limit,shown", [("00:00:00:00", "0:00:00"), ('{"minutes": -1}', "-60 s")])
+def test_a_time_limit_of_zero_or_less_is_refused_and_writes_nothing(tmp_path, capsys, limit, shown):
+    out = _in_process(capsys, str(tmp_path / "run"), *SHORT, f"--trainer.max_time={limit}")
     assert out.returncode == 2
-    assert "error: trainer.max_time: 0:00:00 leaves no time to play a round; give a positive duration, or none" in out.stderr
+    assert f"error: trainer.max_time: {shown} leaves no time to play a round; give a positive duration, or none" in out.stderr
     assert not (tmp_path / "run").exists() or not [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
 
 
