@@ -272,6 +272,13 @@ def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys)
         assert f"{sum(d) / 2:+.3f}" in table
 
 
+def _sweep_exit(sweep, monkeypatch, *argv):
+    monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        sweep.main()
+    return stop.value.code
+
+
 @pytest.mark.parametrize("extra,message", [
     (["--grid", '[{"widht": 4}]'], "--grid/--vary: NVLDB takes no ['widht']"),
     (["--grid", '[{"learner": "NDB", "strategy": "ucb_asym"}]'], "--grid/--vary: NDB takes no ['strategy']"),
@@ -287,21 +294,10 @@ def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys)
 def test_sweep_refuses_bad_input_before_running_naming_the_flag(tmp_path, capsys, monkeypatch, extra, message):
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
-    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out),
-                                     *extra])
-    with pytest.raises(SystemExit) as stop:
-        sweep.main()
-    assert stop.value.code == 2
+    assert _sweep_exit(sweep, monkeypatch, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), *extra) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
     assert not out.exists()
-
-
-def _sweep_exit(sweep, monkeypatch, *argv):
-    monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
-    with pytest.raises(SystemExit) as stop:
-        sweep.main()
-    return stop.value.code
 
 
 def test_a_sweep_file_that_is_a_folder_or_holds_a_line_that_is_no_run_is_named_with_the_line(tmp_path, capsys, monkeypatch):
