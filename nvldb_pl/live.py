@@ -44,16 +44,28 @@ FIT_CONFIG_KEYS = {"data", "model", "trainer", "seed_everything", "loop", "check
 FORMAT = "nvldb_pl.live/1"
 
 
-def _as_contexts(contexts, dim: int) -> torch.Tensor:
-    """contexts as a float32 [K, d] tensor, checked: K >= 2, d = the learner's dim, all finite."""
+def _as_contexts(contexts, dim: int, min_items: int = 2) -> torch.Tensor:
+    """contexts as a float32 [K, d] tensor, checked: K >= min_items (2 for a duel), d = the
+    learner's dim, all finite."""
     x = torch.as_tensor(np.asarray(contexts, dtype=np.float64) if not torch.is_tensor(contexts) else contexts)
-    if x.dim() != 2 or x.shape[0] < 2 or x.shape[1] != dim:
-        raise ValueError(f"contexts: expected a [K, d] array with K >= 2 items and d = {dim} features, "
-                         f"got shape {list(x.shape)}")
+    if x.dim() != 2 or x.shape[0] < min_items or x.shape[1] != dim:
+        raise ValueError(f"contexts: expected a [K, d] array with K >= {min_items} item{'s' * (min_items > 1)} "
+                         f"and d = {dim} features, got shape {list(x.shape)}")
     if not bool(torch.isfinite(x).all()):
         bad = sorted({int(r) for r in torch.nonzero(~torch.isfinite(x))[:, 0]})
         raise ValueError(f"contexts: non-finite (NaN or inf) features in item(s) {bad}")
     return x.to(torch.float32)
+
+
+def _as_index(k) -> Optional[int]:
+    """k as a Python int if it is an integer (int, numpy integer, or a one-element integer tensor
+    such as ``argmax``'s), else None; bools are not indices."""
+    if torch.is_tensor(k) and k.numel() == 1 and not k.is_floating_point() and not k.is_complex() \
+            and k.dtype != torch.bool:
+        return int(k.item())
+    if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+        return int(k)
+    return None
 
 
 def _learner_args(cls: type, args: dict, where: str) -> dict:
@@ -206,12 +218,16 @@ class DuelingBandit:
         x = _as_contexts(contexts, self.dim)
         K = x.shape[0]
         for name, k in (("i", i), ("j", j)):
-            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= int(k) < K:
+            index = _as_index(k)
+            if index is None or not 0 <= index < K:
                 raise ValueError(f"{name}: must be an item index in [0, {K}), got {k!r}")
+        if torch.is_tensor(outcome) and outcome.numel() == 1:
+            outcome = outcome.item()
         if isinstance(outcome, (bool, np.bool_)):
             outcome = int(outcome)
         if outcome not in (0, 1):
             raise ValueError(f"outcome: must be 1 (item i preferred) or 0 (item j preferred), got {outcome!r}")
+        i, j = _as_index(i), _as_index(j)
         L = self.learner
         if L.t >= L.hist_o.shape[-1]:
             L.grow_history(2 * L.hist_o.shape[-1])
@@ -221,8 +237,8 @@ class DuelingBandit:
         L.check_finite()
 
     def scores(self, contexts) -> np.ndarray:
-        """Estimated utilities f(x_k) of ``contexts`` [K, d]: sort them for the learned ranking."""
-        x = _as_contexts(contexts, self.dim)
+        """Estimated utilities f(x_k) of ``contexts`` [K, d] (K >= 1): sort them for the learned ranking."""
+        x = _as_contexts(contexts, self.dim, min_items=1)
         return self.learner.scores(x.unsqueeze(0))[0].cpu().numpy()
 
     # ------------------------------------------------------------------ persistence

@@ -149,6 +149,10 @@ def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
     (lambda b: b.observe(np.eye(5), 0, 5, 1), "j: must be an item index in [0, 5)"),
     (lambda b: b.observe(np.eye(5), 0, 1, 2), "outcome: must be 1"),
     (lambda b: b.observe(np.eye(5), 0, 1, 0.5), "outcome"),
+    (lambda b: b.observe(np.eye(5), 0, True, 1), "j: must be an item index"),
+    (lambda b: b.observe(np.eye(5), torch.tensor(1.0), 1, 1), "i: must be an item index"),
+    (lambda b: b.observe(np.eye(5), torch.tensor([0, 1]), 1, 1), "i: must be an item index"),
+    (lambda b: b.scores(np.zeros((0, 5))), "K >= 1 item and d = 5"),
 ])
 def test_bad_calls_name_the_argument(call, message):
     b = DuelingBandit.create("NVLDB", dim=5, horizon=10)
@@ -156,6 +160,21 @@ def test_bad_calls_name_the_argument(call, message):
         call(b)
     assert message in str(err.value)
     assert b.num_observed == 0
+
+
+def test_indices_and_outcomes_from_torch_and_numpy_are_the_python_ones():
+    """An index from ``torch.argmax`` or ``np.argmax`` and an outcome tensor learn exactly what the
+    Python ints do; ``scores`` takes a single item."""
+    x = np.eye(5)
+    plain, typed = (DuelingBandit.create("NVLDB", dim=5, horizon=10, seed=1) for _ in range(2))
+    plain.observe(x, 3, 1, 1)
+    typed.observe(x, torch.argmax(torch.tensor([0, 0, 0, 9, 0])), np.argmax([0, 9, 0]), torch.tensor(1.0))
+    plain.observe(x, 0, 2, 0)
+    typed.observe(x, np.int64(0), torch.tensor([2]), np.bool_(False))
+    for k, v in plain.learner.state_dict().items():
+        assert torch.equal(v, typed.learner.state_dict()[k]), k
+    assert typed.scores(x[:1]).shape == (1,)
+    assert np.isclose(typed.scores(x[:1])[0], typed.scores(x)[0], rtol=1e-6)
 
 
 def test_bad_configs_and_files_are_named(tmp_path):
