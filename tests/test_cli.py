@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from tests.script_loader import load_script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -194,14 +196,10 @@ def test_the_gpu_capture_probe_without_a_gpu_says_so_in_one_line():
 def test_the_capture_probes_mends_compute_the_same_and_are_undone_after():
     """Each candidate mend of the one-seed capture (scripts/gpu_capture_probe.py) keeps seedwise's one-seed
     products what they were, and leaves the package as it found it."""
-    import importlib.util
-
     import torch
 
     from nvldb_pl import graphs, seedwise
-    spec = importlib.util.spec_from_file_location("probe", os.path.join(ROOT, "scripts", "gpu_capture_probe.py"))
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = load_script("gpu_capture_probe")
     def patched():  # what a mend may replace
         return (seedwise._two, seedwise.bmm, seedwise.einsum, seedwise.cholesky_ex, seedwise.solve_triangular,
                 graphs.CapturedSteps.error_mode)

@@ -1,5 +1,4 @@
 """scripts/duel.py: the interactive session, its file mode and a simulated person."""
-import importlib.util
 import io
 import os
 import re
@@ -7,10 +6,9 @@ import re
 import numpy as np
 
 from nvldb_pl.live import DuelingBandit
+from tests.script_loader import load_script
 
-_spec = importlib.util.spec_from_file_location("duel", os.path.join(os.path.dirname(__file__), "..", "scripts", "duel.py"))
-duel = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(duel)
+duel = load_script("duel")
 
 
 def _run(argv, stdin=""):

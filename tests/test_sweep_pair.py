@@ -1,0 +1,199 @@
+"""scripts/sweep.py (paired hyperparameter sweeps: runs appended to a JSON-lines file, finished ones skipped,
+bad input and damaged files named) and scripts/pair.py (runs paired by seed over folders)."""
+import json
+
+import pytest
+
+from tests.script_loader import load_script as _script
+
+
+def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
+    import sys
+    sweep = _script("sweep")
+    out = str(tmp_path / "s.jsonl")
+    argv = ["sweep.py", "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--out", out,
+            "--grid", '[{"width": 4, "grad_steps": 1}]', "--vary", "distinct_arms=false,true"]
+    old, sys.argv = sys.argv, argv
+    try:
+        sweep.main()
+        sweep.main()  # everything finished: nothing runs again
+        sys.argv = [*argv[:2], "8", *argv[3:]]
+        sweep.main()  # another T is another run (it was once skipped as finished)
+    finally:
+        sys.argv = old
+    rows = [json.loads(line) for line in open(out)]
+    assert [(r["rounds"], r["config"]["distinct_arms"]) for r in rows] == [(6, False), (6, True), (8, False), (8, True)]
+    assert all(len(r["per_seed"]) == 2 for r in rows) and rows[1]["self_duels"] == [0.0, 0.0]
+    capsys.readouterr()
+    sweep.summarize(out, {"distinct_arms": False})
+    table = capsys.readouterr().out
+    for a, b in ((rows[0], rows[1]), (rows[2], rows[3])):  # each paired with the baseline of its own T
+        d = [y - x for x, y in zip(a["per_seed"], b["per_seed"])]
+        assert f"{sum(d) / 2:+.3f}" in table
+
+
+def _sweep_exit(sweep, monkeypatch, *argv):
+    monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        sweep.main()
+    return stop.value.code
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--grid", '[{"widht": 4}]'], "--grid/--vary: NVLDB takes no ['widht']"),
+    (["--grid", '[{"learner": "NDB", "strategy": "ucb_asym"}]'], "--grid/--vary: NDB takes no ['strategy']"),
+    (["--grid", '[{"learner": "Oracle"}]'], "--grid: learner 'Oracle'"),
+    (["--grid", "{width: 4}"], "--grid: not JSON"),
+    (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),
+    (["--vary", "width"], "--vary: 'width' is not key=value"),
+    (["--vary", "widht=4,8"], "--grid/--vary: NVLDB takes no ['widht']"),
+    (["--tasks", "cos", "sine"], "--tasks: unknown ['sine']"),
+    (["--rounds", "0"], "--rounds: must be >= 1"),
+    (["--threads", "-1"], "--threads: must be >= 0"),
+])
+def test_sweep_refuses_bad_input_before_running_naming_the_flag(tmp_path, capsys, monkeypatch, extra, message):
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    assert _sweep_exit(sweep, monkeypatch, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), *extra) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_a_sweep_file_that_is_a_folder_or_holds_a_line_that_is_no_run_is_named_with_the_line(tmp_path, capsys, monkeypatch):
+    sweep = _script("sweep")
+    run = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"width": 4}]']
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task": "cos", "config": {}, "rounds": 4, "per_seed": [1.0], "self_duels": [0.0]}\n{}\n')
+    for argv, said in (([*run, "--out", str(tmp_path)], f"--out: {tmp_path} is a folder; give a JSON-lines file"),
+                       (["--summarize", str(tmp_path)], f"--summarize: {tmp_path} is a folder"),
+                       ([*run, "--out", str(bad)], f"--out: {bad} line 2 is not a sweep run"),
+                       (["--summarize", str(bad)], f"--summarize: {bad} line 2 is not a sweep run"),
+                       (["--summarize", str(tmp_path / "none.jsonl")], f"--summarize: {tmp_path / 'none.jsonl'}: no such file")):
+        assert _sweep_exit(sweep, monkeypatch, *argv) == 2
+        got = capsys.readouterr()
+        assert got.err.startswith(f"error: {said}") and "| cos |" not in got.out, got.err
+    assert bad.read_text().endswith("\n{}\n")  # left as it was
+
+
+def test_a_sweep_file_whose_last_line_was_cut_short_goes_on_without_it(tmp_path, capsys, monkeypatch):
+    """A sweep killed (or a disk filled) while a run's line was written: that line holds no finished run. The
+    summary leaves it out, saying so; the sweep run again removes it, saying so, and appends after the whole lines."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out),
+                                     "--grid", '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]'])
+    sweep.main()
+    whole = out.read_text()
+    first, second = whole.splitlines()
+    out.write_text(first + "\n" + second[: len(second) // 2])  # the second run's line cut short
+    capsys.readouterr()
+    sweep.summarize(str(out), {})
+    got = capsys.readouterr()
+    assert "ends in a line cut short" in got.err and got.out.count("| cos |") == 1
+    sweep.main()  # the second run again
+    got = capsys.readouterr()
+    assert f"--out: {out} ends in a line cut short" in got.err and got.out.count("| cos |") == 1
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["config"]["width"] for r in rows] == [4, 6]
+    assert rows[0] == json.loads(first) and rows[1]["per_seed"] == json.loads(second)["per_seed"]  # the same run again
+
+
+def _write_curves(path, rows):
+    import csv
+    import gzip
+    with gzip.open(path, "wt", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["method", "seed", "round", "cum_avg_regret"])
+        w.writerows(rows)
+
+
+def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad_input(tmp_path, capsys):
+    import numpy as np
+    pair = _script("pair")
+    T, rng = 20, np.random.default_rng(3)
+    final = {}  # (folder, seed) -> R(T)
+    for name, seeds in (("a", range(2)), ("a2", range(2, 4)), ("b", range(2, 7))):  # a + a2: seeds 0-3
+        (tmp_path / name).mkdir()
+        rows = []
+        for s in seeds:
+            for r in range(1, T + 1):
+                rows.append(["NVLDB-UCB-ASYM", s, r, float(rng.uniform(0, r))])
+            final[name, s] = rows[-1][3]
+            rows.append(["Random", s, T, 99.0])
+        _write_curves(tmp_path / name / "curves_cos.csv.gz", rows)
+    a, a2, b = (str(tmp_path / n) for n in ("a", "a2", "b"))
+    argv = ["--task", "cos", "--rounds", str(T), "--first", "NVLDB-UCB-ASYM", a, a2, "--second", "NVLDB-UCB-ASYM", b]
+    assert pair.main(argv) == 0
+    out = capsys.readouterr().out
+    d = [(final["a2", s] - final["b", s]) / T for s in (2, 3)]  # seeds in common: 2, 3 (from a2)
+    se = abs(d[0] - d[1]) / 2  # std (ddof=1) of two values / sqrt(2)
+    assert f"difference over 2 seeds (2-3): {np.mean(d):+.3f} ± {se:.3f} ({sum(x < 0 for x in d)}/2)" in out
+    assert f"R(T)/T {np.mean([final['b', s] / T for s in (2, 3)]):.3f}" in out
+    # one run over two folders, alone: all four seeds
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "NVLDB-UCB-ASYM", a, a2]) == 0
+    whole = [final["a", 0], final["a", 1], final["a2", 2], final["a2", 3]]
+    assert f"R(T)/T {np.mean(whole) / T:.3f} ± {np.std(whole, ddof=1) / T:.3f} over 4 seeds" in capsys.readouterr().out
+    # bad input: the file, the method, the seeds and the flag are named, and no result is printed
+    bad = [(["--first", "NDB-UCB", a, "--second", "Random", b], "no run of 'NDB-UCB'"),
+           (["--first", "Random", a, "--second", "Random", b, "--task", "square"], "curves_square.csv.gz: no such file"),
+           (["--first", "Random", a, a], "seeds 0-1 of 'Random' are also in an earlier folder"),
+           (["--first", a], "--first: give a method and at least one folder")]
+    for extra, message in bad:
+        assert pair.main(["--task", "cos", "--rounds", str(T)] + extra) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and captured.out == ""
+    _write_curves(tmp_path / "b" / "curves_cos.csv.gz", [["Random", 9, T, 1.0]])
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", a, "--second", "Random", b]) == 2
+    assert "no seed in common" in capsys.readouterr().err
+    # a seed id names a stream only with its base seed (report.json records it when not 0): seeds 0-1 of
+    # base seed 10 are other streams than seeds 0-1 of base seed 0, so they join a run and never pair with one
+    (tmp_path / "c").mkdir()
+    _write_curves(tmp_path / "c" / "curves_cos.csv.gz", [["Random", i, T, 2.0 * T] for i in range(2)])
+    (tmp_path / "c" / "report.json").write_text(json.dumps({"cos/Random": {"R_T_over_T_mean": 2.0, "base_seed": 10}}))
+    c = str(tmp_path / "c")
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", a, c]) == 0
+    assert "R(T)/T 3.475 ± 1.703 over 4 seeds (0-1; 0-1 of base seed 10)" in capsys.readouterr().out
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", c, "--second", "Random", a]) == 2
+    assert "ran seeds 0-1 of base seed 10, Random ran 0-1" in capsys.readouterr().err
+
+
+def test_pair_script_reads_an_earlier_round_and_pairs_runs_of_different_lengths(tmp_path, capsys):
+    import numpy as np
+    pair = _script("pair")
+    rng = np.random.default_rng(5)
+    kept = lambda T: [r for r in range(1, T + 1) if r <= 100 or r % 10 == 0]  # what reproduce.py commits
+    R = {}  # (folder, seed, round) -> R(t)
+    for name, T in (("long", 150), ("short", 40)):
+        (tmp_path / name).mkdir()
+        rows = []
+        for s in range(3):
+            for r in kept(T):
+                R[name, s, r] = float(rng.uniform(0, r))
+                rows.append(["NVLDB-UCB-ASYM", s, r, R[name, s, r]])
+        _write_curves(tmp_path / name / "curves_square.csv.gz", rows)
+    long, short = str(tmp_path / "long"), str(tmp_path / "short")
+    # one run read at round 120: R(120)/120 over its seeds, by a plain loop
+    assert pair.main(["--task", "square", "--rounds", "150", "--at", "120", "--first", "NVLDB-UCB-ASYM", long]) == 0
+    v = [R["long", s, 120] / 120 for s in range(3)]
+    assert f"R(120)/120 {np.mean(v):.3f} ± {np.std(v, ddof=1):.3f} over 3 seeds (0-2)" in capsys.readouterr().out
+    # runs of different T: read at the shorter one's end unless --at says otherwise
+    for extra, t in (([], 40), (["--at", "30"], 30)):
+        argv = ["--task", "square", "--rounds", "150", "40", "--first", "NVLDB-UCB-ASYM", long,
+                "--second", "NVLDB-UCB-ASYM", short] + extra
+        assert pair.main(argv) == 0
+        d = [(R["long", s, t] - R["short", s, t]) / t for s in range(3)]
+        out = capsys.readouterr().out
+        assert f"difference over 3 seeds (0-2): {np.mean(d):+.3f} ± {np.std(d, ddof=1) / np.sqrt(3):.3f}" in out
+        assert f"R({t})/{t}" in out
+    # bad input names the flag or the file and the round
+    bad = [(["--rounds", "150", "--at", "105", "--first", "NVLDB-UCB-ASYM", long], "has no round 105"),
+           (["--rounds", "150", "40", "--at", "60", "--first", "NVLDB-UCB-ASYM", long, "--second", "NVLDB-UCB-ASYM", short],
+            "--at: round 60 is past the end of a run"),
+           (["--rounds", "150", "40", "30", "--first", "NVLDB-UCB-ASYM", long], "--rounds: give one T, or two"),
+           (["--rounds", "150", "40", "--first", "NVLDB-UCB-ASYM", long], "give --second, or one T"),
+           (["--rounds", "150", "--at", "0", "--first", "NVLDB-UCB-ASYM", long], "--at")]
+    for argv, message in bad:
+        assert pair.main(["--task", "square"] + argv) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and captured.out == ""
