@@ -195,6 +195,14 @@ class NVLDBCLI(LightningCLI):
         slurm_requeue_off(trainer)
         return trainer
 
+    def _set_seed(self) -> None:
+        """Lightning's seeding, with an out-of-range seed named by its field (Lightning's message names none)."""
+        seed = self._get(self.config, "seed_everything")
+        if not isinstance(seed, bool) and isinstance(seed, int) and not 0 <= seed <= 2 ** 32 - 1:
+            raise ValueError(f"seed_everything: must be between 0 and {2 ** 32 - 1} (the seeds numpy takes), or "
+                             f"true (a random one) or false, got {seed}")
+        super()._set_seed()
+
     def _parse_ckpt_path(self) -> None:
         """Lightning's CLI would load an explicit ``--ckpt_path`` file here, before anything is
         checked (a damaged or foreign file: a raw traceback), and let the checkpoint's hyperparameters

@@ -17,6 +17,7 @@ Every learner holds S independent seeds stacked along the first dimension.
 """
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 
@@ -35,6 +36,13 @@ LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
 def check(cond: bool, field: str, msg: str) -> None:
     """:func:`nvldb_pl.checks.require` for a model field (``data.x`` for the fields linked from data)."""
     require(cond, f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}", msg)
+
+
+def check_number(value: float, field: str, strict: bool = True) -> None:
+    """A hyperparameter that must be a finite number > 0 (``strict``) or >= 0 (a YAML ``.inf`` or ``.nan``
+    is a float too)."""
+    ok = math.isfinite(value) and (value > 0 if strict else value >= 0)
+    check(ok, field, f"must be a finite number {'>' if strict else '>='} 0, got {value}")
 
 
 def check_linked(dim: int, arms: int, rounds: int, num_seeds: int, link: str) -> None:

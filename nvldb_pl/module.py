@@ -31,7 +31,7 @@ from typing import Optional
 import torch
 
 from . import gram, objective, seedwise, selection
-from .learner import LINKED_FROM_DATA, as_pairs, check_linked
+from .learner import LINKED_FROM_DATA, as_pairs, check_linked, check_number
 from .learner import check as _check
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference, resolve_network
 
@@ -137,7 +137,7 @@ class NVLDB(NeuralLearner):
         if beta is None:
             beta = 1.0  # the paper's a_t (appendix "Hyperparameters")
         for name, value in (("beta", beta), ("epsilon", epsilon)):
-            _check(value > 0, name, f"must be > 0, got {value}")
+            check_number(value, name)
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
         # saved with the values in force, also where they came from a default
         args.update(epsilon=epsilon, init=init, bias=bias, beta=beta)

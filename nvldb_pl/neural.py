@@ -18,6 +18,7 @@ from . import graphs, objective
 from .backward import accumulate_nll_grad
 from .learner import DuelingLearner, as_pairs
 from .learner import check as _check
+from .learner import check_number
 from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
 from .streams import TAG_INIT, TAG_SAMPLE, rng_for
 
@@ -92,7 +93,7 @@ class NeuralLearner(DuelingLearner):
     def __init__(self, hp: dict, variance_mode: str, w_reg: float):
         super().__init__(hp["dim"], hp["arms"], hp["rounds"], hp["num_seeds"], hp["link"])
         _check(hp["grad_steps"] >= 0, "grad_steps", f"must be >= 0, got {hp['grad_steps']}")
-        _check(w_reg >= 0, "w_reg", f"must be >= 0, got {w_reg}")
+        check_number(w_reg, "w_reg", strict=False)
         _check(hp.get("backward", "manual") in BACKWARDS, "backward", f"{hp.get('backward')!r} is not one of {list(BACKWARDS)}")
         sample_size = hp.get("sample_size")
         _check(sample_size is None or sample_size >= 1, "sample_size", f"must be >= 1 (or null: whole history), got {sample_size}")
@@ -103,7 +104,7 @@ class NeuralLearner(DuelingLearner):
         _check(hp.get("sample_weighting", "uniform") in SAMPLE_WEIGHTINGS, "sample_weighting",
                f"{hp.get('sample_weighting')!r} is not one of {list(SAMPLE_WEIGHTINGS)}")
         for name in ("lr", "lam"):
-            _check(hp[name] > 0, name, f"must be > 0, got {hp[name]}")
+            check_number(hp[name], name)
         self.save_hyperparameters(hp)
         self.automatic_optimization = False
         self.variance_mode = variance_mode

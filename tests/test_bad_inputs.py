@@ -29,6 +29,17 @@ ROWS = [
     ("--model.lam=0", "model.lam"),
     ("--model.epsilon=-1", "model.epsilon"),
     ("--model.beta=0", "model.beta"),
+    # YAML's .inf and .nan are floats too: a beta of .inf ran to its end (exit 0), a lam of .inf stopped at round 1
+    # saying "non-finite ... raise model.lam"
+    ("--model.beta=.inf", "model.beta: must be a finite number > 0, got inf"),
+    ("--model.lam=.inf", "model.lam: must be a finite number > 0, got inf"),
+    ("--model.lr=.nan", "model.lr: must be a finite number > 0, got nan"),
+    ("--model.w_reg=.inf", "model.w_reg: must be a finite number >= 0, got inf"),
+    ("--model=NDB --model.beta=.inf", "model.beta: must be a finite number > 0"),
+    ("--model=CoLSTIM --model.lam=.nan", "model.lam: must be a finite number > 0"),
+    ("--model=VACDB --model.beta=.inf", "model.beta: must be a finite number > 0"),
+    ("--model=MaxInP --model.beta=.inf", "model.beta: must be a finite number > 0"),
+    ("--seed_everything=-1", "seed_everything: must be between 0 and 4294967295"),  # was numpy's bounds, no field
     ("--model.strategy=ucb_best", "model.strategy"),
     ("--model.width=0", "model.width"),
     ("--model.depth=1", "model.depth"),

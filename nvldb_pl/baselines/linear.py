@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 
 from .. import gram, objective, seedwise, selection
-from ..learner import DuelingLearner, check
+from ..learner import DuelingLearner, check, check_number
 
 
 class LinearDueling(DuelingLearner):
@@ -28,8 +28,9 @@ class LinearDueling(DuelingLearner):
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20,
                  link: str = "logistic", lam: float = 1.0, beta: Optional[float] = None, refit_iterations: int = 8):
         super().__init__(dim, arms, rounds, num_seeds, link)
-        check(lam > 0, "lam", f"must be > 0, got {lam}")
-        check(beta is None or beta > 0, "beta", f"must be > 0, got {beta}")
+        check_number(lam, "lam")
+        if beta is not None:
+            check_number(beta, "beta")
         check(refit_iterations >= 1, "refit_iterations", f"must be >= 1, got {refit_iterations}")
         beta = self.default_beta(dim, rounds) if beta is None else beta
         # named explicitly, with the beta in force (LightningCLI would otherwise save the given None)

@@ -25,7 +25,7 @@ import torch
 from ..backward import per_point_gradients
 from .. import seedwise, selection
 from ..host import check_memory
-from ..learner import check, check_linked, history_bytes
+from ..learner import check, check_linked, check_number, history_bytes
 from ..network import layer_sizes
 from ..neural import NeuralLearner, pair_difference, resolve_network
 
@@ -49,7 +49,7 @@ class NDB(NeuralLearner):
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
         bias, init = resolve_network(dim, width, depth, parametrization, bias, init, None)
         beta = 1.0 if beta is None else beta
-        check(beta > 0, "beta", f"must be > 0, got {beta}")
+        check_number(beta, "beta")
         sizes = layer_sizes(dim, width, depth)
         p = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + dim + (sum(sizes[1:]) if bias else 0)  # |W|+|theta|+|b|
         check_memory(history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,

@@ -27,7 +27,7 @@ import torch
 
 from .. import gram, objective, seedwise
 from ..host import reads_without_sync
-from ..learner import DuelingLearner, check
+from ..learner import DuelingLearner, check, check_number
 
 
 class VACDB(DuelingLearner):
@@ -40,8 +40,8 @@ class VACDB(DuelingLearner):
                  link: str = "logistic", lam: float = 1.0, beta: float = 1.0, layers: Optional[int] = None,
                  refit_iterations: int = 8):
         super().__init__(dim, arms, rounds, num_seeds, link)
-        check(lam > 0, "lam", f"must be > 0, got {lam}")
-        check(beta > 0, "beta", f"must be > 0, got {beta}")
+        check_number(lam, "lam")
+        check_number(beta, "beta")
         check(layers is None or layers >= 1, "layers", f"must be >= 1, got {layers}")
         check(refit_iterations >= 1, "refit_iterations", f"must be >= 1, got {refit_iterations}")
         L = layers if layers is not None else max(1, math.ceil(math.log2(max(rounds, 2)) / 2))
