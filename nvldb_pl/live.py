@@ -68,6 +68,11 @@ def _as_index(k) -> Optional[int]:
     return None
 
 
+def _check_seed(seed, field: str = "seed") -> None:
+    if _as_index(seed) is None or seed < 0:
+        raise ValueError(f"{field}: must be an integer >= 0, got {seed!r}")
+
+
 def _learner_args(cls: type, args: dict, where: str) -> dict:
     """``args`` checked against ``cls.__init__`` (an unknown name is an error naming it)."""
     accepted = init_args(cls)
@@ -104,6 +109,7 @@ class DuelingBandit:
         """A fresh learner (a name of :data:`nvldb_pl.registry.LEARNERS`) with its initial parameters drawn
         from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
         T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T)."""
+        _check_seed(seed)
         if learner not in LEARNERS:
             raise ValueError(f"model: unknown learner {learner!r}; choose one of {list(LEARNERS)}")
         cls_ = LEARNERS[learner]
@@ -118,6 +124,8 @@ class DuelingBandit:
         """From a YAML file (or its dict) in the format of ``configs/*.yaml``: ``model`` (NVLDB's
         arguments, or ``class_path`` + ``init_args``), ``data.dim``, ``data.link``,
         ``data.rounds`` (the horizon) and ``seed_everything``; keyword arguments override them."""
+        if seed is not None:  # the argument's own error, not the file's
+            _check_seed(seed)
         where = "config"
         if not isinstance(config, dict):
             import yaml
@@ -144,11 +152,20 @@ class DuelingBandit:
             name = str(model["class_path"]).rsplit(".", 1)[-1]
             model = dict(model.get("init_args") or {})
         model = {k: v for k, v in model.items() if k not in LINKED_FROM_DATA}
+        if seed is None:
+            seed = config.get("seed_everything", 0) or 0  # false or null: the base seed 0, as a fit run's
+            if seed is True:
+                raise ValueError(f"{where}: seed_everything: true (a random seed, in a fit run) names no seed for a "
+                                 f"live bandit; give an integer there or as seed=")
+            try:
+                _check_seed(seed, "seed_everything")
+            except ValueError as err:
+                raise ValueError(f"{where}: {err}") from None
         try:
             return cls.create(name, dim=int(dim if dim is not None else data.get("dim", 5)),
                               horizon=int(horizon if horizon is not None else data.get("rounds", 1000)),
                               link=data.get("link", "logistic"),
-                              seed=int(seed if seed is not None else config.get("seed_everything", 0) or 0), **model)
+                              seed=int(seed), **model)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
 

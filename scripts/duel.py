@@ -108,6 +108,8 @@ def main(argv=None, stdin=None, out=None) -> int:
     try:
         if a.questions < 0:
             raise ValueError(f"--questions: must be >= 0, got {a.questions}")
+        if a.seed < 0:  # (it was refused as the config file's error)
+            raise ValueError(f"--seed: must be >= 0, got {a.seed}")
         names, raw, contexts = catalog()
         if not 2 <= a.offer <= len(names):
             raise ValueError(f"--offer: must be between 2 and {len(names)}, got {a.offer}")

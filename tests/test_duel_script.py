@@ -131,6 +131,8 @@ def test_bad_input_is_named(tmp_path, capsys):
     assert f"{typo}: no section(s) ['modle']" in capsys.readouterr().err
     assert _run(["--offer", "1"])[0] == 2
     assert "--offer: must be between 2 and 12" in capsys.readouterr().err
+    assert _run(["--seed", "-1"])[0] == 2  # was refused as configs/live.yaml's error
+    assert "error: --seed: must be >= 0, got -1" in capsys.readouterr().err
     other = DuelingBandit.create("NVLDB", dim=3, horizon=5)
     other.save(str(tmp_path / "d3.pt"))
     assert _run(["--load", str(tmp_path / "d3.pt")])[0] == 2
