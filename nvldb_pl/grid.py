@@ -19,7 +19,8 @@ from typing import Optional
 
 import torch
 
-from .data import ALL_TASKS, StreamSpec
+from . import uci
+from .data import ALL_TASKS, BanditDataModule, StreamSpec
 from .learner import LINKED_FROM_DATA
 from .registry import LEARNERS, METHODS, init_args
 from .run import check_accelerator, run_experiment
@@ -130,6 +131,7 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     if ignored:
         raise ValueError(f"--set: {ignored} is not an argument of any method run here ({', '.join(methods)}); "
                          f"they take {sorted(taken)}")
+    check_settings(tasks, methods, rounds, num_seeds, overrides, data_overrides)
     done = {}
     for task in tasks:
         for method in methods:
@@ -154,6 +156,36 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
                     f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s")
             done[task, method] = found
     return done
+
+
+def check_settings(tasks: list[str], methods: list[str], rounds: int, num_seeds: int,
+                   overrides: Optional[dict] = None, data_overrides: Optional[dict] = None) -> None:
+    """Every (task, method) of a grid built once, before any run: a bad ``--set`` value (``width=0``,
+    ``beta=.inf``), a ``--dim`` or a memory need a method cannot meet, or a missing UCI file, is named now,
+    not after the runs before it (hours at full size). The learners are built on torch's meta device:
+    their checks run, nothing is allocated or drawn."""
+    for task in tasks:
+        shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
+        if task in uci.UCI_TASKS:
+            uci.files(task)
+        else:
+            BanditDataModule(task=task, rounds=rounds, num_seeds=num_seeds, **shape)
+        for method in methods:
+            learner, model = METHODS[method]
+            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in _accepts(learner)}}
+            check_learner(f"{method} on {task}", learner, model, shape, rounds, num_seeds)
+
+
+def check_learner(where: str, learner: str, model: dict, shape: dict, rounds: int, num_seeds: int) -> None:
+    """``learner`` built with ``model`` on torch's meta device (its checks run; nothing is allocated or
+    drawn); a bad value is raised as a ValueError starting with ``where``."""
+    linked = {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms),
+              "rounds": rounds, "num_seeds": num_seeds, "link": "logistic"}
+    try:
+        with torch.device("meta"):
+            LEARNERS[learner](**linked, **model)
+    except (ValueError, TypeError) as err:  # TypeError: a value of another type (width="abc")
+        raise ValueError(f"{where}: {err}") from None
 
 
 def parse_overrides(items: list[str]) -> dict:

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_info
+import numpy as np
 import torch
 
 from . import links
@@ -41,16 +42,24 @@ def check(cond: bool, field: str, msg: str) -> None:
 def check_number(value: float, field: str, strict: bool = True) -> None:
     """A hyperparameter that must be a finite number > 0 (``strict``) or >= 0 (a YAML ``.inf`` or ``.nan``
     is a float too)."""
-    ok = math.isfinite(value) and (value > 0 if strict else value >= 0)
-    check(ok, field, f"must be a finite number {'>' if strict else '>='} 0, got {value}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = number and math.isfinite(value) and (value > 0 if strict else value >= 0)
+    check(ok, field, f"must be a finite number {'>' if strict else '>='} 0, got {value!r}")
+
+
+def check_integer(value, field: str, low: int) -> None:
+    """A hyperparameter that must be an integer >= ``low`` (from Python, a sweep's JSON or a script's
+    ``--set``, a 1.5 or a "4" is refused here rather than deep inside a run)."""
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= low
+    check(ok, field, f"must be an integer >= {low}, got {value!r}")
 
 
 def check_linked(dim: int, arms: int, rounds: int, num_seeds: int, link: str) -> None:
     """The fields every learner takes from the data module, checked first (naming ``data.<field>``)."""
     check(link in links.LINKS, "link", f"{link!r} is not a known link function; choose one of {list(links.LINKS)}")
     for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds)):
-        check(value >= 1, name, f"must be >= 1, got {value}")
-    check(arms >= 2, "arms", f"must be >= 2, got {arms}")
+        check_integer(value, name, 1)
+    check_integer(arms, "arms", 2)
 
 
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:

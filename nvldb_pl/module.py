@@ -31,7 +31,7 @@ from typing import Optional
 import torch
 
 from . import gram, objective, seedwise, selection
-from .learner import LINKED_FROM_DATA, as_pairs, check_linked, check_number
+from .learner import LINKED_FROM_DATA, as_pairs, check_integer, check_linked, check_number
 from .learner import check as _check
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference, resolve_network
 
@@ -131,7 +131,7 @@ class NVLDB(NeuralLearner):
         bias, init = resolve_network(dim, width, depth, parametrization, bias, init, feature_dim)
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
         for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
-            _check(value >= 1, name, f"must be >= 1, got {value}")
+            check_integer(value, name, 1)
         if epsilon is None:
             epsilon = 1.0 / math.sqrt(dim)  # the order Theorem (Variance-aware UCB methods) asks for
         if beta is None:

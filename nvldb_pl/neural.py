@@ -18,7 +18,7 @@ from . import graphs, objective
 from .backward import accumulate_nll_grad
 from .learner import DuelingLearner, as_pairs
 from .learner import check as _check
-from .learner import check_number
+from .learner import check_integer, check_number
 from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
 from .streams import TAG_INIT, TAG_SAMPLE, rng_for
 
@@ -74,8 +74,8 @@ def resolve_network(dim: int, width: int, depth: int, parametrization: str, bias
         bias = parametrization == "standard"
     _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
     for name, value in (("width", width), ("feature_dim", 1 if feature_dim is None else feature_dim)):
-        _check(value >= 1, name, f"must be >= 1, got {value}")
-    _check(depth >= 2, "depth", f"eq. (nn) needs at least W^1 and W^L, got {depth}")
+        check_integer(value, name, 1)
+    check_integer(depth, "depth", 2)  # eq. (nn) needs at least W^1 and W^L
     _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
     return bias, init
 
@@ -92,11 +92,12 @@ class NeuralLearner(DuelingLearner):
 
     def __init__(self, hp: dict, variance_mode: str, w_reg: float):
         super().__init__(hp["dim"], hp["arms"], hp["rounds"], hp["num_seeds"], hp["link"])
-        _check(hp["grad_steps"] >= 0, "grad_steps", f"must be >= 0, got {hp['grad_steps']}")
+        check_integer(hp["grad_steps"], "grad_steps", 0)
         check_number(w_reg, "w_reg", strict=False)
         _check(hp.get("backward", "manual") in BACKWARDS, "backward", f"{hp.get('backward')!r} is not one of {list(BACKWARDS)}")
         sample_size = hp.get("sample_size")
-        _check(sample_size is None or sample_size >= 1, "sample_size", f"must be >= 1 (or null: whole history), got {sample_size}")
+        if sample_size is not None:  # None: the whole history
+            check_integer(sample_size, "sample_size", 1)
         _check(hp.get("history_pass", "auto") in HISTORY_PASSES, "history_pass",
                f"{hp.get('history_pass')!r} is not one of {list(HISTORY_PASSES)}")
         _check(hp.get("history_pass") != "graphed" or sample_size is None, "history_pass",

@@ -107,19 +107,22 @@ def _is_number(cell: str) -> bool:
         return False
 
 
-def load(task: str, data_dir: Optional[str] = None, data_file: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
-    """(X standardized [n, p], y [n]) of a UCI task; ``data_file`` overrides the file lookup."""
-    spec = SPECS[task]
-    data_dir = data_dir or default_data_dir()
+def files(task: str, data_dir: Optional[str] = None, data_file: Optional[str] = None) -> list[str]:
+    """The files a UCI task reads (found, not read: a missing folder or file is named at once)."""
     if data_file is not None:
         if not os.path.isfile(data_file):
             raise FileNotFoundError(f"data.data_file: {data_file} does not exist")
-        paths = [data_file]
-    else:
-        if not os.path.isdir(data_dir):
-            raise FileNotFoundError(f"data.data_dir: {data_dir} is not a folder (set data.data_dir or NVLDB_UCI_DIR)")
-        paths = [_resolve(data_dir, part) for part in spec.files]
-    parts = [read_table(p, spec.features, spec.labels) for p in paths]
+        return [data_file]
+    data_dir = data_dir or default_data_dir()
+    if not os.path.isdir(data_dir):
+        raise FileNotFoundError(f"data.data_dir: {data_dir} is not a folder (set data.data_dir or NVLDB_UCI_DIR)")
+    return [_resolve(data_dir, part) for part in SPECS[task].files]
+
+
+def load(task: str, data_dir: Optional[str] = None, data_file: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
+    """(X standardized [n, p], y [n]) of a UCI task; ``data_file`` overrides the file lookup."""
+    spec = SPECS[task]
+    parts = [read_table(p, spec.features, spec.labels) for p in files(task, data_dir, data_file)]
     X = np.concatenate([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
     mean, std = X.mean(axis=0), X.std(axis=0)

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from nvldb_pl.grid import check_positive, check_tasks  # noqa: E402
+from nvldb_pl.grid import TASK_DATA, check_learner, check_positive, check_tasks  # noqa: E402
 from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.module import LITERAL  # noqa: E402
 from nvldb_pl.registry import LEARNERS, init_args  # noqa: E402
@@ -185,6 +185,11 @@ def main():
             check_folder_can_be_made(os.path.dirname(os.path.abspath(a.out)), "--out")
         grid = expand(parse_json("--grid", a.grid, list) if a.grid else GRID, a.vary)
         check_grid(grid)
+        for task in a.tasks:  # a value no learner takes (width 0), named before the runs before it
+            for g in grid:
+                model = {k: v for k, v in g.items() if k != "learner"}
+                check_learner(f"--grid/--vary {json.dumps(g)} on {task}", g.get("learner", "NVLDB"), model,
+                              TASK_DATA.get(task, {}), a.rounds, a.seeds)
         sweep(a, grid)
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -204,8 +209,8 @@ def sweep(a, grid: list[dict]) -> None:
                 continue
             model = dict(g)
             learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
-            s, _ = run_experiment({"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0}, model,
-                                  learner=learner)
+            data = {"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0, **TASK_DATA.get(task, {})}
+            s, _ = run_experiment(data, model, learner=learner)
             per_seed = [x["cum_avg_regret"] / s["rounds"] for x in s["seeds"]]
             duels = [x["self_duel_fraction"] for x in s["seeds"]]
             print(f"| {task} | {json.dumps(g)} | {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} "

@@ -89,7 +89,7 @@ def test_bounded_mode_runs_seed_independent():
 
 
 @pytest.mark.parametrize("kw,message", [
-    ({"sample_size": 0}, "model.sample_size: must be >= 1"),
+    ({"sample_size": 0}, "model.sample_size: must be an integer >= 1"),
     ({"sample_weighting": "newest"}, "model.sample_weighting: 'newest' is not one of"),
 ])
 def test_bad_values_are_named(kw, message):

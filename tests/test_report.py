@@ -88,6 +88,26 @@ def test_reproduce_refuses_a_set_key_no_method_takes_before_running(tmp_path, ca
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("extra,message", [
+    (["--set", "width=0"], "NVLDB-UCB-ASYM on cos: model.width: must be an integer >= 1, got 0"),
+    (["--set", "beta=.inf"], "NVLDB-UCB-ASYM on cos: model.beta: must be a finite number > 0, got '.inf'"),
+    (["--set", "grad_steps=1.5"], "NVLDB-UCB-ASYM on cos: model.grad_steps: must be an integer >= 0, got 1.5"),
+    (["--set", "layers=0", "--methods", "Random", "VACDB"], "VACDB on cos: model.layers: must be an integer >= 1"),
+    (["--dim", "0"], "data.dim: must be an integer >= 1, got 0"),
+    (["--tasks", "cos", "statlog"], "data.data_dir: "),
+])
+def test_reproduce_refuses_a_bad_value_or_missing_data_before_any_run(tmp_path, capsys, monkeypatch, extra, message):
+    """A value no method can run with, or a UCI task without its files, was found only when its run came,
+    after the runs before it (a Random run first here; hours at full size)."""
+    monkeypatch.setenv("NVLDB_UCI_DIR", str(tmp_path / "no-uci"))
+    argv = ["--out", str(tmp_path / "out"), "--methods", "Random", "NVLDB-UCB-ASYM", "--rounds", "5", "--seeds", "1",
+            "--tasks", "cos"]
+    assert _main([*argv, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert not list((tmp_path / "out").rglob("summary.json"))
+
+
 @pytest.mark.parametrize("bad", ["--out a file", "--literal-from a missing folder", "--literal-from without its curves"])
 def test_reproduce_refuses_a_bad_out_or_literal_from_before_running(tmp_path, capsys, bad):
     blocker = tmp_path / "afile"

@@ -1,8 +1,11 @@
 """scripts/sweep.py (paired hyperparameter sweeps: runs appended to a JSON-lines file, finished ones skipped,
 bad input and damaged files named) and scripts/pair.py (runs paired by seed over folders)."""
 import json
+import os
 
 import pytest
+
+from nvldb_pl.uci import default_data_dir
 
 from tests.script_loader import load_script as _script
 
@@ -50,6 +53,10 @@ def _sweep_exit(sweep, monkeypatch, *argv):
     (["--tasks", "cos", "sine"], "--tasks: unknown ['sine']"),
     (["--rounds", "0"], "--rounds: must be >= 1"),
     (["--threads", "-1"], "--threads: must be >= 0"),
+    # a value no learner takes, in the second entry: the first entry's run came before it
+    (["--grid", '[{"width": 4, "grad_steps": 1}, {"width": 0}]'],
+     '--grid/--vary {"width": 0} on cos: model.width: must be an integer >= 1, got 0'),
+    (["--vary", "beta=1,-1"], '"beta": -1} on cos: model.beta: must be a finite number > 0, got -1'),
 ])
 def test_sweep_refuses_bad_input_before_running_naming_the_flag(tmp_path, capsys, monkeypatch, extra, message):
     sweep = _script("sweep")
@@ -197,3 +204,16 @@ def test_pair_script_reads_an_earlier_round_and_pairs_runs_of_different_lengths(
         assert pair.main(["--task", "square"] + argv) == 2
         captured = capsys.readouterr()
         assert message in captured.err and captured.out == ""
+
+
+@pytest.mark.skipif(not os.path.isdir(default_data_dir()), reason="UCI data folder absent")
+def test_sweep_runs_a_uci_task_in_its_shape(tmp_path, capsys, monkeypatch):
+    """statlog's block-encoded contexts (d = 63, K = 7): the sweep ran it with the synthetic shape and
+    stopped with data.arms' error."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "statlog", "--out", str(out),
+                                     "--grid", '[{"width": 4, "grad_steps": 1}]'])
+    sweep.main()
+    [row] = [json.loads(line) for line in open(out)]
+    assert row["task"] == "statlog" and len(row["per_seed"]) == 1

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 
 from .. import gram, objective, seedwise, selection
-from ..learner import DuelingLearner, check, check_number
+from ..learner import DuelingLearner, check_integer, check_number
 
 
 class LinearDueling(DuelingLearner):
@@ -31,7 +31,7 @@ class LinearDueling(DuelingLearner):
         check_number(lam, "lam")
         if beta is not None:
             check_number(beta, "beta")
-        check(refit_iterations >= 1, "refit_iterations", f"must be >= 1, got {refit_iterations}")
+        check_integer(refit_iterations, "refit_iterations", 1)
         beta = self.default_beta(dim, rounds) if beta is None else beta
         # named explicitly, with the beta in force (LightningCLI would otherwise save the given None)
         self.save_hyperparameters(dict(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, lam=lam,

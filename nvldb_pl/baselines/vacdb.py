@@ -27,7 +27,7 @@ import torch
 
 from .. import gram, objective, seedwise
 from ..host import reads_without_sync
-from ..learner import DuelingLearner, check, check_number
+from ..learner import DuelingLearner, check_integer, check_number
 
 
 class VACDB(DuelingLearner):
@@ -42,8 +42,9 @@ class VACDB(DuelingLearner):
         super().__init__(dim, arms, rounds, num_seeds, link)
         check_number(lam, "lam")
         check_number(beta, "beta")
-        check(layers is None or layers >= 1, "layers", f"must be >= 1, got {layers}")
-        check(refit_iterations >= 1, "refit_iterations", f"must be >= 1, got {refit_iterations}")
+        if layers is not None:
+            check_integer(layers, "layers", 1)
+        check_integer(refit_iterations, "refit_iterations", 1)
         L = layers if layers is not None else max(1, math.ceil(math.log2(max(rounds, 2)) / 2))
         # named explicitly, with the number of layers in force (LightningCLI would otherwise save the given None)
         self.save_hyperparameters(dict(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, lam=lam,
