@@ -14,6 +14,20 @@ def config_differences(saved: dict, current: dict, prefix: str, skip=()) -> list
             if k in saved and k not in skip and saved[k] != v]
 
 
+def refuse_other_state(held: dict, own: dict, what: str) -> None:
+    """Raise unless the state dict ``held`` (a checkpoint's) has the keys and tensor shapes of ``own`` (the
+    learner this code builds from the same config): a file saved by another version of the package, whose
+    learner kept other buffers, would otherwise fail inside torch's ``load_state_dict`` with a traceback."""
+    missing, unexpected = sorted(set(own) - set(held)), sorted(set(held) - set(own))
+    shapes = [f"{k} {list(held[k].shape)} (here {list(v.shape)})" for k, v in own.items()
+              if k in held and hasattr(held[k], "shape") and tuple(held[k].shape) != tuple(v.shape)]
+    differ = ([f"it lacks {missing}"] if missing else []) + ([f"it holds {unexpected} besides"] if unexpected else []) \
+        + ([f"other shapes: {'; '.join(shapes)}"] if shapes else [])
+    if differ:
+        raise ValueError(f"{what}'s state is not the one this code's learner keeps ({', '.join(differ)}): it was saved "
+                         f"by another version of nvldb_pl; go on with that version, or start a new run")
+
+
 def refuse_other_config(*differences: list[str]) -> None:
     """Raise naming every field of ``differences`` (lists from :func:`config_differences`), if any."""
     differ = [d for found in differences for d in found]

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from . import links
-from .checks import config_differences, refuse_other_config, require
+from .checks import config_differences, refuse_other_config, refuse_other_state, require
 from .host import check_memory, keep_freed_memory
 from .metrics import CumulativeRegret
 
@@ -273,6 +273,10 @@ class DuelingLearner(pl.LightningModule):
                 progress["is_last_batch"] = False
         linked = LINKED_FROM_DATA if stream is not None else ()  # named once, as data.<field>
         refuse_other_config(data, config_differences(saved, {"learner": name, **self.hparams}, "model.", linked))
+        if hasattr(dm, "config_differences"):
+            require(stream is not None, "ckpt_path", f"the checkpoint holds no state of the round stream "
+                                                     f"({type(dm).__qualname__}): it is not a fit run's checkpoint")
+        refuse_other_state(checkpoint["state_dict"], self.state_dict(), "the checkpoint")
         self._refuse_other_run_layout(checkpoint)
         self._say_other_device(checkpoint)
         self._t = int(checkpoint["state_dict"]["rounds_done"])

@@ -31,6 +31,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from .checks import refuse_other_state
 from .data import BanditDataModule
 from .host import atomic_open, open_text
 from .learner import LINKED_FROM_DATA, DuelingLearner
@@ -192,7 +193,9 @@ class DuelingBandit:
         held = ckpt["state_dict"].get("seed_id")
         if held is not None and len(held) != module.num_local:  # one rank's shard of a seed_parallel run
             module.take_seeds(list(range(len(held))))
-        module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
+        if "hist_o" in ckpt["state_dict"]:
+            module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
+        refuse_other_state(ckpt["state_dict"], module.state_dict(), path)
         module.load_state_dict(ckpt["state_dict"])
         module._t = int(module.rounds_done)
         S = module.num_local

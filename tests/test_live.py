@@ -219,6 +219,13 @@ def test_bad_configs_and_files_are_named(tmp_path):
         DuelingBandit.from_checkpoint(str(good), seed_index=1)
     assert good.stat().st_size == size and DuelingBandit.from_checkpoint(str(good)).num_observed == 0
     assert sorted(os.listdir(tmp_path)) == ["bad.pt", "good.pt"]  # no temporary file left behind
+    # a save of another version of the package (its learner kept another buffer): torch's traceback before
+    older = torch.load(str(good), weights_only=False)
+    older["state_dict"].pop("first_bad_context")
+    torch.save(older, str(tmp_path / "older.pt"))
+    with pytest.raises(ValueError, match=r"older.pt's state is not the one this code's learner keeps \(it lacks "
+                                         r"\['first_bad_context'\]\): it was saved by another version of nvldb_pl"):
+        DuelingBandit.from_checkpoint(str(tmp_path / "older.pt"))
 
 
 def test_from_config_reads_every_shipped_config_and_a_run_s_own(tmp_path):

@@ -94,7 +94,8 @@ def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn()
     is refused naming those fields; under the literal reading it is accepted."""
     from nvldb_pl.module import NVLDB
     old = {"dim": 5, "arms": 5, "rounds": 20, "num_seeds": 2, "link": "logistic", "width": 8}
-    ckpt = {"learner": "NVLDB", "hyper_parameters": dict(old), "state_dict": {"rounds_done": torch.tensor(3)}}
+    state = {**NVLDB(**old, parametrization="ntk", distinct_arms=False).state_dict(), "rounds_done": torch.tensor(3)}
+    ckpt = {"learner": "NVLDB", "hyper_parameters": dict(old), "state_dict": state}
     with pytest.raises(ValueError, match="model.parametrization: checkpoint 'ntk', config 'standard'") as err:
         NVLDB(**old).on_load_checkpoint(dict(ckpt))
     assert "model.distinct_arms" in str(err.value) and "model.bias" in str(err.value)
@@ -233,6 +234,34 @@ def test_a_refused_resume_leaves_the_run_folder_as_it_was(tmp_path, extra, messa
     out = _in_process(capsys, str(root), *SHORT, *extra, "--ckpt_path=last")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
     assert _files(root) == before  # config.yaml included: it still says what the run was
+
+
+def _drop_first_bad_context(ckpt):
+    ckpt["state_dict"].pop("first_bad_context")
+
+
+@pytest.mark.parametrize("edit,message", [
+    (_drop_first_bad_context, "it lacks ['first_bad_context']"),  # a buffer newer code added
+    (lambda ckpt: ckpt["state_dict"].update(old_buffer=torch.zeros(2)), "it holds ['old_buffer'] besides"),
+    (lambda ckpt: ckpt["state_dict"].update(V=torch.zeros(3, 3)), "other shapes: V [3, 3] (here [3, 5, 5])"),
+    (lambda ckpt: ckpt.pop("BanditDataModule"), "ckpt_path: the checkpoint holds no state of the round stream"),
+])
+def test_a_checkpoint_of_another_version_is_refused_in_one_line(tmp_path, edit, message, capsys):
+    """A file saved by another version of the package (its learner kept other buffers) ended in torch's
+    load_state_dict RuntimeError traceback; one without the stream's state was resumed unchecked."""
+    root = tmp_path / "run"
+    _made(str(root), *SHORT, "--data.rounds=16")
+    path = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    edit(ckpt)
+    torch.save(ckpt, path)
+    before = _files(root)
+    out = _in_process(capsys, str(root), *SHORT, "--ckpt_path=last")
+    assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
+    assert "Error(s) in loading state_dict" not in out.stderr and "KeyError" not in out.stderr
+    if "round stream" not in message:
+        assert "saved by another version of nvldb_pl; go on with that version, or start a new run" in out.stderr
+    assert _files(root) == before
 
 
 def test_resuming_a_finished_run_at_its_horizon_runs_nothing_and_says_so(tmp_path):
