@@ -267,8 +267,15 @@ def user_message(err: Exception) -> str:
     whole model namespace; keep just the refusals, which name their fields."""
     text = str(err)
     if text.startswith("Does not validate against any of the Union subtypes"):
-        named = [line.strip()[2:] for line in text.splitlines()
-                 if line.strip().startswith("- ") and "Expected a <class 'NoneType'>" not in line]
+        items: list[list[str]] = []  # each "- ..." line of the report, with the deeper lines under it
+        for line in text.splitlines():
+            if line.startswith("  - "):
+                items.append([line[4:].strip()])
+            elif line.startswith("      ") and items:
+                items[-1].append(line.strip())
+        # the other types the value did not match (Expected a <class 'bool'>, ...) say nothing when one
+        # alternative says why it failed (a learner's refusal; a logger whose package is not installed)
+        named = [" ".join(i) for i in items if not i[0].startswith("Expected a <class")]
         if named:
             return "; ".join(named)
     return text

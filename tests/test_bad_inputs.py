@@ -1,5 +1,6 @@
 """The bad-input table of the README, one row each: a clear message naming the field or file,
 a non-zero exit, and nothing earlier overwritten. Runs the CLI in-process (nvldb_pl.cli.run_cli)."""
+import importlib.util
 import json
 import os
 
@@ -86,6 +87,17 @@ def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, 
     assert "Given value: Namespace" not in err and "Traceback" not in err, err[-2000:]
     assert not list(tmp_path.rglob("summary.json")) and not list(tmp_path.rglob("*.ckpt"))
     assert not list(tmp_path.glob("lightning_logs/version_*"))  # the run folder it claimed, removed again
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed here")
+def test_a_logger_whose_package_is_missing_is_named_with_the_cause(tmp_path, capsys):
+    """It said `Problem with given class_path '...WandbLogger':; Expected a <class 'collections.abc.Iterable'>;
+    Expected a <class 'bool'>`: the other types the value did not match, not why the logger failed."""
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}",
+                    "--trainer.logger=lightning.pytorch.loggers.WandbLogger"])
+    err = capsys.readouterr().err
+    assert code == 2 and "error: Problem with given class_path 'lightning.pytorch.loggers.WandbLogger': Requirement " \
+                         "'wandb" in err and "Expected a <class" not in err, err[-2000:]
 
 
 @pytest.mark.parametrize("subcommand", ["test", "validate", "predict"])
