@@ -49,6 +49,9 @@ from .streams import shard
 #   ['RoundCheckpoint...']: a run going on with trainer.enable_checkpointing false, which saves nothing more;
 # - "configure_optimizers returned None, this fit will run with no optimizer": the linear baselines
 #   (CoLSTIM, VACDB, MaxInP, the random pair) fit their estimates in closed form or by their own solver.
+# - "ModelCheckpoint with manual optimization and every_n_train_steps ... the model state AFTER optimization"
+#   (a user's own ModelCheckpoint in trainer.callbacks): a round's state after its update is what a checkpoint
+#   of a round holds; such a file resumes exactly (tests/test_resume.py).
 QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distributed.nn.functional.all_gather is deprecated",
          r"Your `IterableDataset` has `__len__` defined",
          r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
@@ -56,7 +59,8 @@ QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distribut
          r"`Trainer` instantiation. Please add the following callbacks: \['Timer'\]\.$",
          r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
          r"`Trainer` instantiation. Please add the following callbacks: \[\"RoundCheckpoint\{.*\}\"\]\.$",
-         r"`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer")
+         r"`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer",
+         r"Using ModelCheckpoint with manual optimization and every_n_train_steps, but no pre-optimization state")
 
 
 def quiet_lightning() -> None:

@@ -155,6 +155,22 @@ def test_going_on_without_checkpoints_finds_the_last_one_and_saves_nothing_more(
     assert os.listdir(folder) == ["last.ckpt"] and _rounds_in(os.path.join(folder, "last.ckpt")) == 8  # nothing saved
 
 
+def test_a_file_of_lightnings_own_model_checkpoint_resumes_exactly_without_its_warning(tmp_path, ref16, capsys, recwarn):
+    """A user's ModelCheckpoint in trainer.callbacks (every_n_train_steps counts Adam steps: 2 a round here) warned
+    that with manual optimization its file holds the state after the step: here that is a round's state, and the
+    file goes on to the uninterrupted run."""
+    cut, own = str(tmp_path / "cut"), str(tmp_path / "own")
+    recwarn.clear()
+    _made(cut, *SHORT, "--data.rounds=12", "--trainer.callbacks=lightning.pytorch.callbacks.ModelCheckpoint",
+          "--trainer.callbacks.every_n_train_steps=16", f"--trainer.callbacks.dirpath={own}")
+    assert not [w for w in recwarn if "manual optimization" in str(w.message)]
+    assert os.listdir(own) == ["epoch=0-step=16.ckpt"]  # round 8
+    out = _in_process(capsys, str(tmp_path / "again"), *SHORT, "--data.rounds=16",
+                      f"--ckpt_path={os.path.join(own, 'epoch=0-step=16.ckpt')}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert _per_seed(str(tmp_path / "again")) == ref16
+
+
 @pytest.mark.parametrize("named", ["last", "by path"])
 def test_no_whole_checkpoint_is_an_error_naming_the_file(tmp_path, named, capsys):
     root = str(tmp_path / "run")
