@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
+from jsonargparse import get_loader
 import numpy as np
 import torch
 
@@ -134,8 +135,8 @@ class DuelingBandit:
             if not os.path.isfile(config):
                 raise FileNotFoundError(f"{config}: no such config file")
             with open_text(config, "config") as fh:
-                try:
-                    config = yaml.safe_load(fh) or {}
+                try:  # read as the fit CLI reads it (jsonargparse's loader: 1e-3 is a number, not YAML 1.1's string)
+                    config = get_loader("yaml")(fh.read()) or {}
                 except yaml.YAMLError as err:
                     raise ValueError(f"{where}: not valid YAML ({err})") from None
             if not isinstance(config, dict):

@@ -242,6 +242,14 @@ def test_from_config_reads_every_shipped_config_and_a_run_s_own(tmp_path):
     assert DuelingBandit.from_config(run).learner.hparams.width == 8
 
 
+def test_from_config_reads_numbers_as_the_fit_cli_does(tmp_path):
+    """`lr: 1e-3` is a string to YAML 1.1 (PyYAML's safe_load) and was refused as one; the fit CLI reads it as 0.001."""
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  lr: 1e-2\n  beta: 5e-1\ndata:\n  dim: 3\n")
+    hp = DuelingBandit.from_config(str(path)).learner.hparams
+    assert hp.lr == 0.01 and hp.beta == 0.5 and hp.dim == 3
+
+
 def test_from_config_reads_the_shipped_live_config():
     b = DuelingBandit.from_config("configs/live.yaml")
     hp = b.learner.hparams
