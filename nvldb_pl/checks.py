@@ -14,11 +14,12 @@ def config_differences(saved: dict, current: dict, prefix: str, skip=()) -> list
             if k in saved and k not in skip and saved[k] != v]
 
 
-def refuse_other_state(held: dict, own: dict, what: str) -> None:
+def refuse_other_state(held: dict, own: dict, what: str, legacy=()) -> None:
     """Raise unless the state dict ``held`` (a checkpoint's) has the keys and tensor shapes of ``own`` (the
     learner this code builds from the same config): a file saved by another version of the package, whose
-    learner kept other buffers, would otherwise fail inside torch's ``load_state_dict`` with a traceback."""
-    missing, unexpected = sorted(set(own) - set(held)), sorted(set(held) - set(own))
+    learner kept other buffers, would otherwise fail inside torch's ``load_state_dict`` with a traceback.
+    ``legacy``: keys an older version saved that the learner drops on load."""
+    missing, unexpected = sorted(set(own) - set(held)), sorted(set(held) - set(own) - set(legacy))
     shapes = [f"{k} {list(held[k].shape)} (here {list(v.shape)})" for k, v in own.items()
               if k in held and hasattr(held[k], "shape") and tuple(held[k].shape) != tuple(v.shape)]
     differ = ([f"it lacks {missing}"] if missing else []) + ([f"it holds {unexpected} besides"] if unexpected else []) \

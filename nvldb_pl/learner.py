@@ -88,6 +88,7 @@ class DuelingLearner(pl.LightningModule):
     HISTORY_BUFFERS = ("hist_xt", "hist_o", "hist_du")  # last dimension: one (hist_xt: two) per duel
     LIVE = True  # usable by nvldb_pl.live.DuelingBandit (answers late, in any order)
     EXTENDABLE = True  # nothing depends on the horizon T: a run can be resumed with a larger data.rounds
+    LEGACY_STATE: tuple = ()  # state keys an older version saved that this learner no longer keeps (dropped on load)
 
     def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
         super().__init__()
@@ -276,7 +277,7 @@ class DuelingLearner(pl.LightningModule):
         if hasattr(dm, "config_differences"):
             require(stream is not None, "ckpt_path", f"the checkpoint holds no state of the round stream "
                                                      f"({type(dm).__qualname__}): it is not a fit run's checkpoint")
-        refuse_other_state(checkpoint["state_dict"], self.state_dict(), "the checkpoint")
+        refuse_other_state(checkpoint["state_dict"], self.state_dict(), "the checkpoint", self.LEGACY_STATE)
         self._refuse_other_run_layout(checkpoint)
         self._say_other_device(checkpoint)
         self._t = int(checkpoint["state_dict"]["rounds_done"])

@@ -196,7 +196,7 @@ class DuelingBandit:
             module.take_seeds(list(range(len(held))))
         if "hist_o" in ckpt["state_dict"]:
             module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
-        refuse_other_state(ckpt["state_dict"], module.state_dict(), path)
+        refuse_other_state(ckpt["state_dict"], module.state_dict(), path, module.LEGACY_STATE)
         module.load_state_dict(ckpt["state_dict"])
         module._t = int(module.rounds_done)
         S = module.num_local

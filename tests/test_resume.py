@@ -23,11 +23,18 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
     ckpt = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
     from nvldb_pl.callbacks import logged_rounds
     folder = os.path.join(cut, "lightning_logs", "version_0")
-    deadline = time.time() + 300
-    while time.time() < deadline:  # kill once some rounds after the checkpoint are in TensorBoard
+    def past_the_checkpoint():  # some rounds after the checkpoint are in TensorBoard
         k = _rounds_in(ckpt)
-        if k >= 60 and logged_rounds(folder).get("regret/cum_avg_mean", 0) > k:
-            break
+        return k >= 60 and logged_rounds(folder).get("regret/cum_avg_mean", 0) > k
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if past_the_checkpoint():
+            # frozen, what it wrote is what the kill leaves: checked again, since it may have saved the next checkpoint
+            # between the look and the stop (a race this test lost on a loaded machine)
+            os.kill(proc.pid, signal.SIGSTOP)
+            if past_the_checkpoint():
+                break
+            os.kill(proc.pid, signal.SIGCONT)
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

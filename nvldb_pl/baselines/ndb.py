@@ -39,6 +39,8 @@ class NDB(NeuralLearner):
     NDB's authors' code); ``parametrization=ntk, bias=false, distinct_arms=false`` is the NDB
     paper's equations."""
 
+    LEGACY_STATE = ("V",)  # saved before 2026-11, when NDB subclassed NVLDB and kept its (unused) V
+
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
                  rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, parametrization: str = "standard",
                  bias: Optional[bool] = None, init: Optional[str] = None, lr: float = 1e-3, lam: float = 1.0, beta: Optional[float] = None,
@@ -68,7 +70,8 @@ class NDB(NeuralLearner):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Also the state of an NDB made before 2026-11, when NDB subclassed NVLDB and kept its unused V."""
-        return super().load_state_dict({k: v for k, v in state_dict.items() if k != "V"}, strict=strict, assign=assign)
+        kept = {k: v for k, v in state_dict.items() if k not in self.LEGACY_STATE}
+        return super().load_state_dict(kept, strict=strict, assign=assign)
 
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
