@@ -1,11 +1,49 @@
 """One validation style: a bad value raises ``ValueError("<field>: <what is wrong>")`` where it enters."""
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from . import links
+
 
 def require(cond: bool, field: str, msg: str) -> None:
     """Raise ``ValueError(f"{field}: {msg}")`` unless ``cond``."""
     if not cond:
         raise ValueError(f"{field}: {msg}")
+
+
+# the fields every learner takes from the data module (one source of truth: data.<field>)
+LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
+
+
+def check(cond: bool, field: str, msg: str) -> None:
+    """:func:`require` for a model field (``data.x`` for the fields linked from data)."""
+    require(cond, f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}", msg)
+
+
+def check_number(value: float, field: str, strict: bool = True) -> None:
+    """A hyperparameter that must be a finite number > 0 (``strict``) or >= 0 (a YAML ``.inf`` or ``.nan``
+    is a float too)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = number and math.isfinite(value) and (value > 0 if strict else value >= 0)
+    check(ok, field, f"must be a finite number {'>' if strict else '>='} 0, got {value!r}")
+
+
+def check_integer(value, field: str, low: int) -> None:
+    """A hyperparameter that must be an integer >= ``low`` (from Python, a sweep's JSON or a script's
+    ``--set``, a 1.5 or a "4" is refused here rather than deep inside a run)."""
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= low
+    check(ok, field, f"must be an integer >= {low}, got {value!r}")
+
+
+def check_linked(dim: int, arms: int, rounds: int, num_seeds: int, link: str) -> None:
+    """The fields every learner takes from the data module, checked first (naming ``data.<field>``)."""
+    check(link in links.LINKS, "link", f"{link!r} is not a known link function; choose one of {list(links.LINKS)}")
+    for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds)):
+        check_integer(value, name, 1)
+    check_integer(arms, "arms", 2)
 
 
 def config_differences(saved: dict, current: dict, prefix: str, skip=()) -> list[str]:

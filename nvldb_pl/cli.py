@@ -27,7 +27,8 @@ from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
 from .host import CannotWrite, check_writable, claim_new_folder, open_text
-from .learner import LINKED_FROM_DATA, DuelingLearner
+from .checks import LINKED_FROM_DATA
+from .learner import DuelingLearner
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
                      refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
 from .run import tensorboard_logger

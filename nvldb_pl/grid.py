@@ -21,7 +21,7 @@ import torch
 
 from . import uci
 from .data import ALL_TASKS, BanditDataModule, StreamSpec
-from .learner import LINKED_FROM_DATA
+from .checks import LINKED_FROM_DATA
 from .registry import LEARNERS, METHODS, init_args
 from .run import check_accelerator, run_experiment
 

@@ -17,50 +17,17 @@ Every learner holds S independent seeds stacked along the first dimension.
 """
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_info
-import numpy as np
 import torch
 
-from . import links
-from .checks import config_differences, refuse_other_config, refuse_other_state, require
+from .checks import (LINKED_FROM_DATA, check, check_linked, config_differences, refuse_other_config, refuse_other_state,
+                     require)
 from .host import check_memory, keep_freed_memory
 from .metrics import CumulativeRegret
-
-LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
-
-
-def check(cond: bool, field: str, msg: str) -> None:
-    """:func:`nvldb_pl.checks.require` for a model field (``data.x`` for the fields linked from data)."""
-    require(cond, f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}", msg)
-
-
-def check_number(value: float, field: str, strict: bool = True) -> None:
-    """A hyperparameter that must be a finite number > 0 (``strict``) or >= 0 (a YAML ``.inf`` or ``.nan``
-    is a float too)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = number and math.isfinite(value) and (value > 0 if strict else value >= 0)
-    check(ok, field, f"must be a finite number {'>' if strict else '>='} 0, got {value!r}")
-
-
-def check_integer(value, field: str, low: int) -> None:
-    """A hyperparameter that must be an integer >= ``low`` (from Python, a sweep's JSON or a script's
-    ``--set``, a 1.5 or a "4" is refused here rather than deep inside a run)."""
-    ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= low
-    check(ok, field, f"must be an integer >= {low}, got {value!r}")
-
-
-def check_linked(dim: int, arms: int, rounds: int, num_seeds: int, link: str) -> None:
-    """The fields every learner takes from the data module, checked first (naming ``data.<field>``)."""
-    check(link in links.LINKS, "link", f"{link!r} is not a known link function; choose one of {list(links.LINKS)}")
-    for name, value in (("dim", dim), ("rounds", rounds), ("num_seeds", num_seeds)):
-        check_integer(value, name, 1)
-    check_integer(arms, "arms", 2)
-
 
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
     """The duel history: S x T x 2 x d float32 contexts, S x T outcomes (f32) and gaps (f64)."""

@@ -32,10 +32,10 @@ from jsonargparse import get_loader
 import numpy as np
 import torch
 
-from .checks import refuse_other_state
+from .checks import LINKED_FROM_DATA, refuse_other_state
 from .data import BanditDataModule
 from .host import atomic_open, open_text
-from .learner import LINKED_FROM_DATA, DuelingLearner
+from .learner import DuelingLearner
 from .neural import saved_hparams
 from .registry import LEARNERS, init_args
 

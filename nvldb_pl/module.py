@@ -31,8 +31,9 @@ from typing import Optional
 import torch
 
 from . import gram, objective, seedwise, selection
-from .learner import LINKED_FROM_DATA, as_pairs, check_integer, check_linked, check_number
-from .learner import check as _check
+from .checks import LINKED_FROM_DATA, check_integer, check_linked, check_number
+from .checks import check as _check
+from .learner import as_pairs
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference, resolve_network
 
 __all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "TRAIN_CHUNK_ROUNDS"]

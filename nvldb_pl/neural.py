@@ -17,8 +17,8 @@ from lightning.pytorch.utilities import rank_zero_warn
 from . import graphs, objective
 from .backward import accumulate_nll_grad
 from .learner import DuelingLearner, as_pairs
-from .learner import check as _check
-from .learner import check_integer, check_number
+from .checks import check as _check
+from .checks import check_integer, check_number
 from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
 from .streams import TAG_INIT, TAG_SAMPLE, rng_for
 

@@ -13,7 +13,8 @@ from . import devices
 from .callbacks import DuelingLoop, RunSummary
 from .data import BanditDataModule
 from .host import claim_new_folder
-from .learner import LINKED_FROM_DATA, DuelingLearner
+from .checks import LINKED_FROM_DATA
+from .learner import DuelingLearner
 from .registry import LEARNERS
 
 

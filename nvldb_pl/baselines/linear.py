@@ -14,7 +14,8 @@ from typing import Optional
 import torch
 
 from .. import gram, objective, seedwise, selection
-from ..learner import DuelingLearner, check_integer, check_number
+from ..checks import check_integer, check_number
+from ..learner import DuelingLearner
 
 
 class LinearDueling(DuelingLearner):

@@ -25,7 +25,8 @@ import torch
 from ..backward import per_point_gradients
 from .. import seedwise, selection
 from ..host import check_memory
-from ..learner import check, check_linked, check_number, history_bytes
+from ..checks import check, check_linked, check_number
+from ..learner import history_bytes
 from ..network import layer_sizes
 from ..neural import NeuralLearner, pair_difference, resolve_network
 

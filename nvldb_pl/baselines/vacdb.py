@@ -27,7 +27,8 @@ import torch
 
 from .. import gram, objective, seedwise
 from ..host import reads_without_sync
-from ..learner import DuelingLearner, check_integer, check_number
+from ..checks import check_integer, check_number
+from ..learner import DuelingLearner
 
 
 class VACDB(DuelingLearner):
