@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
-from jsonargparse import get_loader
 import numpy as np
 import torch
 
@@ -68,6 +67,16 @@ def _as_index(k) -> Optional[int]:
     if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
         return int(k)
     return None
+
+
+def _read_yaml(text: str):
+    """YAML as the fit CLI reads it (jsonargparse's loader: ``1e-3`` is a number, not YAML 1.1's string)."""
+    try:
+        from jsonargparse import get_loader
+    except ImportError:  # an older jsonargparse: PyYAML's own reading
+        import yaml
+        return yaml.safe_load(text)
+    return get_loader("yaml")(text)
 
 
 def _check_seed(seed, field: str = "seed") -> None:
@@ -135,8 +144,8 @@ class DuelingBandit:
             if not os.path.isfile(config):
                 raise FileNotFoundError(f"{config}: no such config file")
             with open_text(config, "config") as fh:
-                try:  # read as the fit CLI reads it (jsonargparse's loader: 1e-3 is a number, not YAML 1.1's string)
-                    config = get_loader("yaml")(fh.read()) or {}
+                try:
+                    config = _read_yaml(fh.read()) or {}
                 except yaml.YAMLError as err:
                     raise ValueError(f"{where}: not valid YAML ({err})") from None
             if not isinstance(config, dict):
