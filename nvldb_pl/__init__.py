@@ -1,4 +1,5 @@
-"""nvldb_pl: Neural Variance-aware Linear Dueling Bandits (NVLDB, AISTATS 2026) on PyTorch Lightning."""
+"""nvldb_pl: Neural Variance-aware Dueling Bandits with Deep Representation and Shallow Exploration (NVLDB,
+AISTATS 2026) on PyTorch Lightning."""
 from . import seedwise  # noqa: F401  first: sets MKL_CBWR before any BLAS call (per-seed results independent of S)
 from .data import BanditDataModule, RoundStream, StreamSpec
 from .module import NVLDB
