@@ -137,6 +137,7 @@ def check_strategy(name: str) -> None:
 
 
 RUN_FOLDERS: list[tuple[str, bool]] = []  # this process's run folder, and whether it created it (a new run)
+MADE_FOLDERS: list[str] = []  # default_root_dir (and its parents) and lightning_logs, where this process made them
 WITHOUT_CHECKPOINTS: list[bool] = []  # [True] once this process's trainer is made with enable_checkpointing false
 
 
@@ -151,6 +152,13 @@ def release_run_folder() -> None:
         drop_empty_event_files(folder)
         if claimed and not os.listdir(folder):
             os.rmdir(folder)
+    while MADE_FOLDERS:  # lightning_logs, then default_root_dir and up: a refused new run leaves no empty folder
+        folder = MADE_FOLDERS.pop()
+        try:
+            if os.path.isdir(folder) and not os.listdir(folder):
+                os.rmdir(folder)
+        except OSError:  # another process of the run wrote into it meanwhile
+            pass
 
 
 class NVLDBCLI(LightningCLI):
@@ -172,9 +180,15 @@ class NVLDBCLI(LightningCLI):
         if n > 1:  # here, before the processes start: one message, not one per rank
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
+        missing, folder = [], os.path.abspath(root)
+        while not os.path.exists(folder):  # the folders check_writable is about to make, outermost first
+            missing.insert(0, folder)
+            folder = os.path.dirname(folder)
+        MADE_FOLDERS.extend(missing)
         check_writable(root)
         if cfg.get("logger") in (None, True):
             logs = os.path.join(root, "lightning_logs")
+            MADE_FOLDERS.extend([logs] if not os.path.exists(logs) else [])
             if os.path.exists(logs) and not os.path.isdir(logs):
                 raise ValueError(f"trainer.default_root_dir: {logs} is a file, where the runs' folders go; move it "
                                  f"or give another folder")
@@ -328,6 +342,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     130 (Ctrl-C) or 143 (SIGTERM) for a run stopped by that signal at the end of a round, saved
     (:class:`RoundCheckpoint`); 0 on success."""
     RUN_FOLDERS.clear()
+    MADE_FOLDERS.clear()
     WITHOUT_CHECKPOINTS.clear()
     try:
         check_config_files(sys.argv[1:] if argv is None else argv)

@@ -287,6 +287,17 @@ def test_a_checkpoint_of_another_version_is_refused_in_one_line(tmp_path, edit, 
     assert _files(root) == before
 
 
+def test_a_refused_resume_into_a_new_folder_leaves_no_folder_behind(tmp_path, capsys):
+    """default_root_dir (and its parents) and lightning_logs, made by a run that is then refused, are removed
+    again: they were left empty."""
+    _made(str(tmp_path / "run"), *SHORT, "--data.rounds=8")
+    ckpt = tmp_path / "run" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    out = _in_process(capsys, str(tmp_path / "new" / "root"), *SHORT, "--data.rounds=8", "--model.lr=0.5",
+                      f"--ckpt_path={ckpt}")
+    assert out.returncode == 2 and "model.lr: checkpoint 0.001, config 0.5" in out.stderr, out.stderr[-2000:]
+    assert sorted(os.listdir(tmp_path)) == ["run"]
+
+
 def test_resuming_a_finished_run_at_its_horizon_runs_nothing_and_says_so(tmp_path):
     root = tmp_path / "run"
     _made(str(root), *SHORT)
