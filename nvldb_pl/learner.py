@@ -98,6 +98,11 @@ class DuelingLearner(pl.LightningModule):
         self._base_seed, self._seed_ids = int(base_seed), [int(i) for i in seed_ids]
         self.regret = CumulativeRegret(list(seed_ids)).to(self.device)  # nothing accumulated yet
 
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """torch's, with the keys of ``LEGACY_STATE`` (saved by an older version, no longer kept) left out."""
+        kept = {k: v for k, v in state_dict.items() if k not in self.LEGACY_STATE}
+        return super().load_state_dict(kept, strict=strict, assign=assign)
+
     @staticmethod
     def _mirror_seed_buffers(module, incompatible_keys) -> None:
         """After load_state_dict: read the loaded base_seed and seed_id buffers once (a sync at load time)."""

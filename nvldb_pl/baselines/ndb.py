@@ -69,11 +69,6 @@ class NDB(NeuralLearner):
         else:
             self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """Also the state of an NDB made before 2026-11, when NDB subclassed NVLDB and kept its unused V."""
-        kept = {k: v for k, v in state_dict.items() if k not in self.LEGACY_STATE}
-        return super().load_state_dict(kept, strict=strict, assign=assign)
-
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
         if self.hparams.gram == "full":
