@@ -209,8 +209,10 @@ class DuelingBandit:
         module.load_state_dict(ckpt["state_dict"])
         module._t = int(module.rounds_done)
         S = module.num_local
-        if not 0 <= seed_index < S:
-            raise ValueError(f"seed_index: {path} holds {S} seed(s), got {seed_index}")
+        index = _as_index(seed_index)
+        if index is None or not 0 <= index < S:
+            raise ValueError(f"seed_index: {path} holds {S} seed(s) (indices 0 to {S - 1}), got {seed_index!r}")
+        seed_index = index
         opt_state = ckpt["optimizer"] if live else (ckpt.get("optimizer_states") or [None])[0]
         if S > 1:
             module.take_seeds([seed_index])

@@ -217,6 +217,9 @@ def test_bad_configs_and_files_are_named(tmp_path):
         b.save(str(tmp_path / "no" / "such" / "x.pt"))
     with pytest.raises(ValueError, match="seed_index"):
         DuelingBandit.from_checkpoint(str(good), seed_index=1)
+    for index in (True, 0.0, "0"):  # an IndexError, a TypeError: not one saying which argument
+        with pytest.raises(ValueError, match=r"seed_index: .*good.pt holds 1 seed\(s\) \(indices 0 to 0\), got "):
+            DuelingBandit.from_checkpoint(str(good), seed_index=index)
     assert good.stat().st_size == size and DuelingBandit.from_checkpoint(str(good)).num_observed == 0
     assert sorted(os.listdir(tmp_path)) == ["bad.pt", "good.pt"]  # no temporary file left behind
     # a save of another version of the package (its learner kept another buffer): torch's traceback before
