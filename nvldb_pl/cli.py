@@ -26,7 +26,7 @@ from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
 from .devices import check_accelerator, check_precision, device_count
-from .host import CannotWrite, check_writable, claim_new_folder, open_text
+from .host import CannotWrite, check_writable, claim_new_folder, folders_to_make, open_text
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
@@ -180,11 +180,7 @@ class NVLDBCLI(LightningCLI):
         if n > 1:  # here, before the processes start: one message, not one per rank
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
-        missing, folder = [], os.path.abspath(root)
-        while not os.path.exists(folder):  # the folders check_writable is about to make, outermost first
-            missing.insert(0, folder)
-            folder = os.path.dirname(folder)
-        MADE_FOLDERS.extend(missing)
+        MADE_FOLDERS.extend(folders_to_make(root))  # what check_writable is about to make
         check_writable(root)
         if cfg.get("logger") in (None, True):
             logs = os.path.join(root, "lightning_logs")

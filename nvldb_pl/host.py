@@ -126,12 +126,20 @@ def check_writable(root: str) -> None:
         raise ValueError(f"trainer.default_root_dir: {root} is not a writable folder ({err.strerror})") from None
 
 
+def folders_to_make(folder: str) -> list[str]:
+    """The folders that do not exist yet on the way to ``folder`` (itself included), outermost first."""
+    missing, path = [], os.path.abspath(folder)
+    while not os.path.exists(path):
+        missing.insert(0, path)
+        path = os.path.dirname(path)
+    return missing
+
+
 def check_folder_can_be_made(folder: str, field: str) -> None:
     """Fail before training if ``folder`` is not a folder this process can write into, or make there:
     its nearest existing ancestor must be a writable folder. Creates nothing."""
-    path = os.path.abspath(folder)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
+    missing = folders_to_make(folder)
+    path = os.path.dirname(missing[0]) if missing else os.path.abspath(folder)
     if not os.path.isdir(path):
         raise ValueError(f"{field}: {folder} cannot be made: {path} is a file, not a folder")
     if not os.access(path, os.W_OK | os.X_OK):
