@@ -53,6 +53,8 @@ from .streams import shard
 # - "ModelCheckpoint with manual optimization and every_n_train_steps ... the model state AFTER optimization"
 #   (a user's own ModelCheckpoint in trainer.callbacks): a round's state after its update is what a checkpoint
 #   of a round holds; such a file resumes exactly (tests/test_resume.py).
+# - "Precision bf16-mixed is not supported by the model summary ... Using 32 bits instead": under mixed precision
+#   the parameters are float32, so the size the summary prints is the right one.
 QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distributed.nn.functional.all_gather is deprecated",
          r"Your `IterableDataset` has `__len__` defined",
          r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
@@ -61,7 +63,8 @@ QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distribut
          r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
          r"`Trainer` instantiation. Please add the following callbacks: \[\"RoundCheckpoint\{.*\}\"\]\.$",
          r"`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer",
-         r"Using ModelCheckpoint with manual optimization and every_n_train_steps, but no pre-optimization state")
+         r"Using ModelCheckpoint with manual optimization and every_n_train_steps, but no pre-optimization state",
+         r"Precision bf16-mixed is not supported by the model summary")
 
 
 def quiet_lightning() -> None:
@@ -136,6 +139,7 @@ def check_strategy(name: str) -> None:
                      f"over processes, GPUs or machines)")
 
 
+PATH_FIELDS = ("trainer.default_root_dir", "checkpoint.dirpath", "data.data_dir", "data.data_file", "ckpt_path")
 RUN_FOLDERS: list[tuple[str, bool]] = []  # this process's run folder, and whether it created it (a new run)
 MADE_FOLDERS: list[str] = []  # default_root_dir (and its parents) and lightning_logs, where this process made them
 WITHOUT_CHECKPOINTS: list[bool] = []  # [True] once this process's trainer is made with enable_checkpointing false
@@ -173,6 +177,16 @@ class NVLDBCLI(LightningCLI):
         parser.set_defaults({"model": {"class_path": "nvldb_pl.module.NVLDB"}})
         parser.add_lightning_class_args(DuelingLoop, "loop")
         parser.add_lightning_class_args(RoundCheckpoint, "checkpoint")
+
+    def before_instantiate_classes(self) -> None:
+        """``~`` in a path field (YAML or ``--field=~/x``, where no shell expands it) is the home folder:
+        left as it is, Lightning's TensorBoard logger expands it and the checkpoints do not, and a run's
+        files would be split between ``$HOME`` and a folder named ``~`` in the working folder."""
+        cfg = self.config[self.subcommand] if self.subcommand else self.config
+        for key in PATH_FIELDS:
+            value = cfg.get(key)
+            if isinstance(value, str) and value.startswith("~"):
+                cfg[key] = os.path.expanduser(value)
 
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})

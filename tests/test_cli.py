@@ -131,7 +131,8 @@ def test_a_new_run_folder_is_claimed_atomically(tmp_path):
     assert sorted(got) == list(range(5, 21))
 
 
-@pytest.mark.parametrize("model", [[], ["--model", "VACDB"]], ids=["NVLDB", "a linear baseline"])
+@pytest.mark.parametrize("model", [[], ["--model", "VACDB"], ["--trainer.precision", "bf16-mixed"]],
+                         ids=["NVLDB", "a linear baseline", "bf16-mixed"])
 def test_default_fit_prints_no_warnings(tmp_path, model):
     res = _cli("--config", "configs/cos.yaml", "--data.rounds", "50", "--data.num_seeds", "2",
                "--trainer.default_root_dir", str(tmp_path / "run"), *model)

@@ -333,3 +333,24 @@ def test_a_horizon_that_cannot_go_on_exactly_is_refused(tmp_path, extra, message
     _made(root, *SHORT, "--data.rounds=16", *model)
     out = _in_process(capsys, root, *SHORT, *extra, "--ckpt_path=last")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
+
+
+def test_a_tilde_in_a_path_field_is_the_home_folder(tmp_path, monkeypatch):
+    """``~`` in trainer.default_root_dir, checkpoint.dirpath and ckpt_path (from YAML, or ``--field=~/x``, which no
+    shell expands) is $HOME: every file of the run lands there, no folder named ``~`` is made in the working folder
+    (Lightning's logger expanded it and the checkpoints did not: one run's files in two places), and the run goes on
+    from a checkpoint named with ``~``."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    _made("~/runs", *SHORT, "--checkpoint.dirpath=~/ck")
+    assert os.listdir(work) == []
+    assert _rounds_in(home / "ck" / "last.ckpt") == 24
+    summary = home / "runs" / "lightning_logs" / "version_0" / "summary.json"
+    assert summary.is_file() and list(summary.parent.glob("events.out.tfevents.*"))
+    _made("~/runs", "--data.rounds=32", "--checkpoint.every_n_rounds=8", "--checkpoint.dirpath=~/ck",
+          "--ckpt_path=~/ck/last.ckpt")
+    assert os.listdir(work) == []
+    assert _rounds_in(home / "ck" / "last.ckpt") == 32
