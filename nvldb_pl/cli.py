@@ -29,6 +29,7 @@ from .devices import check_accelerator, check_precision, device_count
 from .host import CannotWrite, check_writable, claim_new_folder, folders_to_make, open_text
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
+from .messages import BanditArgumentParser, user_message
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
                      refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
 from .run import tensorboard_logger
@@ -275,6 +276,7 @@ def main(args=None) -> NVLDBCLI:
         DuelingLearner,
         BanditDataModule,
         subclass_mode_model=True,
+        parser_class=BanditArgumentParser,
         seed_everything_default=0,
         save_config_callback=RunConfig,
         save_config_kwargs={"overwrite": True},  # a new run's folder is its own (NVLDBCLI.before_fit); see RunConfig
@@ -288,26 +290,6 @@ def main(args=None) -> NVLDBCLI:
         },
         args=args,
     )
-
-
-def user_message(err: Exception) -> str:
-    """The error as a user should read it. A learner's refusal of an argument (``model.lr: must be
-    > 0``) reaches here inside jsonargparse's report on the model's Union type, with a dump of the
-    whole model namespace; keep just the refusals, which name their fields."""
-    text = str(err)
-    if text.startswith("Does not validate against any of the Union subtypes"):
-        items: list[list[str]] = []  # each "- ..." line of the report, with the deeper lines under it
-        for line in text.splitlines():
-            if line.startswith("  - "):
-                items.append([line[4:].strip()])
-            elif line.startswith("      ") and items:
-                items[-1].append(line.strip())
-        # the other types the value did not match (Expected a <class 'bool'>, ...) say nothing when one
-        # alternative says why it failed (a learner's refusal; a logger whose package is not installed)
-        named = [" ".join(i) for i in items if not i[0].startswith("Expected a <class")]
-        if named:
-            return "; ".join(named)
-    return text
 
 
 def rank_prefix() -> str:

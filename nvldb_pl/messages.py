@@ -1,0 +1,113 @@
+"""The CLI's refusals as a user should read them: one line that names the field.
+
+jsonargparse reports a value it cannot take as a tree: the key, then every type of a Union the
+value did not match (``Expected a <class 'NoneType'>``), the subtypes, the given value's type and
+repr. ``parser_message`` keeps the fields and the reasons; ``user_message`` does the same for the
+refusals raised while the classes are built (a learner's ``model.lr: must be > 0``).
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+from lightning.pytorch.cli import LightningArgumentParser
+
+LEARNERS = ("NVLDB", "NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")
+_NOISE = ("Does not validate against any of the Union subtypes", "Subtypes:", "Errors:", "Given value type:")
+
+
+def parser_message(message: str) -> str:
+    """jsonargparse's report of a value the parser refused, as ``field: reason; field: reason``.
+
+    >>> parser_message('Parser key "model":\\n  Errors:\\n    - Problem with given class_path \\'nvldb_pl.NVLDB\\':\\n'
+    ...                '        Parser key "width":\\n          Expected a <class \\'int\\'>. Got value: 32.0')
+    "model.width: expected a <class 'int'>, got 32.0"
+    """
+    stack: list[tuple[int, str]] = []  # (indent, key or class path) of the lines above the current one
+    found: dict[str, list[str]] = {}  # field -> its reasons, in order
+    given: dict[str, str] = {}  # field -> the value given, where the report says it
+    for raw in message.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        head = re.match(r'Parser key "([^"]+)":\s*(.*)$', line)
+        if head:
+            stack.append((indent, head.group(1)))
+            line = head.group(2)
+        line = line[2:] if line.startswith("- ") else line
+        cls = re.match(r"Problem with given class_path '([^']+)':\s*(.*)$", line)
+        if cls:
+            stack.append((indent, "@" + cls.group(1)))
+            line = cls.group(2)
+        if not line or line.startswith(_NOISE) or line.startswith("Given value: NestedArg("):
+            continue
+        keys = [k for _, k in stack if not k.startswith("@")]
+        classes = [k[1:] for _, k in stack if k.startswith("@")]
+        field = ".".join(keys)
+        if line.startswith("Given value: "):
+            given.setdefault(field, line[len("Given value: "):])
+            continue
+        option = re.match(r"Option '([^']+)' is not accepted", line)
+        if option:
+            field = ".".join(keys + [option.group(1)])
+            line = f"not an option of {classes[-1] if classes else keys[-1] if keys else 'this command'}"
+        elif classes and not re.match(r'Expected a|Parser key', line):
+            line = f"{classes[-1]}: {line}"
+        found.setdefault(field, []).append(line)
+    if not found:
+        return " ".join(message.split())
+    parts = []
+    for field, reasons in found.items():
+        reasons = [r for r in reasons if r != "Expected a <class 'NoneType'>"]  # None is never the value meant
+        if not reasons:  # a Union's key whose reasons are its member's (model: under model.width)
+            continue
+        said = [r for r in reasons if not r.startswith(("Expected a <class", "Expected a typing", "Expected a path"))]
+        if field == "model" and any(r.startswith("Expected a dot import path") for r in reasons):
+            said = [f"{given.get(field, 'the value')} is not a learner: give one of {', '.join(LEARNERS)}, or a "
+                    f"class path"]
+        reasons = said or [r for r in reasons if not r.startswith("Expected a path")] or reasons
+        text = "; ".join(_lower_first(r) for r in reasons)
+        if field in given and "Got value" not in text and given[field] not in text:
+            text += f"; got {given[field]}"
+        parts.append(f"{field}: {text}" if field else text)
+    return "; ".join(parts).replace(". Got value: ", ", got ")
+
+
+def _lower_first(text: str) -> str:
+    return text[0].lower() + text[1:] if text.startswith("Expected") else text
+
+
+def user_message(err: Exception) -> str:
+    """The error as a user should read it. A learner's refusal of an argument (``model.lr: must be
+    > 0``) reaches here inside jsonargparse's report on the model's Union type, with a dump of the
+    whole model namespace; keep just the refusals, which name their fields."""
+    text = str(err)
+    if text.startswith("Does not validate against any of the Union subtypes"):
+        items: list[list[str]] = []  # each "- ..." line of the report, with the deeper lines under it
+        for line in text.splitlines():
+            if line.startswith("  - "):
+                items.append([line[4:].strip()])
+            elif line.startswith("      ") and items:
+                items[-1].append(line.strip())
+        # the other types the value did not match (Expected a <class 'bool'>, ...) say nothing when one
+        # alternative says why it failed (a learner's refusal; a logger whose package is not installed)
+        named = [" ".join(i) for i in items if not i[0].startswith("Expected a <class")]
+        if named:
+            return "; ".join(named)
+    return text
+
+
+class BanditArgumentParser(LightningArgumentParser):
+    """Lightning's parser, with its refusals as one ``error:`` line (no usage block of every option)."""
+
+    def error(self, message: str, ex: Exception | None = None):
+        if not self.exit_on_error:  # a parser inside another (a Union's class): the outer one reports
+            return super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        help_command = f"{parser.prog.replace(' [options]', '')} --help"
+        sys.stderr.write(f"error: {parser_message(message)} ({help_command} lists the options)\n")
+        sys.stderr.flush()
+        self.exit(2)
