@@ -53,6 +53,9 @@ def main(argv=None):
         check_positive("--seeds", a.seeds)
         if a.first_seed < 0:
             raise ValueError(f"--first-seed: must be >= 0, got {a.first_seed}")
+        if not 0 <= a.base_seed <= 2 ** 32 - 1:  # numpy's seeds (its own message names no option)
+            raise ValueError(f"--base-seed: must be between 0 and {2 ** 32 - 1}, got {a.base_seed}")
+        a.tasks, a.methods = list(dict.fromkeys(a.tasks)), list(dict.fromkeys(a.methods))  # each once
         check_folder_can_be_made(a.out, "--out")
         extra, note = {}, ""
         if a.literal_from:  # read before any run: a wrong folder is found now, not after hours of runs

@@ -95,6 +95,9 @@ def test_reproduce_refuses_a_set_key_no_method_takes_before_running(tmp_path, ca
     (["--set", "layers=0", "--methods", "Random", "VACDB"], "VACDB on cos: model.layers: must be an integer >= 1"),
     (["--dim", "0"], "data.dim: must be an integer >= 1, got 0"),
     (["--tasks", "cos", "statlog"], "data.data_dir: "),
+    # numpy's own refusal named no option: "expected non-negative integer"
+    (["--base-seed", "-1"], "--base-seed: must be between 0 and 4294967295, got -1"),
+    (["--base-seed", str(2 ** 32)], "--base-seed: must be between 0 and 4294967295, got 4294967296"),
 ])
 def test_reproduce_refuses_a_bad_value_or_missing_data_before_any_run(tmp_path, capsys, monkeypatch, extra, message):
     """A value no method can run with, or a UCI task without its files, was found only when its run came,
