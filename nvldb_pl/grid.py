@@ -72,7 +72,7 @@ def run_settings(method: str, hparams: dict) -> dict:
     return changed
 
 
-def _accepts(learner: str) -> set[str]:
+def accepts(learner: str) -> set[str]:
     return init_args(LEARNERS[learner])
 
 
@@ -126,7 +126,7 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     check_tasks(tasks)
     check_accelerator(accelerator)  # up front: not after the first tasks' runs
     # a key no learner run here takes (a typo: widht=5) would otherwise be dropped silently
-    taken = set().union(*(_accepts(METHODS[m][0]) for m in methods)) if methods else set()
+    taken = set().union(*(accepts(METHODS[m][0]) for m in methods)) if methods else set()
     ignored = sorted(set(overrides or {}) - taken)
     if ignored:
         raise ValueError(f"--set: {ignored} is not an argument of any method run here ({', '.join(methods)}); "
@@ -136,7 +136,7 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     for task in tasks:
         for method in methods:
             learner, model = METHODS[method]
-            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in _accepts(learner)}}
+            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in accepts(learner)}}
             run_dir = os.path.join(out, "runs", task, method)
             shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
             # reused only if made with these settings: another --set or --dim runs anew, beside it
@@ -172,7 +172,7 @@ def check_settings(tasks: list[str], methods: list[str], rounds: int, num_seeds:
             BanditDataModule(task=task, rounds=rounds, num_seeds=num_seeds, **shape)
         for method in methods:
             learner, model = METHODS[method]
-            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in _accepts(learner)}}
+            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in accepts(learner)}}
             check_learner(f"{method} on {task}", learner, model, shape, rounds, num_seeds)
 
 

@@ -21,7 +21,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.grid import check_positive, parse_overrides  # noqa: E402
+from nvldb_pl.grid import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides  # noqa: E402
+from nvldb_pl.host import CannotWrite  # noqa: E402
 from nvldb_pl.registry import METHODS  # noqa: E402
 from nvldb_pl.cli import quiet_lightning  # noqa: E402
 from nvldb_pl.run import run_experiment  # noqa: E402
@@ -72,19 +73,40 @@ def main(argv=None) -> int:
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="model settings, as reproduce.py's")
     p.add_argument("--out", required=True, help="the JSON-lines file to write (refused if it exists)")
     a = p.parse_args(argv)
-    for name in ("rounds", "every", "probe"):
-        check_positive(f"--{name}", getattr(a, name))
     if a.method not in METHODS or METHODS[a.method][0] not in ("NVLDB", "NDB"):
         p.error(f"--method: {a.method!r} is not a network method; choose from "
                 f"{[m for m, (learner, _) in METHODS.items() if learner in ('NVLDB', 'NDB')]}")
     if os.path.exists(a.out):
         p.error(f"--out: {a.out} exists; it is not overwritten")
     learner, model = METHODS[a.method]
-    data = {"task": a.task, "dim": a.dim, "rounds": a.rounds, "num_seeds": 1, "first_seed_id": a.seed}
+    shape = TASK_DATA.get(a.task, {"dim": a.dim})  # a UCI task in its own shape, as reproduce.py runs it
+    data = {"task": a.task, **shape, "rounds": a.rounds, "num_seeds": 1, "first_seed_id": a.seed}
+    try:  # every value checked before --out is made: a refused run leaves no empty file that blocks the next
+        for name in ("rounds", "every", "probe"):
+            check_positive(f"--{name}", getattr(a, name))
+        if a.seed < 0:
+            raise ValueError(f"--seed: must be >= 0, got {a.seed}")
+        if a.task not in ALL_TASKS:
+            raise ValueError(f"--task: unknown {a.task!r}; choose from {list(ALL_TASKS)}")
+        overrides = parse_overrides(a.set)
+        unknown = sorted(set(overrides) - accepts(learner))
+        if unknown:
+            raise ValueError(f"--set: {unknown} is not an argument of {learner}; it takes {sorted(accepts(learner))}")
+        model = {**model, **overrides}
+        check_learner(f"{a.method} on {a.task}", learner, model, shape, a.rounds, 1)
+    except ValueError as err:
+        p.error(str(err))
     quiet_lightning()
-    with open(a.out, "x") as fh:
-        run_experiment(data, {**model, **parse_overrides(a.set)}, learner=learner, log_every_n_rounds=a.rounds,
-                       callbacks=(Trace(a.every, a.probe, fh),))
+    try:
+        with open(a.out, "x") as fh:
+            run_experiment(data, model, learner=learner, log_every_n_rounds=a.rounds,
+                           callbacks=(Trace(a.every, a.probe, fh),))
+    except (ValueError, FileNotFoundError, FloatingPointError, CannotWrite) as err:
+        if os.path.isfile(a.out) and os.path.getsize(a.out) == 0:
+            os.remove(a.out)
+        kept = f"; {a.out} keeps the lines written before" if os.path.isfile(a.out) else ""
+        print(f"feature_trace.py: error: {err}{kept}", file=sys.stderr)
+        return 2
     print(f"{a.out}: {a.rounds // a.every} lines")
     return 0
 

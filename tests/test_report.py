@@ -366,3 +366,11 @@ def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, 
         with pytest.raises(SystemExit):
             trace.main(argv[:-2] + ["--out", out] + bad)
         assert flag in capsys.readouterr().err
+    # a refused value is named before --out is made: no empty file is left to block the next call
+    fresh = str(tmp_path / "fresh.jsonl")
+    for bad, said in ((["--seed", "-1"], "--seed: must be >= 0, got -1"), (["--task", "sine"], "--task: unknown 'sine'"),
+                      (["--set", "widht=3"], "--set: ['widht'] is not an argument of NVLDB"),
+                      (["--set", "width=0"], "model.width: must be an integer >= 1, got 0")):
+        with pytest.raises(SystemExit):
+            trace.main(argv[:-2] + ["--out", fresh] + bad)
+        assert said in capsys.readouterr().err and not os.path.exists(fresh)
