@@ -184,6 +184,9 @@ def main():
                 raise ValueError(f"--out: {a.out} is a folder; give a JSON-lines file")
             check_folder_can_be_made(os.path.dirname(os.path.abspath(a.out)), "--out")
         grid = expand(parse_json("--grid", a.grid, list) if a.grid else GRID, a.vary)
+        if not grid:
+            raise ValueError("--grid: an empty list runs nothing; give at least one object of model arguments ({} "
+                             "for the learner's defaults)")
         check_grid(grid)
         for task in a.tasks:  # a value no learner takes (width 0), named before the runs before it
             for g in grid:

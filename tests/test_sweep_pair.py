@@ -48,6 +48,7 @@ def _sweep_exit(sweep, monkeypatch, *argv):
     (["--grid", '[{"learner": "Oracle"}]'], "--grid: learner 'Oracle'"),
     (["--grid", "{width: 4}"], "--grid: not JSON"),
     (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),
+    (["--grid", "[]"], "--grid: an empty list runs nothing"),  # printed an empty table, exit 0
     (["--vary", "width"], "--vary: 'width' is not key=value"),
     (["--vary", "widht=4,8"], "--grid/--vary: NVLDB takes no ['widht']"),
     (["--tasks", "cos", "sine"], "--tasks: unknown ['sine']"),
