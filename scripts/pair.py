@@ -17,6 +17,8 @@ with a shorter one on the same streams at the shorter one's end:
     python scripts/pair.py --task square --rounds 10000 2000 --at 2000 --first NVLDB-UCB-ASYM results/paper/width10k/m500 --second NVLDB-UCB-ASYM results/paper/width/m500
 """
 import argparse
+import csv
+import gzip
 import json
 import os
 import sys
@@ -30,6 +32,15 @@ from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.report import committed_curves, mean_std, paired_cell  # noqa: E402
 
 
+def runs_in(path: str) -> str:
+    """The runs of a curves_<task>.csv.gz, as ``method (T=...)``: what --first/--second and --rounds can name."""
+    last: dict[str, int] = {}
+    with gzip.open(path, "rt") as fh:
+        for row in csv.DictReader(fh):
+            last[row["method"]] = max(last.get(row["method"], 0), int(row["round"]))
+    return ", ".join(f"{m} (T={t})" for m, t in sorted(last.items()))
+
+
 def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[int] = None) -> dict:
     """{(base seed, seed id): R(t)/t} of ``method``'s run of T = ``rounds`` in ``folder``'s curves_<task>.csv.gz,
     at round t = ``at`` (default T); a clear error naming the file otherwise. The base seed comes from the
@@ -39,8 +50,8 @@ def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[
         raise FileNotFoundError(f"{path}: no such file (a folder written by scripts/reproduce.py for --task {task})")
     curves = committed_curves(folder, task, rounds, None)
     if method not in curves:
-        raise ValueError(f"{path}: no run of {method!r} with T={rounds}; runs there with that T: "
-                         f"{', '.join(sorted(curves)) or 'none'}")
+        raise ValueError(f"{path}: no run of {method!r} with T={rounds}; runs there: {runs_in(path) or 'none'} "
+                         f"(--rounds takes each run's own T)")
     base = 0
     report = os.path.join(folder, "report.json")
     if os.path.exists(report):

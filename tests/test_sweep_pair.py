@@ -143,7 +143,8 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
     whole = [final["a", 0], final["a", 1], final["a2", 2], final["a2", 3]]
     assert f"R(T)/T {np.mean(whole) / T:.3f} ± {np.std(whole, ddof=1) / T:.3f} over 4 seeds" in capsys.readouterr().out
     # bad input: the file, the method, the seeds and the flag are named, and no result is printed
-    bad = [(["--first", "NDB-UCB", a, "--second", "Random", b], "no run of 'NDB-UCB'"),
+    bad = [(["--first", "NDB-UCB", a, "--second", "Random", b], f"no run of 'NDB-UCB' with T={T}; runs there: "
+            f"NVLDB-UCB-ASYM (T={T}), Random (T={T})"),  # what is there, with its T (was: the methods with this T)
            (["--first", "Random", a, "--second", "Random", b, "--task", "square"], "curves_square.csv.gz: no such file"),
            (["--first", "Random", a, a], "seeds 0-1 of 'Random' are also in an earlier folder"),
            (["--first", a], "--first: give a method and at least one folder")]
