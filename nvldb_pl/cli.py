@@ -25,7 +25,6 @@ from .parallel import end_process_group, started_as_first_process  # (importing 
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
-from .devices import check_accelerator, check_precision, device_count
 from .host import CannotWrite, check_writable, claim_new_folder, folders_to_make, open_text
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
@@ -34,6 +33,7 @@ from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkp
                      refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
 from .run import tensorboard_logger
 from .streams import shard
+from .trainer_checks import check_callbacks, check_trainer
 
 
 # Warnings from inside Lightning that a user of this package can do nothing about, filtered by
@@ -71,73 +71,6 @@ QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distribut
 def quiet_lightning() -> None:
     for message in QUIET:
         warnings.filterwarnings("ignore", message=message)
-
-
-# A run is one pass over the T rounds of the stream (one epoch); these trainer settings would
-# repeat, cut or batch rounds, so they are refused by name before anything runs.
-ONE_PASS = {"max_epochs": (1, None), "min_epochs": (None, 0, 1), "max_steps": (-1, None),
-            "limit_train_batches": (None, 1, 1.0), "accumulate_grad_batches": (1, None),
-            "overfit_batches": (0, 0.0, None), "fast_dev_run": (False, 0, None)}
-
-
-def process_count(devices, num_nodes, accelerator) -> int:
-    """How many processes Lightning would start for these trainer settings."""
-    return device_count(devices, accelerator) * int(num_nodes or 1)
-
-
-# What a launcher sets that lets the nodes of a run find each other: by hand (MASTER_ADDR/MASTER_PORT), SLURM,
-# torchrun, LSF, MPI. Without any, Lightning's rank 0 listens on a port of its own choosing that no other node knows.
-LAUNCHER_VARIABLES = ("MASTER_PORT", "SLURM_NTASKS", "TORCHELASTIC_RUN_ID", "LOCAL_WORLD_SIZE", "LSB_JOBID",
-                      "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-
-
-def check_nodes(num_nodes) -> None:
-    """Refuse ``trainer.num_nodes`` > 1 where no launcher set the run up (it would wait for nodes that cannot come)."""
-    if int(num_nodes or 1) > 1 and not any(os.environ.get(k) for k in LAUNCHER_VARIABLES):
-        raise ValueError(f"trainer.num_nodes={num_nodes}: nothing here tells the other machines where to find this "
-                         f"one (no SLURM, torchrun or MASTER_ADDR/MASTER_PORT/NODE_RANK variables), so it would wait "
-                         f"for them until the process group times out; launch through SLURM or torchrun, or set those on every machine "
-                         f"(docs/reproducibility.md, 'Over machines')")
-
-
-def check_trainer(cfg) -> int:
-    """Refuse, naming the field, trainer settings under which the run would not be the bandit loop
-    (or would not run at all here: an accelerator, device count or precision it cannot take);
-    return the number of processes the run will have."""
-    for key, allowed in ONE_PASS.items():
-        value = cfg.get(key, allowed[0])
-        if value not in allowed:
-            raise ValueError(f"trainer.{key}={value!r}: a run is one pass over the data.rounds rounds of the "
-                             f"stream; set data.rounds for a longer or shorter run")
-    accelerator = cfg.get("accelerator", "auto")
-    check_accelerator(accelerator)
-    check_precision(cfg.get("precision"))
-    strategy = cfg.get("strategy", "auto")
-    name = getattr(strategy, "strategy_name", strategy)
-    check_strategy(str(name))
-    n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), accelerator)
-    if n > 1 and name == "seed_parallel":
-        check_nodes(cfg.get("num_nodes", 1))
-    if n > 1 and name != "seed_parallel":
-        raise ValueError(f"trainer.devices={cfg.get('devices')!r}, trainer.num_nodes={cfg.get('num_nodes', 1)!r}: "
-                         f"{n} processes under trainer.strategy={name!r} would run Lightning's DDP, which averages "
-                         f"gradients and broadcasts weights across processes, coupling the seeds; add "
-                         f"--trainer.strategy seed_parallel to spread independent seeds over them")
-    return n
-
-
-def check_strategy(name: str) -> None:
-    """Refuse, by name, the strategies that shard one model (FSDP, DeepSpeed, model parallel) or run on
-    TPUs (XLA): a run's seeds are independent networks on CPUs or CUDA GPUs."""
-    if name.startswith(("fsdp", "deepspeed", "model_parallel")):
-        why = ("shards one network's parameters over devices, and a run's seeds are independent networks, run "
-               "together as a batch dimension")
-    elif "xla" in name or "tpu" in name:
-        why = "a TPU (XLA) strategy, and this package runs on the CPU and on CUDA GPUs"
-    else:
-        return
-    raise ValueError(f"trainer.strategy={name!r}: {why}; use auto (one process) or seed_parallel (the seeds spread "
-                     f"over processes, GPUs or machines)")
 
 
 PATH_FIELDS = ("trainer.default_root_dir", "checkpoint.dirpath", "data.data_dir", "data.data_file", "ckpt_path")
@@ -192,6 +125,7 @@ class NVLDBCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
         n = check_trainer(cfg)
+        check_callbacks(cfg.get("callbacks"))
         if n > 1:  # here, before the processes start: one message, not one per rank
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()
@@ -342,8 +276,9 @@ def run_cli(argv: list[str] | None = None) -> int:
         stopped = [c.interrupted for c in cli.trainer.callbacks if isinstance(c, RoundCheckpoint) and c.interrupted]
         if stopped:
             return 128 + int(stopped[0])  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports a signal
-    except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException) as err:
-        # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it
+    except (ValueError, FileNotFoundError, FloatingPointError, MisconfigurationException, ModuleNotFoundError) as err:
+        # MisconfigurationException: Lightning's own refusal of a trainer setting, which names it;
+        # ModuleNotFoundError: a package a chosen callback or logger needs (DeviceStatsMonitor: psutil), with its hint
         end_progress_line()
         sys.stderr.write(f"{rank_prefix()}error: {user_message(err)}\n")  # one write: the ranks share the stream
         sys.stderr.flush()

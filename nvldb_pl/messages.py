@@ -13,7 +13,10 @@ import sys
 from lightning.pytorch.cli import LightningArgumentParser
 
 LEARNERS = ("NVLDB", "NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")
-_NOISE = ("Does not validate against any of the Union subtypes", "Subtypes:", "Errors:", "Given value type:")
+_NOISE = ("Does not validate against any of the Union subtypes", "Subtypes:", "Errors:", "Given value type:",
+          "Not a valid subclass of", "Subclass types expect one of", "a class path (str)", "a dict with class_path entry",
+          "a dict without class_path", "a dict with parameters accepted by the base class",
+          "Given value: Namespace(", "Given value: [Namespace(", "Given value: NestedArg(")
 
 
 def parser_message(message: str) -> str:
@@ -42,7 +45,7 @@ def parser_message(message: str) -> str:
         if cls:
             stack.append((indent, "@" + cls.group(1)))
             line = cls.group(2)
-        if not line or line.startswith(_NOISE) or line.startswith("Given value: NestedArg("):
+        if not line or line.startswith(_NOISE):
             continue
         keys = [k for _, k in stack if not k.startswith("@")]
         classes = [k[1:] for _, k in stack if k.startswith("@")]
@@ -50,6 +53,11 @@ def parser_message(message: str) -> str:
         if line.startswith("Given value: "):
             given.setdefault(field, line[len("Given value: "):])
             continue
+        unwritable = re.match(r"\('cannot represent an object', (.*)\)$", line)
+        if unwritable:  # YAML cannot hold a default of the class (Timer's interval): the run's config.yaml could not be written
+            line = f"{unwritable.group(1)} cannot be written into the run's config.yaml"
+            if "Interval." in line:  # Lightning's Timer callback
+                line = f"trainer.callbacks: Timer's {line}; a time limit is --trainer.max_time DD:HH:MM:SS"
         option = re.match(r"Option '([^']+)' is not accepted", line)
         if option:
             field = ".".join(keys + [option.group(1)])
@@ -62,6 +70,8 @@ def parser_message(message: str) -> str:
     parts = []
     for field, reasons in found.items():
         reasons = [r for r in reasons if r != "Expected a <class 'NoneType'>"]  # None is never the value meant
+        reasons = [r for i, r in enumerate(reasons)  # the class that refused an option, not also its base classes
+                   if not (r.startswith("not an option of") and any(q.startswith("not an option of") for q in reasons[:i]))]
         if not reasons:  # a Union's key whose reasons are its member's (model: under model.width)
             continue
         said = [r for r in reasons if not r.startswith(("Expected a <class", "Expected a typing", "Expected a path"))]
@@ -94,9 +104,10 @@ def user_message(err: Exception) -> str:
                 items[-1].append(line.strip())
         # the other types the value did not match (Expected a <class 'bool'>, ...) say nothing when one
         # alternative says why it failed (a learner's refusal; a logger whose package is not installed)
-        named = [" ".join(i) for i in items if not i[0].startswith("Expected a <class")]
-        if named:
+        named = [" ".join(i) for i in items if not i[0].startswith(("Expected a <class", "Not a valid subclass"))]
+        if named and not any(n.startswith("Does not validate") for n in named):
             return "; ".join(named)
+        return parser_message(text)  # a Union inside the Union: the tree, cleaned
     return text
 
 
@@ -107,7 +118,8 @@ class BanditArgumentParser(LightningArgumentParser):
         if not self.exit_on_error:  # a parser inside another (a Union's class): the outer one reports
             return super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
-        help_command = f"{parser.prog.replace(' [options]', '')} --help"
+        prog = parser.prog.replace(" [options]", "")
+        help_command = f"{prog if prog.endswith(' fit') else prog + ' fit'} --help"  # fit: the one subcommand
         sys.stderr.write(f"error: {parser_message(message)} ({help_command} lists the options)\n")
         sys.stderr.flush()
         self.exit(2)

@@ -79,9 +79,27 @@ ROWS = [
     ("--trainer.strategy=deepspeed_stage_2", "trainer.strategy='deepspeed_stage_2': shards one network's"),
     ("--trainer.strategy=xla", "trainer.strategy='xla': a TPU (XLA) strategy"),  # was a raw ModuleNotFoundError
     ("--trainer.strategy=single_tpu", "trainer.strategy='single_tpu': a TPU (XLA) strategy"),  # a raw TypeError
+    # Lightning callbacks that cannot do their job in a bandit run: refused by class and reason before anything runs
+    ("--trainer.callbacks+=LearningRateFinder", "trainer.callbacks: LearningRateFinder runs trial steps"),  # KeyError
+    ("--trainer.callbacks+=BatchSizeFinder", "trainer.callbacks: BatchSizeFinder runs trial steps"),
+    ("--trainer.callbacks+=EarlyStopping --trainer.callbacks.monitor=x",  # a traceback after every round had run
+     "trainer.callbacks: EarlyStopping checks its metric at the end of an epoch"),
+    ("--trainer.callbacks+=SpikeDetection", "trainer.callbacks: SpikeDetection watches the one loss"),  # KeyError
+    ("--trainer.callbacks+=ModelPruning --trainer.callbacks.pruning_fn=l1_unstructured",
+     "trainer.callbacks: ModelPruning prunes"),  # torch.cat(): expected a non-empty list, after the run's files were made
+    ("--trainer.callbacks+=StochasticWeightAveraging --trainer.callbacks.swa_lrs=0.01",
+     "trainer.callbacks: StochasticWeightAveraging averages"),  # ran, and did nothing
+    ("--trainer.callbacks+=EMAWeightAveraging", "trainer.callbacks: EMAWeightAveraging keeps an average"),
+    ("--trainer.callbacks+=GradientAccumulationScheduler --trainer.callbacks.scheduling={\"0\":2}",
+     "trainer.callbacks: GradientAccumulationScheduler accumulates"),
+    ("--trainer.callbacks+=BackboneFinetuning", "trainer.callbacks: BackboneFinetuning freezes"),
+    ("--trainer.callbacks+=OnExceptionCheckpoint --trainer.callbacks.dirpath=/tmp", "OnExceptionCheckpoint saves in the middle"),
+    ("--trainer.callbacks+=Timer", "trainer.callbacks: Timer's <Interval.step: 'step'> cannot be written into the run's "
+                                   "config.yaml; a time limit is --trainer.max_time"),  # jsonargparse's Union report
 ]
 
 
+@pytest.mark.filterwarnings("ignore:\\s*Unable to serialize instance")  # jsonargparse, parsing ModelPruning's and SWA's values
 @pytest.mark.parametrize("arg,names", ROWS, ids=[r[0] for r in ROWS])
 def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, capsys):
     code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", *arg.split()])
@@ -104,6 +122,16 @@ def test_a_logger_whose_package_is_missing_is_named_with_the_cause(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 2 and "error: Problem with given class_path 'lightning.pytorch.loggers.WandbLogger': Requirement " \
                          "'wandb" in err and "Expected a <class" not in err, err[-2000:]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("psutil") is not None, reason="psutil is installed here")
+def test_a_callback_whose_package_is_missing_is_one_line(tmp_path, capsys):
+    """DeviceStatsMonitor without psutil ended in a ModuleNotFoundError traceback at the run's start."""
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}",
+                    "--trainer.callbacks+=DeviceStatsMonitor"])
+    err = capsys.readouterr().err
+    assert code == 2 and "error: `DeviceStatsMonitor` cannot log CPU stats as `psutil` is not installed" in err, err[-2000:]
+    assert "Traceback" not in err and not list(tmp_path.rglob("summary.json"))
 
 
 @pytest.mark.parametrize("subcommand", ["test", "validate", "predict"])
@@ -222,7 +250,7 @@ def test_a_config_file_that_is_no_mapping_of_settings_is_named(content, said, tm
 
 def test_several_nodes_without_a_launcher_are_refused_instead_of_waiting(tmp_path, capsys, monkeypatch):
     """--trainer.num_nodes 2 on a machine no launcher set up: rank 0 would listen on a port no other node knows."""
-    from nvldb_pl.cli import LAUNCHER_VARIABLES, check_nodes
+    from nvldb_pl.trainer_checks import LAUNCHER_VARIABLES, check_nodes
     for name in LAUNCHER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--trainer.num_nodes=2",
