@@ -206,12 +206,15 @@ class RunSummary(pl.Callback):
     """At the end of training: ``summary.json`` in the log dir and the HPARAMS-tab final metrics.
 
     ``write=False`` keeps the summary in memory only (``self.summary``), for runs that must
-    leave no files behind (:func:`nvldb_pl.run.run_experiment` without a folder).
+    leave no files behind (:func:`nvldb_pl.run.run_experiment` without a folder). ``announce``
+    prints the result in one line when the run ends (the CLI's runs: with the progress bar off,
+    nothing else says how the run ended or where its summary is).
     """
 
-    def __init__(self, write: bool = True):
-        self.write = write
+    def __init__(self, write: bool = True, announce: bool = False):
+        self.write, self.announce = write, announce
         self._start = None
+        self._written: str | None = None
         self.summary: dict = {}
 
     def on_train_start(self, trainer, module):
@@ -270,6 +273,7 @@ class RunSummary(pl.Callback):
         if trainer.is_global_zero and self.write:
             os.makedirs(folder, exist_ok=True)
             write_json_atomic(os.path.join(folder, "summary.json"), self.summary)
+            self._written = os.path.join(folder, "summary.json")
             params = {**{f"model/{k}": v for k, v in hp.items()}, **{f"data/{k}": v for k, v in vars(dm.spec).items()}}
             final = {"final/R_T_over_T_mean": float(mean), "final/R_T_over_T_std": float(std)}
             for logger in trainer.loggers:
@@ -279,3 +283,10 @@ class RunSummary(pl.Callback):
                     logger.log_hyperparams(params)
                     logger.log_metrics(final, step=T)
                 logger.save()
+
+    def on_fit_end(self, trainer, module):
+        """After the progress bar's last line: the run's result and where its summary is."""
+        if self.announce and self._written and trainer.is_global_zero:
+            s = self.summary
+            print(f"{s['method']} on {s['task']}: R(T)/T {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} over "
+                  f"{s['num_seeds']} seeds (T={s['rounds']}), {s['wall_seconds']:.1f} s; {self._written}", flush=True)

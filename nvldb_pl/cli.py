@@ -220,7 +220,7 @@ def main(args=None) -> NVLDBCLI:
             "enable_checkpointing": True,
             "num_sanity_val_steps": 0,
             "log_every_n_steps": 1,
-            "callbacks": [RunSummary()],
+            "callbacks": [RunSummary(announce=True)],
         },
         args=args,
     )

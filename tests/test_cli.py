@@ -37,6 +37,10 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     assert set(summary["timings_seconds"]) == {"select", "train", "refit", "gram"}
     assert 0 < sum(summary["timings_seconds"].values()) <= summary["wall_seconds"]
     assert not (out.parent / "runs").exists()  # nothing written outside default_root_dir
+    # the run's end in one line on stdout (with the progress bar off nothing else said how it ended)
+    assert res.stdout.strip().splitlines()[-1] == (
+        f"NLDB-TS-CSYM on square: R(T)/T {summary['R_T_over_T_mean']:.3f} ± {summary['R_T_over_T_std']:.3f} over 3 "
+        f"seeds (T=12), {summary['wall_seconds']:.1f} s; {version / 'summary.json'}")
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(str(version)).Reload()
