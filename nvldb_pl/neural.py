@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
-from . import graphs, objective
+from . import graphs, host, objective
 from .backward import accumulate_nll_grad
 from .learner import DuelingLearner, as_pairs
 from .checks import check as _check
@@ -180,11 +180,32 @@ class NeuralLearner(DuelingLearner):
         _check(not (self._graphed() and self.num_local < GRAPHED_MIN_SEEDS), "history_pass",
                f"graphed needs at least {GRAPHED_MIN_SEEDS} seeds in a process (with one, the CUDA graph's capture "
                "failed on an H200, torch 2.11; not yet explained); use history_pass auto or chunked")
+        self._check_training_memory()
         if self._scaler() is not None and self.hparams.num_seeds > 1:
             rank_zero_warn(
                 "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
                 "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
                 "Use bf16-mixed (no scaler), or one seed per process.")
+
+    def _check_training_memory(self) -> None:
+        """Refuse, before round 1, a pass whose one block of history cannot fit at the horizon: ``full``,
+        ``masked`` and ``graphed`` walk all T rounds in one block, so their activations grow with T and
+        a run would run out of memory hours in. About four [S, m, 2n] float32 tensors a hidden layer
+        (measured on a CPU, depth 3: 6-8 such tensors at the peak of an Adam step)."""
+        hp, mode = self.hparams, self.history_pass
+        rows = (hp.get("sample_size") if hp.get("sample_size") else TRAIN_CHUNK_ROUNDS if mode == "chunked"
+                else hp.rounds)
+        need = 4 * (hp.depth - 1) * self.num_local * hp.width * 2 * min(rows, hp.rounds) * 4
+        if self.device.type == "cuda":
+            free = torch.cuda.mem_get_info(self.device)[0]
+        else:
+            free = host.available_memory_bytes()
+        _check(need <= 0.9 * free, "history_pass",
+               f"{mode} walks {min(rows, hp.rounds)} rounds of history in one block, about {need / 2**30:.1f} GiB of "
+               f"activations an Adam step at round T={hp.rounds} ({self.num_local} seeds, width {hp.width}, depth "
+               f"{hp.depth}), but {free / 2**30:.1f} GiB is free on {self.device}; use history_pass chunked (blocks "
+               f"of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or a "
+               f"smaller width")
 
     @torch.no_grad()
     def scores(self, contexts):

@@ -1,5 +1,7 @@
 """Options for long horizons: a bounded training sample per Adam step (uniform or recency-weighted),
 retraining every H rounds and the incremental Gram matrix; the default stays exact."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -261,3 +263,29 @@ def test_graphed_with_one_seed_is_refused_by_name_and_auto_walks_it_chunked(monk
         assert torch.equal(a, b)
     with pytest.raises(ValueError, match="model.history_pass: graphed needs at least 2 seeds in a process"):
         run_experiment(data, {**model, "history_pass": "graphed"})
+
+
+@pytest.mark.parametrize("mode", ["full", "masked", "graphed", "chunked", "sampled"])
+def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_round_one(mode, monkeypatch, tmp_path,
+                                                                                           capsys):
+    """full, masked and graphed walk all T rounds in one block: at T=200000, width 64, two seeds, about 1.5 GiB
+    of activations an Adam step, refused where 1 GiB is free (it would have run out of memory hours in);
+    chunked (256-round blocks) and a bounded sample run."""
+    from nvldb_pl import host
+    from nvldb_pl.cli import run_cli
+    monkeypatch.setattr(host, "available_memory_bytes", lambda: 2 ** 30)
+    extra = ["--model.history_pass=chunked", "--model.sample_size=256"] if mode == "sampled" else \
+        [f"--model.history_pass={mode}"]
+    cos = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "cos.yaml")
+    argv = ["fit", "--config", cos, "--data.rounds=200000", "--data.num_seeds=2", "--model.width=64",
+            f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false", *extra]
+    if mode in ("chunked", "sampled"):  # not refused: the learner is built and checked, then no round is run
+        with torch.device("cpu"):
+            learner = NVLDB(rounds=200000, num_seeds=2, width=64, history_pass="chunked",
+                            sample_size=256 if mode == "sampled" else None)
+        learner._check_training_memory()
+        return
+    assert run_cli(argv) == 2
+    err = capsys.readouterr().err
+    assert f"error: model.history_pass: {mode} walks 200000 rounds of history in one block, about 1.5 GiB" in err, err
+    assert "use history_pass chunked" in err and not list(tmp_path.rglob("summary.json"))
