@@ -12,7 +12,8 @@ import sys
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-LEARNERS = ("NVLDB", "NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")
+from .registry import LEARNERS
+
 _NOISE = ("Does not validate against any of the Union subtypes", "Subtypes:", "Errors:", "Given value type:",
           "Not a valid subclass of", "Subclass types expect one of", "a class path (str)", "a dict with class_path entry",
           "a dict without class_path", "a dict with parameters accepted by the base class",
