@@ -242,6 +242,18 @@ def end_progress_line() -> None:
         bar.close()
 
 
+def home_in_config_paths(argv: list[str]) -> list[str]:
+    """``--config=~/x.yaml`` (no shell expands ``~`` after ``=``) as ``--config=$HOME/x.yaml``; other arguments as given."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a.startswith(("--config=~", "-c=~")):
+            flag, path = a.split("=", 1)
+            out[i] = f"{flag}={os.path.expanduser(path)}"
+        elif a.startswith("~") and i > 0 and out[i - 1] in ("--config", "-c"):
+            out[i] = os.path.expanduser(a)
+    return out
+
+
 def check_config_files(argv: list[str]) -> None:
     """Each ``--config`` file that exists must be a YAML mapping of settings: a syntax error, a file that is
     not text, an empty file or a list is named with its file (the parser's own reports say ``"<unicode
@@ -271,7 +283,8 @@ def run_cli(argv: list[str] | None = None) -> int:
     MADE_FOLDERS.clear()
     WITHOUT_CHECKPOINTS.clear()
     try:
-        check_config_files(sys.argv[1:] if argv is None else argv)
+        argv = home_in_config_paths(sys.argv[1:] if argv is None else argv)
+        check_config_files(argv)
         cli = main(argv)
         stopped = [c.interrupted for c in cli.trainer.callbacks if isinstance(c, RoundCheckpoint) and c.interrupted]
         if stopped:

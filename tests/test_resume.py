@@ -350,7 +350,8 @@ def test_a_tilde_in_a_path_field_is_the_home_folder(tmp_path, monkeypatch):
     assert _rounds_in(home / "ck" / "last.ckpt") == 24
     summary = home / "runs" / "lightning_logs" / "version_0" / "summary.json"
     assert summary.is_file() and list(summary.parent.glob("events.out.tfevents.*"))
-    _made("~/runs", "--data.rounds=32", "--checkpoint.every_n_rounds=8", "--checkpoint.dirpath=~/ck",
+    (home / "more.yaml").write_text("data:\n  rounds: 32\n")  # --config=~/... too
+    _made("~/runs", "--config=~/more.yaml", "--checkpoint.every_n_rounds=8", "--checkpoint.dirpath=~/ck",
           "--ckpt_path=~/ck/last.ckpt")
     assert os.listdir(work) == []
     assert _rounds_in(home / "ck" / "last.ckpt") == 32
