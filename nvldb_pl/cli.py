@@ -283,8 +283,11 @@ def run_cli(argv: list[str] | None = None) -> int:
     MADE_FOLDERS.clear()
     WITHOUT_CHECKPOINTS.clear()
     try:
-        argv = home_in_config_paths(sys.argv[1:] if argv is None else argv)
-        check_config_files(argv)
+        if argv is None:  # the command line (Lightning warns when args are also given): rewritten in place
+            sys.argv[1:] = home_in_config_paths(sys.argv[1:])
+        else:
+            argv = home_in_config_paths(argv)
+        check_config_files(sys.argv[1:] if argv is None else argv)
         cli = main(argv)
         stopped = [c.interrupted for c in cli.trainer.callbacks if isinstance(c, RoundCheckpoint) and c.interrupted]
         if stopped:

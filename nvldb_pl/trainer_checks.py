@@ -111,7 +111,14 @@ def check_callbacks(callbacks) -> None:
     """Refuse, by class and reason, a Lightning callback in ``trainer.callbacks`` that cannot do what it is for
     in a bandit run (a tuner's trial steps, a change of the weights outside the algorithm, a per-epoch check)."""
     import lightning.pytorch.callbacks as lc
+    from .callbacks import DuelingLoop
+    from .checkpoint import RoundCheckpoint
+    own = {RoundCheckpoint: "checkpoint.every_n_rounds and checkpoint.dirpath", DuelingLoop: "loop.*"}
     for cb in callbacks if isinstance(callbacks, (list, tuple)) else [callbacks] if callbacks else []:
+        for cls, fields in own.items():  # a second one: Lightning's "more than one stateful callback" at the first save
+            if isinstance(cb, cls):
+                raise ValueError(f"trainer.callbacks: {cls.__name__} is the run's own callback, already there; set it "
+                                 f"through {fields}")
         for base, why in NOT_FOR_A_BANDIT_RUN.items():
             if isinstance(cb, getattr(lc, base, ())):
                 raise ValueError(f"trainer.callbacks: {type(cb).__name__} {why}")

@@ -94,6 +94,9 @@ ROWS = [
      "trainer.callbacks: GradientAccumulationScheduler accumulates"),
     ("--trainer.callbacks+=BackboneFinetuning", "trainer.callbacks: BackboneFinetuning freezes"),
     ("--trainer.callbacks+=OnExceptionCheckpoint --trainer.callbacks.dirpath=/tmp", "OnExceptionCheckpoint saves in the middle"),
+    ("--trainer.callbacks+=nvldb_pl.checkpoint.RoundCheckpoint",  # a traceback at the first save, rounds in
+     "trainer.callbacks: RoundCheckpoint is the run's own callback, already there; set it through checkpoint."),
+    ("--trainer.callbacks+=nvldb_pl.callbacks.DuelingLoop", "trainer.callbacks: DuelingLoop is the run's own callback"),
     ("--trainer.callbacks+=Timer", "trainer.callbacks: Timer's <Interval.step: 'step'> cannot be written into the run's "
                                    "config.yaml; a time limit is --trainer.max_time"),  # jsonargparse's Union report
 ]
