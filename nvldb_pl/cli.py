@@ -33,7 +33,7 @@ from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkp
                      refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
 from .run import tensorboard_logger
 from .streams import shard
-from .trainer_checks import check_callbacks, check_trainer
+from .trainer_checks import check_trainer
 
 
 # Warnings from inside Lightning that a user of this package can do nothing about, filtered by
@@ -125,7 +125,6 @@ class NVLDBCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
         n = check_trainer(cfg)
-        check_callbacks(cfg.get("callbacks"))
         if n > 1:  # here, before the processes start: one message, not one per rank
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
         root = cfg.get("default_root_dir") or os.getcwd()

@@ -42,13 +42,15 @@ def check_nodes(num_nodes) -> None:
 
 def check_trainer(cfg) -> int:
     """Refuse, naming the field, trainer settings under which the run would not be the bandit loop
-    (or would not run at all here: an accelerator, device count or precision it cannot take);
+    (or would not run at all here: an accelerator, device count or precision it cannot take; a callback
+    that cannot do its job in a bandit run);
     return the number of processes the run will have."""
     for key, allowed in ONE_PASS.items():
         value = cfg.get(key, allowed[0])
         if value not in allowed:
             raise ValueError(f"trainer.{key}={value!r}: a run is one pass over the data.rounds rounds of the "
                              f"stream; set data.rounds for a longer or shorter run")
+    check_callbacks(cfg.get("callbacks"))
     accelerator = cfg.get("accelerator", "auto")
     check_accelerator(accelerator)
     check_precision(cfg.get("precision"))
