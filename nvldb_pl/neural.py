@@ -187,21 +187,24 @@ class NeuralLearner(DuelingLearner):
                 "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
                 "Use bf16-mixed (no scaler), or one seed per process.")
 
+    def training_block_bytes(self, rows: int) -> int:
+        """About the activations of one Adam step over a block of ``rows`` history rounds: four [S, m, 2n]
+        float32 tensors a hidden layer (measured on a CPU, depth 3: 6-8 such tensors at the step's peak)."""
+        return 4 * (self.hparams.depth - 1) * self.num_local * self.hparams.width * 2 * rows * 4
+
     def _check_training_memory(self) -> None:
         """Refuse, before round 1, a pass whose one block of history cannot fit at the horizon: ``full``,
         ``masked`` and ``graphed`` walk all T rounds in one block, so their activations grow with T and
-        a run would run out of memory hours in. About four [S, m, 2n] float32 tensors a hidden layer
-        (measured on a CPU, depth 3: 6-8 such tensors at the peak of an Adam step)."""
+        a run would run out of memory hours in (:meth:`training_block_bytes`)."""
         hp, mode = self.hparams, self.history_pass
-        rows = (hp.get("sample_size") if hp.get("sample_size") else TRAIN_CHUNK_ROUNDS if mode == "chunked"
-                else hp.rounds)
-        need = 4 * (hp.depth - 1) * self.num_local * hp.width * 2 * min(rows, hp.rounds) * 4
+        rows = min(hp.rounds, hp.get("sample_size") or (TRAIN_CHUNK_ROUNDS if mode == "chunked" else hp.rounds))
+        need = self.training_block_bytes(rows)
         if self.device.type == "cuda":
             free = torch.cuda.mem_get_info(self.device)[0]
         else:
             free = host.available_memory_bytes()
         _check(need <= 0.9 * free, "history_pass",
-               f"{mode} walks {min(rows, hp.rounds)} rounds of history in one block, about {need / 2**30:.1f} GiB of "
+               f"{mode} walks {rows} rounds of history in one block, about {need / 2**30:.1f} GiB of "
                f"activations an Adam step at round T={hp.rounds} ({self.num_local} seeds, width {hp.width}, depth "
                f"{hp.depth}), but {free / 2**30:.1f} GiB is free on {self.device}; use history_pass chunked (blocks "
                f"of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or a "

@@ -122,8 +122,8 @@ def replay_times(m, t: int) -> None:
         torch.cuda.reset_peak_memory_stats()
         run()  # warm-up and capture
         torch.cuda.synchronize()
-        rows, hp = m._history_rows(t), m.hparams  # what _check_training_memory estimates for a block of these rows
-        estimate = 4 * (hp.depth - 1) * m.num_local * hp.width * 2 * rows * 4
+        rows = m._history_rows(t)
+        estimate = m.training_block_bytes(rows)  # what the refusal of a block that cannot fit counts
         print(f"graphed update's peak memory: {(torch.cuda.max_memory_allocated() - base) / 2**20:.0f} MB above the "
               f"learner's own, for {rows} rows (the refusal's estimate: {estimate / 2**20:.0f} MB)")
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
