@@ -109,7 +109,8 @@ class DuelingLoop(pl.Callback):
             # the progress bar's R/t, refreshed when it changes (self.log costs ~1-2 ms a call). A host tensor:
             # Lightning reads every progress-bar value on the host after every batch (its logger connector's
             # on_batch_end), and a float would be put on the module's device: on CUDA a wait for the device a round
-            module.log("R/t", torch.tensor(self.running_mean, dtype=torch.float32), prog_bar=True, logger=False)
+            if not trainer.barebones:  # where Lightning warns that self.log does nothing
+                module.log("R/t", torch.tensor(self.running_mean, dtype=torch.float32), prog_bar=True, logger=False)
 
     def on_train_end(self, trainer, module):
         self.flush(trainer, module)

@@ -198,17 +198,19 @@ class NeuralLearner(DuelingLearner):
         a run would run out of memory hours in (:meth:`training_block_bytes`)."""
         hp, mode = self.hparams, self.history_pass
         rows = min(hp.rounds, hp.get("sample_size") or (TRAIN_CHUNK_ROUNDS if mode == "chunked" else hp.rounds))
-        need = self.training_block_bytes(rows)
-        if self.device.type == "cuda":
+        need, sharing = self.training_block_bytes(rows), ""
+        if self.device.type == "cuda":  # a GPU per process
             free = torch.cuda.mem_get_info(self.device)[0]
-        else:
-            free = host.available_memory_bytes()
+        else:  # seed_parallel's processes on this host share its memory: each checks its part of it
+            free, local = host.available_memory_bytes(), self._trainer.num_devices if self._trainer is not None else 1
+            if local > 1:
+                free, sharing = free // local, f" for each of the {local} processes on this host"
         _check(need <= 0.9 * free, "history_pass",
                f"{mode} walks {rows} rounds of history in one block, about {need / 2**30:.1f} GiB of "
                f"activations an Adam step at round T={hp.rounds} ({self.num_local} seeds, width {hp.width}, depth "
-               f"{hp.depth}), but {free / 2**30:.1f} GiB is free on {self.device}; use history_pass chunked (blocks "
-               f"of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or a "
-               f"smaller width")
+               f"{hp.depth}), but {free / 2**30:.1f} GiB is free on {self.device}{sharing}; use history_pass chunked "
+               f"(blocks of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or "
+               f"a smaller width")
 
     @torch.no_grad()
     def scores(self, contexts):

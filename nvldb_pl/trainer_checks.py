@@ -50,6 +50,26 @@ def check_trainer(cfg) -> int:
         if value not in allowed:
             raise ValueError(f"trainer.{key}={value!r}: a run is one pass over the data.rounds rounds of the "
                              f"stream; set data.rounds for a longer or shorter run")
+    clip = cfg.get("gradient_clip_val")
+    if clip:  # Lightning's own refusal came after the run's folder and files were made
+        raise ValueError(f"trainer.gradient_clip_val={clip!r}: each round's update is the learner's own "
+                         f"model.grad_steps Adam steps (Alg. 1 line 9), which Lightning does not clip, and clipping "
+                         f"is not part of the algorithm; leave it unset")
+    if cfg.get("barebones"):  # Lightning refuses each setting still on, one a try (this run's defaults: three)
+        still_on = [f"--trainer.{key} {off}" for key, off, on in (
+            ("enable_checkpointing", "false", cfg.get("enable_checkpointing") is not False),
+            ("logger", "false", cfg.get("logger") is not False),  # unset: the run's own TensorBoard logger
+            ("log_every_n_steps", "0", cfg.get("log_every_n_steps") not in (None, 0)),
+            ("enable_progress_bar", "false", bool(cfg.get("enable_progress_bar"))),
+            ("enable_model_summary", "false", bool(cfg.get("enable_model_summary"))),
+            ("num_sanity_val_steps", "0", cfg.get("num_sanity_val_steps") not in (None, 0)),
+            ("detect_anomaly", "false", bool(cfg.get("detect_anomaly"))),
+            ("profiler", "null", cfg.get("profiler") is not None)) if on]
+        if still_on:
+            raise ValueError(f"trainer.barebones=True: Lightning runs it only with logging, checkpoints, the progress "
+                             f"bar and the model summary off; add {' '.join(still_on)} (the run still writes "
+                             f"summary.json, curves.csv and config.yaml, into trainer.default_root_dir: no TensorBoard, "
+                             f"no last.ckpt)")
     check_callbacks(cfg.get("callbacks"))
     accelerator = cfg.get("accelerator", "auto")
     check_accelerator(accelerator)

@@ -96,13 +96,13 @@ def main(argv=None, stdin=None, out=None) -> int:
     out = out or sys.stdout
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--answers", help="read answers from this file (1, 2 or q per line; # comments)")
+    src.add_argument("--answers", type=os.path.expanduser, help="read answers from this file (1, 2 or q per line; # comments)")
     src.add_argument("--simulate", action="store_true", help="a simulated person answers (hidden taste)")
     p.add_argument("--questions", type=int, default=20, help="at most this many questions (default 20)")
     p.add_argument("--offer", type=int, default=4, help="items offered per question, K (default 4)")
-    p.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "live.yaml"))
-    p.add_argument("--load", help="go on from a learner saved with --save")
-    p.add_argument("--save", help="save the learner here at the end")
+    p.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "live.yaml"), type=os.path.expanduser)
+    p.add_argument("--load", type=os.path.expanduser, help="go on from a learner saved with --save")
+    p.add_argument("--save", type=os.path.expanduser, help="save the learner here at the end")
     p.add_argument("--seed", type=int, default=0, help="which items are offered, and the learner's seed")
     a = p.parse_args(argv)
     try:

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     p.add_argument("--every", type=int, default=10, help="rounds between lines")
     p.add_argument("--probe", type=int, default=400, help="rounds whose contexts form the probe set")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="model settings, as reproduce.py's")
-    p.add_argument("--out", required=True, help="the JSON-lines file to write (refused if it exists)")
+    p.add_argument("--out", required=True, type=os.path.expanduser, help="the JSON-lines file to write (refused if it exists)")
     a = p.parse_args(argv)
     if a.method not in METHODS or METHODS[a.method][0] not in ("NVLDB", "NDB"):
         p.error(f"--method: {a.method!r} is not a network method; choose from "

@@ -103,6 +103,9 @@ def main(argv=None):
     p.add_argument("--at", type=int, default=None, metavar="t",
                    help="compare R(t)/t at round t (default: T; the smaller T when the runs' T differ)")
     a = p.parse_args(argv)
+    for run in (a.first, a.second):  # METHOD FOLDER...: ~ in a folder given as --first=~/x (no shell expands it)
+        if run:
+            run[1:] = [os.path.expanduser(folder) for folder in run[1:]]
     try:
         if len(a.rounds) > 2:
             raise ValueError(f"--rounds: give one T, or two (the first run's, the second's), got {len(a.rounds)}")

@@ -28,7 +28,7 @@ from nvldb_pl.report import committed_curves, write_report  # noqa: E402
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="folder for runs and the report")
+    p.add_argument("--out", required=True, type=os.path.expanduser, help="folder for runs and the report")
     p.add_argument("--tasks", nargs="+", default=["cos", "square", "quadratic"])
     p.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, help=f"default: {' '.join(DEFAULT_METHODS)}; "
                    f"also: {' '.join(m for m in METHODS if m not in DEFAULT_METHODS)}")
@@ -43,7 +43,7 @@ def main(argv=None):
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"],
                    help="device of every run (one device; wall times in the report name it when not cpu)")
     p.add_argument("--report-only", action="store_true", help="only reuse finished runs; run nothing")
-    p.add_argument("--literal-from", default=None, metavar="DIR",
+    p.add_argument("--literal-from", default=None, type=os.path.expanduser, metavar="DIR",
                    help="a report folder made with the literal reading (its curves_<task>.csv.gz, same T and seeds): "
                         "its NVLDB, NLDB and NDB runs join this report as '<method>-literal', its other baselines "
                         "(which the defaults do not change) under their own names where not run here")

@@ -166,8 +166,8 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--grid", type=str, default=None, help="JSON list of model overrides")
     p.add_argument("--vary", nargs="*", default=[], metavar="KEY=A,B", help="cross the grid with these values")
-    p.add_argument("--out", default=None, help="JSON-lines file: append each run, skip runs already there")
-    p.add_argument("--summarize", default=None, metavar="FILE", help="print the paired table of a sweep file")
+    p.add_argument("--out", default=None, type=os.path.expanduser, help="JSON-lines file: append each run, skip runs already there")
+    p.add_argument("--summarize", default=None, type=os.path.expanduser, metavar="FILE", help="print the paired table of a sweep file")
     p.add_argument("--baseline", default="{}", help="JSON overrides naming the baseline config of --summarize")
     a = p.parse_args()
     try:

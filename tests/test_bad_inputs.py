@@ -74,7 +74,12 @@ ROWS = [
     ("--trainer.accelerator=tpu", "trainer.accelerator='tpu': this package runs on auto, cpu, gpu, cuda"),
     ("--trainer.precision=64-true", "trainer.precision='64-true': choose 32-true, bf16-mixed or 16-mixed"),
     ("--trainer.precision=bf16-true", "trainer.precision='bf16-true'"),
-    ("--trainer.gradient_clip_val=1.0", "Trainer(gradient_clip_val=1.0)"),  # Lightning's refusal, as one line
+    # Lightning's refusal said "or switch to automatic optimization", which a user cannot do here
+    ("--trainer.gradient_clip_val=1.0", "trainer.gradient_clip_val=1.0: each round's update is the learner's own"),
+    # Lightning refused the settings barebones cannot take one a try (this run's defaults: three tries)
+    ("--trainer.barebones=true", "trainer.barebones=True: Lightning runs it only with logging, checkpoints, the "
+     "progress bar and the model summary off; add --trainer.enable_checkpointing false --trainer.logger false "
+     "--trainer.log_every_n_steps 0"),
     ("--trainer.strategy=fsdp", "trainer.strategy='fsdp': shards one network's parameters over devices"),
     ("--trainer.strategy=deepspeed_stage_2", "trainer.strategy='deepspeed_stage_2': shards one network's"),
     ("--trainer.strategy=xla", "trainer.strategy='xla': a TPU (XLA) strategy"),  # was a raw ModuleNotFoundError

@@ -147,6 +147,19 @@ def test_default_fit_prints_no_warnings(tmp_path, model):
     assert shown == []
 
 
+def test_a_barebones_run_with_the_settings_its_refusal_names_writes_its_results_and_no_warning(tmp_path):
+    """The flags the barebones refusal names (test_bad_inputs.py) make a run: summary.json, curves.csv and
+    config.yaml in the root folder, without Lightning's warning that self.log does nothing under barebones."""
+    root = tmp_path / "run"
+    res = _cli("--config", "configs/cos.yaml", "--data.rounds", "20", "--data.num_seeds", "2", "--trainer.barebones",
+               "true", "--trainer.enable_checkpointing", "false", "--trainer.logger", "false",
+               "--trainer.log_every_n_steps", "0", "--trainer.default_root_dir", str(root))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert sorted(os.listdir(root)) == ["config.yaml", "curves.csv", "summary.json"]
+    assert [s["seed"] for s in json.loads((root / "summary.json").read_text())["seeds"]] == [0, 1]
+    assert "self.log" not in res.stderr and ".py:" not in res.stderr, res.stderr[-3000:]
+
+
 def test_cli_rejects_unknown_strategy_with_the_field_name(tmp_path):
     res = _cli("--config", "configs/cos.yaml", "--model.strategy", "ucb_best", "--trainer.default_root_dir",
                str(tmp_path))

@@ -143,3 +143,16 @@ def test_kendall_tau_reference():
     a = np.array([3.0, 1.0, 2.0])
     assert duel.kendall_tau(a, a) == 1.0 and duel.kendall_tau(a, -a) == -1.0
     assert abs(duel.kendall_tau(a, np.array([1.0, 2.0, 3.0])) - (-1 / 3)) < 1e-12
+
+
+def test_file_options_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_path, monkeypatch):
+    """``--save=~/me.pt`` (no shell expands ``~`` after ``=``) wrote a file under a folder named ``~``."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("1\n2\n")
+    code, _ = _run(["--answers=~/a.txt", "--questions", "2", "--save=~/me.pt"])
+    assert code == 0 and DuelingBandit.from_checkpoint(str(tmp_path / "me.pt")).num_observed == 2
+    (tmp_path / "b.txt").write_text("1\n")
+    code, text = _run(["--answers=~/b.txt", "--load=~/me.pt", "--questions", "1"])
+    assert code == 0 and "after 3 answers" in text
+    assert not (tmp_path / "~").exists()

@@ -289,3 +289,22 @@ def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_
     err = capsys.readouterr().err
     assert f"error: model.history_pass: {mode} walks 200000 rounds of history in one block, about 1.5 GiB" in err, err
     assert "use history_pass chunked" in err and not list(tmp_path.rglob("summary.json"))
+
+
+def test_processes_on_one_host_check_the_history_block_against_their_share_of_its_memory(monkeypatch):
+    """seed_parallel's processes on a CPU host each checked their own block against all the free memory, so
+    two processes whose blocks together could not fit both passed the check. Each now gets its share (on CUDA
+    each process has a GPU of its own)."""
+    from types import SimpleNamespace
+    from nvldb_pl import host
+    with torch.device("cpu"):
+        learner = NVLDB(rounds=200000, num_seeds=2, width=64, history_pass="full")
+    need = learner.training_block_bytes(200000)  # about 1.5 GiB
+    monkeypatch.setattr(host, "available_memory_bytes", lambda: int(need / 0.9 * 1.5))  # one fits, two do not
+    learner._check_training_memory()  # no trainer: one process
+    learner.trainer = SimpleNamespace(num_devices=1)
+    learner._check_training_memory()
+    learner.trainer = SimpleNamespace(num_devices=2)
+    with pytest.raises(ValueError, match=r"model.history_pass: full walks 200000 rounds .* GiB is free on cpu for "
+                                         r"each of the 2 processes on this host; use history_pass chunked"):
+        learner._check_training_memory()

@@ -219,3 +219,26 @@ def test_sweep_runs_a_uci_task_in_its_shape(tmp_path, capsys, monkeypatch):
     sweep.main()
     [row] = [json.loads(line) for line in open(out)]
     assert row["task"] == "statlog" and len(row["per_seed"]) == 1
+
+
+def test_the_scripts_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_path, capsys, monkeypatch):
+    """``--out=~/x`` reaches a script unexpanded (no shell expands ``~`` after ``=``): reproduce.py and sweep.py
+    made a folder literally named ``~`` in the working folder, and sweep.py/pair.py did not find ``~/...``."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(), work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    reproduce, sweep, pair = _script("reproduce"), _script("sweep"), _script("pair")
+    assert reproduce.main(["--out=~/rep", "--rounds", "5", "--seeds", "2", "--tasks", "cos", "--methods", "Random"]) == 0
+    assert (home / "rep" / "curves_cos.csv.gz").is_file()
+    assert pair.main(["--task", "cos", "--rounds", "5", "--first", "Random", "~/rep"]) == 0  # a quoted ~ in a folder
+    assert "Random in " + str(home / "rep") + ": R(T)/T" in capsys.readouterr().out
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out=~/s.jsonl",
+                                     "--grid", '[{"width": 4, "grad_steps": 1}]'])
+    sweep.main()
+    assert len((home / "s.jsonl").read_text().splitlines()) == 1
+    capsys.readouterr()
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--summarize=~/s.jsonl"])
+    sweep.main()
+    assert "cos" in capsys.readouterr().out
+    assert os.listdir(work) == []  # no folder named ~ (nor anything else) in the working folder
