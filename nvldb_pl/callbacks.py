@@ -257,7 +257,8 @@ class RunSummary(pl.Callback):
             ],
             "R_T_over_T_mean": float(mean),
             "R_T_over_T_std": float(std),
-            "wall_seconds": wall,
+            "wall_seconds": wall,  # of this process's part: rounds resumed_at_round + 1 .. T when it went on
+            **({"resumed_at_round": self._start_round} if self._start_round else {}),
             "device": device_name(module.device),
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),

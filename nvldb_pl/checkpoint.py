@@ -40,6 +40,8 @@ from .host import CannotWrite, check_folder_can_be_made, write_keeping_previous
 class RoundCheckpoint(ModelCheckpoint):
     """Save ``last.ckpt`` after every ``every_n_rounds``-th round and after the last round."""
 
+    announce_stop = True  # a run stopped before its horizon says on stderr where to go on (a CLI run: --ckpt_path)
+
     def __init__(self, every_n_rounds: int = 50, dirpath: Optional[str] = None):
         if every_n_rounds < 1:
             raise ValueError(f"checkpoint.every_n_rounds: must be >= 1, got {every_n_rounds}")
@@ -156,7 +158,8 @@ class RoundCheckpoint(ModelCheckpoint):
                      if any(isinstance(c, Timer) for c in trainer.callbacks) else "")
             where = (f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last{timed}"
                      if self._saved_round > 0 else "this run saved no checkpoint")
-            print(f"stopped at round {t} of data.rounds={T}; {where}", file=sys.stderr)
+            if self.announce_stop:
+                print(f"stopped at round {t} of data.rounds={T}; {where}", file=sys.stderr)
             if self.interrupted == self._requeue_signal and self._saved_round == t:
                 print(requeue_slurm_job(), file=sys.stderr)
 

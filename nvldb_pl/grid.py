@@ -4,8 +4,10 @@ finished runs, and read what a run was made with.
 Every run goes through :func:`nvldb_pl.run.run_experiment` (the same loop, streams and seeds as
 the CLI) and writes TensorBoard events, ``summary.json`` and ``curves.csv`` under
 ``<out>/runs/<task>/<method>/lightning_logs/version_N``. A finished run with the same rounds,
-seeds, base seed, model settings (``--set``) and dimension is reused, so an interrupted grid resumes
-where it stopped; other settings run anew, in the next version folder.
+seeds, base seed, model settings (``--set``) and dimension is reused, and a run stopped before its
+horizon (Ctrl-C, SIGTERM, a killed job) goes on from its ``last.ckpt`` (saved every
+:data:`CHECKPOINT_EVERY` rounds) to the run it would have been, so an interrupted grid resumes where it
+stopped; other settings run anew, in the next version folder.
 :mod:`nvldb_pl.report` turns the runs into the report.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ import glob
 import inspect
 import json
 import os
+import shutil
 import time
 from typing import Optional
 
@@ -23,9 +26,11 @@ from . import uci
 from .data import ALL_TASKS, BanditDataModule, StreamSpec
 from .checks import LINKED_FROM_DATA
 from .registry import LEARNERS, METHODS, init_args
-from .run import check_accelerator, run_experiment
+from .resume import whole_checkpoint
+from .run import RunStopped, check_accelerator, run_experiment
 
 SYNTHETIC_DIM = StreamSpec.dim  # d of the synthetic tasks unless --dim (the paper's 5)
+CHECKPOINT_EVERY = 100  # rounds between a grid run's saves: what a stopped run goes on from
 # Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
 TASK_DATA = {
     "statlog": {"dim": 63, "arms": 7, "preference": "deterministic"},
@@ -81,8 +86,7 @@ def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_se
     """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None.
     ``made_with`` = (method, model settings given, data settings): the run must also have been made with
     exactly those (:func:`made_with_settings`); None: any."""
-    for folder in sorted(glob.glob(os.path.join(run_dir, "lightning_logs", "version_*")),
-                         key=lambda p: int(p.rsplit("_", 1)[1]), reverse=True):
+    for folder in _versions(run_dir):
         path = os.path.join(folder, "summary.json")
         if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
             continue
@@ -92,6 +96,35 @@ def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_se
                 and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))
                 and (made_with is None or made_with_settings(folder, *made_with))):
             return folder
+    return None
+
+
+def _versions(run_dir: str) -> list[str]:
+    """``run_dir``'s lightning_logs/version_N folders, newest first."""
+    return sorted(glob.glob(os.path.join(glob.escape(run_dir), "lightning_logs", "version_*")),
+                  key=lambda p: int(p.rsplit("_", 1)[1]) if p.rsplit("_", 1)[1].isdigit() else -1, reverse=True)
+
+
+def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict]) -> Optional[tuple[int, str, int]]:
+    """The newest run in ``run_dir`` stopped before its horizon with a checkpoint to go on from, made with
+    the model settings ``made_with`` (as :func:`find_run`) on the stream ``data`` (all of it: task, rounds,
+    seeds, base seed): (N of its version_N, the checkpoint, the rounds it holds), or None. A damaged
+    ``last.ckpt`` falls back to the previous one (said on stderr); a run with neither whole is passed over."""
+    stream = BanditDataModule(**data)
+    for folder in _versions(run_dir):
+        ckpt = os.path.join(folder, "checkpoints", "last.ckpt")
+        if not (os.path.exists(ckpt) or os.path.exists(f"{ckpt}.prev")) or not made_with_settings(folder, *made_with):
+            continue
+        try:
+            ckpt = whole_checkpoint(ckpt)
+        except ValueError:
+            continue
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+        spec = saved.get("BanditDataModule", {})
+        t = int(saved["state_dict"]["rounds_done"])
+        if (spec.get("spec", {}).get("rounds") == stream.spec.rounds and not stream.config_differences(spec)
+                and t < stream.spec.rounds):
+            return int(folder.rsplit("_", 1)[1]), ckpt, t
     return None
 
 
@@ -116,10 +149,13 @@ def finished_runs(out: str, tasks: list[str], methods: list[str], rounds: int, n
 
 def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0,
              overrides: Optional[dict] = None, log=print, accelerator: str = "cpu",
-             data_overrides: Optional[dict] = None, first_seed: int = 0) -> dict[tuple[str, str], str]:
-    """Run (or reuse) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their log dirs.
-    ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
-    first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0."""
+             data_overrides: Optional[dict] = None, first_seed: int = 0,
+             checkpoint_every: Optional[int] = None) -> dict[tuple[str, str], str]:
+    """Run (or reuse, or go on with) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their
+    log dirs. ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
+    first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0. A run stopped by a
+    signal raises :class:`~nvldb_pl.run.RunStopped` (``where``: its task and method), saved. ``checkpoint_every``:
+    rounds between saves (default :data:`CHECKPOINT_EVERY`)."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
@@ -150,10 +186,22 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
                 start = time.perf_counter()
                 data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed, "first_seed_id": first_seed,
                         **shape}
-                summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator)
+                stopped = unfinished_run(run_dir, data, settings)
+                if stopped:
+                    log(f"[go on] {task:<10s} {method:<16s} from round {stopped[2]} ({stopped[1]})")
+                try:
+                    summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator,
+                                                checkpoint_every=checkpoint_every or CHECKPOINT_EVERY,
+                                                resume=stopped and stopped[:2])
+                except RunStopped as stop:
+                    stop.where = f"{task} {method}"
+                    raise
                 found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
+                if found:  # finished: its summary and curves are what a grid reuses (NDB's V^-1 alone: 291 MB a save)
+                    shutil.rmtree(os.path.join(found, "checkpoints"), ignore_errors=True)
                 log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
-                    f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s")
+                    f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s"
+                    + (f" (rounds {stopped[2] + 1}-{rounds})" if stopped else ""))
             done[task, method] = found
     return done
 

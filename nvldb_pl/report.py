@@ -45,9 +45,11 @@ def paper_value(task: str, method: str, dim: int, width: Optional[int], rounds: 
 
 
 def wall_cell(summary: dict) -> str:
-    """A run's wall seconds, with its device when not the CPU (runs made before it was recorded: CPU)."""
-    device = summary.get("device", "cpu")
-    return f"{summary['wall_seconds']:.0f}" + ("" if device == "cpu" else f" ({device})")
+    """A run's wall seconds, with its device when not the CPU (runs made before it was recorded: CPU), and the
+    rounds they cover when the run went on from a checkpoint (its earlier part's time is not known)."""
+    device, t0 = summary.get("device", "cpu"), summary.get("resumed_at_round")
+    return (f"{summary['wall_seconds']:.0f}" + ("" if device == "cpu" else f" ({device})")
+            + ("" if not t0 else f" (rounds {t0 + 1}-{summary['rounds']})"))
 
 
 def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:

@@ -11,6 +11,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from . import devices
 from .callbacks import DuelingLoop, RunSummary
+from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
 from .host import claim_new_folder
 from .checks import LINKED_FROM_DATA
@@ -47,29 +48,56 @@ def _new_run_logger(root_dir: str) -> TensorBoardLogger:
     return tensorboard_logger(root_dir, claim_new_folder(os.path.join(root_dir, "lightning_logs")))
 
 
+class RunStopped(Exception):
+    """A run stopped by a signal (Ctrl-C's SIGINT, SIGTERM) at the end of a round, saved: ``signum``,
+    ``round`` (the rounds played), ``checkpoint`` (the file that holds them); ``where``: set by a caller
+    that knows more (the grid's task and method)."""
+
+    def __init__(self, signum: int, round: int, checkpoint: str):
+        super().__init__(f"stopped by signal {signum} at round {round}, saved in {checkpoint}")
+        self.signum, self.round, self.checkpoint, self.where = signum, round, checkpoint, ""
+
+
+class GridCheckpoint(RoundCheckpoint):
+    """:class:`RoundCheckpoint` for :func:`run_experiment`, whose caller says how a stopped run goes on
+    (:class:`RunStopped`: for ``scripts/reproduce.py``, the same command), not the CLI's ``--ckpt_path``."""
+
+    announce_stop = False
+
+
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
                    log_every_n_rounds: int = 50, quiet: bool = True,
                    learner: str | type = "NVLDB", accelerator: str = "cpu",
-                   sync_timings: bool = True, callbacks: tuple = ()) -> tuple[dict, DuelingLearner]:
+                   sync_timings: bool = True, callbacks: tuple = (), checkpoint_every: Optional[int] = None,
+                   resume: Optional[tuple[int, str]] = None) -> tuple[dict, DuelingLearner]:
     """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
     returns (summary dict, trained module). No logger unless root_dir. ``sync_timings``: on CUDA,
     wait for the device around each timed section (a true time split, at a few host waits a round);
     False times the run as the CLI runs it (the split then counts launches only). ``callbacks``: more
-    Lightning callbacks, after the loop's own (e.g. ``scripts/feature_trace.py``'s trace)."""
+    Lightning callbacks, after the loop's own (e.g. ``scripts/feature_trace.py``'s trace).
+    ``checkpoint_every`` (with root_dir): ``last.ckpt`` every that many rounds (:class:`RoundCheckpoint`),
+    and a first Ctrl-C or SIGTERM stops the run at the end of a round, saved, raising :class:`RunStopped`.
+    ``resume`` = (N, checkpoint): go on from that checkpoint, logging into ``root_dir``'s version_N."""
     check_accelerator(accelerator)
     devices.check_precision(precision, field="--precision")
+    if resume is not None and (root_dir is None or not checkpoint_every):
+        raise ValueError("resume: a run goes on from a checkpoint with root_dir and checkpoint_every given")
     dm, module = build(data, model, learner)
     module.sync_timings = sync_timings
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)
     if quiet:
         logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
         warnings.filterwarnings("ignore", module="lightning")
+    saver = [GridCheckpoint(checkpoint_every)] if checkpoint_every and root_dir is not None else []
+    logger = False if root_dir is None else \
+        _new_run_logger(root_dir) if resume is None else tensorboard_logger(root_dir, resume[0])
     trainer = pl.Trainer(
         max_epochs=1, accelerator=accelerator, devices=1, precision=precision,
-        logger=_new_run_logger(root_dir) if root_dir is not None else False, default_root_dir=root_dir,
-        enable_checkpointing=False,
+        logger=logger, default_root_dir=root_dir, enable_checkpointing=bool(saver),
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-        callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *callbacks],
+        callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *saver, *callbacks],
     )
-    trainer.fit(module, datamodule=dm)
+    trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
+    if saver and saver[0].interrupted:
+        raise RunStopped(saver[0].interrupted, module.t, os.path.join(str(saver[0].dirpath), "last.ckpt"))
     return summary.summary, module

@@ -7,7 +7,8 @@
 Methods (default): the six NVLDB rules, NLDB-UCB-ASYM, NDB-UCB, NDB-TS, CoLSTIM, VACDB, MaxInP,
 Random; the other five NLDB rules on request (see nvldb_pl/registry.py). Tasks: cos, square,
 quadratic, statlog, magic, covertype. A finished run under <out>/runs made with the same T, seeds, base seed,
---set and --dim is reused (other settings run anew beside it), and the report covers every finished run there
+--set and --dim is reused (other settings run anew beside it); a run stopped by Ctrl-C, SIGTERM or a killed job goes on
+from its last checkpoint when the same command is given again; the report covers every finished run there
 for the tasks asked (for methods not run in this call, the newest one), so methods run one per call add up to
 one report; --report-only reports just the --methods asked (the newest finished run of each). Writes <out>/report.md,
 <out>/<task>.png (needs matplotlib: pip install -e '.[report]'), <out>/curves_<task>.csv.gz and
@@ -16,6 +17,7 @@ TensorBoard logs (tensorboard --logdir <out>/runs).
 import argparse
 import os
 import shlex
+import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -24,6 +26,7 @@ from nvldb_pl.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX,
 from nvldb_pl.grid import check_positive, finished_runs, parse_overrides, run_grid  # noqa: E402
 from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.report import committed_curves, write_report  # noqa: E402
+from nvldb_pl.run import RunStopped  # noqa: E402
 
 
 def main(argv=None):
@@ -89,6 +92,11 @@ def main(argv=None):
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RunStopped as stop:  # a first Ctrl-C or SIGTERM: the run stopped at the end of a round, saved
+        name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
+        print(f"stopped by {name}: {stop.where} at round {stop.round}, saved in {stop.checkpoint}; the finished "
+              f"runs are kept, and the same command goes on from there", file=sys.stderr)
+        return 128 + stop.signum  # as a shell reports a signal: 130, 143
     return 0
 
 

@@ -374,3 +374,71 @@ def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, 
         with pytest.raises(SystemExit):
             trace.main(argv[:-2] + ["--out", fresh] + bad)
         assert said in capsys.readouterr().err and not os.path.exists(fresh)
+
+
+class _StopAt:
+    """run_experiment with a callback that raises ``signum`` at the start of round ``at`` (the first call
+    only), or an exception there (``signum`` None: a job killed without a word)."""
+
+    def __init__(self, run_experiment, at, signum):
+        self.run, self.at, self.signum, self.calls = run_experiment, at, signum, 0
+
+    def __call__(self, *args, **kwargs):
+        import signal
+
+        import lightning.pytorch as pl
+        at, signum = self.at, self.signum
+
+        class Stop(pl.Callback):
+            def on_train_batch_start(self, trainer, module, batch, batch_idx):
+                if int(batch["round"]) == at:
+                    if signum is None:
+                        raise RuntimeError("killed")
+                    signal.raise_signal(signum)
+
+        self.calls += 1
+        extra = (Stop(),) if self.calls == 1 else ()
+        return self.run(*args, **kwargs, callbacks=extra)
+
+
+@pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM", "killed"])
+def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have_been(tmp_path, capsys, monkeypatch,
+                                                                                     how):
+    """reproduce.py stopped by Ctrl-C exited 1 without a word (Lightning's exit inside fit), and every run of the
+    grid, hours at full size, started over from round 1. Now a signal stops the run at the end of the round,
+    saved, and the same command goes on from there; a killed run goes on from its last save."""
+    import signal
+
+    from nvldb_pl import grid
+    argv = ["--rounds", "30", "--seeds", "2", "--tasks", "cos", "--methods", "Random", "NVLDB-UCB-ASYM",
+            "--set", "width=8", "grad_steps=2"]
+    assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
+    monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 10)
+    signum = {"Ctrl-C": signal.SIGINT, "SIGTERM": signal.SIGTERM, "killed": None}[how]
+    monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, signum))
+    out = str(tmp_path / "cut")
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (pytest may ignore it)
+    capsys.readouterr()
+    try:
+        if signum is None:
+            with pytest.raises(RuntimeError, match="killed"):
+                _main(["--out", out, "--methods", "NVLDB-UCB-ASYM", *argv[:6], *argv[-3:]])
+        else:
+            assert _main(["--out", out, "--methods", "NVLDB-UCB-ASYM", *argv[:6], *argv[-3:]]) == 128 + signum
+    finally:
+        signal.signal(signal.SIGINT, outside)
+    folder = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0")
+    saved = 10 if signum is None else 17  # a killed run: its last save; a signal: the round it stopped at
+    if signum is not None:
+        assert (f"stopped by {how}: cos NVLDB-UCB-ASYM at round 17, saved in {folder}/checkpoints/last.ckpt; the "
+                f"finished runs are kept, and the same command goes on from there") in capsys.readouterr().err
+    assert _main(["--out", out, *argv]) == 0  # the same grid again (with one more method): the stopped run goes on
+    log = capsys.readouterr().out
+    assert f"[go on] cos        NVLDB-UCB-ASYM   from round {saved} ({folder}/checkpoints/last.ckpt)" in log
+    assert f"(rounds {saved + 1}-30)" in log and not os.path.exists(os.path.join(os.path.dirname(folder), "version_1"))
+    ref = os.path.join(str(tmp_path / "ref"), "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0")
+    mine, theirs = (json.load(open(os.path.join(f, "summary.json"))) for f in (folder, ref))
+    assert mine["seeds"] == theirs["seeds"] and mine["resumed_at_round"] == saved  # per seed, to the bit
+    assert open(os.path.join(folder, "curves.csv")).read() == open(os.path.join(ref, "curves.csv")).read()
+    assert f"(rounds {saved + 1}-30) |" in open(os.path.join(out, "report.md")).read()
+    assert not glob.glob(os.path.join(out, "runs", "*", "*", "*", "*", "checkpoints"))  # finished: no checkpoints kept
