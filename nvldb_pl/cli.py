@@ -309,6 +309,12 @@ def run_cli(argv: list[str] | None = None) -> int:
         print(f"stopped by SIGTERM; {then}", file=sys.stderr)
         return 128 + signal.SIGTERM
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
+        if isinstance(stop.__context__, KeyboardInterrupt):  # Lightning's sys.exit(1) at a Ctrl-C inside fit
+            end_progress_line()
+            then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
+                    if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")
+            print(f"stopped by Ctrl-C at once; {then}", file=sys.stderr)
+            return 128 + signal.SIGINT
         return stop.code if isinstance(stop.code, int) else 2
     finally:
         release_run_folder()  # after a refusal, or a resume at its own horizon: what Lightning's set-up opened

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import warnings
 from typing import Optional
 
@@ -97,7 +99,16 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *saver, *callbacks],
     )
-    trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
+    except SystemExit as stop:  # Lightning answers a Ctrl-C inside fit with sys.exit(1), its notice an info line
+        if isinstance(stop.__context__, KeyboardInterrupt):  # (a quiet run shows none): a script says what stopped
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if handler is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, handler)  # Lightning's shutdown set it to ignored
     if saver and saver[0].interrupted:
         raise RunStopped(saver[0].interrupted, module.t, os.path.join(str(saver[0].dirpath), "last.ckpt"))
     return summary.summary, module

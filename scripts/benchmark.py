@@ -67,6 +67,9 @@ def main():
         benchmark(a)
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         p.error(str(err))
+    except KeyboardInterrupt:  # the figures above are those of the runs that finished
+        print("benchmark.py: stopped by Ctrl-C", file=sys.stderr)
+        sys.exit(130)
 
 
 def benchmark(a) -> None:

@@ -107,6 +107,13 @@ def main(argv=None) -> int:
         kept = f"; {a.out} keeps the lines written before" if os.path.isfile(a.out) else ""
         print(f"feature_trace.py: error: {err}{kept}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if os.path.isfile(a.out) and os.path.getsize(a.out) == 0:
+            os.remove(a.out)
+        kept = (f"; {a.out} keeps the lines written before (a new trace needs another --out, or that file removed)"
+                if os.path.isfile(a.out) else "")
+        print(f"feature_trace.py: stopped by Ctrl-C{kept}", file=sys.stderr)
+        return 130
     print(f"{a.out}: {a.rounds // a.every} lines")
     return 0
 

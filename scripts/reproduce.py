@@ -97,6 +97,10 @@ def main(argv=None):
         print(f"stopped by {name}: {stop.where} at round {stop.round}, saved in {stop.checkpoint}; the finished "
               f"runs are kept, and the same command goes on from there", file=sys.stderr)
         return 128 + stop.signum  # as a shell reports a signal: 130, 143
+    except KeyboardInterrupt:  # a second Ctrl-C (at once), or one between runs
+        print("stopped by Ctrl-C; the finished runs are kept, and a stopped run goes on from its last save (every "
+              "100 rounds) when the same command is given again", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -197,13 +197,15 @@ def main():
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # said where in sweep(); exit as a shell reports Ctrl-C
+        sys.exit(130)
 
 
 def sweep(a, grid: list[dict]) -> None:
     """Run every (task, grid entry) not yet in ``a.out``, printing a row each and appending it."""
     if a.threads:
         torch.set_num_threads(a.threads)
-    done = done_keys(a.out)
+    done, finished = done_keys(a.out), 0
     print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {a.seeds} seeds) | self-duels | wall s |")
     print("|---|---|---|---|---|")
     for task in a.tasks:
@@ -213,7 +215,15 @@ def sweep(a, grid: list[dict]) -> None:
             model = dict(g)
             learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
             data = {"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0, **TASK_DATA.get(task, {})}
-            s, _ = run_experiment(data, model, learner=learner)
+            try:
+                s, _ = run_experiment(data, model, learner=learner)
+            except KeyboardInterrupt:
+                kept = (f"; the runs finished ({finished} in this call) are in {a.out}, and the same command goes "
+                        f"on from this one" if a.out else "; give --out to keep the runs a sweep finishes")
+                print(f"stopped by Ctrl-C: {task} {json.dumps(g)} was cut short and is not written{kept}",
+                      file=sys.stderr)
+                raise
+            finished += 1
             per_seed = [x["cum_avg_regret"] / s["rounds"] for x in s["seeds"]]
             duels = [x["self_duel_fraction"] for x in s["seeds"]]
             print(f"| {task} | {json.dumps(g)} | {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} "

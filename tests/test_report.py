@@ -376,32 +376,62 @@ def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, 
         assert said in capsys.readouterr().err and not os.path.exists(fresh)
 
 
+def test_ctrl_c_in_a_trace_or_a_benchmark_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C inside a run ended in Lightning's sys.exit(1) without a word, and feature_trace.py left an empty
+    --out that blocked the next call. Now one line and 130; a trace keeps the lines written before."""
+    trace, bench = _script("feature_trace"), _script("benchmark")
+    out = tmp_path / "trace.jsonl"
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trace, "run_experiment", cut)
+    argv = ["--task", "cos", "--rounds", "40", "--out", str(out)]
+    assert trace.main(argv) == 130
+    assert capsys.readouterr().err == "feature_trace.py: stopped by Ctrl-C\n" and not out.exists()
+
+    def cut_after_a_line(*args, callbacks=(), **kwargs):
+        callbacks[0].fh.write('{"t": 10}\n')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trace, "run_experiment", cut_after_a_line)
+    assert trace.main(argv) == 130
+    assert f"stopped by Ctrl-C; {out} keeps the lines written before" in capsys.readouterr().err
+    assert out.read_text() == '{"t": 10}\n'
+    monkeypatch.setattr(bench, "benchmark", cut)
+    monkeypatch.setattr("sys.argv", ["benchmark.py", "--rounds", "3"])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 130 and capsys.readouterr().err == "benchmark.py: stopped by Ctrl-C\n"
+
+
 class _StopAt:
     """run_experiment with a callback that raises ``signum`` at the start of round ``at`` (the first call
     only), or an exception there (``signum`` None: a job killed without a word)."""
 
-    def __init__(self, run_experiment, at, signum):
-        self.run, self.at, self.signum, self.calls = run_experiment, at, signum, 0
+    def __init__(self, run_experiment, at, signum, times=1):
+        self.run, self.at, self.signum, self.times, self.calls = run_experiment, at, signum, times, 0
 
     def __call__(self, *args, **kwargs):
         import signal
 
         import lightning.pytorch as pl
-        at, signum = self.at, self.signum
+        at, signum, times = self.at, self.signum, self.times
 
         class Stop(pl.Callback):
             def on_train_batch_start(self, trainer, module, batch, batch_idx):
                 if int(batch["round"]) == at:
                     if signum is None:
                         raise RuntimeError("killed")
-                    signal.raise_signal(signum)
+                    for _ in range(times):
+                        signal.raise_signal(signum)
 
         self.calls += 1
         extra = (Stop(),) if self.calls == 1 else ()
         return self.run(*args, **kwargs, callbacks=extra)
 
 
-@pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM", "killed"])
+@pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM", "killed", "Ctrl-C twice"])
 def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have_been(tmp_path, capsys, monkeypatch,
                                                                                      how):
     """reproduce.py stopped by Ctrl-C exited 1 without a word (Lightning's exit inside fit), and every run of the
@@ -414,8 +444,8 @@ def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have
             "--set", "width=8", "grad_steps=2"]
     assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
     monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 10)
-    signum = {"Ctrl-C": signal.SIGINT, "SIGTERM": signal.SIGTERM, "killed": None}[how]
-    monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, signum))
+    signum = {"Ctrl-C": signal.SIGINT, "SIGTERM": signal.SIGTERM, "killed": None, "Ctrl-C twice": signal.SIGINT}[how]
+    monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, signum, 1 + (how == "Ctrl-C twice")))
     out = str(tmp_path / "cut")
     outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (pytest may ignore it)
     capsys.readouterr()
@@ -425,11 +455,15 @@ def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have
                 _main(["--out", out, "--methods", "NVLDB-UCB-ASYM", *argv[:6], *argv[-3:]])
         else:
             assert _main(["--out", out, "--methods", "NVLDB-UCB-ASYM", *argv[:6], *argv[-3:]]) == 128 + signum
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Lightning's Ctrl-C left it ignored
     finally:
         signal.signal(signal.SIGINT, outside)
     folder = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0")
-    saved = 10 if signum is None else 17  # a killed run: its last save; a signal: the round it stopped at
-    if signum is not None:
+    saved = 10 if signum is None or "twice" in how else 17  # killed, or stopped at once: its last save
+    if how == "Ctrl-C twice":  # the second one stops at once (Lightning's sys.exit(1) inside fit, without a word)
+        assert "stopped by Ctrl-C; the finished runs are kept, and a stopped run goes on from its last save" in \
+            capsys.readouterr().err
+    elif signum is not None:
         assert (f"stopped by {how}: cos NVLDB-UCB-ASYM at round 17, saved in {folder}/checkpoints/last.ckpt; the "
                 f"finished runs are kept, and the same command goes on from there") in capsys.readouterr().err
     assert _main(["--out", out, *argv]) == 0  # the same grid again (with one more method): the stopped run goes on

@@ -136,6 +136,23 @@ def test_sigterm_in_a_run_without_checkpoints_says_it_cannot_go_on(tmp_path, cap
     assert not list(root.rglob("*.ckpt"))
 
 
+def test_ctrl_c_in_a_run_without_checkpoints_says_it_cannot_go_on(tmp_path, capsys):
+    """No RoundCheckpoint: Lightning takes the Ctrl-C and exited 1, with only its info line "Detected
+    KeyboardInterrupt, attempting graceful shutdown"; now 130, saying there is nothing to go on from."""
+    from nvldb_pl.cli import run_cli
+    root = tmp_path / "run"
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (not ignored)
+    try:
+        code = run_cli(["fit", *ARGS[1:], "--data.rounds=60", f"--trainer.default_root_dir={root}",
+                        "--trainer.enable_checkpointing=false", _signal_at(20, 1, signal.SIGINT)])
+    finally:
+        signal.signal(signal.SIGINT, outside)
+    assert code == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert ("stopped by Ctrl-C at once; this run saves no checkpoint (trainer.enable_checkpointing false), so it "
+            "cannot go on") in err and "--ckpt_path last" not in err, err[-2000:]
+
+
 SLURM_JOB = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "nvldb", "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0",
              "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}
 
@@ -204,10 +221,11 @@ def test_an_ignored_sigint_stays_ignored(tmp_path):
     assert _rounds_in(os.path.join(str(tmp_path), "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == 40
 
 
-# a second Ctrl-C raises KeyboardInterrupt at once (round 37 never ends: the checkpoint of round 25 stays); a
-# second SIGTERM goes to Lightning's handler, which stops at the end of round 37, already saved by the first
-@pytest.mark.parametrize("signum,code,saved", [(signal.SIGINT, 1, 25), (signal.SIGTERM, 143, 37)])
-def test_a_second_signal_goes_to_the_handler_from_before_the_run(tmp_path, signum, code, saved):
+# a second Ctrl-C raises KeyboardInterrupt at once (round 37 never ends: the checkpoint of round 25 stays; Lightning
+# exits 1 then, which the CLI reports as a Ctrl-C: 130); a second SIGTERM goes to Lightning's handler, which stops
+# at the end of round 37, already saved by the first
+@pytest.mark.parametrize("signum,code,saved", [(signal.SIGINT, 130, 25), (signal.SIGTERM, 143, 37)])
+def test_a_second_signal_goes_to_the_handler_from_before_the_run(tmp_path, signum, code, saved, capsys):
     from nvldb_pl.cli import run_cli
     cut = str(tmp_path / "cut")
     # Python's own Ctrl-C handler before the run (a process started in the background, as CI may start
@@ -221,3 +239,5 @@ def test_a_second_signal_goes_to_the_handler_from_before_the_run(tmp_path, signu
     finally:
         signal.signal(signal.SIGINT, outside)
     assert _rounds_in(os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == saved
+    if signum == signal.SIGINT:
+        assert "stopped by Ctrl-C at once; go on from the last checkpoint with --ckpt_path last" in capsys.readouterr().err

@@ -242,3 +242,42 @@ def test_the_scripts_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_pa
     sweep.main()
     assert "cos" in capsys.readouterr().out
     assert os.listdir(work) == []  # no folder named ~ (nor anything else) in the working folder
+
+
+def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(tmp_path, capsys, monkeypatch):
+    """Ctrl-C in a sweep's run exited 1 without a word (Lightning's sys.exit(1) inside fit, its notice an info
+    line a quiet run does not show). Now: exit 130, the run cut short named, the finished ones kept."""
+    import signal
+
+    import lightning.pytorch as pl
+    sweep = _script("sweep")
+    run, calls = sweep.run_experiment, []
+
+    class CtrlC(pl.Callback):
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            if int(batch["round"]) == 3:
+                signal.raise_signal(signal.SIGINT)
+
+    def second_run_interrupted(*args, **kwargs):
+        calls.append(1)
+        return run(*args, **kwargs, callbacks=(CtrlC(),) if len(calls) == 2 else ())
+
+    monkeypatch.setattr(sweep, "run_experiment", second_run_interrupted)
+    out = tmp_path / "s.jsonl"
+    argv = ["sweep.py", "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--out", str(out),
+            "--grid", '[{"width": 4, "grad_steps": 1}]', "--vary", "distinct_arms=false,true"]
+    monkeypatch.setattr("sys.argv", argv)
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (pytest may ignore it)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            sweep.main()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Lightning's Ctrl-C left it ignored
+    finally:
+        signal.signal(signal.SIGINT, outside)
+    assert stop.value.code == 130
+    assert (f'stopped by Ctrl-C: cos {{"width": 4, "grad_steps": 1, "distinct_arms": true}} was cut short and is not '
+            f"written; the runs finished (1 in this call) are in {out}, and the same command goes on from this one"
+            in capsys.readouterr().err)
+    assert [json.loads(line)["config"]["distinct_arms"] for line in open(out)] == [False]
+    sweep.main()  # the same command: the finished run skipped, the cut one run
+    assert [json.loads(line)["config"]["distinct_arms"] for line in open(out)] == [False, True]
