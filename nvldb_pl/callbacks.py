@@ -290,5 +290,7 @@ class RunSummary(pl.Callback):
         """After the progress bar's last line: the run's result and where its summary is."""
         if self.announce and self._written and trainer.is_global_zero:
             s = self.summary
-            print(f"{s['method']} on {s['task']}: R(T)/T {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} over "
-                  f"{s['num_seeds']} seeds (T={s['rounds']}), {s['wall_seconds']:.1f} s; {self._written}", flush=True)
+            spread = (f" ± {s['R_T_over_T_std']:.3f} over {s['num_seeds']} seeds" if s["num_seeds"] > 1
+                      else " for one seed")  # (the std of one value says nothing)
+            print(f"{s['method']} on {s['task']}: R(T)/T {s['R_T_over_T_mean']:.3f}{spread} (T={s['rounds']}), "
+                  f"{s['wall_seconds']:.1f} s; {self._written}", flush=True)

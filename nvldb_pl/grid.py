@@ -105,10 +105,12 @@ def _versions(run_dir: str) -> list[str]:
                   key=lambda p: int(p.rsplit("_", 1)[1]) if p.rsplit("_", 1)[1].isdigit() else -1, reverse=True)
 
 
-def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict]) -> Optional[tuple[int, str, int]]:
+def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict],
+                   accelerator: str = "cpu") -> Optional[tuple[int, str, int]]:
     """The newest run in ``run_dir`` stopped before its horizon with a checkpoint to go on from, made with
     the model settings ``made_with`` (as :func:`find_run`) on the stream ``data`` (all of it: task, rounds,
-    seeds, base seed): (N of its version_N, the checkpoint, the rounds it holds), or None. A damaged
+    seeds, base seed) on the device ``accelerator`` ("cpu" or "gpu": another device's last bits would make
+    a run that equals neither): (N of its version_N, the checkpoint, the rounds it holds), or None. A damaged
     ``last.ckpt`` falls back to the previous one (said on stderr); a run with neither whole is passed over."""
     stream = BanditDataModule(**data)
     for folder in _versions(run_dir):
@@ -122,8 +124,9 @@ def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict]) 
         saved = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
         spec = saved.get("BanditDataModule", {})
         t = int(saved["state_dict"]["rounds_done"])
+        device = {"cpu": "cpu", "gpu": "cuda"}.get(accelerator, accelerator)
         if (spec.get("spec", {}).get("rounds") == stream.spec.rounds and not stream.config_differences(spec)
-                and t < stream.spec.rounds):
+                and t < stream.spec.rounds and saved.get("accelerator") == device):
             return int(folder.rsplit("_", 1)[1]), ckpt, t
     return None
 
@@ -186,7 +189,7 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
                 start = time.perf_counter()
                 data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed, "first_seed_id": first_seed,
                         **shape}
-                stopped = unfinished_run(run_dir, data, settings)
+                stopped = unfinished_run(run_dir, data, settings, accelerator)
                 if stopped:
                     log(f"[go on] {task:<10s} {method:<16s} from round {stopped[2]} ({stopped[1]})")
                 try:

@@ -147,6 +147,19 @@ def test_default_fit_prints_no_warnings(tmp_path, model):
     assert shown == []
 
 
+def test_the_end_line_of_a_one_seed_run_gives_no_spread(capsys):
+    """It said "R(T)/T 9.409 ± 0.000 over 1 seeds": the std of one value, and a plural."""
+    from types import SimpleNamespace
+
+    from nvldb_pl.callbacks import RunSummary
+    end = RunSummary(announce=True)
+    end.summary = {"method": "NVLDB-UCB-ASYM", "task": "square", "R_T_over_T_mean": 9.4091, "R_T_over_T_std": 0.0,
+                   "num_seeds": 1, "rounds": 5, "wall_seconds": 0.12}
+    end._written = "runs/x/summary.json"
+    end.on_fit_end(SimpleNamespace(is_global_zero=True), None)
+    assert capsys.readouterr().out == "NVLDB-UCB-ASYM on square: R(T)/T 9.409 for one seed (T=5), 0.1 s; runs/x/summary.json\n"
+
+
 def test_a_barebones_run_with_the_settings_its_refusal_names_writes_its_results_and_no_warning(tmp_path):
     """The flags the barebones refusal names (test_bad_inputs.py) make a run: summary.json, curves.csv and
     config.yaml in the root folder, without Lightning's warning that self.log does nothing under barebones."""

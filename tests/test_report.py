@@ -466,6 +466,17 @@ def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have
     elif signum is not None:
         assert (f"stopped by {how}: cos NVLDB-UCB-ASYM at round 17, saved in {folder}/checkpoints/last.ckpt; the "
                 f"finished runs are kept, and the same command goes on from there") in capsys.readouterr().err
+    if how == "SIGTERM":  # a checkpoint made on another device: not gone on from (the run would equal neither)
+        import shutil
+
+        import torch
+        other = os.path.join(str(tmp_path / "other"), "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs")
+        shutil.copytree(os.path.dirname(folder), other)
+        ckpt = torch.load(os.path.join(other, "version_0", "checkpoints", "last.ckpt"), weights_only=False)
+        assert ckpt["accelerator"] == "cpu"
+        torch.save({**ckpt, "accelerator": "cuda"}, os.path.join(other, "version_0", "checkpoints", "last.ckpt"))
+        assert _main(["--out", str(tmp_path / "other"), "--methods", "NVLDB-UCB-ASYM", *argv[:6], *argv[-3:]]) == 0
+        assert "[go on]" not in capsys.readouterr().out and os.path.isdir(os.path.join(other, "version_1"))
     assert _main(["--out", out, *argv]) == 0  # the same grid again (with one more method): the stopped run goes on
     log = capsys.readouterr().out
     assert f"[go on] cos        NVLDB-UCB-ASYM   from round {saved} ({folder}/checkpoints/last.ckpt)" in log
