@@ -26,6 +26,7 @@ from . import uci
 from .data import ALL_TASKS, BanditDataModule, StreamSpec
 from .checks import LINKED_FROM_DATA
 from .registry import LEARNERS, METHODS, init_args
+from .host import hold_folder
 from .resume import whole_checkpoint
 from .run import RunStopped, check_accelerator, run_experiment
 
@@ -111,12 +112,17 @@ def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict],
     the model settings ``made_with`` (as :func:`find_run`) on the stream ``data`` (all of it: task, rounds,
     seeds, base seed) on the device ``accelerator`` ("cpu" or "gpu": another device's last bits would make
     a run that equals neither): (N of its version_N, the checkpoint, the rounds it holds), or None. A damaged
-    ``last.ckpt`` falls back to the previous one (said on stderr); a run with neither whole is passed over."""
+    ``last.ckpt`` falls back to the previous one (said on stderr); a run with neither whole is passed over, and
+    so is one another process is running now (:func:`~nvldb_pl.host.hold_folder`: two grids started at once)."""
     stream = BanditDataModule(**data)
     for folder in _versions(run_dir):
         ckpt = os.path.join(folder, "checkpoints", "last.ckpt")
         if not (os.path.exists(ckpt) or os.path.exists(f"{ckpt}.prev")) or not made_with_settings(folder, *made_with):
             continue
+        held = hold_folder(folder)
+        if held is None:
+            continue
+        held.close()  # (taken again for the run by run_experiment)
         try:
             ckpt = whole_checkpoint(ckpt)
         except ValueError:
@@ -202,6 +208,8 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
                 found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
                 if found:  # finished: its summary and curves are what a grid reuses (NDB's V^-1 alone: 291 MB a save)
                     shutil.rmtree(os.path.join(found, "checkpoints"), ignore_errors=True)
+                    if os.path.exists(os.path.join(found, ".lock")):
+                        os.remove(os.path.join(found, ".lock"))
                 log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
                     f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s"
                     + (f" (rounds {stopped[2] + 1}-{rounds})" if stopped else ""))

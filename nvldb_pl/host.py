@@ -116,6 +116,24 @@ def claim_new_folder(parent: str, prefix: str = "version_") -> int:
             n += 1
 
 
+def hold_folder(folder: str):
+    """This process's hold on a run ``folder`` while it runs there, so no other process goes on with the run
+    at the same time: an exclusive ``flock`` of ``<folder>/.lock``, which the system lets go when the process
+    ends, however it ends. The open file to keep (close it to let go), or None when another process holds
+    it. Where the system has no flock (Windows) nothing is held and every call gets a file."""
+    fh = open(os.path.join(folder, ".lock"), "a")
+    try:
+        import fcntl
+    except ImportError:
+        return fh
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    return fh
+
+
 def check_writable(root: str) -> None:
     """Fail before training if the run folder cannot be created or written."""
     try:

@@ -15,7 +15,7 @@ from . import devices
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint
 from .data import BanditDataModule
-from .host import claim_new_folder
+from .host import claim_new_folder, hold_folder
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
 from .registry import LEARNERS
@@ -99,7 +99,11 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *saver, *callbacks],
     )
-    handler = signal.getsignal(signal.SIGINT)
+    handler, held = signal.getsignal(signal.SIGINT), None
+    if saver:  # a run another process could go on with (scripts/reproduce.py): held while this one runs
+        held = hold_folder(logger.log_dir)
+        if held is None:
+            raise ValueError(f"{logger.log_dir}: another process is running this run now; let it finish, or stop it")
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
     except SystemExit as stop:  # Lightning answers a Ctrl-C inside fit with sys.exit(1), its notice an info line
@@ -109,6 +113,8 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
     finally:
         if handler is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, handler)  # Lightning's shutdown set it to ignored
+        if held is not None:
+            held.close()
     if saver and saver[0].interrupted:
         raise RunStopped(saver[0].interrupted, module.t, os.path.join(str(saver[0].dirpath), "last.ckpt"))
     return summary.summary, module

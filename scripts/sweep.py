@@ -5,8 +5,8 @@
     python scripts/sweep.py --summarize results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
 
 Each finished run is appended to ``--out`` (JSON lines: task, config, T, per-seed R(T)/T and self-duel
-fraction) and skipped when the sweep is run again with the same T and seeds, so a sweep can be stopped and
-resumed.
+fraction, wall time, device) and skipped when the sweep is run again with the same T and seeds, so a sweep can
+be stopped and resumed. ``--accelerator gpu`` runs each config on one GPU.
 ``--vary key=a,b`` crosses every grid entry with those values. ``--summarize`` prints, per task
 and config, R(T)/T mean ± std and the paired difference to the baseline config with the same
 other settings, T and seeds (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins).
@@ -26,7 +26,7 @@ from nvldb_pl.grid import TASK_DATA, check_learner, check_positive, check_tasks 
 from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.module import LITERAL  # noqa: E402
 from nvldb_pl.registry import LEARNERS, init_args  # noqa: E402
-from nvldb_pl.run import run_experiment  # noqa: E402
+from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
@@ -164,6 +164,8 @@ def main():
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--tasks", nargs="+", default=["cos", "square", "quadratic"])
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"],
+                   help="device of every run (one device; each row records it)")
     p.add_argument("--grid", type=str, default=None, help="JSON list of model overrides")
     p.add_argument("--vary", nargs="*", default=[], metavar="KEY=A,B", help="cross the grid with these values")
     p.add_argument("--out", default=None, type=os.path.expanduser, help="JSON-lines file: append each run, skip runs already there")
@@ -179,6 +181,7 @@ def main():
         if a.threads < 0:
             raise ValueError(f"--threads: must be >= 0 (0: torch's own choice), got {a.threads}")
         check_tasks(a.tasks)
+        check_accelerator(a.accelerator)  # up front: not after the runs before the first on a missing GPU
         if a.out:
             if os.path.isdir(a.out):
                 raise ValueError(f"--out: {a.out} is a folder; give a JSON-lines file")
@@ -216,7 +219,7 @@ def sweep(a, grid: list[dict]) -> None:
             learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
             data = {"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0, **TASK_DATA.get(task, {})}
             try:
-                s, _ = run_experiment(data, model, learner=learner)
+                s, _ = run_experiment(data, model, learner=learner, accelerator=a.accelerator)
             except KeyboardInterrupt:
                 kept = (f"; the runs finished ({finished} in this call) are in {a.out}, and the same command goes "
                         f"on from this one" if a.out else "; give --out to keep the runs a sweep finishes")
@@ -232,7 +235,8 @@ def sweep(a, grid: list[dict]) -> None:
                 os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
                 with open(a.out, "a") as fh:
                     fh.write(json.dumps({"task": task, "config": g, "rounds": a.rounds, "per_seed": per_seed,
-                                         "self_duels": duels, "wall_seconds": s["wall_seconds"]}) + "\n")
+                                         "self_duels": duels, "wall_seconds": s["wall_seconds"],
+                                         "device": s["device"]}) + "\n")
 
 
 if __name__ == "__main__":

@@ -487,3 +487,34 @@ def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have
     assert open(os.path.join(folder, "curves.csv")).read() == open(os.path.join(ref, "curves.csv")).read()
     assert f"(rounds {saved + 1}-30) |" in open(os.path.join(out, "report.md")).read()
     assert not glob.glob(os.path.join(out, "runs", "*", "*", "*", "*", "checkpoints"))  # finished: no checkpoints kept
+
+
+def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_twice(tmp_path, capsys, monkeypatch):
+    """Two grids started at once with a method in common: the second would have gone on with the run the first
+    was going on with, two processes writing one folder. A run holds its folder (an flock) while it runs."""
+    import signal
+
+    from nvldb_pl import grid
+    from nvldb_pl.host import hold_folder
+    from nvldb_pl.run import run_experiment
+    monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, signal.SIGTERM))
+    out = str(tmp_path / "rep")
+    argv = ["--out", out, "--rounds", "30", "--seeds", "1", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM",
+            "--set", "width=8", "grad_steps=2"]
+    assert _main(argv) == 128 + signal.SIGTERM
+    logs = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs")
+    held = hold_folder(os.path.join(logs, "version_0"))  # as the other process would, going on with it
+    assert held is not None and hold_folder(os.path.join(logs, "version_0")) is None
+    try:
+        capsys.readouterr()
+        assert _main(argv) == 0
+        assert "[go on]" not in capsys.readouterr().out and os.path.isdir(os.path.join(logs, "version_1"))
+        with pytest.raises(ValueError, match="another process is running this run now"):
+            run_experiment({"task": "cos", "rounds": 30, "num_seeds": 1}, {"width": 8, "grad_steps": 2},
+                           root_dir=os.path.dirname(logs), checkpoint_every=10,
+                           resume=(0, os.path.join(logs, "version_0", "checkpoints", "last.ckpt")))
+    finally:
+        held.close()
+    assert not os.path.exists(os.path.join(logs, "version_1", ".lock"))  # a finished run leaves no lock file
+    assert hold_folder(os.path.join(logs, "version_0")) is not None  # let go: a later grid goes on with it
