@@ -208,8 +208,6 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
                 found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
                 if found:  # finished: its summary and curves are what a grid reuses (NDB's V^-1 alone: 291 MB a save)
                     shutil.rmtree(os.path.join(found, "checkpoints"), ignore_errors=True)
-                    if os.path.exists(os.path.join(found, ".lock")):
-                        os.remove(os.path.join(found, ".lock"))
                 log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
                     f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s"
                     + (f" (rounds {stopped[2] + 1}-{rounds})" if stopped else ""))

@@ -117,4 +117,6 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
             held.close()
     if saver and saver[0].interrupted:
         raise RunStopped(saver[0].interrupted, module.t, os.path.join(str(saver[0].dirpath), "last.ckpt"))
+    if held is not None:  # finished: no process goes on with it, so its lock file goes
+        os.remove(held.name)
     return summary.summary, module

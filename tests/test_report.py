@@ -406,29 +406,26 @@ def test_ctrl_c_in_a_trace_or_a_benchmark_is_one_line_and_exit_130(tmp_path, cap
 
 
 class _StopAt:
-    """run_experiment with a callback that raises ``signum`` at the start of round ``at`` (the first call
-    only), or an exception there (``signum`` None: a job killed without a word)."""
+    """run_experiment with a callback that sends ``signum`` ``times`` times at the start of round ``at`` (the first
+    call only; :class:`tests.test_stops.SignalAt`), or raises there (``signum`` None: a job killed without a word)."""
 
     def __init__(self, run_experiment, at, signum, times=1):
         self.run, self.at, self.signum, self.times, self.calls = run_experiment, at, signum, times, 0
 
     def __call__(self, *args, **kwargs):
-        import signal
-
         import lightning.pytorch as pl
-        at, signum, times = self.at, self.signum, self.times
 
-        class Stop(pl.Callback):
+        from tests.test_stops import SignalAt
+        at = self.at
+
+        class Killed(pl.Callback):
             def on_train_batch_start(self, trainer, module, batch, batch_idx):
                 if int(batch["round"]) == at:
-                    if signum is None:
-                        raise RuntimeError("killed")
-                    for _ in range(times):
-                        signal.raise_signal(signum)
+                    raise RuntimeError("killed")
 
         self.calls += 1
-        extra = (Stop(),) if self.calls == 1 else ()
-        return self.run(*args, **kwargs, callbacks=extra)
+        stop = Killed() if self.signum is None else SignalAt(at, self.times, int(self.signum))
+        return self.run(*args, **kwargs, callbacks=(stop,) if self.calls == 1 else ())
 
 
 @pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM", "killed", "Ctrl-C twice"])

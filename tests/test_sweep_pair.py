@@ -249,18 +249,13 @@ def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(t
     line a quiet run does not show). Now: exit 130, the run cut short named, the finished ones kept."""
     import signal
 
-    import lightning.pytorch as pl
+    from tests.test_stops import SignalAt
     sweep = _script("sweep")
     run, calls = sweep.run_experiment, []
 
-    class CtrlC(pl.Callback):
-        def on_train_batch_start(self, trainer, module, batch, batch_idx):
-            if int(batch["round"]) == 3:
-                signal.raise_signal(signal.SIGINT)
-
     def second_run_interrupted(*args, **kwargs):
         calls.append(1)
-        return run(*args, **kwargs, callbacks=(CtrlC(),) if len(calls) == 2 else ())
+        return run(*args, **kwargs, callbacks=(SignalAt(3),) if len(calls) == 2 else ())
 
     monkeypatch.setattr(sweep, "run_experiment", second_run_interrupted)
     out = tmp_path / "s.jsonl"
