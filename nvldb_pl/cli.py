@@ -31,7 +31,7 @@ from .learner import DuelingLearner
 from .messages import BanditArgumentParser, user_message
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
                      refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
-from .run import tensorboard_logger
+from .run import stopped_by_ctrl_c, tensorboard_logger
 from .streams import shard
 from .trainer_checks import check_trainer
 
@@ -309,7 +309,7 @@ def run_cli(argv: list[str] | None = None) -> int:
         print(f"stopped by SIGTERM; {then}", file=sys.stderr)
         return 128 + signal.SIGTERM
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
-        if isinstance(stop.__context__, KeyboardInterrupt):  # Lightning's sys.exit(1) at a Ctrl-C inside fit
+        if stopped_by_ctrl_c(stop):
             end_progress_line()
             then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
                     if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")

@@ -114,7 +114,7 @@ def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict],
     a run that equals neither): (N of its version_N, the checkpoint, the rounds it holds), or None. A damaged
     ``last.ckpt`` falls back to the previous one (said on stderr); a run with neither whole is passed over, and
     so is one another process is running now (:func:`~nvldb_pl.host.hold_folder`: two grids started at once)."""
-    stream = BanditDataModule(**data)
+    stream, device = BanditDataModule(**data), {"cpu": "cpu", "gpu": "cuda"}.get(accelerator, accelerator)
     for folder in _versions(run_dir):
         ckpt = os.path.join(folder, "checkpoints", "last.ckpt")
         if not (os.path.exists(ckpt) or os.path.exists(f"{ckpt}.prev")) or not made_with_settings(folder, *made_with):
@@ -130,7 +130,6 @@ def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict],
         saved = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
         spec = saved.get("BanditDataModule", {})
         t = int(saved["state_dict"]["rounds_done"])
-        device = {"cpu": "cpu", "gpu": "cuda"}.get(accelerator, accelerator)
         if (spec.get("spec", {}).get("rounds") == stream.spec.rounds and not stream.config_differences(spec)
                 and t < stream.spec.rounds and saved.get("accelerator") == device):
             return int(folder.rsplit("_", 1)[1]), ckpt, t

@@ -50,6 +50,12 @@ def _new_run_logger(root_dir: str) -> TensorBoardLogger:
     return tensorboard_logger(root_dir, claim_new_folder(os.path.join(root_dir, "lightning_logs")))
 
 
+def stopped_by_ctrl_c(stop: SystemExit) -> bool:
+    """Whether ``stop`` is Lightning's answer to a Ctrl-C inside ``fit``: ``sys.exit(1)``, raised while it
+    handles the KeyboardInterrupt (its notice is an info line, which a quiet run does not show)."""
+    return isinstance(stop.__context__, KeyboardInterrupt)
+
+
 class RunStopped(Exception):
     """A run stopped by a signal (Ctrl-C's SIGINT, SIGTERM) at the end of a round, saved: ``signum``,
     ``round`` (the rounds played), ``checkpoint`` (the file that holds them); ``where``: set by a caller
@@ -106,8 +112,8 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
             raise ValueError(f"{logger.log_dir}: another process is running this run now; let it finish, or stop it")
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
-    except SystemExit as stop:  # Lightning answers a Ctrl-C inside fit with sys.exit(1), its notice an info line
-        if isinstance(stop.__context__, KeyboardInterrupt):  # (a quiet run shows none): a script says what stopped
+    except SystemExit as stop:
+        if stopped_by_ctrl_c(stop):  # a script says what stopped
             raise KeyboardInterrupt from None
         raise
     finally:
