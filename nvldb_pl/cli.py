@@ -306,14 +306,16 @@ def run_cli(argv: list[str] | None = None) -> int:
     except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, under seed_parallel, or no checkpoints)
         then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
                 if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")
-        print(f"stopped by SIGTERM; {then}", file=sys.stderr)
+        if started_as_first_process():  # under seed_parallel every rank gets the signal: one line, not N
+            print(f"stopped by SIGTERM; {then}", file=sys.stderr)
         return 128 + signal.SIGTERM
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
         if stopped_by_ctrl_c(stop):
             end_progress_line()
             then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
                     if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")
-            print(f"stopped by Ctrl-C at once; {then}", file=sys.stderr)
+            if started_as_first_process():  # a terminal's Ctrl-C reaches every rank: one line, not N
+                print(f"stopped by Ctrl-C at once; {then}", file=sys.stderr)
             return 128 + signal.SIGINT
         return stop.code if isinstance(stop.code, int) else 2
     finally:

@@ -124,7 +124,7 @@ def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict],
             continue
         held.close()  # (taken again for the run by run_experiment)
         try:
-            ckpt = whole_checkpoint(ckpt)
+            ckpt = whole_checkpoint(ckpt, field="")
         except ValueError:
             continue
         saved = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)

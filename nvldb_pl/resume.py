@@ -187,21 +187,23 @@ def refuse_rank_file(path: str) -> None:
                          f"which goes on with every rank's seeds (in any number of processes)")
 
 
-def whole_checkpoint(path: str) -> str:
+def whole_checkpoint(path: str, field: str = "ckpt_path") -> str:
     """``path`` if it reads whole, else the previous checkpoint next to it (saying so on stderr);
-    a ValueError naming both files when neither does."""
+    a ValueError naming both files when neither does. ``field`` heads each message: the option that named
+    the file (``ckpt_path``), or ``""`` where none did (a grid run found by ``scripts/reproduce.py``)."""
     problem = checkpoint_problem(path) if os.path.exists(path) else "missing"
+    head = f"{field}: " if field else ""
     if problem is None:
         return path
     prev = f"{path}.prev"
     if os.path.exists(prev) and checkpoint_problem(prev) is None:
-        print(f"ckpt_path: {path} cannot be read ({problem}); resuming from the previous checkpoint {prev}",
+        print(f"{head}{path} cannot be read ({problem}); resuming from the previous checkpoint {prev}",
               file=sys.stderr)
         return prev
     if not os.path.exists(prev) and os.path.basename(path) != "last.ckpt":  # some other file, named by path
-        raise ValueError(f"ckpt_path: {path} cannot be read as a checkpoint ({problem}); give last or a fit run's "
+        raise ValueError(f"{head}{path} cannot be read as a checkpoint ({problem}); give last or a fit run's "
                          f"last.ckpt")
-    raise ValueError(f"ckpt_path: {path} cannot be read ({problem}) and there is no whole previous checkpoint "
+    raise ValueError(f"{head}{path} cannot be read ({problem}) and there is no whole previous checkpoint "
                      f"({prev}) to resume from")
 
 

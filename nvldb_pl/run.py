@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 import warnings
 from typing import Optional
@@ -54,6 +55,19 @@ def stopped_by_ctrl_c(stop: SystemExit) -> bool:
     """Whether ``stop`` is Lightning's answer to a Ctrl-C inside ``fit``: ``sys.exit(1)``, raised while it
     handles the KeyboardInterrupt (its notice is an info line, which a quiet run does not show)."""
     return isinstance(stop.__context__, KeyboardInterrupt)
+
+
+def stop_at_ctrl_c_in_one_line(main, script: str) -> None:
+    """Run a script's ``main()``; a Ctrl-C (Python's KeyboardInterrupt, or Lightning's ``sys.exit(1)`` for one
+    inside ``fit``) ends it with ``<script>: stopped by Ctrl-C`` on stderr and exit 130, not a traceback.
+    What the script printed before stays: the diagnostic scripts print each figure as it is measured."""
+    try:
+        main()
+    except (KeyboardInterrupt, SystemExit) as stop:
+        if isinstance(stop, SystemExit) and not stopped_by_ctrl_c(stop):
+            raise
+        print(f"{script}: stopped by Ctrl-C", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 class RunStopped(Exception):

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.module import NVLDB  # noqa: E402
 from nvldb_pl.tasks import draw_contexts  # noqa: E402
+from nvldb_pl.run import stop_at_ctrl_c_in_one_line  # noqa: E402
 
 MODES = {
     "exact": {},
@@ -83,4 +84,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    stop_at_ctrl_c_in_one_line(main, "benchmark_horizon.py")

@@ -32,6 +32,7 @@ import torch  # noqa: E402
 
 from nvldb_pl import graphs, neural, objective, seedwise  # noqa: E402
 from nvldb_pl.devices import check_accelerator  # noqa: E402
+from nvldb_pl.run import stop_at_ctrl_c_in_one_line  # noqa: E402
 
 PACKAGE = os.path.dirname(os.path.abspath(neural.__file__))
 
@@ -161,4 +162,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    stop_at_ctrl_c_in_one_line(main, "gpu_capture_probe.py")

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from nvldb_pl.devices import BLAS_LIBRARIES, check_accelerator, use_blas_library  # noqa: E402
-from nvldb_pl.run import run_experiment  # noqa: E402
+from nvldb_pl.run import run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 DATA = {"task": "cos", "rounds": 25, "num_seeds": 3, "seed": 2}
 VARIANTS = {  # the chunked pass on both devices unless named (auto would pick graphed on CUDA only)
@@ -81,4 +81,4 @@ def seeds_together_and_alone(device: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    stop_at_ctrl_c_in_one_line(main, "gpu_drift.py")

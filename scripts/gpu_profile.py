@@ -27,6 +27,7 @@ from nvldb_pl import graphs  # noqa: E402
 from nvldb_pl.devices import check_accelerator  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.module import NVLDB  # noqa: E402
+from nvldb_pl.run import stop_at_ctrl_c_in_one_line  # noqa: E402
 
 # aten operations that launch no kernel of their own (views, metadata, allocation, dispatch wrappers)
 NOT_COMPUTE = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::as_strided", "aten::view",
@@ -183,4 +184,4 @@ def graphed_microseconds(fn, reps: int = 20) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    stop_at_ctrl_c_in_one_line(main, "gpu_profile.py")

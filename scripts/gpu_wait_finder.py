@@ -31,7 +31,7 @@ from lightning.pytorch.profilers import SimpleProfiler  # noqa: E402
 from nvldb_pl.callbacks import DuelingLoop, RunSummary  # noqa: E402
 from nvldb_pl.devices import check_accelerator  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
-from nvldb_pl.run import build  # noqa: E402
+from nvldb_pl.run import build, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 
 class Stall(pl.Callback):
@@ -114,4 +114,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    stop_at_ctrl_c_in_one_line(main, "gpu_wait_finder.py")

@@ -5,8 +5,9 @@
     python scripts/sweep.py --summarize results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
 
 Each finished run is appended to ``--out`` (JSON lines: task, config, T, per-seed R(T)/T and self-duel
-fraction, wall time, device) and skipped when the sweep is run again with the same T and seeds, so a sweep can
-be stopped and resumed. ``--accelerator gpu`` runs each config on one GPU.
+fraction, wall time, device) and skipped (saying how many, and on which device they were made) when the sweep is
+run again with the same T and seeds, so a sweep can be stopped and resumed. ``--accelerator gpu`` runs each config
+on one GPU.
 ``--vary key=a,b`` crosses every grid entry with those values. ``--summarize`` prints, per task
 and config, R(T)/T mean ± std and the paired difference to the baseline config with the same
 other settings, T and seeds (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins).
@@ -121,17 +122,17 @@ def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
     return rows, whole
 
 
-def done_keys(path: str) -> set[str]:
-    """The runs already in ``--out``. A last line cut short is removed from the file (saying so), so that the
-    runs appended after it start on a line of their own."""
+def done_keys(path: str) -> dict[str, str]:
+    """The runs already in ``--out``, each with the device it was made on. A last line cut short is removed from
+    the file (saying so), so that the runs appended after it start on a line of their own."""
     if not path or not os.path.exists(path):
-        return set()
+        return {}
     rows, whole = read_rows("--out", path)
     if whole < os.path.getsize(path):
         print(f"--out: {path} ends in a line cut short (a run stopped while it was written); it holds no finished run "
               f"and is removed", file=sys.stderr)
         os.truncate(path, whole)
-    return {row_key(r) for r in rows}
+    return {row_key(r): r.get("device", "cpu") for r in rows}
 
 
 def summarize(path: str, baseline: dict) -> None:
@@ -208,12 +209,14 @@ def sweep(a, grid: list[dict]) -> None:
     """Run every (task, grid entry) not yet in ``a.out``, printing a row each and appending it."""
     if a.threads:
         torch.set_num_threads(a.threads)
-    done, finished = done_keys(a.out), 0
-    print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {a.seeds} seeds) | self-duels | wall s |")
+    done, finished, skipped = done_keys(a.out), 0, []
+    seeds = "one seed" if a.seeds == 1 else f"{a.seeds} seeds"
+    print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {seeds}) | self-duels | wall s |")
     print("|---|---|---|---|---|")
     for task in a.tasks:
         for g in grid:
             if key_of(task, g, a.rounds, a.seeds) in done:
+                skipped.append(done[key_of(task, g, a.rounds, a.seeds)])
                 continue
             model = dict(g)
             learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
@@ -237,6 +240,10 @@ def sweep(a, grid: list[dict]) -> None:
                     fh.write(json.dumps({"task": task, "config": g, "rounds": a.rounds, "per_seed": per_seed,
                                          "self_duels": duels, "wall_seconds": s["wall_seconds"],
                                          "device": s["device"]}) + "\n")
+    if skipped:  # a row is its task, config, T and seeds: one made on another device is not run again either
+        made_on = ", ".join(f"{skipped.count(d)} on {d}" for d in sorted(set(skipped)))
+        print(f"{len(skipped)} of the runs asked are already in {a.out} ({made_on}) and were not run again; "
+              f"--summarize {a.out} shows them", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -515,3 +515,60 @@ def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_
         held.close()
     assert not os.path.exists(os.path.join(logs, "version_1", ".lock"))  # a finished run leaves no lock file
     assert hold_folder(os.path.join(logs, "version_0")) is not None  # let go: a later grid goes on with it
+
+
+def test_a_grid_run_whose_last_save_is_damaged_goes_on_from_the_one_before_saying_so_without_a_flag(
+        tmp_path, capsys, monkeypatch):
+    """A job killed while it wrote last.ckpt: the grid goes on from last.ckpt.prev and says so. The line named
+    ``ckpt_path:``, an option reproduce.py does not have; it now names only the files."""
+    from nvldb_pl import grid
+    argv = ["--rounds", "30", "--seeds", "1", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM",
+            "--set", "width=8", "grad_steps=2"]
+    assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
+    monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 5)
+    monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, None))
+    out = str(tmp_path / "cut")
+    with pytest.raises(RuntimeError, match="killed"):
+        _main(["--out", out, *argv])
+    last = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "checkpoints",
+                        "last.ckpt")
+    with open(last, "r+b") as f:  # cut off mid-write
+        f.truncate(os.path.getsize(last) // 2)
+    capsys.readouterr()
+    assert _main(["--out", out, *argv]) == 0
+    said = capsys.readouterr()
+    assert f"{last} cannot be read (" in said.err and f"resuming from the previous checkpoint {last}.prev" in said.err
+    assert "ckpt_path" not in said.err
+    assert f"from round 10 ({last}.prev)" in said.out  # the save before the last (every 5 rounds: 10, then 15)
+    mine, theirs = (json.load(open(os.path.join(root, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs",
+                                                "version_0", "summary.json"))) for root in (out, str(tmp_path / "ref")))
+    assert mine["seeds"] == theirs["seeds"] and mine["resumed_at_round"] == 10
+
+
+def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(capsys):
+    """gpu_drift.py, gpu_profile.py, ... ended a Ctrl-C in a KeyboardInterrupt traceback (or, inside fit, in
+    Lightning's silent exit 1). Every script's entry now goes through one helper; other exits pass through."""
+    import sys
+
+    from nvldb_pl.run import stop_at_ctrl_c_in_one_line
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def lightning_inside_fit():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            sys.exit(1)
+
+    for main in (interrupted, lightning_inside_fit):
+        with pytest.raises(SystemExit) as stop:
+            stop_at_ctrl_c_in_one_line(main, "gpu_drift.py")
+        assert stop.value.code == 130 and capsys.readouterr().err == "gpu_drift.py: stopped by Ctrl-C\n"
+    with pytest.raises(SystemExit) as stop:  # argparse's own refusal: its status, not a Ctrl-C
+        stop_at_ctrl_c_in_one_line(lambda: sys.exit(2), "gpu_drift.py")
+    assert stop.value.code == 2 and capsys.readouterr().err == ""
+    scripts = os.path.join(os.path.dirname(__file__), "..", "scripts")
+    for name in ("gpu_capture_probe", "gpu_drift", "gpu_profile", "gpu_wait_finder", "benchmark_horizon"):
+        source = open(os.path.join(scripts, f"{name}.py")).read()
+        assert source.endswith(f'if __name__ == "__main__":\n    stop_at_ctrl_c_in_one_line(main, "{name}.py")\n')

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 from typing import Optional
 
 import lightning.pytorch as pl
@@ -241,3 +242,25 @@ def test_a_second_signal_goes_to_the_handler_from_before_the_run(tmp_path, signu
     assert _rounds_in(os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == saved
     if signum == signal.SIGINT:
         assert "stopped by Ctrl-C at once; go on from the last checkpoint with --ckpt_path last" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rank", [None, "1"])
+def test_a_ctrl_c_at_once_is_said_by_the_first_process_only(monkeypatch, capsys, rank):
+    """A terminal's Ctrl-C reaches every process of a seed_parallel run, and each printed the same line."""
+    from nvldb_pl import cli
+
+    def lightning_at_ctrl_c(argv):  # what Lightning does inside fit: sys.exit(1) while handling the interrupt
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            sys.exit(1)
+
+    for k in ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(k, raising=False)
+    if rank:
+        monkeypatch.setenv("LOCAL_RANK", rank)
+        monkeypatch.setenv("RANK", rank)
+    monkeypatch.setattr(cli, "main", lightning_at_ctrl_c)
+    monkeypatch.setattr(cli, "check_config_files", lambda argv: None)
+    assert cli.run_cli(["fit"]) == 128 + signal.SIGINT
+    assert ("stopped by Ctrl-C at once" in capsys.readouterr().err) == (rank is None)

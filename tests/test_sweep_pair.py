@@ -291,3 +291,32 @@ def test_sweep_runs_on_the_device_asked_records_it_and_refuses_a_missing_gpu_up_
     out.unlink()
     assert _sweep_exit(sweep, monkeypatch, *argv, "--accelerator", "gpu") == 2
     assert "error: --accelerator gpu: torch sees no CUDA GPU here" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_one_seed_sweep_says_one_seed_in_its_header(tmp_path, capsys, monkeypatch):
+    sweep = _script("sweep")
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos",
+                                     "--grid", '[{"width": 4, "grad_steps": 1}]'])
+    sweep.main()
+    out = capsys.readouterr().out
+    assert "(T=4, one seed)" in out and "1 seeds" not in out
+
+
+def test_a_sweep_run_again_says_which_runs_it_did_not_run_again_and_where_they_were_made(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """Runs already in --out were skipped without a word: a sweep asked for on a GPU after one on the CPU printed
+    an empty table. It now says how many, and on which device they were made."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out),
+                                     "--grid", '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]'])
+    sweep.main()
+    assert "were not run again" not in capsys.readouterr().err
+    lines = out.read_text().splitlines()
+    first = json.loads(lines[0])
+    out.write_text(json.dumps({**first, "device": "cuda: NVIDIA H200"}) + "\n" + lines[1] + "\n")
+    sweep.main()
+    said = capsys.readouterr()
+    assert (f"2 of the runs asked are already in {out} (1 on cpu, 1 on cuda: NVIDIA H200) and were not run again; "
+            f"--summarize {out} shows them") in said.err
+    assert len(out.read_text().splitlines()) == 2
