@@ -24,7 +24,7 @@ from tests.naive import run_seed  # noqa: E402
 from nvldb_pl.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.neural import resolve_history_pass  # noqa: E402
-from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
+from nvldb_pl.run import check_accelerator, run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 
 def main():
@@ -64,12 +64,10 @@ def main():
         use_blas_library(a.blas, a.accelerator)
         if a.naive_seeds < 0:
             raise ValueError(f"--naive-seeds: must be >= 0, got {a.naive_seeds}")
-        benchmark(a)
+        # a Ctrl-C: one line and exit 130; the figures above are those of the runs that finished
+        stop_at_ctrl_c_in_one_line(lambda: benchmark(a), "benchmark.py")
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         p.error(str(err))
-    except KeyboardInterrupt:  # the figures above are those of the runs that finished
-        print("benchmark.py: stopped by Ctrl-C", file=sys.stderr)
-        sys.exit(130)
 
 
 def benchmark(a) -> None:

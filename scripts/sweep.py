@@ -215,8 +215,9 @@ def sweep(a, grid: list[dict]) -> None:
     print("|---|---|---|---|---|")
     for task in a.tasks:
         for g in grid:
-            if key_of(task, g, a.rounds, a.seeds) in done:
-                skipped.append(done[key_of(task, g, a.rounds, a.seeds)])
+            made_on = done.get(key_of(task, g, a.rounds, a.seeds))
+            if made_on is not None:
+                skipped.append(made_on)
                 continue
             model = dict(g)
             learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
@@ -241,8 +242,8 @@ def sweep(a, grid: list[dict]) -> None:
                                          "self_duels": duels, "wall_seconds": s["wall_seconds"],
                                          "device": s["device"]}) + "\n")
     if skipped:  # a row is its task, config, T and seeds: one made on another device is not run again either
-        made_on = ", ".join(f"{skipped.count(d)} on {d}" for d in sorted(set(skipped)))
-        print(f"{len(skipped)} of the runs asked are already in {a.out} ({made_on}) and were not run again; "
+        devices = ", ".join(f"{skipped.count(d)} on {d}" for d in sorted(set(skipped)))
+        print(f"{len(skipped)} of the runs asked are already in {a.out} ({devices}) and were not run again; "
               f"--summarize {a.out} shows them", file=sys.stderr)
 
 
