@@ -273,6 +273,16 @@ def check_config_files(argv: list[str]) -> None:
                 raise ValueError(f"--config: {path} {what}; a config is a YAML mapping, such as configs/cos.yaml")
 
 
+def say_stopped_at_once(how: str) -> None:
+    """A run Lightning stopped without a save of the round (a second signal, or no checkpoints): where it can go
+    on from, said by the first process only (a terminal's Ctrl-C, a cluster's SIGTERM, reach every rank)."""
+    if not started_as_first_process():
+        return
+    then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
+            if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")
+    print(f"stopped by {how}; {then}", file=sys.stderr)
+
+
 def run_cli(argv: list[str] | None = None) -> int:
     """``main`` with a user's view of failure: one ``error: ...`` line on stderr and exit status 2
     for a configuration, data or numerical error, 1 for a file that cannot be written (a full disk);
@@ -304,18 +314,12 @@ def run_cli(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         return 1
     except SIGTERMException:  # Lightning's own stop at SIGTERM (a second one, under seed_parallel, or no checkpoints)
-        then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
-                if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")
-        if started_as_first_process():  # under seed_parallel every rank gets the signal: one line, not N
-            print(f"stopped by SIGTERM; {then}", file=sys.stderr)
+        say_stopped_at_once("SIGTERM")
         return 128 + signal.SIGTERM
     except SystemExit as stop:  # the argument parser's own errors (unknown key, wrong type)
         if stopped_by_ctrl_c(stop):
             end_progress_line()
-            then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
-                    if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")
-            if started_as_first_process():  # a terminal's Ctrl-C reaches every rank: one line, not N
-                print(f"stopped by Ctrl-C at once; {then}", file=sys.stderr)
+            say_stopped_at_once("Ctrl-C at once")
             return 128 + signal.SIGINT
         return stop.code if isinstance(stop.code, int) else 2
     finally:
