@@ -23,7 +23,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_warn
 import torch
 
-from .host import atomic_open, write_json_atomic
+from .host import atomic_open, software, write_json_atomic
 from .metrics import instant_regret
 
 
@@ -215,12 +215,14 @@ class RunSummary(pl.Callback):
     def __init__(self, write: bool = True, announce: bool = False):
         self.write, self.announce = write, announce
         self._start = None
+        self._software: dict = {}
         self._written: str | None = None
         self.summary: dict = {}
 
     def on_train_start(self, trainer, module):
         self._start = time.perf_counter()
         self._start_round = module.t
+        self._software = software()  # as the run starts: its code is what was imported then, whatever is edited after
 
     def on_train_end(self, trainer, module):
         if module.t == self._start_round > 0:  # a finished run resumed at its horizon: its summary stays
@@ -262,6 +264,7 @@ class RunSummary(pl.Callback):
             "device": device_name(module.device),
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),
+            "software": self._software,  # of the process that ran rounds resumed_at_round + 1 .. T
         }
         if live is not None:
             self.summary["feature_units"] = int(module.net.theta.shape[1])

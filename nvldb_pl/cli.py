@@ -11,6 +11,7 @@ callback. Everything a run writes goes under ``trainer.default_root_dir``.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -25,7 +26,7 @@ from .parallel import end_process_group, started_as_first_process  # (importing 
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
-from .host import CannotWrite, check_writable, claim_new_folder, folders_to_make, open_text
+from .host import CannotWrite, check_writable, claim_new_folder, folders_to_make, open_text, software, software_text
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
 from .messages import BanditArgumentParser, user_message
@@ -99,11 +100,30 @@ def release_run_folder() -> None:
             pass
 
 
+class PrintVersion(argparse.Action):
+    """``--version``: the software, in one line (argparse's own version action wraps it), asked only when given."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(software_text(software()), flush=True)
+        parser.exit(0)
+
+
 class NVLDBCLI(LightningCLI):
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
         """``fit`` only: a run is the bandit loop, with no validation, test or predict step."""
         return {"fit": LightningCLI.subcommands()["fit"]}
+
+    def init_parser(self, **kwargs):
+        """Lightning's parser, with ``--version``: the software a run's numbers come from (summary.json's ``software``)."""
+        parser = super().init_parser(**kwargs)
+        parser.add_argument("-V", "--version", action=PrintVersion,
+                            help="Print this package's version, git commit, and the versions of torch, lightning, "
+                                 "numpy and Python, and exit.")
+        return parser
 
     def add_arguments_to_parser(self, parser) -> None:
         for key in LINKED_FROM_DATA:

@@ -1,12 +1,13 @@
 """What the package asks of the machine: files written whole or not at all, a writable run
-folder, the memory available (to refuse a run up front rather than fail mid-way), and freed memory
-kept for reuse (speed)."""
+folder, the memory available (to refuse a run up front rather than fail mid-way), freed memory
+kept for reuse (speed), and the software a run's numbers came from."""
 from __future__ import annotations
 
 import ctypes
 import json
 import os
 import platform
+import subprocess
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -217,3 +218,49 @@ def available_memory_bytes() -> int:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return 1 << 62
+
+
+def software() -> dict:
+    """The software a run's numbers came from (summary.json's ``software``): this package, its git
+    commit where it runs from a checkout (``+modified`` where ``nvldb_pl/`` has uncommitted changes),
+    torch, lightning, numpy and Python. A seed's trajectory is exact only for the same software: a
+    change in the last bit of one product sends it down another one of the same distribution
+    (README, commit be004a1), so results are compared with those of the same versions."""
+    import lightning
+    import numpy
+    import torch
+
+    from nvldb_pl import __version__
+    package = os.path.dirname(os.path.abspath(__file__))
+    commit = git_commit(package)
+    return {"nvldb_pl": __version__, **({"commit": commit} if commit else {}), "torch": torch.__version__,
+            "lightning": lightning.__version__, "numpy": numpy.__version__, "python": platform.python_version()}
+
+
+def software_text(soft: dict) -> str:
+    """One run's software (summary.json's ``software``) as a report or ``--version`` writes it."""
+    sha, plus, mark = (soft.get("commit") or "").partition("+")  # the hash, and "+modified" where it was
+    return (f"nvldb_pl {soft.get('nvldb_pl')}" + (f" at commit {sha[:12]}{plus}{mark}" if sha else "")
+            + "".join(f", {k} {soft[k]}" for k in ("torch", "lightning", "numpy") if k in soft)
+            + (f", Python {soft['python']}" if "python" in soft else ""))
+
+
+def git_commit(package: str) -> Optional[str]:
+    """HEAD of the git checkout whose top folder holds ``package``, with ``+modified`` where the
+    package's files differ from it (a file not yet committed counts; one git ignores does not); None
+    where it is not run from a checkout (installed into site-packages, even one inside another
+    repository), or git is missing or fails."""
+    top = os.path.dirname(package)
+
+    def git(*args: str) -> str:
+        # GIT_OPTIONAL_LOCKS=0: status leaves the index alone (no lock a user's own git command could meet)
+        return subprocess.run(["git", "-C", top, *args], capture_output=True, text=True, timeout=20, check=True,
+                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout.strip()
+
+    try:
+        if os.path.realpath(git("rev-parse", "--show-toplevel")) != os.path.realpath(top):
+            return None  # a folder inside some other repository: its commit is not this code's
+        modified = git("status", "--porcelain", "--", os.path.basename(package))  # untracked modules too
+        return git("rev-parse", "HEAD") + ("+modified" if modified else "")
+    except (OSError, subprocess.SubprocessError):
+        return None

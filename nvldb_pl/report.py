@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .grid import TASK_DATA, run_hparams, run_settings
-from .host import atomic_open, write_json_atomic
+from .host import atomic_open, software_text, write_json_atomic
 from .module import LITERAL
 from .registry import LITERAL_SUFFIX, METHODS
 
@@ -140,6 +140,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         widths, bases = {}, {}  # method -> width m (None: made elsewhere, not recorded), base seed of its run
         settings = {}  # method -> what its run changed from the method's defaults (runs with hparams.yaml)
         dead = {}  # method -> seeds whose phi ended with no live unit (summary.json's live_feature_units)
+        made_with = {}  # method -> the software its run ended in (summary.json's software; None: not recorded)
         for (t_, method), folder in runs.items():
             if t_ != task:
                 continue
@@ -153,6 +154,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             if hparams:
                 settings[method] = " ".join(f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items()))  # as --set
             dead[method] = [s["seed"] for s in summary["seeds"] if s.get("live_feature_units") == 0]
+            made_with[method] = summary.get("software")
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
@@ -174,8 +176,10 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             # a seed id names a stream only with its base seed (recorded when not 0): scripts/pair.py reads it
             table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s, **({"base_seed": bases[method]}
                                                                                   if bases.get(method) else {}),
-                                   **({"settings": settings[method]} if settings.get(method) else {})}
+                                   **({"settings": settings[method]} if settings.get(method) else {}),
+                                   **({"software": made_with[method]} if made_with.get(method) else {})}
         lines += settings_lines(settings)
+        lines += software_lines(made_with)
         lines += [f"Dead φ, {method}: seed{'s' if len(d) > 1 else ''} {', '.join(map(str, d))} ended with every unit of φ at 0 "
                   f"on every context played: stopped learning (summary.json, live_feature_units)." for method, d in dead.items() if d]
         floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()))
@@ -214,6 +218,21 @@ def settings_lines(settings: dict) -> list[str]:
         return ["", f"Every run here changed these settings from its method's defaults: `{next(iter(settings.values()))}`."]
     return ["", "Settings each run changed from its method's defaults: "
             + "; ".join(f"{m} `{v}`" if v else f"{m} none" for m, v in settings.items()) + "."]
+
+
+def software_lines(made_with: dict) -> list[str]:
+    """The report's line on the software the runs were made with ({method: summary.json's software
+    or None}): once when every run shares it, else per method; runs that did not record it named."""
+    known = {m: software_text(v) for m, v in made_with.items() if v}
+    if not known:
+        return []
+    texts = list(dict.fromkeys(known.values()))
+    lines = ["", f"Made with {texts[0]}." if len(texts) == 1 and len(known) == len(made_with) else
+             "Made with: " + "; ".join(f"{m}: {t}" for m, t in known.items()) + "."]
+    older = [m for m, v in made_with.items() if not v]
+    if older:
+        lines[-1] += f" Not recorded (made before summary.json held it): {', '.join(older)}."
+    return lines
 
 
 # The baselines of the paper's claim "every NVLDB variant beats NDB, CoLSTIM and VACDB".

@@ -240,7 +240,7 @@ def sweep(a, grid: list[dict]) -> None:
                 with open(a.out, "a") as fh:
                     fh.write(json.dumps({"task": task, "config": g, "rounds": a.rounds, "per_seed": per_seed,
                                          "self_duels": duels, "wall_seconds": s["wall_seconds"],
-                                         "device": s["device"]}) + "\n")
+                                         "device": s["device"], "software": s.get("software")}) + "\n")
     if skipped:  # a row is its task, config, T and seeds: one made on another device is not run again either
         devices = ", ".join(f"{skipped.count(d)} on {d}" for d in sorted(set(skipped)))
         print(f"{len(skipped)} of the runs asked are already in {a.out} ({devices}) and were not run again; "

@@ -1,6 +1,7 @@
 """The CLI from a subprocess, as a user runs it."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -37,6 +38,19 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     assert set(summary["timings_seconds"]) == {"select", "train", "refit", "gram"}
     assert 0 < sum(summary["timings_seconds"].values()) <= summary["wall_seconds"]
     assert not (out.parent / "runs").exists()  # nothing written outside default_root_dir
+    # the software the numbers came from, read here another way: the versions, and git's HEAD of this checkout
+    import lightning
+    import torch
+    soft = summary["software"]
+    assert (soft["torch"], soft["lightning"]) == (torch.__version__, lightning.__version__)
+    assert soft["python"] == ".".join(map(str, sys.version_info[:3]))
+    git = shutil.which("git") and subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=ROOT,
+                                                 capture_output=True, text=True)
+    if git and git.returncode == 0 and os.path.samefile(git.stdout.split()[0], ROOT):
+        changed = subprocess.run(["git", "status", "--short", "nvldb_pl"], cwd=ROOT, capture_output=True, text=True)
+        assert soft["commit"] == git.stdout.split()[1] + ("+modified" if changed.stdout.strip() else "")
+    else:  # not run from a checkout
+        assert "commit" not in soft
     # the run's end in one line on stdout (with the progress bar off nothing else said how it ended)
     assert res.stdout.strip().splitlines()[-1] == (
         f"NLDB-TS-CSYM on square: R(T)/T {summary['R_T_over_T_mean']:.3f} ± {summary['R_T_over_T_std']:.3f} over 3 "
@@ -54,6 +68,26 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     assert last == pytest.approx(summary["R_T_over_T_mean"], rel=1e-5)
     hparams = (version / "hparams.yaml").read_text()
     assert "ts_csym" in hparams
+
+
+def test_version_prints_the_software_in_one_line_and_runs_nothing(tmp_path):
+    import lightning
+    import numpy
+    import torch
+
+    import nvldb_pl
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "main.py"), "--version"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stderr == "", res.stderr[-2000:]
+    [line] = res.stdout.splitlines()
+    assert line.startswith(f"nvldb_pl {nvldb_pl.__version__}")
+    assert line.endswith(f", torch {torch.__version__}, lightning {lightning.__version__}, numpy {numpy.__version__}, "
+                         f"Python {'.'.join(map(str, sys.version_info[:3]))}")
+    head = shutil.which("git") and subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=ROOT,
+                                                  capture_output=True, text=True)
+    if head and head.returncode == 0 and os.path.samefile(head.stdout.split()[0], ROOT):
+        assert f" at commit {head.stdout.split()[1][:12]}" in line
+    assert list(tmp_path.iterdir()) == []  # no run folder made
 
 
 def test_seed_everything_false_says_which_base_seed_the_draws_come_from(tmp_path):

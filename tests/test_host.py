@@ -1,6 +1,7 @@
-"""nvldb_pl.host.keep_freed_memory: a freed block is reused, not faulted in again (speed only)."""
+"""nvldb_pl.host: freed blocks reused, not faulted in again (speed only); the software a run records."""
 import os
 import platform
+import shutil
 import subprocess
 import sys
 
@@ -48,3 +49,48 @@ def test_a_learner_keeps_freed_memory_where_the_c_library_is_glibc():
 
     NVLDB(dim=3, arms=3, rounds=5, num_seeds=1, width=4)
     assert host._kept == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+
+
+def _git(cwd, *args):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_commit_is_the_checkouts_head_marked_where_the_package_differs_from_it(tmp_path):
+    from nvldb_pl.host import git_commit
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "a.py").write_text("x = 1\n")
+    (repo / "notes.md").write_text("results\n")
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "one")
+    head = _git(repo, "rev-parse", "HEAD")
+    assert len(head) == 40 and git_commit(str(repo / "pkg")) == head
+    (repo / "notes.md").write_text("more results\n")  # outside the package: the code is still HEAD's
+    (repo / "pkg" / "__pycache__").mkdir()
+    (repo / "pkg" / "__pycache__" / "a.pyc").write_bytes(b"\0")  # ignored by git
+    assert git_commit(str(repo / "pkg")) == head
+    (repo / "pkg" / "b.py").write_text("y = 2\n")  # a module not yet committed
+    assert git_commit(str(repo / "pkg")) == head + "+modified"
+    (repo / "pkg" / "b.py").unlink()
+    (repo / "pkg" / "a.py").write_text("x = 2\n")
+    assert git_commit(str(repo / "pkg")) == head + "+modified"
+    _git(repo, "commit", "-q", "-am", "two")
+    assert git_commit(str(repo / "pkg")) == _git(repo, "rev-parse", "HEAD") != head
+    # installed into a folder deeper inside a repository (a venv's site-packages): not this checkout's code
+    deep = repo / "venv" / "site-packages" / "pkg"
+    deep.mkdir(parents=True)
+    assert git_commit(str(deep)) is None
+    # outside any repository, or without git at all
+    outside = tmp_path / "plain" / "pkg"
+    outside.mkdir(parents=True)
+    assert git_commit(str(outside)) is None
+
+
+def test_git_commit_without_git_is_none(tmp_path, monkeypatch):
+    from nvldb_pl.host import git_commit
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git to run
+    assert git_commit(ROOT + "/nvldb_pl") is None

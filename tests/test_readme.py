@@ -53,12 +53,15 @@ def test_the_layout_table_names_every_module():
 @pytest.mark.parametrize("command", readme_commands())
 def test_readme_command_runs(command, tmp_path):
     args = shlex.split(command)[2:]  # after "python scripts/main.py"
-    if "--print_config" not in args:
+    if "--print_config" not in args and "--version" not in args:
         args += SHORT + ["--trainer.default_root_dir", str(tmp_path / "run")]
     res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "main.py"), *args], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, f"{command}\n{res.stderr[-3000:]}"
     if "--print_config" in args:
         assert "model:" in res.stdout and "data:" in res.stdout
+    elif "--version" in args:
+        assert res.stdout.startswith("nvldb_pl ") and len(res.stdout.splitlines()) == 1
+        assert not (tmp_path / "run").exists()
     else:
         assert list((tmp_path / "run").glob("lightning_logs/version_*/summary.json")), res.stderr[-2000:]

@@ -36,6 +36,11 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
     assert "CoLSTIM none" in changed and "Random none" in changed
     table = json.load(open(os.path.join(out, "report.json")))
     assert table["cos/NVLDB-TS-CSYM"]["settings"] == "grad_steps=1 width=4" and "settings" not in table["cos/CoLSTIM"]
+    # the software the runs were made with: every run the same, said once, and each in report.json
+    import torch
+    [made] = [ln for ln in report.splitlines() if ln.startswith("Made with")]
+    assert made.startswith("Made with nvldb_pl ") and f", torch {torch.__version__}, " in made
+    assert all(v["software"]["torch"] == torch.__version__ for v in table.values()) and len(table) == len(DEFAULT_METHODS)
     # a readable PNG: real image data of a sensible size
     from matplotlib.image import imread
     img = imread(os.path.join(out, "cos.png"))
@@ -572,3 +577,18 @@ def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(
     for name in ("gpu_capture_probe", "gpu_drift", "gpu_profile", "gpu_wait_finder", "benchmark_horizon"):
         source = open(os.path.join(scripts, f"{name}.py")).read()
         assert source.endswith(f'if __name__ == "__main__":\n    stop_at_ctrl_c_in_one_line(main, "{name}.py")\n')
+
+
+def test_the_software_line_says_it_once_when_shared_else_per_method_and_names_runs_without_it():
+    from nvldb_pl.report import software_lines
+    one = {"nvldb_pl": "0.1.0", "commit": "a" * 40 + "+modified", "torch": "2.13.0", "lightning": "2.6.6",
+           "numpy": "2.4.6", "python": "3.11.7"}
+    other = {**one, "commit": "b" * 40, "torch": "2.14.0"}
+    text = "nvldb_pl 0.1.0 at commit aaaaaaaaaaaa+modified, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7"
+    assert software_lines({"A": one, "B": dict(one)}) == ["", f"Made with {text}."]
+    assert software_lines({"A": one, "B": other}) == ["", f"Made with: A: {text}; B: nvldb_pl 0.1.0 at commit "
+                                                          f"bbbbbbbbbbbb, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7."]
+    assert software_lines({"A": one, "B": None}) == ["", f"Made with: A: {text}. Not recorded (made before "
+                                                         f"summary.json held it): B."]
+    assert software_lines({"A": None}) == [] and software_lines({"A": {**one, "commit": None}})[1] == (
+        "Made with nvldb_pl 0.1.0, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7.")

@@ -278,14 +278,16 @@ def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(t
     assert [json.loads(line)["config"]["distinct_arms"] for line in open(out)] == [False, True]
 
 
-def test_sweep_runs_on_the_device_asked_records_it_and_refuses_a_missing_gpu_up_front(tmp_path, capsys, monkeypatch):
+def test_sweep_runs_on_the_device_asked_records_it_and_the_software_and_refuses_a_missing_gpu_up_front(
+        tmp_path, capsys, monkeypatch):
     import torch
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
     argv = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), "--grid", '[{"width": 4}]']
     monkeypatch.setattr("sys.argv", ["sweep.py", *argv, "--accelerator", "cpu"])
     sweep.main()
-    assert json.loads(out.read_text())["device"] == "cpu"
+    row = json.loads(out.read_text())
+    assert row["device"] == "cpu" and row["software"]["torch"] == torch.__version__
     if torch.cuda.is_available():
         return
     out.unlink()
