@@ -222,7 +222,7 @@ class RunSummary(pl.Callback):
     def on_train_start(self, trainer, module):
         self._start = time.perf_counter()
         self._start_round = module.t
-        self._software = software()  # as the run starts: its code is what was imported then, whatever is edited after
+        self._software = software()  # read once a process, at its first run: the code it imported
 
     def on_train_end(self, trainer, module):
         if module.t == self._start_round > 0:  # a finished run resumed at its horizon: its summary stays

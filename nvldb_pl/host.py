@@ -4,6 +4,7 @@ kept for reuse (speed), and the software a run's numbers came from."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import platform
@@ -221,20 +222,37 @@ def available_memory_bytes() -> int:
 
 
 def software() -> dict:
-    """The software a run's numbers came from (summary.json's ``software``): this package, its git
-    commit where it runs from a checkout (``+modified`` where ``nvldb_pl/`` has uncommitted changes),
-    torch, lightning, numpy and Python. A seed's trajectory is exact only for the same software: a
-    change in the last bit of one product sends it down another one of the same distribution
+    """The software a run's numbers came from (summary.json's ``software``, a checkpoint's): this
+    package, its git commit where it runs from a checkout (``+modified`` where ``nvldb_pl/`` has
+    uncommitted changes), torch, lightning, numpy and Python; read once a process (its code is what
+    it imported, whatever is edited after). A seed's trajectory is exact only for the same software:
+    a change in the last bit of one product sends it down another one of the same distribution
     (README, commit be004a1), so results are compared with those of the same versions."""
+    return dict(_read_software())
+
+
+@functools.lru_cache(maxsize=None)
+def _read_software() -> dict:
     import lightning
     import numpy
     import torch
 
     from nvldb_pl import __version__
-    package = os.path.dirname(os.path.abspath(__file__))
-    commit = git_commit(package)
-    return {"nvldb_pl": __version__, **({"commit": commit} if commit else {}), "torch": torch.__version__,
-            "lightning": lightning.__version__, "numpy": numpy.__version__, "python": platform.python_version()}
+    commit = git_commit(os.path.dirname(os.path.abspath(__file__)))
+    return {"nvldb_pl": __version__, **({"commit": commit} if commit else {}), "torch": str(torch.__version__),
+            "lightning": str(lightning.__version__), "numpy": str(numpy.__version__),  # plain str: loads weights_only
+            "python": platform.python_version()}
+
+
+def software_change(saved: Optional[dict]) -> Optional[str]:
+    """What to say where a checkpoint's rounds were made with other software than this process runs
+    (Python's own version aside), as for another device; None where the same (or not recorded)."""
+    now = software()
+    if not saved or all(saved.get(k) == now.get(k) for k in ("nvldb_pl", "commit", "torch", "lightning", "numpy")):
+        return None
+    return (f"ckpt_path: the checkpoint's rounds were made with {software_text(saved)}, and this run goes on with "
+            f"{software_text(now)}: where the change reaches the arithmetic, each seed's rounds from here are not "
+            f"those of a run made in one go with either (summary.json records this process's software)")
 
 
 def software_text(soft: dict) -> str:

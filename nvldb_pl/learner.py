@@ -26,7 +26,7 @@ import torch
 
 from .checks import (LINKED_FROM_DATA, check, check_linked, config_differences, refuse_other_config, refuse_other_state,
                      require)
-from .host import check_memory, keep_freed_memory
+from .host import check_memory, keep_freed_memory, software, software_change
 from .metrics import CumulativeRegret
 
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
@@ -252,6 +252,9 @@ class DuelingLearner(pl.LightningModule):
         refuse_other_state(checkpoint["state_dict"], self.state_dict(), "the checkpoint", self.LEGACY_STATE)
         self._refuse_other_run_layout(checkpoint)
         self._say_other_device(checkpoint)
+        moved = software_change(checkpoint.get("software"))  # another commit, torch, ...: said as for another device
+        if moved:
+            rank_zero_info(moved)
         self._t = int(checkpoint["state_dict"]["rounds_done"])
         if self._t >= self.hparams["rounds"]:
             rank_zero_info(f"data.rounds={self._t}: the checkpoint already holds every round of the run, so nothing "
@@ -263,6 +266,7 @@ class DuelingLearner(pl.LightningModule):
             checkpoint["processes"] = self.trainer.world_size
             checkpoint["precision"] = str(self.trainer.precision)
             checkpoint["accelerator"] = self.trainer.strategy.root_device.type
+        checkpoint["software"] = software()
 
     def _say_other_device(self, checkpoint) -> None:
         """A run may go on on another device (a GPU run on a CPU-only machine, or the reverse): the

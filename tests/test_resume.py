@@ -200,6 +200,13 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     shutil.copytree(ext, gpu)
     last = os.path.join(gpu, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
     as_saved_by_a_graphed_cuda_run(last, last)
+    older = str(tmp_path / "older")  # the same 16 rounds, as if made with another torch at another commit
+    shutil.copytree(ext, older)
+    older_last = os.path.join(older, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
+    ckpt = torch.load(older_last, map_location="cpu", weights_only=False)
+    now = dict(ckpt["software"])
+    ckpt["software"].update(torch="2.0.0", commit="0" * 40)
+    torch.save(ckpt, older_last)
     out = _run(ext, *SHORT, "--ckpt_path=last")  # ... then 8 more in the same run folder
     assert "not resumable" not in out.stderr  # the stream goes on exactly: no warning that says otherwise
     assert sorted(os.listdir(os.path.join(ext, "lightning_logs"))) == ["version_0"]
@@ -213,7 +220,14 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     assert yaml.safe_load(open(os.path.join(folder, "config.yaml")))["data"]["rounds"] == 16
     resumed = yaml.safe_load(open(os.path.join(folder, "config.resumed_at_round_16.yaml")))
     assert resumed["data"]["rounds"] == 24 and resumed["ckpt_path"].endswith("last.ckpt")
-    assert "computed on" not in out.stderr  # same device: nothing to say
+    assert "computed on" not in out.stderr and "were made with" not in out.stderr  # same device, software: nothing to say
+    from nvldb_pl.host import software_text
+    went_on = _run(older, *SHORT, "--ckpt_path=last")
+    assert (f"the checkpoint's rounds were made with nvldb_pl {now['nvldb_pl']} at commit 000000000000, torch 2.0.0, "
+            f"lightning {now['lightning']}" in went_on.stderr and f"goes on with {software_text(now)}:" in went_on.stderr)
+    assert _per_seed(older) == _per_seed(ref)  # (the arithmetic here is the same: only the record said otherwise)
+    summary = json.load(open(os.path.join(older, "lightning_logs", "version_0", "summary.json")))
+    assert summary["software"] == now and torch.load(older_last, weights_only=False)["software"] == now
     # a GPU run's checkpoint goes on on a machine without a GPU: the file loads, Adam is set as a CPU run sets it,
     # and the rounds after it are the CPU run's (here, where the rounds before it were the CPU's too)
     moved = _run(gpu, *SHORT, "--ckpt_path=last")
