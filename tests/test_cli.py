@@ -17,6 +17,15 @@ def _cli(*args, cwd=ROOT):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+def checkout_head():
+    """git's HEAD where the tests run from a checkout whose top folder is ROOT, else None (read without the package)."""
+    git = shutil.which("git") and subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=ROOT,
+                                                 capture_output=True, text=True)
+    if git and git.returncode == 0 and os.path.samefile(git.stdout.split()[0], ROOT):
+        return git.stdout.split()[1]
+    return None
+
+
 def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     out = tmp_path / "run"
     res = _cli("--config", "configs/square.yaml", "--data.rounds", "12", "--data.num_seeds", "3",
@@ -44,11 +53,10 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     soft = summary["software"]
     assert (soft["torch"], soft["lightning"]) == (torch.__version__, lightning.__version__)
     assert soft["python"] == ".".join(map(str, sys.version_info[:3]))
-    git = shutil.which("git") and subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=ROOT,
-                                                 capture_output=True, text=True)
-    if git and git.returncode == 0 and os.path.samefile(git.stdout.split()[0], ROOT):
+    head = checkout_head()
+    if head:
         changed = subprocess.run(["git", "status", "--short", "nvldb_pl"], cwd=ROOT, capture_output=True, text=True)
-        assert soft["commit"] == git.stdout.split()[1] + ("+modified" if changed.stdout.strip() else "")
+        assert soft["commit"] == head + ("+modified" if changed.stdout.strip() else "")
     else:  # not run from a checkout
         assert "commit" not in soft
     # the run's end in one line on stdout (with the progress bar off nothing else said how it ended)
@@ -83,10 +91,9 @@ def test_version_prints_the_software_in_one_line_and_runs_nothing(tmp_path):
     assert line.startswith(f"nvldb_pl {nvldb_pl.__version__}")
     assert line.endswith(f", torch {torch.__version__}, lightning {lightning.__version__}, numpy {numpy.__version__}, "
                          f"Python {'.'.join(map(str, sys.version_info[:3]))}")
-    head = shutil.which("git") and subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=ROOT,
-                                                  capture_output=True, text=True)
-    if head and head.returncode == 0 and os.path.samefile(head.stdout.split()[0], ROOT):
-        assert f" at commit {head.stdout.split()[1][:12]}" in line
+    head = checkout_head()
+    if head:
+        assert f" at commit {head[:12]}" in line
     assert list(tmp_path.iterdir()) == []  # no run folder made
 
 
