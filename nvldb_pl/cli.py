@@ -83,12 +83,14 @@ WITHOUT_CHECKPOINTS: list[bool] = []  # [True] once this process's trainer is ma
 def release_run_folder() -> None:
     """At the end of ``run_cli``: remove the empty TensorBoard event files this process opened in its run
     folder (a refused run, a resume with nothing left to run), and the folder itself if this process
-    created it (a new run) and nothing else is in it."""
+    created it (a new run) and nothing else is in it but the logger's hparams.yaml."""
     while RUN_FOLDERS:
         folder, claimed = RUN_FOLDERS.pop()
         if not os.path.isdir(folder):
             continue
         drop_empty_event_files(folder)
+        if claimed and os.listdir(folder) == ["hparams.yaml"]:  # the logger's, written as fit began; nothing of the run
+            os.remove(os.path.join(folder, "hparams.yaml"))
         if claimed and not os.listdir(folder):
             os.rmdir(folder)
     while MADE_FOLDERS:  # lightning_logs, then default_root_dir and up: a refused new run leaves no empty folder

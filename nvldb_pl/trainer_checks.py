@@ -18,6 +18,10 @@ from .devices import check_accelerator, check_precision, device_count
 ONE_PASS = {"max_epochs": (1, None), "min_epochs": (None, 0, 1), "max_steps": (-1, None),
             "limit_train_batches": (None, 1, 1.0), "accumulate_grad_batches": (1, None),
             "overfit_batches": (0, 0.0, None), "fast_dev_run": (False, 0, None)}
+# A run has no validation loop (its regret is measured on the rounds it plays); these would ask for one
+# (val_check_interval beyond the horizon was Lightning's refusal after the run's folder was made).
+NO_VALIDATION = {"val_check_interval": (None,), "check_val_every_n_epoch": (1,),
+                 "limit_val_batches": (None, 0, 0.0), "num_sanity_val_steps": (None, 0)}
 
 
 def process_count(devices, num_nodes, accelerator) -> int:
@@ -50,6 +54,11 @@ def check_trainer(cfg) -> int:
         if value not in allowed:
             raise ValueError(f"trainer.{key}={value!r}: a run is one pass over the data.rounds rounds of the "
                              f"stream; set data.rounds for a longer or shorter run")
+    for key, allowed in NO_VALIDATION.items():
+        value = cfg.get(key, allowed[0])
+        if value not in allowed:
+            raise ValueError(f"trainer.{key}={value!r}: a run has no validation loop (its regret is measured on "
+                             f"the rounds it plays: regret/* in TensorBoard, curves.csv); leave it unset")
     clip = cfg.get("gradient_clip_val")
     if clip:  # Lightning's own refusal came after the run's folder and files were made
         raise ValueError(f"trainer.gradient_clip_val={clip!r}: each round's update is the learner's own "
@@ -62,7 +71,6 @@ def check_trainer(cfg) -> int:
             ("log_every_n_steps", "0", cfg.get("log_every_n_steps") not in (None, 0)),
             ("enable_progress_bar", "false", bool(cfg.get("enable_progress_bar"))),
             ("enable_model_summary", "false", bool(cfg.get("enable_model_summary"))),
-            ("num_sanity_val_steps", "0", cfg.get("num_sanity_val_steps") not in (None, 0)),
             ("detect_anomaly", "false", bool(cfg.get("detect_anomaly"))),
             ("profiler", "null", cfg.get("profiler") is not None)) if on]
         if still_on:

@@ -67,6 +67,12 @@ ROWS = [
     ("--trainer.devices=2 --trainer.accelerator=cpu", "add --trainer.strategy seed_parallel"),
     ("--trainer.num_nodes=2 --trainer.accelerator=cpu", "coupling the seeds"),
     ("--trainer.fast_dev_run=true", "trainer.fast_dev_run=True: a run is one pass"),
+    # no validation loop: beyond the horizon it was Lightning's refusal after the run's folder was made, else ignored
+    ("--trainer.val_check_interval=5000", "trainer.val_check_interval=5000: a run has no validation loop"),
+    ("--trainer.val_check_interval=2", "trainer.val_check_interval=2: a run has no validation loop"),
+    ("--trainer.check_val_every_n_epoch=3", "trainer.check_val_every_n_epoch=3: a run has no validation loop"),
+    ("--trainer.limit_val_batches=5", "trainer.limit_val_batches=5.0: a run has no validation loop"),
+    ("--trainer.num_sanity_val_steps=2", "trainer.num_sanity_val_steps=2: a run has no validation loop"),
     ("--trainer.devices=0", "trainer.devices='0': a run needs at least one device"),
     ("--trainer.devices=-1 --trainer.accelerator=cpu", "trainer.devices='-1': -1 means every GPU"),
     ("--trainer.devices=[0,1] --trainer.strategy=seed_parallel --trainer.accelerator=cpu",
@@ -276,6 +282,19 @@ def test_missing_uci_folder_is_named(tmp_path, capsys):
     code = run_cli(["fit", "--config", os.path.join(ROOT, "configs", "statlog.yaml"), *QUICK,
                     f"--data.data_dir={tmp_path}/absent", f"--trainer.default_root_dir={tmp_path}"])
     assert code == 2 and f"{tmp_path}/absent" in capsys.readouterr().err
+
+
+def test_a_new_run_refused_once_fit_has_begun_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    """A refusal raised inside fit, after Lightning's logger wrote hparams.yaml into the new run's folder
+    (as Lightning's own val_check_interval check did): the folder, which holds nothing of the run, is removed."""
+    from nvldb_pl.callbacks import DuelingLoop
+
+    def refuse(self, trainer, module):
+        raise ValueError("refused at the start of fit")
+    monkeypatch.setattr(DuelingLoop, "on_train_start", refuse)
+    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}"])
+    assert code == 2 and "error: refused at the start of fit" in capsys.readouterr().err
+    assert not (tmp_path / "lightning_logs").exists(), list(tmp_path.rglob("*"))
 
 
 def test_failed_run_leaves_an_earlier_summary_untouched(tmp_path, capsys):
