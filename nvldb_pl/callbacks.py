@@ -265,6 +265,7 @@ class RunSummary(pl.Callback):
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),
             "software": self._software,  # of the process that ran rounds resumed_at_round + 1 .. T
+            **({"earlier_parts": module.earlier_parts} if self._start_round else {}),  # rounds 1 .. resumed_at_round
         }
         if live is not None:
             self.summary["feature_units"] = int(module.net.theta.shape[1])

@@ -252,7 +252,19 @@ def software_change(saved: Optional[dict]) -> Optional[str]:
         return None
     return (f"ckpt_path: the checkpoint's rounds were made with {software_text(saved)}, and this run goes on with "
             f"{software_text(now)}: where the change reaches the arithmetic, each seed's rounds from here are not "
-            f"those of a run made in one go with either (summary.json records this process's software)")
+            f"those of a run made in one go with either (summary.json records the software of each part)")
+
+
+def run_parts(checkpoint: dict) -> list[dict]:
+    """The parts a checkpoint's rounds were made in, first to last, each ``{"rounds": [first, last],
+    "accelerator": ..., "software": ...}``: a run that went on with other software or on another device
+    keeps what made each part (a checkpoint saved before parts were kept: its rounds as one part,
+    with the device and software its last part recorded)."""
+    if checkpoint.get("parts") is not None:
+        return [dict(part) for part in checkpoint["parts"]]
+    done = int(checkpoint["state_dict"]["rounds_done"])
+    return [{"rounds": [1, done], "accelerator": checkpoint.get("accelerator"),
+             "software": checkpoint.get("software")}] if done else []
 
 
 def software_text(soft: dict) -> str:

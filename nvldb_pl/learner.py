@@ -26,7 +26,7 @@ import torch
 
 from .checks import (LINKED_FROM_DATA, check, check_linked, config_differences, refuse_other_config, refuse_other_state,
                      require)
-from .host import check_memory, keep_freed_memory, software, software_change
+from .host import check_memory, keep_freed_memory, run_parts, software, software_change
 from .metrics import CumulativeRegret
 
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
@@ -83,6 +83,7 @@ class DuelingLearner(pl.LightningModule):
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
         self._timers_off = False
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
+        self.earlier_parts: list[dict] = []  # the rounds made before this process, by part (host.run_parts)
         self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
         self._own_optimizer = None  # live use, without a Trainer (see attach_optimizer)
 
@@ -256,6 +257,7 @@ class DuelingLearner(pl.LightningModule):
         if moved:
             rank_zero_info(moved)
         self._t = int(checkpoint["state_dict"]["rounds_done"])
+        self.earlier_parts = run_parts(checkpoint)
         if self._t >= self.hparams["rounds"]:
             rank_zero_info(f"data.rounds={self._t}: the checkpoint already holds every round of the run, so nothing "
                            f"runs (a larger data.rounds goes on with it)")
@@ -267,6 +269,9 @@ class DuelingLearner(pl.LightningModule):
             checkpoint["precision"] = str(self.trainer.precision)
             checkpoint["accelerator"] = self.trainer.strategy.root_device.type
         checkpoint["software"] = software()
+        first = self.earlier_parts[-1]["rounds"][1] + 1 if self.earlier_parts else 1  # this process's part
+        checkpoint["parts"] = self.earlier_parts + ([{"rounds": [first, self._t], "accelerator": self.device.type,
+                                                      "software": software()}] if self._t >= first else [])
 
     def _say_other_device(self, checkpoint) -> None:
         """A run may go on on another device (a GPU run on a CPU-only machine, or the reverse): the

@@ -239,6 +239,39 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     assert all(g["foreach"] and not g["fused"] and not g["capturable"] for g in after["optimizer_states"][0]["param_groups"])
 
 
+def test_a_run_made_in_parts_keeps_the_software_and_device_of_each_part(tmp_path):
+    from nvldb_pl.host import software
+    now = software()
+    one, parts = str(tmp_path / "one"), str(tmp_path / "parts")
+    _made(one, *SHORT)  # 24 rounds in one go: one part, and no earlier_parts in its summary
+    folder = os.path.join(one, "lightning_logs", "version_0")
+    assert torch.load(os.path.join(folder, "checkpoints", "last.ckpt"), weights_only=False)["parts"] == [
+        {"rounds": [1, 24], "accelerator": "cpu", "software": now}]
+    assert "earlier_parts" not in json.load(open(os.path.join(folder, "summary.json")))
+    _made(parts, "--data.rounds=8", "--checkpoint.every_n_rounds=8")  # rounds 1-8, as if with another torch ...
+    folder = os.path.join(parts, "lightning_logs", "version_0")
+    last = os.path.join(folder, "checkpoints", "last.ckpt")
+    ckpt = torch.load(last, map_location="cpu", weights_only=False)
+    older = {**now, "torch": "2.0.0"}
+    ckpt["parts"][0]["software"] = ckpt["software"] = older
+    torch.save(ckpt, last)
+    _made(parts, "--data.rounds=16", "--checkpoint.every_n_rounds=8", "--ckpt_path=last")  # ... 9-16, then 17-24
+    first, second = ({"rounds": [1, 8], "accelerator": "cpu", "software": older},
+                     {"rounds": [9, 16], "accelerator": "cpu", "software": now})
+    assert json.load(open(os.path.join(folder, "summary.json")))["earlier_parts"] == [first]
+    _made(parts, *SHORT, "--ckpt_path=last")
+    summary = json.load(open(os.path.join(folder, "summary.json")))
+    assert summary["earlier_parts"] == [first, second] and summary["software"] == now
+    assert torch.load(last, weights_only=False)["parts"] == [first, second,
+                                                              {"rounds": [17, 24], "accelerator": "cpu", "software": now}]
+    assert _per_seed(parts) == _per_seed(one)  # (only the record of the first part was changed)
+    # a checkpoint saved before parts were kept: its rounds as one part, with what its last part recorded
+    del ckpt["parts"]
+    torch.save(ckpt, last)
+    _made(parts, "--data.rounds=16", "--checkpoint.every_n_rounds=8", "--ckpt_path=last")
+    assert json.load(open(os.path.join(folder, "summary.json")))["earlier_parts"] == [first]
+
+
 def test_only_this_process_s_event_files_that_hold_nothing_are_dropped(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
