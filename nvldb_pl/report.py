@@ -141,6 +141,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         settings = {}  # method -> what its run changed from the method's defaults (runs with hparams.yaml)
         dead = {}  # method -> seeds whose phi ended with no live unit (summary.json's live_feature_units)
         made_with = {}  # method -> the software its run ended in (summary.json's software; None: not recorded)
+        earlier = {}  # method -> the parts its run was made in before the last (summary.json's earlier_parts)
         for (t_, method), folder in runs.items():
             if t_ != task:
                 continue
@@ -155,6 +156,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
                 settings[method] = " ".join(f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items()))  # as --set
             dead[method] = [s["seed"] for s in summary["seeds"] if s.get("live_feature_units") == 0]
             made_with[method] = summary.get("software")
+            earlier[method] = summary.get("earlier_parts", [])
             duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
             duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
             rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
@@ -179,7 +181,7 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
                                    **({"settings": settings[method]} if settings.get(method) else {}),
                                    **({"software": made_with[method]} if made_with.get(method) else {})}
         lines += settings_lines(settings)
-        lines += software_lines(made_with)
+        lines += software_lines(made_with, earlier)
         lines += [f"Dead φ, {method}: seed{'s' if len(d) > 1 else ''} {', '.join(map(str, d))} ended with every unit of φ at 0 "
                   f"on every context played: stopped learning (summary.json, live_feature_units)." for method, d in dead.items() if d]
         floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()))
@@ -220,9 +222,10 @@ def settings_lines(settings: dict) -> list[str]:
             + "; ".join(f"{m} `{v}`" if v else f"{m} none" for m, v in settings.items()) + "."]
 
 
-def software_lines(made_with: dict) -> list[str]:
+def software_lines(made_with: dict, earlier: dict | None = None) -> list[str]:
     """The report's line on the software the runs were made with ({method: summary.json's software
-    or None}): once when every run shares it, else per method; runs that did not record it named."""
+    or None}): once when every run shares it, else per method; runs that did not record it named; the
+    earlier parts of a resumed run ({method: summary.json's earlier_parts}) made with other software, named."""
     known = {m: software_text(v) for m, v in made_with.items() if v}
     if not known:
         return []
@@ -232,6 +235,11 @@ def software_lines(made_with: dict) -> list[str]:
     older = [m for m, v in made_with.items() if not v]
     if older:
         lines[-1] += f" Not recorded (made before summary.json held it): {', '.join(older)}."
+    other = [f"{m}: rounds {p['rounds'][0]}-{p['rounds'][1]} with {software_text(p['software'])}"
+             for m, parts in (earlier or {}).items() if made_with.get(m) for p in parts
+             if p.get("software") and software_text(p["software"]) != known[m]]
+    if other:
+        lines[-1] += f" Earlier parts of resumed runs made with other software: {'; '.join(other)}."
     return lines
 
 

@@ -592,3 +592,17 @@ def test_the_software_line_says_it_once_when_shared_else_per_method_and_names_ru
                                                          f"summary.json held it): B."]
     assert software_lines({"A": None}) == [] and software_lines({"A": {**one, "commit": None}})[1] == (
         "Made with nvldb_pl 0.1.0, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7.")
+
+
+def test_the_software_line_names_earlier_parts_of_a_resumed_run_made_with_other_software():
+    from nvldb_pl.report import software_lines
+    one = {"nvldb_pl": "0.1.0", "commit": "a" * 40, "torch": "2.13.0", "lightning": "2.6.6", "numpy": "2.4.6",
+           "python": "3.11.7"}
+    other = {**one, "torch": "2.14.0"}
+    text = "nvldb_pl 0.1.0 at commit aaaaaaaaaaaa, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7"
+    parts = [{"rounds": [1, 8], "accelerator": "cpu", "software": other},
+             {"rounds": [9, 16], "accelerator": "cpu", "software": one}]
+    assert software_lines({"A": one, "B": one}, {"A": parts, "B": []}) == [
+        "", f"Made with {text}. Earlier parts of resumed runs made with other software: A: rounds 1-8 with "
+            f"nvldb_pl 0.1.0 at commit aaaaaaaaaaaa, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7."]
+    assert software_lines({"A": one}, {"A": parts[1:]}) == ["", f"Made with {text}."]  # the same software: nothing
