@@ -271,7 +271,7 @@ class DuelingLearner(pl.LightningModule):
         checkpoint["software"] = software()
         first = self.earlier_parts[-1]["rounds"][1] + 1 if self.earlier_parts else 1  # this process's part
         checkpoint["parts"] = self.earlier_parts + ([{"rounds": [first, self._t], "accelerator": self.device.type,
-                                                      "software": software()}] if self._t >= first else [])
+                                                      "software": checkpoint["software"]}] if self._t >= first else [])
 
     def _say_other_device(self, checkpoint) -> None:
         """A run may go on on another device (a GPU run on a CPU-only machine, or the reverse): the

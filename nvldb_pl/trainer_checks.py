@@ -49,16 +49,14 @@ def check_trainer(cfg) -> int:
     (or would not run at all here: an accelerator, device count or precision it cannot take; a callback
     that cannot do its job in a bandit run);
     return the number of processes the run will have."""
-    for key, allowed in ONE_PASS.items():
-        value = cfg.get(key, allowed[0])
-        if value not in allowed:
-            raise ValueError(f"trainer.{key}={value!r}: a run is one pass over the data.rounds rounds of the "
-                             f"stream; set data.rounds for a longer or shorter run")
-    for key, allowed in NO_VALIDATION.items():
-        value = cfg.get(key, allowed[0])
-        if value not in allowed:
-            raise ValueError(f"trainer.{key}={value!r}: a run has no validation loop (its regret is measured on "
-                             f"the rounds it plays: regret/* in TensorBoard, curves.csv); leave it unset")
+    for settings, why in ((ONE_PASS, "a run is one pass over the data.rounds rounds of the stream; set data.rounds "
+                                      "for a longer or shorter run"),
+                          (NO_VALIDATION, "a run has no validation loop (its regret is measured on the rounds it "
+                                          "plays: regret/* in TensorBoard, curves.csv); leave it unset")):
+        for key, allowed in settings.items():
+            value = cfg.get(key, allowed[0])
+            if value not in allowed:
+                raise ValueError(f"trainer.{key}={value!r}: {why}")
     clip = cfg.get("gradient_clip_val")
     if clip:  # Lightning's own refusal came after the run's folder and files were made
         raise ValueError(f"trainer.gradient_clip_val={clip!r}: each round's update is the learner's own "
