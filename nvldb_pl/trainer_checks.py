@@ -25,8 +25,13 @@ NO_VALIDATION = {"val_check_interval": (None,), "check_val_every_n_epoch": (1,),
 
 
 def process_count(devices, num_nodes, accelerator) -> int:
-    """How many processes Lightning would start for these trainer settings."""
-    return device_count(devices, accelerator) * int(num_nodes or 1)
+    """How many processes Lightning would start for these trainer settings (``num_nodes`` 0 or less is refused,
+    naming the field: it was Lightning's message without one)."""
+    nodes = 1 if num_nodes is None else num_nodes
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"trainer.num_nodes={num_nodes!r}: the number of machines the run spreads its seeds over, "
+                         f"at least 1")
+    return device_count(devices, accelerator) * nodes
 
 
 # What a launcher sets that lets the nodes of a run find each other: by hand (MASTER_ADDR/MASTER_PORT), SLURM,
@@ -37,7 +42,7 @@ LAUNCHER_VARIABLES = ("MASTER_PORT", "SLURM_NTASKS", "TORCHELASTIC_RUN_ID", "LOC
 
 def check_nodes(num_nodes) -> None:
     """Refuse ``trainer.num_nodes`` > 1 where no launcher set the run up (it would wait for nodes that cannot come)."""
-    if int(num_nodes or 1) > 1 and not any(os.environ.get(k) for k in LAUNCHER_VARIABLES):
+    if (num_nodes or 1) > 1 and not any(os.environ.get(k) for k in LAUNCHER_VARIABLES):
         raise ValueError(f"trainer.num_nodes={num_nodes}: nothing here tells the other machines where to find this "
                          f"one (no SLURM, torchrun or MASTER_ADDR/MASTER_PORT/NODE_RANK variables), so it would wait "
                          f"for them until the process group times out; launch through SLURM or torchrun, or set those on every machine "

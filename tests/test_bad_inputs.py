@@ -74,6 +74,8 @@ ROWS = [
     ("--trainer.limit_val_batches=5", "trainer.limit_val_batches=5.0: a run has no validation loop"),
     ("--trainer.num_sanity_val_steps=2", "trainer.num_sanity_val_steps=2: a run has no validation loop"),
     ("--trainer.devices=0", "trainer.devices='0': a run needs at least one device"),
+    ("--trainer.num_nodes=0", "trainer.num_nodes=0: the number of machines"),  # Lightning's message named no field
+    ("--trainer.num_nodes=-2 --trainer.strategy=seed_parallel", "trainer.num_nodes=-2: the number of machines"),
     ("--trainer.devices=-1 --trainer.accelerator=cpu", "trainer.devices='-1': -1 means every GPU"),
     ("--trainer.devices=[0,1] --trainer.strategy=seed_parallel --trainer.accelerator=cpu",
      "trainer.devices=[0, 1]: a list picks GPUs by index, and this run is on the CPU; give a number of processes (2)"),
