@@ -252,20 +252,27 @@ def test_torchrun_launch_equals_one_process_per_seed(tmp_path):
     assert "last.ckpt.rank1" in os.listdir(os.path.join(two, "lightning_logs", "version_0", "checkpoints"))
 
 
-def test_two_nodes_equal_one_process_per_seed(tmp_path):
-    """--trainer.num_nodes 2: two node ranks started by hand on this host (as torchrun or SLURM would
-    start them on two machines), gloo over localhost, give per seed what one process gives."""
+@pytest.mark.parametrize("launcher", ["by_hand", "torchrun"])
+def test_two_nodes_equal_one_process_per_seed(tmp_path, launcher):
+    """--trainer.num_nodes 2: two node ranks on this host, gloo over localhost, give per seed what one
+    process gives; started by hand (MASTER_ADDR, MASTER_PORT, NODE_RANK set on each machine) and by
+    torchrun as docs/reproducibility.md shows for a cluster (--nnodes 2 --node-rank R --master-addr
+    --master-port on each machine)."""
     one, two = str(tmp_path / "one"), str(tmp_path / "two")
     _made(one, "--data.num_seeds=4")
     port = str(_free_port())
     procs = []
     for node in (0, 1):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "NODE_RANK": str(node),
-               "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen(_cmd(two, "--data.num_seeds=4", "--trainer.strategy=seed_parallel",
-                                           "--trainer.num_nodes=2", "--trainer.devices=1",
-                                           "--trainer.accelerator=cpu"),
-                                      env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        cmd = _cmd(two, "--data.num_seeds=4", "--trainer.strategy=seed_parallel", "--trainer.num_nodes=2",
+                   "--trainer.devices=1", "--trainer.accelerator=cpu")
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        if launcher == "by_hand":
+            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, NODE_RANK=str(node), WORLD_SIZE="2")
+        else:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+                   "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", port, *cmd[1:]]
+        procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
