@@ -249,9 +249,14 @@ def main(args=None) -> NVLDBCLI:
 
 def rank_prefix() -> str:
     """``[rank: r] `` in a process of global rank r > 0 (as Lightning marks its own lines): under
-    ``seed_parallel`` a refusal every rank makes is printed by each, and a rank's own failure says whose."""
+    ``seed_parallel`` a refusal every rank makes is printed by each, and a rank's own failure says whose
+    (before the processes meet: the rank torchrun or srun gave the process)."""
     import torch.distributed as dist
-    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    if dist.is_available() and dist.is_initialized():
+        rank = dist.get_rank()
+    else:
+        rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+        rank = int(rank) if rank.isdigit() else 0
     return f"[rank: {rank}] " if rank else ""
 
 

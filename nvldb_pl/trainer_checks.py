@@ -49,6 +49,41 @@ def check_nodes(num_nodes) -> None:
                          f"(docs/reproducibility.md, 'Over machines')")
 
 
+def launched_processes() -> tuple[str, int, int] | None:
+    """(launcher, processes, processes per machine) where a launcher started this process as one of
+    several it counts exactly: torchrun (WORLD_SIZE, LOCAL_WORLD_SIZE) or srun (SLURM_STEP_NUM_TASKS,
+    SLURM_STEP_TASKS_PER_NODE, where Lightning takes the run for a SLURM one); else None (one process,
+    or a launch whose count is the config's own: node ranks started by hand)."""
+    env = os.environ
+    if all(k in env for k in ("TORCHELASTIC_RUN_ID", "WORLD_SIZE", "LOCAL_WORLD_SIZE")):  # as Lightning detects torchrun
+        return "torchrun", int(env["WORLD_SIZE"]), int(env["LOCAL_WORLD_SIZE"])
+    if ("SLURM_NTASKS" in env and "SLURM_STEP_NUM_TASKS" in env
+            and env.get("SLURM_JOB_NAME") not in ("bash", "interactive")):  # Lightning's test for a SLURM launch
+        per_node = env.get("SLURM_STEP_TASKS_PER_NODE", "").partition("(")[0]  # "2(x3)": 2 a machine, 3 machines
+        n = int(env["SLURM_STEP_NUM_TASKS"])
+        return "srun", n, int(per_node) if per_node.isdigit() else n
+    return None
+
+
+def check_launch(n: int, strategy: str, devices, num_nodes) -> None:
+    """Refuse a config whose process count is not the launcher's: torchrun or srun started more processes than
+    the config runs (each would play the whole run alone: the same seeds again, in a run folder of its own) or
+    another number than it runs under seed_parallel (Lightning refused it in its own words, or the seeds were
+    split over a count no launcher made)."""
+    launch = launched_processes()
+    if launch is None or launch[1] == n:
+        return
+    launcher, world, per_node = launch
+    nodes = max(world // max(per_node, 1), 1)
+    fix = f"--trainer.strategy seed_parallel --trainer.devices {per_node}" + (
+        f" --trainer.num_nodes {nodes}" if nodes > 1 else "")
+    alone = (" (each process would play the whole run alone: the same seeds again, in a run folder of its own)"
+             if n == 1 and strategy != "seed_parallel" else "")
+    raise ValueError(f"trainer.devices={devices!r}, trainer.num_nodes={num_nodes!r}: {launcher} started {world} "
+                     f"processes ({per_node} a machine) and this config runs {n}{alone}; to spread the seeds over "
+                     f"them, add {fix}")
+
+
 def check_trainer(cfg) -> int:
     """Refuse, naming the field, trainer settings under which the run would not be the bandit loop
     (or would not run at all here: an accelerator, device count or precision it cannot take; a callback
@@ -89,6 +124,7 @@ def check_trainer(cfg) -> int:
     name = getattr(strategy, "strategy_name", strategy)
     check_strategy(str(name))
     n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), accelerator)
+    check_launch(n, str(name), cfg.get("devices", 1), cfg.get("num_nodes", 1))
     if n > 1 and name == "seed_parallel":
         check_nodes(cfg.get("num_nodes", 1))
     if n > 1 and name != "seed_parallel":

@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -252,6 +253,56 @@ def test_torchrun_launch_equals_one_process_per_seed(tmp_path):
     assert "last.ckpt.rank1" in os.listdir(os.path.join(two, "lightning_logs", "version_0", "checkpoints"))
 
 
+def test_torchrun_starting_more_processes_than_the_config_runs_is_refused_by_each_rank_before_anything_runs(tmp_path):
+    """torchrun --nproc-per-node 2 with the plain command (one process, no seed_parallel): each process played
+    the whole run alone, the same seeds twice, in version_0 and version_1. Now each rank refuses, marked as its
+    rank, naming what to add, and nothing is written."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           *_cmd(str(tmp_path), "--data.num_seeds=4")[1:]]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    message = ("error: trainer.devices=1, trainer.num_nodes=1: torchrun started 2 processes (2 a machine) and this "
+               "config runs 1 (each process would play the whole run alone: the same seeds again, in a run folder of "
+               "its own); to spread the seeds over them, add --trainer.strategy seed_parallel --trainer.devices 2")
+    lines = [line for line in out.stderr.splitlines() if "error: " in line]
+    assert out.returncode != 0 and sorted(lines) == sorted([message, f"[rank: 1] {message}"]), out.stderr[-3000:]
+    assert not os.path.exists(os.path.join(tmp_path, "lightning_logs"))
+
+
+@pytest.mark.parametrize("env,config,message", [
+    # torchrun --nnodes 2 --nproc-per-node 2: four processes, two a machine
+    ({"TORCHELASTIC_RUN_ID": "none", "RANK": "0", "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "4"},
+     {"strategy": "seed_parallel", "devices": 2}, "torchrun started 4 processes (2 a machine) and this config runs 2; "
+     "to spread the seeds over them, add --trainer.strategy seed_parallel --trainer.devices 2 --trainer.num_nodes 2"),
+    # srun --ntasks 3 on one machine, the plain command
+    ({"SLURM_NTASKS": "3", "SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_TASKS_PER_NODE": "3", "SLURM_JOB_NAME": "nvldb"},
+     {}, "srun started 3 processes (3 a machine) and this config runs 1 (each process would play the whole run alone"),
+    # srun, 2 machines with 2 tasks each, seed_parallel with 2 devices but one node
+    ({"SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_JOB_NAME": "nv"},
+     {"strategy": "seed_parallel", "devices": 2}, "add --trainer.strategy seed_parallel --trainer.devices 2 "
+     "--trainer.num_nodes 2"),
+])
+def test_a_config_whose_process_count_is_not_the_launchers_is_refused_naming_the_fix(monkeypatch, env, config, message):
+    from nvldb_pl.trainer_checks import check_trainer
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_trainer({"accelerator": "cpu", **config})
+
+
+@pytest.mark.parametrize("env", [
+    {"SLURM_NTASKS": "3", "SLURM_STEP_NUM_TASKS": "3", "SLURM_JOB_NAME": "interactive"},  # Lightning: not a SLURM launch
+    {"SLURM_NTASKS": "3"},  # the batch script itself (no srun step): one process
+    {"TORCHELASTIC_RUN_ID": "none", "RANK": "0", "LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "1"},  # torchrun, one process
+    {"WORLD_SIZE": "2", "NODE_RANK": "1", "MASTER_PORT": "1"},  # node ranks by hand: the config's count decides
+])
+def test_the_plain_command_runs_where_no_launcher_started_more_than_one_process(monkeypatch, env):
+    from nvldb_pl.trainer_checks import check_trainer
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert check_trainer({"accelerator": "cpu"}) == 1
+
+
 @pytest.mark.parametrize("launcher", ["by_hand", "torchrun"])
 def test_two_nodes_equal_one_process_per_seed(tmp_path, launcher):
     """--trainer.num_nodes 2: two node ranks on this host, gloo over localhost, give per seed what one
@@ -298,7 +349,8 @@ def test_slurms_requeue_signal_stops_every_task_at_the_same_round_and_the_job_go
     def srun(*extra):
         port, procs = str(_free_port()), []
         for task in (0, 1):
-            env = {**os.environ, "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_PROCID": str(task),
+            env = {**os.environ, "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_STEP_NUM_TASKS": "2",
+                   "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_PROCID": str(task),
                    "SLURM_LOCALID": str(task), "SLURM_NODEID": "0", "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "nvldb",
                    "SLURM_NODELIST": "localhost", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
                    "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
