@@ -28,7 +28,7 @@ from .checks import LINKED_FROM_DATA
 from .registry import LEARNERS, METHODS, init_args
 from .host import hold_folder
 from .resume import whole_checkpoint
-from .run import RunStopped, check_accelerator, run_experiment
+from .run import RunStopped, check_placement, run_experiment
 
 SYNTHETIC_DIM = StreamSpec.dim  # d of the synthetic tasks unless --dim (the paper's 5)
 CHECKPOINT_EVERY = 100  # rounds between a grid run's saves: what a stopped run goes on from
@@ -168,7 +168,7 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     if unknown:
         raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
     check_tasks(tasks)
-    check_accelerator(accelerator)  # up front: not after the first tasks' runs
+    check_placement(accelerator)  # up front: not after the first tasks' runs
     # a key no learner run here takes (a typo: widht=5) would otherwise be dropped silently
     taken = set().union(*(accepts(METHODS[m][0]) for m in methods)) if methods else set()
     ignored = sorted(set(overrides or {}) - taken)

@@ -20,6 +20,7 @@ from .host import claim_new_folder, hold_folder
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
 from .registry import LEARNERS
+from .trainer_checks import launched_processes
 
 
 def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[BanditDataModule, DuelingLearner]:
@@ -34,9 +35,19 @@ def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[Bandi
     return dm, module
 
 
-def check_accelerator(accelerator: str) -> None:
-    """Refuse, before anything runs or is written, a device this machine does not have."""
+def check_placement(accelerator: str) -> None:
+    """Refuse, before anything runs or is written, a device this machine does not have, or a start as one of
+    several processes: a script's runs each run in one process, so under torchrun or srun every process ran
+    them all (a sweep appended each row once a process)."""
     devices.check_accelerator(accelerator, field="--accelerator", allowed=("cpu", "gpu"))
+    launch = launched_processes()
+    if launch is not None and launch[1] > 1:
+        launcher, world, _ = launch
+        script = os.path.basename(sys.argv[0]) or "this script"
+        raise ValueError(f"{launcher} started {world} processes, and {script} runs each of its runs in one process: "
+                         f"every process would run them all (the same runs again, into the same files); start it "
+                         f"without {launcher} (one run's seeds spread over processes: scripts/main.py fit "
+                         f"--trainer.strategy seed_parallel)")
 
 
 def tensorboard_logger(root_dir: str, version: Optional[int]) -> TensorBoardLogger:
@@ -100,7 +111,7 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
     ``checkpoint_every`` (with root_dir): ``last.ckpt`` every that many rounds (:class:`RoundCheckpoint`),
     and a first Ctrl-C or SIGTERM stops the run at the end of a round, saved, raising :class:`RunStopped`.
     ``resume`` = (N, checkpoint): go on from that checkpoint, logging into ``root_dir``'s version_N."""
-    check_accelerator(accelerator)
+    check_placement(accelerator)
     devices.check_precision(precision, field="--precision")
     if resume is not None and (root_dir is None or not checkpoint_every):
         raise ValueError("resume: a run goes on from a checkpoint with root_dir and checkpoint_every given")

@@ -24,7 +24,7 @@ from tests.naive import run_seed  # noqa: E402
 from nvldb_pl.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
 from nvldb_pl.grid import check_positive  # noqa: E402
 from nvldb_pl.neural import resolve_history_pass  # noqa: E402
-from nvldb_pl.run import check_accelerator, run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.run import check_placement, run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 
 def main():
@@ -56,7 +56,7 @@ def main():
                         "sections (the split then counts kernel launches only)")
     a = p.parse_args()
     try:  # every setting checked before the first timed run; a config error ends in one line, not a traceback
-        check_accelerator(a.accelerator)
+        check_placement(a.accelerator)
         for precision in a.precision:
             check_precision(precision, field="--precision")
         for flag, value in (("--seeds", a.seeds), ("--rounds", a.rounds)):

@@ -26,7 +26,7 @@ from nvldb_pl.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX,
 from nvldb_pl.grid import check_positive, finished_runs, parse_overrides, run_grid  # noqa: E402
 from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.report import committed_curves, write_report  # noqa: E402
-from nvldb_pl.run import RunStopped  # noqa: E402
+from nvldb_pl.run import RunStopped, check_placement  # noqa: E402
 
 
 def main(argv=None):
@@ -52,6 +52,7 @@ def main(argv=None):
                         "(which the defaults do not change) under their own names where not run here")
     a = p.parse_args(argv)
     try:
+        check_placement(a.accelerator)  # before --out is made: a refused run leaves no empty folder
         check_positive("--rounds", a.rounds)
         check_positive("--seeds", a.seeds)
         if a.first_seed < 0:

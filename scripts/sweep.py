@@ -27,7 +27,7 @@ from nvldb_pl.grid import TASK_DATA, check_learner, check_positive, check_tasks 
 from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.module import LITERAL  # noqa: E402
 from nvldb_pl.registry import LEARNERS, init_args  # noqa: E402
-from nvldb_pl.run import check_accelerator, run_experiment  # noqa: E402
+from nvldb_pl.run import check_placement, run_experiment  # noqa: E402
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
@@ -182,7 +182,7 @@ def main():
         if a.threads < 0:
             raise ValueError(f"--threads: must be >= 0 (0: torch's own choice), got {a.threads}")
         check_tasks(a.tasks)
-        check_accelerator(a.accelerator)  # up front: not after the runs before the first on a missing GPU
+        check_placement(a.accelerator)  # up front: not after the runs before the first on a missing GPU
         if a.out:
             if os.path.isdir(a.out):
                 raise ValueError(f"--out: {a.out} is a folder; give a JSON-lines file")

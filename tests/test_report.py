@@ -135,10 +135,39 @@ def test_reproduce_refuses_a_bad_out_or_literal_from_before_running(tmp_path, ca
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
 def test_reproduce_refuses_gpu_without_one_before_running(tmp_path, capsys):
-    assert _main(["--out", str(tmp_path), "--methods", "Random", "--rounds", "5", "--seeds", "1",
+    assert _main(["--out", str(tmp_path / "report"), "--methods", "Random", "--rounds", "5", "--seeds", "1",
                   "--tasks", "cos", "--accelerator", "gpu"]) == 2
     assert "--accelerator gpu" in capsys.readouterr().err
-    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "report").exists()  # --out was made before the refusal, and left empty
+
+
+TORCHRUN_2 = {"TORCHELASTIC_RUN_ID": "none", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+
+
+def test_the_scripts_started_as_several_processes_are_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """Under torchrun --nproc-per-node 2, each process of sweep.py ran every row and appended it (each row twice
+    in --out); reproduce.py's and benchmark.py's runs alike. A script's runs each run in one process: refused."""
+    import sys
+    from nvldb_pl.run import run_experiment
+    for key, value in TORCHRUN_2.items():
+        monkeypatch.setenv(key, value)
+    said = "torchrun started 2 processes, and {} runs each of its runs in one process"
+    assert _main(["--out", str(tmp_path / "report"), "--methods", "Random", "--rounds", "5", "--seeds", "1",
+                  "--tasks", "cos"]) == 2
+    assert said.format(os.path.basename(sys.argv[0])) in capsys.readouterr().err
+    sweep = _script("sweep")
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out",
+                                     str(tmp_path / "s.jsonl"), "--grid", '[{"width": 4}]'])
+    with pytest.raises(SystemExit) as stop:
+        sweep.main()
+    assert stop.value.code == 2 and said.format("sweep.py") in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == []  # no report folder, no sweep file
+    with pytest.raises(ValueError, match=said.format("sweep.py")):
+        run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {})
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    s, _ = run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {})  # torchrun with one process: runs
+    assert s["rounds"] == 2
 
 
 def test_wall_cell_names_a_non_cpu_device(tmp_path, capsys):
