@@ -1,6 +1,7 @@
 """Run one experiment from Python (tests, sweeps, benchmarks): the same pieces as the CLI."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -98,6 +99,24 @@ class GridCheckpoint(RoundCheckpoint):
     announce_stop = False
 
 
+@contextlib.contextmanager
+def lightning_quieted(on: bool):
+    """Lightning's info lines and warnings held back inside the block, as they were after it (a script's later
+    CLI run, or a notebook's, still says what Lightning says)."""
+    if not on:
+        yield
+        return
+    lightning_log = logging.getLogger("lightning.pytorch")
+    level = lightning_log.level
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module="lightning")
+        lightning_log.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            lightning_log.setLevel(level)
+
+
 def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
                    log_every_n_rounds: int = 50, quiet: bool = True,
                    learner: str | type = "NVLDB", accelerator: str = "cpu",
@@ -118,36 +137,34 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
     dm, module = build(data, model, learner)
     module.sync_timings = sync_timings
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)
-    if quiet:
-        logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-        warnings.filterwarnings("ignore", module="lightning")
-    saver = [GridCheckpoint(checkpoint_every)] if checkpoint_every and root_dir is not None else []
-    logger = False if root_dir is None else \
-        _new_run_logger(root_dir) if resume is None else tensorboard_logger(root_dir, resume[0])
-    trainer = pl.Trainer(
-        max_epochs=1, accelerator=accelerator, devices=1, precision=precision,
-        logger=logger, default_root_dir=root_dir, enable_checkpointing=bool(saver),
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-        callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *saver, *callbacks],
-    )
-    handler, held = signal.getsignal(signal.SIGINT), None
-    if saver:  # a run another process could go on with (scripts/reproduce.py): held while this one runs
-        held = hold_folder(logger.log_dir)
-        if held is None:
-            raise ValueError(f"{logger.log_dir}: another process is running this run now; let it finish, or stop it")
-    try:
-        trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
-    except SystemExit as stop:
-        if stopped_by_ctrl_c(stop):  # a script says what stopped
-            raise KeyboardInterrupt from None
-        raise
-    finally:
-        if handler is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, handler)  # Lightning's shutdown set it to ignored
-        if held is not None:
-            held.close()
-    if saver and saver[0].interrupted:
-        raise RunStopped(saver[0].interrupted, module.t, os.path.join(str(saver[0].dirpath), "last.ckpt"))
-    if held is not None:  # finished: no process goes on with it, so its lock file goes
-        os.remove(held.name)
-    return summary.summary, module
+    with lightning_quieted(quiet):  # Lightning's info lines and warnings, for this run only
+        saver = [GridCheckpoint(checkpoint_every)] if checkpoint_every and root_dir is not None else []
+        logger = False if root_dir is None else \
+            _new_run_logger(root_dir) if resume is None else tensorboard_logger(root_dir, resume[0])
+        trainer = pl.Trainer(
+            max_epochs=1, accelerator=accelerator, devices=1, precision=precision,
+            logger=logger, default_root_dir=root_dir, enable_checkpointing=bool(saver),
+            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+            callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *saver, *callbacks],
+        )
+        handler, held = signal.getsignal(signal.SIGINT), None
+        if saver:  # a run another process could go on with (scripts/reproduce.py): held while this one runs
+            held = hold_folder(logger.log_dir)
+            if held is None:
+                raise ValueError(f"{logger.log_dir}: another process is running this run now; let it finish, or stop it")
+        try:
+            trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
+        except SystemExit as stop:
+            if stopped_by_ctrl_c(stop):  # a script says what stopped
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            if handler is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, handler)  # Lightning's shutdown set it to ignored
+            if held is not None:
+                held.close()
+        if saver and saver[0].interrupted:
+            raise RunStopped(saver[0].interrupted, module.t, os.path.join(str(saver[0].dirpath), "last.ckpt"))
+        if held is not None:  # finished: no process goes on with it, so its lock file goes
+            os.remove(held.name)
+        return summary.summary, module

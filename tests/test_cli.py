@@ -299,3 +299,26 @@ def test_the_gpu_wait_finder_prints_host_times_and_finds_the_stall_on_a_cpu():
     plain, stalled, grew = map(float, rows["[Callback]Stall.on_train_batch_start"])
     assert plain < 1 and 19 < grew < 40, res.stdout
     assert "[Strategy]SingleDeviceStrategy.training_step" in rows, res.stdout
+
+
+def test_a_quiet_run_experiment_leaves_lightnings_log_and_warnings_as_they_were(tmp_path, caplog):
+    """run_experiment (quiet, as the scripts call it) holds Lightning's info lines and warnings back for its own
+    run only: after it the lightning.pytorch logger's level and the warning filters are as before, and a CLI run
+    in the same process still says what it says through Lightning's log (here: a resume with nothing to run).
+    The quiet level was left set, and a GPU test's resume line, logged after an earlier run_experiment, was lost."""
+    import logging
+    import warnings
+
+    from nvldb_pl.cli import run_cli
+    from nvldb_pl.run import run_experiment
+    lightning_log = logging.getLogger("lightning.pytorch")
+    level, filters = lightning_log.level, list(warnings.filters)
+    run_experiment({"task": "cos", "rounds": 3, "num_seeds": 1}, {"width": 4, "grad_steps": 1})
+    assert lightning_log.level == level and warnings.filters == filters
+    args = ["fit", "--config", os.path.join(ROOT, "configs", "cos.yaml"), "--data.num_seeds=1", "--data.rounds=4",
+            "--model.width=4", "--model.grad_steps=1", "--checkpoint.every_n_rounds=2",
+            "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
+    assert run_cli(args) == 0
+    caplog.clear()
+    assert run_cli([*args, "--ckpt_path=last"]) == 0
+    assert "data.rounds=4: the checkpoint already holds every round of the run, so nothing runs" in caplog.text
