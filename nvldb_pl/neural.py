@@ -26,20 +26,15 @@ TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed;
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
 HISTORY_PASSES = ("auto", "chunked", "full", "masked", "graphed")
-# One seed per process: the update's CUDA graph failed to capture on an H200 (torch 2.11, cudaErrorStreamCaptureInvalidated
-# in the theta refit); the operation at fault is not yet known (results/gpu/README.md), so one seed runs un-graphed.
-GRAPHED_MIN_SEEDS = 2
 
 
-def resolve_history_pass(mode: str, device: torch.device, sample_size: Optional[int], scaled: bool = False,
-                         seeds: int = 2) -> str:
-    """``auto``: ``graphed`` on a CUDA device where the whole history is walked, no GradScaler
-    (16-mixed) reads its inf checks on the host and the process runs at least two seeds (measured on
-    an H200: 7x the chunked pass's rounds/s, docs/performance.md; with one seed the capture failed
-    there, :data:`GRAPHED_MIN_SEEDS`), else ``chunked`` (fastest on a CPU); any other value as given."""
+def resolve_history_pass(mode: str, device: torch.device, sample_size: Optional[int], scaled: bool = False) -> str:
+    """``auto``: ``graphed`` on a CUDA device where the whole history is walked and no GradScaler
+    (16-mixed) reads its inf checks on the host (measured on an H200: 5.7x the chunked pass's rounds/s with
+    20 seeds, 6.7x with one; docs/performance.md), else ``chunked`` (fastest on a CPU); any other value as given."""
     if mode != "auto":
         return mode
-    graphed = graphs.available(device) and sample_size is None and not scaled and seeds >= GRAPHED_MIN_SEEDS
+    graphed = graphs.available(device) and sample_size is None and not scaled
     return "graphed" if graphed else "chunked"
 
 
@@ -149,7 +144,7 @@ class NeuralLearner(DuelingLearner):
     def history_pass(self) -> str:
         """How the whole history is walked on this learner's device (``auto`` resolved)."""
         return resolve_history_pass(self.hparams.get("history_pass", "auto"), self.device, self.hparams.get("sample_size"),
-                                    self._scaler() is not None, seeds=self.num_local)
+                                    self._scaler() is not None)
 
     def _graphed(self) -> bool:
         """The update's Adam steps and refit go through a CUDA graph: history_pass=graphed where graphs exist."""
@@ -177,9 +172,6 @@ class NeuralLearner(DuelingLearner):
         _check(not (self._graphed() and self._scaler() is not None), "history_pass",
                "graphed cannot run under 16-mixed: its GradScaler reads the inf check on the host, which a "
                "CUDA graph cannot hold; use bf16-mixed, or history_pass auto or chunked")
-        _check(not (self._graphed() and self.num_local < GRAPHED_MIN_SEEDS), "history_pass",
-               f"graphed needs at least {GRAPHED_MIN_SEEDS} seeds in a process (with one, the CUDA graph's capture "
-               "failed on an H200, torch 2.11; not yet explained); use history_pass auto or chunked")
         self._check_training_memory()
         if self._scaler() is not None and self.hparams.num_seeds > 1:
             rank_zero_warn(

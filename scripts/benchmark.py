@@ -85,8 +85,7 @@ def benchmark(a) -> None:
         summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
                                     {**model, "backward": backward, "history_pass": walk}, precision=precision,
                                     accelerator=a.accelerator, sync_timings=not a.unsynced)
-        walk = resolve_history_pass(walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None,
-                                    seeds=a.seeds)  # auto's choice
+        walk = resolve_history_pass(walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None)  # auto's choice
         precision = (f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}") + (", unsynced" if a.unsynced else "")
                      + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}")
                      + ("" if a.blas == "default" else f", blas {a.blas}")

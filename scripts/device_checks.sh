@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU checks, prepared to run as one call of the workplace's device machine:
-#   device call:  command "bash scripts/device_checks.sh", timeout_s 600
+#   device call:  command "bash scripts/device_checks.sh", timeout_s 600, carry [".whl"] (below)
 # Steps in order of what matters most, each with its own limit and all inside BUDGET seconds (a
 # step that would start past it is skipped, one that hangs costs only its own limit):
 # 1. tests/test_cuda.py (float32 GPU against CPU, bf16-mixed, 16-mixed warning, no host sync in a
@@ -16,8 +16,8 @@
 #    through cuBLASLt: whether its choices keep a seed's results independent of the seeds beside it);
 # 4. the history passes side by side (chunked, full, masked, graphed) with the time split;
 # 5. scripts/gpu_profile.py: the kernels one round's graphed update launches, and their time;
-#    scripts/gpu_capture_probe.py: which operation breaks the capture with one seed (GRAPHED_MIN_SEEDS), and
-#    which of four candidate mends lets a one-seed graphed fit capture;
+#    scripts/gpu_capture_probe.py: whether one seed's graphed fit captures (it failed in calls 3-4, not since),
+#    and if not, which operation breaks it and which of four candidate mends lets it capture;
 # 6. the second target, square at m=500 (20 seeds x 2000 rounds): with TF32 matmuls, in bf16-mixed (whether
 #    bf16 pays where the matmuls, not the launches, set the pace), and in plain float32 (the slowest, last).
 # Meanwhile, on the CPU cores the GPU steps leave (three quarters), the cos run on that machine's
@@ -28,6 +28,14 @@ BUDGET=${BUDGET:-550}
 STEPS=${STEPS:-}  # e.g. STEPS="versions tests target_cos": run only the steps named (all when empty)
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# The device machine's image has torch and Lightning but not jsonargparse (the CLI's parser: without it the
+# tests that run the CLI fail). Fetch it here as wheels, carried with the call (.whl, ignored by git):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+#     -d .whl jsonargparse docstring-parser typeshed-client
+if ! python3 -c "import jsonargparse" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 LOG=$OUT/log.txt
 : > "$LOG"
 : > "$OUT/status.tmp"

@@ -100,13 +100,19 @@ def test_16_mixed_on_gpu_warns_that_one_scaler_couples_the_seeds():
         run_experiment({**DATA, "rounds": 8}, {**MODEL, "history_pass": "graphed"}, precision="16-mixed", accelerator="gpu")
 
 
-def test_one_seed_on_gpu_runs_un_graphed_and_graphed_is_refused():
-    """One seed in a process: the graph's capture failed on an H200 (torch 2.11), so auto walks the history
-    chunked there and runs to the end; an explicit graphed is refused by name."""
-    s, m = run_experiment({**DATA, "rounds": 8, "num_seeds": 1}, MODEL, accelerator="gpu")
-    assert s["rounds"] == 8 and m.history_pass == "chunked" and m.step_graphs.captures == 0
-    with pytest.raises(ValueError, match="model.history_pass: graphed needs at least 2 seeds"):
-        run_experiment({**DATA, "rounds": 8, "num_seeds": 1}, {**MODEL, "history_pass": "graphed"}, accelerator="gpu")
+def test_one_seed_on_gpu_runs_graphed_and_plays_what_it_plays_among_four():
+    """One seed in a process captures the update on CUDA (auto resolves to graphed; one graph per 256-round
+    bucket) and plays the pairs it plays among four seeds in one run, with V and theta to float32 rounding."""
+    data = {**DATA, "rounds": 260}
+    s4, m4 = run_experiment({**data, "num_seeds": 4, "first_seed_id": 0}, MODEL, accelerator="gpu")
+    for i in (0, 3):
+        s1, m1 = run_experiment({**data, "num_seeds": 1, "first_seed_id": i}, MODEL, accelerator="gpu")
+        assert m1.step_graphs.captures == 2
+        assert torch.equal(m1.history()[0], m4.history()[i])
+        v = float((m1.V[0] - m4.V[i]).abs().max() / m4.V[i].abs().max())
+        th = float((m1.net.theta[0] - m4.net.theta[i]).abs().max() / m4.net.theta[i].abs().max())
+        print(f"seed {i}: S=1 graphed against S=4 graphed: V rel {v:.2e}, theta rel {th:.2e}")
+        assert v < 1e-4 and th < 1e-3
 
 
 @pytest.mark.parametrize("model,learner", [({**MODEL, "sample_size": 8, "history_pass": "masked"}, "NVLDB"),
