@@ -22,6 +22,11 @@ import torch
 BUCKET_ROUNDS = 256  # the history rows a graph covers grow in steps of this many rounds
 
 
+class CaptureFailed(ValueError):
+    """The update's CUDA graph could not be captured: the run stops with the setting that avoids it named
+    (a ValueError, so the CLI says it in one line); the cause is chained."""
+
+
 def bucket(t: int, T: int) -> int:
     """The rows the graphed pass walks at round t of T: t rounded up to a multiple of BUCKET_ROUNDS."""
     return min(T, -(-t // BUCKET_ROUNDS) * BUCKET_ROUNDS)
@@ -56,7 +61,16 @@ class CapturedSteps:
             return self._replay()
         self.graph, self.out = None, None  # the previous bucket's graph and its memory pool go
         out = self._warm_up(fn)  # this round, eagerly
-        self._capture(fn)  # records the launches; runs nothing
+        try:
+            self._capture(fn)  # records the launches; runs nothing
+        except RuntimeError as err:  # torch's CUDA errors (AcceleratorError among them) are RuntimeErrors
+            self.graph, self.out = None, None
+            cause = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise CaptureFailed(
+                f"model.history_pass: the CUDA graph of the update could not be captured (history of {key} rows: "
+                f"{cause}); start the run again with --model.history_pass chunked, the same update without graphs (a "
+                f"checkpoint goes on only with the pass it was made with); scripts/gpu_capture_probe.py says "
+                f"which operation broke the capture") from err
         self.key = key
         self.captures += 1
         return out

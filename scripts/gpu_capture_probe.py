@@ -38,7 +38,10 @@ PACKAGE = os.path.dirname(os.path.abspath(neural.__file__))
 
 
 def failure(err: BaseException) -> str:
-    """'FAILED <type>: <first line> at <file:line of the package's last frame>'."""
+    """'FAILED <type>: <first line> at <file:line of the package's last frame>' (of torch's own error, where the
+    package's CaptureFailed wraps it)."""
+    while isinstance(err, graphs.CaptureFailed) and err.__cause__ is not None:
+        err = err.__cause__
     frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename.startswith(PACKAGE)]
     at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
     return f"FAILED {type(err).__name__}: {str(err).splitlines()[0][:120]}{at}"

@@ -270,6 +270,23 @@ def test_the_gpu_capture_probe_without_a_gpu_says_so_in_one_line():
     assert "Traceback" not in res.stderr
 
 
+def test_the_capture_probe_reports_torchs_error_where_the_package_wraps_it(monkeypatch):
+    """A failed capture reaches a run as graphs.CaptureFailed (one line naming the setting); the probe's line gives
+    torch's error under it, the one that says which operation broke the capture."""
+    from nvldb_pl import graphs
+
+    def broken(self, fn):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
+    monkeypatch.setattr(graphs.CapturedSteps, "_capture", broken)
+    probe = load_script("gpu_capture_probe")
+    with pytest.raises(graphs.CaptureFailed) as caught:
+        graphs.CapturedSteps()("rows", lambda: None)
+    line = probe.failure(caught.value)  # at the package's last frame before torch's (here the capture's call)
+    assert line.startswith("FAILED RuntimeError: CUDA error: operation not permitted when stream is capturing at graphs.py:")
+
+
 def test_the_capture_probes_mends_compute_the_same_and_are_undone_after():
     """Each candidate mend of the one-seed capture (scripts/gpu_capture_probe.py) keeps seedwise's one-seed
     products what they were, and leaves the package as it found it."""

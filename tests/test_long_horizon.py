@@ -267,6 +267,34 @@ def test_one_seed_runs_graphed_where_graphs_exist_and_plays_what_it_plays_among_
         assert torch.equal(a[0], b[2])
 
 
+def test_a_graph_that_cannot_be_captured_stops_the_run_in_one_line_naming_the_pass(monkeypatch, tmp_path, capsys):
+    """Where CUDA graphs exist (simulated) and the update's capture fails (as one seed's did on an H200 in two
+    calls), the CLI stops with one line that names model.history_pass, torch's first line and the pass that
+    avoids graphs, not a traceback of torch's CUDA error."""
+    import os
+
+    from nvldb_pl import graphs
+    from nvldb_pl.cli import run_cli
+
+    def broken(self, fn):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nCompile with "
+                           "`TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+
+    monkeypatch.setattr(graphs, "available", lambda device: True)
+    monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
+    monkeypatch.setattr(graphs.CapturedSteps, "_capture", broken)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rc = run_cli(["fit", "--config", os.path.join(root, "configs", "cos.yaml"), "--data.num_seeds=2", "--data.rounds=6",
+                  "--model.width=4", "--model.grad_steps=1", "--trainer.enable_progress_bar=false",
+                  f"--trainer.default_root_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert ("error: model.history_pass: the CUDA graph of the update could not be captured (history of 6 rows: CUDA "
+            "error: operation not permitted when stream is capturing); start the run again with --model.history_pass "
+            "chunked") in err
+    assert "Traceback" not in err and "TORCH_USE_CUDA_DSA" not in err
+
+
 @pytest.mark.parametrize("mode", ["full", "masked", "graphed", "chunked", "sampled"])
 def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_round_one(mode, monkeypatch, tmp_path,
                                                                                            capsys):
