@@ -30,6 +30,8 @@ from .host import CannotWrite, check_writable, claim_new_folder, folders_to_make
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
 from .messages import BanditArgumentParser, user_message
+from .module import NVLDB
+from .own_defaults import class_of, given_keys, restore_own_defaults
 from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
                      refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
 from .run import stopped_by_ctrl_c, tensorboard_logger
@@ -133,6 +135,34 @@ class NVLDBCLI(LightningCLI):
         parser.set_defaults({"model": {"class_path": "nvldb_pl.module.NVLDB"}})
         parser.add_lightning_class_args(DuelingLoop, "loop")
         parser.add_lightning_class_args(RoundCheckpoint, "checkpoint")
+
+    def parse_arguments(self, parser, args) -> None:
+        """Lightning's parsing, then the chosen model class's own defaults for every argument the user did
+        not give (jsonargparse would carry NVLDB's over: :mod:`nvldb_pl.own_defaults`)."""
+        argv = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
+        printed = [a for a in argv if a == "--print_config"]  # (with flags, jsonargparse's own print)
+        if printed:  # printed after the defaults are put right (jsonargparse prints from inside its parse)
+            argv = [a for a in argv if a not in printed]
+            if args is None:
+                sys.argv[1:] = argv
+            else:
+                args = argv
+        super().parse_arguments(parser, args)
+        sub = self.config.get("subcommand")
+        cfg = self.config.get(sub) if sub else self.config
+        model = cfg.get("model") if cfg is not None else None
+        if model is not None and getattr(model, "class_path", None) and model.get("init_args") is not None:
+            chosen = class_of(model.class_path)
+            if chosen is not None:
+                restore_own_defaults(model.init_args, chosen, NVLDB, given_keys(argv, "model"), LINKED_FROM_DATA)
+        if printed:
+            import yaml
+            dumped = yaml.safe_load(parser.dump(self.config, skip_check=True, skip_none=False))
+            import lightning
+            sys.stdout.write(f"# lightning.pytorch=={lightning.__version__}\n" + yaml.safe_dump(dumped.get(sub, dumped) if sub else dumped, sort_keys=False,
+                                            allow_unicode=True, default_flow_style=False))
+            sys.stdout.flush()
+            raise SystemExit(0)
 
     def before_instantiate_classes(self) -> None:
         """``~`` in a path field (YAML or ``--field=~/x``, where no shell expands it) is the home folder:
