@@ -30,7 +30,8 @@ from typing import Optional
 
 import torch
 
-from . import gram, objective, seedwise, selection
+from . import gram, objective, seedwise, selection, selfduel
+from .backward import per_point_gradients
 from .checks import LINKED_FROM_DATA, check_integer, check_linked, check_number
 from .checks import check as _check
 from .learner import as_pairs
@@ -125,6 +126,8 @@ class NVLDB(NeuralLearner):
         sample_size: Optional[int] = None,
         sample_weighting: str = "uniform",
         history_pass: str = "auto",
+        self_duel_test: str = "none",
+        escape_rate: float = 1.0,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_linked(dim, arms, rounds, num_seeds, link)
@@ -140,12 +143,25 @@ class NVLDB(NeuralLearner):
         for name, value in (("beta", beta), ("epsilon", epsilon)):
             check_number(value, name)
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
+        _check(self_duel_test in selfduel.SELF_DUEL_TESTS, "self_duel_test",
+               f"{self_duel_test!r} is not one of {list(selfduel.SELF_DUEL_TESTS)}")
+        _check(self_duel_test == "none" or distinct_arms, "self_duel_test",
+               f"{self_duel_test} decides the self-duels itself; it needs distinct_arms=true")
+        check_number(escape_rate, "escape_rate")
         # saved with the values in force, also where they came from a default
         args.update(epsilon=epsilon, init=init, bias=bias, beta=beta)
         variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
         super().__init__(args, variance_mode, w_reg)
         self.strategy = strategy
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # built once (an acquisition object)
+        if self_duel_test == "escape":  # the rule with self-duels allowed; the distinct one replaces some of them
+            self.allowed_rule = selection.make_rule(strategy, beta, False)
+        if self_duel_test.startswith("deep"):  # Z_0 = lambda I over all network parameters (NDB's Gram)
+            n = sum(par[0].numel() for par in self.net.parameters())
+            if self_duel_test == "deep_full":
+                self.register_buffer("Zinv", torch.eye(n, dtype=torch.float64).repeat(num_seeds, 1, 1) / lam)
+            else:
+                self.register_buffer("U", torch.full((num_seeds, n), lam, dtype=torch.float64))
         self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + strategy.upper().replace("_", "-")
         p = dim if feature_dim is None else feature_dim
         self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1))  # V_0 = lambda I
@@ -167,22 +183,49 @@ class NVLDB(NeuralLearner):
         """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6): the estimate,
         then the rule; with ``dphi`` [S, p] = Delta phi_{t,a1,a2} at W_{t-1} (V's new term in
         incremental mode)."""
+        test = self.hparams.self_duel_test
         with self._timed("select"):
             est = self.estimate(contexts)
-            a1, a2 = self.selection_rule(est["f"], est["norm"], noise, t)
-            self._flag_bad(~est["ok"] | ~torch.isfinite(est["f"]).all(dim=1), t)
-        return {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2)}
+            f, norm = est["f"], est["norm"]
+            a1, a2 = self.selection_rule(f, norm, noise, t)
+            extra = {}
+            if test == "escape":
+                allowed = self.allowed_rule(f, norm, noise, t)
+                a1, a2 = selfduel.escape(allowed, (a1, a2), torch.special.ndtr(noise[:, -1, 0]), t, self.hparams.escape_rate)
+            elif test != "none":
+                g = self._gradients(contexts)
+                D = selfduel.gradient_pair_norms(g, getattr(self, "Zinv", None), getattr(self, "U", None))
+                a1, a2 = selfduel.deep_test((a1, a2), f, D, self.hparams.beta)
+                extra["dg"] = pair_difference(g, a1, a2)
+            self._flag_bad(~est["ok"] | ~torch.isfinite(f).all(dim=1), t)
+        return {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2), **extra}
+
+    def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
+        """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters: [S, K, d] -> [S, K, p] (float64)."""
+        net = self.net
+        with torch.autocast(self.device.type, enabled=False):
+            return per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2),
+                                       list(net.biases), net.scale).to(torch.float64)
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):
         with torch.autocast(self.device.type, enabled=False):
-            return {"dphi": pair_difference(self.net.features(contexts.float()).to(torch.float64), a1, a2)}
+            out = {"dphi": pair_difference(self.net.features(contexts.float()).to(torch.float64), a1, a2)}
+        if self.hparams.self_duel_test.startswith("deep"):
+            out["dg"] = pair_difference(self._gradients(contexts), a1, a2)
+        return out
 
     # ------------------------------------------------------------------ Alg. 1 lines 8-13
     def update(self, duel: dict) -> None:
         """After round t's duel joined the history: every H rounds n Adam steps (line 9), the theta
         refit (line 10), then V (lines 11-13); between updates V gains the duel's term only."""
         hp, t = self.hparams, self.t
+        if "dg" in duel:  # the deep test's Gram Z gains the duel's gradient difference (at selection time)
+            with self._timed("gram"), torch.no_grad():
+                if hp.self_duel_test == "deep_full":
+                    selfduel.sherman_morrison_(self.Zinv, duel["dg"])
+                else:
+                    self.U = self.U + duel["dg"].pow(2)
         if t % hp.episode != 0:  # no update: V gains round t's term at the unchanged parameters
             with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 df = self.net.utility(duel["dphi"].unsqueeze(1), self.net.theta.to(torch.float64))
