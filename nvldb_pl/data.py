@@ -16,7 +16,7 @@ One batch (one round t, 1-indexed) is a dict:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 import lightning.pytorch as pl
 import numpy as np
@@ -28,11 +28,24 @@ from .checks import config_differences, refuse_other_config, require
 from .host import check_memory
 from .links import check_link
 from .streams import CHUNK_ROUNDS, TAG_DISJOINT, TAG_ROUNDS, TAG_TASK, rng_for, resolve_base_seed, shard
-from .tasks import TASKS, draw_contexts, draw_theta, utility
+from .tasks import TASKS, make_task
 
-ALL_TASKS = TASKS + uci.UCI_TASKS
+TABLE = "table"  # a user's own CSV (data.data_file, data.label_column, data.feature_columns, data.header)
+ALL_TASKS = TASKS + uci.UCI_TASKS + (TABLE,)
 SAMPLINGS = ("per_seed", "disjoint")
 PREFERENCES = links.LINKS + ("deterministic",)
+def task_and_args(task) -> tuple[str, Optional[dict]]:
+    """``data.task`` as (name or class path, init_args or None): a string, or ``{class_path, init_args}``."""
+    if isinstance(task, dict):
+        unknown = sorted(set(task) - {"class_path", "init_args"})
+        require(not unknown and isinstance(task.get("class_path"), str), "data.task",
+                f"a task given as a mapping has class_path (and init_args), got {sorted(task)}")
+        args = task.get("init_args") or None
+        require(args is None or isinstance(args, dict), "data.task", f"init_args must be a mapping, got {args!r}")
+        return task["class_path"], dict(args) if args else None
+    return task, None
+
+
 @dataclass
 class StreamSpec:
     """What defines a stream; validated on construction so errors name the config field."""
@@ -45,9 +58,12 @@ class StreamSpec:
     first_seed_id: int = 0
     base_seed: int = 0
     sampling: str = "per_seed"
+    task_args: Optional[dict] = None  # a Task class's init_args
 
     def __post_init__(self) -> None:
-        require(self.task in ALL_TASKS, "data.task", f"{self.task!r} is not a known task; choose one of {list(ALL_TASKS)}")
+        require(isinstance(self.task, str) and (self.task in ALL_TASKS or "." in self.task), "data.task",
+                f"{self.task!r} is not a known task; choose one of {list(ALL_TASKS)} or give the import path of a "
+                f"nvldb_pl.tasks.Task subclass")
         require(self.sampling in SAMPLINGS, "data.sampling", f"{self.sampling!r} is not one of {list(SAMPLINGS)}")
         for name, low in (("dim", 1), ("arms", 2), ("rounds", 1), ("num_seeds", 1)):
             value = getattr(self, name)
@@ -72,8 +88,9 @@ class RoundStream(IterableDataset):
         self.start_round = start_round
         self.dataset = dataset
         if dataset is None:
+            self.task = make_task(spec.task, spec.task_args)
             self.thetas = np.stack(
-                [draw_theta(spec.task, spec.dim, rng_for(spec.base_seed, i, TAG_TASK)) for i in spec.seed_ids]
+                [self.task.draw_parameter(spec.dim, rng_for(spec.base_seed, i, TAG_TASK)) for i in spec.seed_ids]
             )
 
     def _instances(self, seed_id: int, rounds: np.ndarray) -> np.ndarray:
@@ -106,7 +123,7 @@ class RoundStream(IterableDataset):
         for i in sp.seed_ids:
             rng = rng_for(sp.base_seed, i, TAG_ROUNDS, c)
             if self.dataset is None:
-                xs.append(draw_contexts(n, sp.arms, sp.dim, rng))
+                xs.append(self.task.draw_contexts(n, sp.arms, sp.dim, rng))
             else:  # the row index, encoded in __iter__
                 xs.append(self._instances(i, np.arange(c * n + 1, c * n + n + 1)))
             zs.append(rng.standard_normal((n, sp.arms, sp.arms)))
@@ -116,7 +133,7 @@ class RoundStream(IterableDataset):
     def _round(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(contexts [S, K, d], utilities [S, K]) from one round's draw."""
         if self.dataset is None:
-            return x, utility(self.spec.task, self.thetas, x)
+            return x, self.task.utility(self.thetas, x)
         X, y = self.dataset
         contexts = uci.block_contexts(X[x], self.spec.arms)
         return contexts, np.eye(self.spec.arms)[y[x]]  # u_k = 1 if k = y
@@ -143,8 +160,10 @@ class BanditDataModule(pl.LightningDataModule):
     """Owns the round stream of a dueling task (appendix protocol).
 
     Args:
-        task: ``cos``, ``square``, ``quadratic`` (synthetic) or ``statlog``, ``magic``,
-            ``covertype`` (UCI, :mod:`nvldb_pl.uci`; then dim must be K * p and arms K).
+        task: ``cos``, ``square``, ``quadratic`` (synthetic); ``statlog``, ``magic``,
+            ``covertype`` (UCI, :mod:`nvldb_pl.uci`; then dim must be K * p and arms K); ``table``
+            (the user's CSV ``data_file``, read as the UCI files are); or a :class:`nvldb_pl.tasks.Task`
+            subclass by import path (a string, or ``{class_path, init_args}``).
         dim: context dimension d.
         arms: number of arms K per round (>= 2).
         rounds: horizon T (one epoch = T rounds).
@@ -158,11 +177,14 @@ class BanditDataModule(pl.LightningDataModule):
         data_dir: folder of the UCI files (``None``: ``$NVLDB_UCI_DIR`` or ../shared/data/uci).
         data_file: one UCI file to read instead (e.g. the full ``covtype.data.gz``).
         sampling: UCI rows per seed: ``per_seed`` shuffles or ``disjoint`` (see RoundStream).
+        label_column, feature_columns, header: ``table`` only: the label's column and the features'
+            (0-based index, or name with a header; ``None``: the last column, and every other), and
+            whether the first row is a header (``None``: found from the file).
     """
 
     def __init__(
         self,
-        task: str = "cos",
+        task: Union[str, dict] = "cos",
         dim: int = 5,
         arms: int = 5,
         rounds: int = 2000,
@@ -174,13 +196,23 @@ class BanditDataModule(pl.LightningDataModule):
         data_dir: Optional[str] = None,
         data_file: Optional[str] = None,
         sampling: str = "per_seed",
+        label_column: Optional[Union[int, str]] = None,
+        feature_columns: Optional[list[Union[int, str]]] = None,
+        header: Optional[bool] = None,
     ):
         super().__init__()
+        task, task_args = task_and_args(task)
+        table_args = {"label_column": label_column, "feature_columns": feature_columns, "header": header}
+        given = [f"data.{k}" for k, v in table_args.items() if v is not None]
+        require(task == TABLE or not given, given[0] if given else "data.task", f"applies to data.task={TABLE} only")
         self.link = check_link(link, "data.link")
         self.preference = preference or link
         require(self.preference in PREFERENCES, "data.preference",
                  f"{preference!r} is not one of {list(PREFERENCES)}")
-        self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling)
+        self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling,
+                               task_args)
+        if task not in ALL_TASKS:  # a Task class: imported and built now, so that a bad path stops before the run
+            make_task(task, task_args)
         # the K x K arrays of a round: the stream's Thompson normals (a block of CHUNK_ROUNDS rounds) and
         # the learner's pairwise norms and scores (a handful of [S, K, K] float64 temporaries)
         check_memory((CHUNK_ROUNDS + 8) * num_seeds * arms * arms * 8,
@@ -189,11 +221,17 @@ class BanditDataModule(pl.LightningDataModule):
         self.start_round = 0  # set by DuelingLoop.on_load_checkpoint when resuming
         self.local_spec = self.spec  # this process's shard of seeds (see setup)
         self.dataset = None
-        if task in uci.UCI_TASKS:  # read and check the files now, before any training starts
-            self.dataset = uci.load(task, data_dir, data_file)
-            K, p = len(uci.SPECS[task].labels), uci.SPECS[task].features
-            require(arms == K, "data.arms", f"{task} has {K} classes, so arms must be {K}, got {arms}")
-            require(dim == K * p, "data.dim", f"{task} contexts are the block encoding of {p} features "
+        if task in uci.UCI_TASKS or task == TABLE:  # read and check the files now, before any training starts
+            if task == TABLE:
+                require(data_file is not None, "data.data_file", f"data.task={TABLE} reads the CSV named here; give its path")
+                X, y, classes = uci.read_user_table(data_file, label_column, feature_columns, header)
+                self.dataset, K, p, name = (X, y), len(classes), X.shape[1], data_file
+                self.table_shape = {"dim": K * p, "arms": K, "classes": classes}
+            else:
+                self.dataset = uci.load(task, data_dir, data_file)
+                K, p, name = len(uci.SPECS[task].labels), uci.SPECS[task].features, task
+            require(arms == K, "data.arms", f"{name} has {K} classes, so arms must be {K}, got {arms}")
+            require(dim == K * p, "data.dim", f"{name} contexts are the block encoding of {p} features "
                                                f"for {K} arms, so dim must be {K * p}, got {dim}")
             n = len(self.dataset[1])
             if sampling == "disjoint":
@@ -204,7 +242,8 @@ class BanditDataModule(pl.LightningDataModule):
             raise ValueError(f"data.sampling: {sampling!r} applies to the UCI tasks only")
 
     def state_dict(self) -> dict:
-        return {"spec": vars(self.spec).copy(), "link": self.link, "preference": self.preference}
+        spec = {k: v for k, v in vars(self.spec).items() if k != "task_args" or v is not None}  # as saved before it
+        return {"spec": spec, "link": self.link, "preference": self.preference}
 
     def load_state_dict(self, state: dict) -> None:
         """Refuse to resume a checkpoint whose stream differs from this config's (naming the fields)."""

@@ -12,6 +12,9 @@ Datasets (files as UCI ships them; see ``../shared/data/uci/README.md``):
 A ``.gz`` twin of any file is read when the plain file is absent. Features are standardized on
 the data (zero-variance columns stay 0). The context of arm k for instance x is the disjoint
 (block) encoding: x in block k of a K*p vector, normalized to unit norm; u_k = 1 if k = y.
+
+``data.task: table`` reads a user's own CSV the same way (:func:`read_user_table`: with or without a
+header, the label and feature columns chosen in the config).
 """
 from __future__ import annotations
 
@@ -125,10 +128,7 @@ def load(task: str, data_dir: Optional[str] = None, data_file: Optional[str] = N
     parts = [read_table(p, spec.features, spec.labels) for p in files(task, data_dir, data_file)]
     X = np.concatenate([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
-    mean, std = X.mean(axis=0), X.std(axis=0)
-    constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))  # rounding leaves ~1e-17 on a constant column
-    X = np.where(constant, 0.0, (X - mean) / np.where(constant, 1.0, std))
-    return X, y
+    return standardize(X), y
 
 
 def block_contexts(x: np.ndarray, arms: int) -> np.ndarray:
@@ -140,3 +140,84 @@ def block_contexts(x: np.ndarray, arms: int) -> np.ndarray:
     for k in range(arms):
         out[..., k, k * p:(k + 1) * p] = x
     return out
+
+
+def read_user_table(path: str, label_column=None, feature_columns=None, header: Optional[bool] = None):
+    """A user's CSV (comma-, semicolon- or tab-separated; ``.gz`` allowed) as (X standardized [n, p], y [n], labels).
+
+    ``header``: whether the first row names the columns (``None``: yes when a cell of it that should be a
+    feature is not a number). ``label_column``: the label's column, by 0-based index or (with a header)
+    name; ``None`` = the last. ``feature_columns``: the features', likewise; ``None`` = every other column.
+    The arms are the distinct labels, in sorted order. Raises ValueError naming the file, line and column.
+    """
+    import csv
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"data.data_file: {path} " + ("is a folder, not a file" if os.path.isdir(path)
+                                                             else "does not exist"))
+    try:
+        with _open(path) as fh:
+            text = fh.read()
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: cannot be read as a text table ({err})") from None
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    delimiter = next((d for d in (",", ";", "\t") if d in first), None)
+    rows = [(n, [c.strip() for c in (r if delimiter else r[0].split())])
+            for n, r in enumerate(csv.reader(text.splitlines(), delimiter=delimiter or ","), start=1) if r and any(c.strip() for c in r)]
+    if not rows:
+        raise ValueError(f"{path}: no data rows")
+    width = len(rows[0][1])
+    names = None
+
+    def column(ref, field):
+        if isinstance(ref, int) and not isinstance(ref, bool):
+            if not -width <= ref < width:
+                raise ValueError(f"{field}: column {ref} is out of range; {path} has {width} columns")
+            return ref % width
+        if names is None:
+            raise ValueError(f"{field}: {ref!r} names a column, but {path} has no header row (give a 0-based index)")
+        if ref not in names:
+            raise ValueError(f"{field}: {path} has no column {ref!r}; its columns are {names}")
+        return names.index(ref)
+
+    label_guess = width - 1 if label_column is None or not isinstance(label_column, int) else label_column % width
+    if header is None:
+        header = any(not _is_number(c) for i, c in enumerate(rows[0][1]) if i != label_guess) or (
+            isinstance(label_column, str) or any(isinstance(f, str) for f in feature_columns or []))
+    if header:
+        names, rows = rows[0][1], rows[1:]
+        if not rows:
+            raise ValueError(f"{path}: a header row and no data rows")
+    li = width - 1 if label_column is None else column(label_column, "data.label_column")
+    fi = [i for i in range(width) if i != li] if feature_columns is None else [
+        column(f, "data.feature_columns") for f in feature_columns]
+    if li in fi:
+        raise ValueError(f"data.feature_columns: the label column {li} is also a feature column")
+    if not fi:
+        raise ValueError("data.feature_columns: no feature column")
+    X, labels = [], []
+    for n, cells in rows:
+        if len(cells) != width:
+            raise ValueError(f"{path}, line {n}: expected {width} columns, found {len(cells)}")
+        try:
+            X.append([float(cells[i]) for i in fi])
+        except ValueError:
+            bad = next(i for i in fi if not _is_number(cells[i]))
+            raise ValueError(f"{path}, line {n}, column {bad + 1}: non-numeric value {cells[bad]!r}") from None
+        labels.append(cells[li])
+    X = np.asarray(X, dtype=np.float64)
+    if not np.isfinite(X).all():
+        r = int(np.argwhere(~np.isfinite(X))[0][0])
+        raise ValueError(f"{path}: a NaN or infinite feature in data row {r + 1}")
+    classes = sorted(set(labels), key=lambda s: (not _is_number(s), float(s) if _is_number(s) else 0.0, s))
+    if len(classes) < 2:
+        raise ValueError(f"{path}: the label column holds one class ({classes[0]!r}); a dueling task needs two or more")
+    index = {c: k for k, c in enumerate(classes)}
+    y = np.asarray([index[c] for c in labels], dtype=np.int64)
+    return standardize(X), y, tuple(classes)
+
+
+def standardize(X: np.ndarray) -> np.ndarray:
+    """Columns to zero mean and unit variance (zero-variance columns stay 0)."""
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))  # rounding leaves ~1e-17 on a constant column
+    return np.where(constant, 0.0, (X - mean) / np.where(constant, 1.0, std))

@@ -1,0 +1,116 @@
+"""The extension points, each used from a module outside the package (tests/extensions) as a researcher would."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from nvldb_pl.cli import run_cli
+from nvldb_pl.data import BanditDataModule, RoundStream
+from nvldb_pl.tasks import make_task
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+COS = os.path.join(ROOT, "configs", "cos.yaml")
+SHORT = ["--data.rounds=12", "--data.num_seeds=2", "--model.width=8", "--model.grad_steps=2",
+         "--trainer.enable_progress_bar=false"]
+
+
+def _summary(root):
+    with open(os.path.join(root, "lightning_logs", "version_0", "summary.json")) as fh:
+        return json.load(fh)
+
+
+def _first_round(dm):
+    return next(iter(RoundStream(dm.spec, 0, dm.dataset)))
+
+
+def test_a_task_class_named_by_import_path_gives_the_utilities_it_computes(tmp_path):
+    from tests.extensions.tasks import Sine
+    dm = BanditDataModule(task={"class_path": "tests.extensions.tasks.Sine", "init_args": {"freq": 5.0}},
+                          num_seeds=2, rounds=3)
+    batch, stream = _first_round(dm), RoundStream(dm.spec, 0, dm.dataset)
+    x = batch["contexts"].numpy().astype(np.float64)
+    expected = Sine(5.0).utility(stream.thetas, batch["contexts"].double().numpy())
+    assert np.allclose(batch["utilities"].numpy(), expected) and x.shape == (2, 5, 5)
+
+
+def test_a_task_class_runs_from_the_cli_and_its_name_is_in_the_summary(tmp_path):
+    root = tmp_path / "r"
+    assert run_cli(["fit", "--config", COS, "--data.task=tests.extensions.tasks.Sine", f"--trainer.default_root_dir={root}",
+                    *SHORT]) == 0
+    assert _summary(root)["task"] == "tests.extensions.tasks.Sine"
+
+
+@pytest.mark.parametrize("task, message", [
+    ("nope.Sine", "data.task: cannot import 'nope.Sine'"),
+    ("tests.extensions.tasks.Nothing", "has no 'Nothing'"),
+    ("numpy.ndarray", "is not a built-in task"),
+])
+def test_a_bad_task_path_is_refused_naming_the_field(task, message):
+    with pytest.raises(ValueError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        BanditDataModule(task=task)
+
+
+def test_a_built_in_task_refuses_init_args():
+    with pytest.raises(ValueError, match="takes no init_args"):
+        make_task("cos", {"freq": 2})
+
+
+def _csv(path, header=True, classes=4, features=10, rows=120):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((rows, features))
+    y = np.argmax(X[:, :classes], 1)
+    with open(path, "w") as fh:
+        if header:
+            fh.write(",".join([f"f{i}" for i in range(features)] + ["kind"]) + "\n")
+        for r, label in zip(X, y):
+            fh.write(",".join(f"{v:.6f}" for v in r) + f",c{label}\n")
+    return X, y
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_a_table_of_ones_own_is_read_with_or_without_a_header(tmp_path, header):
+    X, y = _csv(tmp_path / "t.csv", header=header)
+    dm = BanditDataModule(task="table", data_file=str(tmp_path / "t.csv"), dim=40, arms=4, num_seeds=1, rounds=2)
+    got_X, got_y = dm.dataset
+    assert np.array_equal(got_y, y) and got_X.shape == (120, 10)
+    assert np.allclose(got_X, (X - X.mean(0)) / X.std(0), atol=1e-5)  # standardized, as the UCI files are
+    assert dm.table_shape["classes"] == ("c0", "c1", "c2", "c3")
+
+
+def test_a_tables_columns_are_chosen_by_name(tmp_path):
+    X, y = _csv(tmp_path / "t.csv")
+    dm = BanditDataModule(task="table", data_file=str(tmp_path / "t.csv"), label_column="kind",
+                          feature_columns=["f0", "f3"], dim=8, arms=4, num_seeds=1, rounds=2)
+    assert np.allclose(dm.dataset[0], ((X - X.mean(0)) / X.std(0))[:, [0, 3]], atol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dim": 12}, "data.dim: .* so dim must be 40, got 12"),
+    ({"arms": 3}, "data.arms: .* has 4 classes, so arms must be 4"),
+    ({"label_column": "kinds"}, "data.label_column: .* has no column 'kinds'"),
+    ({"feature_columns": [99]}, "data.feature_columns: column 99 is out of range"),
+    ({"data_file": None}, "data.data_file: data.task=table reads the CSV"),
+])
+def test_a_bad_table_setting_is_refused_naming_the_field(tmp_path, kwargs, message):
+    _csv(tmp_path / "t.csv")
+    args = {"task": "table", "data_file": str(tmp_path / "t.csv"), "dim": 40, "arms": 4, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        BanditDataModule(**args)
+
+
+def test_a_bad_cell_of_a_table_is_named_by_line_and_column(tmp_path):
+    _csv(tmp_path / "t.csv")
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    lines[5] = "x," + lines[5].split(",", 1)[1]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"t\.csv, line 6, column 1: non-numeric value 'x'"):
+        BanditDataModule(task="table", data_file=str(tmp_path / "t.csv"), dim=40, arms=4)
+
+
+def test_a_table_runs_from_the_cli(tmp_path):
+    _csv(tmp_path / "t.csv")
+    root = tmp_path / "r"
+    assert run_cli(["fit", "--config", COS, "--data.task=table", f"--data.data_file={tmp_path / 't.csv'}",
+                    "--data.dim=40", "--data.arms=4", f"--trainer.default_root_dir={root}", *SHORT]) == 0
+    assert _summary(root)["task"] == "table"
