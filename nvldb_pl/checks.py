@@ -18,6 +18,21 @@ def require(cond: bool, field: str, msg: str) -> None:
 LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
 
 
+def import_class(path: str, base: type, field: str, what: str) -> type:
+    """The subclass of ``base`` at import path ``path`` (``module.Name``), or ValueError naming ``field``."""
+    import importlib
+    module, _, attr = str(path).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), attr) if module else None
+    except ImportError as err:
+        raise ValueError(f"{field}: cannot import {path!r} ({err})") from None
+    except AttributeError:
+        raise ValueError(f"{field}: module {module!r} has no {attr!r}") from None
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"{field}: {path!r} is not {what}")
+    return cls
+
+
 def check(cond: bool, field: str, msg: str) -> None:
     """:func:`require` for a model field (``data.x`` for the fields linked from data)."""
     require(cond, f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}", msg)

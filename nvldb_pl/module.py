@@ -49,7 +49,8 @@ class NVLDB(NeuralLearner):
 
     Args (paper symbol in brackets):
         dim, arms, rounds, num_seeds, link: linked from the data module (d, K, T, S, g).
-        strategy: arm-selection rule, one of :data:`nvldb_pl.selection.STRATEGIES`.
+        strategy: arm-selection rule, one of :data:`nvldb_pl.selection.STRATEGIES`, or the import path of
+            a :class:`nvldb_pl.selection.SelectionRule` subclass.
         variance_aware: zeta_i = max(sigma_hat_i, epsilon) if true (NVLDB), 1 if false (NLDB).
         oracle_variance: use the true sigma_i instead of sigma_hat_i (needs variance_aware).
         width, depth: m and L of eq. (nn).
@@ -162,7 +163,7 @@ class NVLDB(NeuralLearner):
                 self.register_buffer("Zinv", torch.eye(n, dtype=torch.float64).repeat(num_seeds, 1, 1) / lam)
             else:
                 self.register_buffer("U", torch.full((num_seeds, n), lam, dtype=torch.float64))
-        self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + strategy.upper().replace("_", "-")
+        self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + selection.rule_label(strategy)
         p = dim if feature_dim is None else feature_dim
         self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1))  # V_0 = lambda I
 

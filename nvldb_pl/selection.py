@@ -19,6 +19,9 @@ read 0 > 0 and leave C_t empty; as the appendix listing does, k' = k is skipped.
 argmax_k f_k is always kept in C_t, so C_t is never empty (it satisfies every condition except
 under exact ties, where the strict inequality could drop it).
 
+A rule of one's own subclasses :class:`SelectionRule` (its ``__call__`` as below) and is named by its
+import path in ``model.strategy`` (``docs/extending.md``).
+
 ``distinct=True`` (NDB's public code; the paper's own listings let the loop over the second arm
 include a1, whose width is 0, so they allow a self-duel) removes the diagonal: the ASYM second
 arm is taken among k != a1, OSYM among pairs k != k', and CSYM among candidate pairs k != k';
@@ -36,13 +39,24 @@ from dataclasses import dataclass
 
 import torch
 
+from .checks import import_class
+
 STRATEGIES = ("ucb_asym", "ucb_osym", "ucb_csym", "ts_asym", "ts_osym", "ts_csym")
 
 
 def check_strategy(name: str, field: str = "model.strategy") -> str:
+    """``name`` if it is one of :data:`STRATEGIES` or the import path of a :class:`SelectionRule` subclass."""
     if name not in STRATEGIES:
-        raise ValueError(f"{field}={name!r} is not a known strategy; choose one of {list(STRATEGIES)}")
+        if not isinstance(name, str) or "." not in name:
+            raise ValueError(f"{field}={name!r} is not a known strategy; choose one of {list(STRATEGIES)} or give "
+                             f"the import path of a nvldb_pl.selection.SelectionRule subclass")
+        import_class(name, SelectionRule, field, "a nvldb_pl.selection.SelectionRule subclass")
     return name
+
+
+def rule_label(strategy: str) -> str:
+    """The rule's part of a method name: ``UCB-ASYM`` for ``ucb_asym``, the class name for a rule of one's own."""
+    return strategy.upper().replace("_", "-") if strategy in STRATEGIES else strategy.rpartition(".")[2]
 
 
 def _pair_argmax(score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,8 +147,11 @@ RULES = {"asym": Asymmetric, "osym": OptimisticSymmetric, "csym": CandidateSymme
 
 
 def make_rule(strategy: str, beta: float, distinct: bool = False) -> SelectionRule:
-    """The rule named ``strategy`` (one of :data:`STRATEGIES`), built once from the config."""
-    kind, form = check_strategy(strategy).split("_")
+    """The rule named ``strategy``, built once from the config: one of :data:`STRATEGIES`, or a
+    :class:`SelectionRule` subclass by import path, built as ``cls(ts=False, beta=beta, distinct=distinct)``."""
+    if check_strategy(strategy) not in STRATEGIES:
+        return import_class(strategy, SelectionRule, "model.strategy", "")(ts=False, beta=beta, distinct=distinct)
+    kind, form = strategy.split("_")
     return RULES[form](ts=kind == "ts", beta=beta, distinct=distinct)
 
 

@@ -19,10 +19,11 @@ A task of one's own subclasses :class:`Task` and is named by its import path in 
 """
 from __future__ import annotations
 
-import importlib
 from typing import Optional
 
 import numpy as np
+
+from .checks import import_class
 
 TASKS = ("cos", "square", "quadratic")
 
@@ -92,16 +93,8 @@ def make_task(name: str, init_args: Optional[dict] = None, field: str = "data.ta
         if init_args:
             raise ValueError(f"{field}: the built-in task {name!r} takes no init_args, got {sorted(init_args)}")
         return BuiltinTask(name)
-    module, _, attr = name.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), attr) if module else None
-    except ImportError as err:
-        raise ValueError(f"{field}: cannot import {name!r} ({err})") from None
-    except AttributeError:
-        raise ValueError(f"{field}: module {module!r} has no {attr!r}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Task)):
-        raise ValueError(f"{field}: {name!r} is not a built-in task {list(TASKS)}, a UCI or table task, nor the "
-                         f"import path of a nvldb_pl.tasks.Task subclass")
+    cls = import_class(name, Task, field, f"a built-in task {list(TASKS)}, a UCI or table task, nor the import "
+                                          f"path of a nvldb_pl.tasks.Task subclass")
     try:
         return cls(**(init_args or {}))
     except TypeError as err:

@@ -114,3 +114,25 @@ def test_a_table_runs_from_the_cli(tmp_path):
     assert run_cli(["fit", "--config", COS, "--data.task=table", f"--data.data_file={tmp_path / 't.csv'}",
                     "--data.dim=40", "--data.arms=4", f"--trainer.default_root_dir={root}", *SHORT]) == 0
     assert _summary(root)["task"] == "table"
+
+
+def test_a_rule_of_ones_own_is_named_by_import_path_and_makes_the_choices(tmp_path):
+    import torch
+
+    from nvldb_pl.module import NVLDB
+    learner = NVLDB(num_seeds=2, rounds=5, strategy="tests.extensions.rules.MostUncertainChallenger")
+    assert learner.method == "NVLDB-MostUncertainChallenger"
+    f = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 1.0]], dtype=torch.float64)
+    norm = torch.tensor([[[0, 1, 5], [1, 0, 2], [5, 2, 0]]] * 2, dtype=torch.float64)
+    a1, a2 = learner.selection_rule(f, norm, torch.zeros(2, 3, 3), 1)
+    assert a1.tolist() == [1, 0] and a2.tolist() == [2, 2]  # argmax_k ||dphi_{a1,k}||, k != a1
+    root = tmp_path / "r"
+    assert run_cli(["fit", "--config", COS, "--model.strategy=tests.extensions.rules.MostUncertainChallenger",
+                    f"--trainer.default_root_dir={root}", *SHORT]) == 0
+    assert _summary(root)["method"] == "NVLDB-MostUncertainChallenger"
+
+
+def test_a_rule_path_that_is_not_a_rule_is_refused_naming_the_field():
+    from nvldb_pl.module import NVLDB
+    with pytest.raises(ValueError, match="model.strategy: 'tests.extensions.tasks.Sine' is not a nvldb_pl.selection.SelectionRule"):
+        NVLDB(num_seeds=1, rounds=5, strategy="tests.extensions.tasks.Sine")
