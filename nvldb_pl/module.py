@@ -26,7 +26,7 @@ selection time (Alg. 1 line 13, eq. gram_matrix's W_{i-1}). Between updates (H >
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
@@ -91,6 +91,10 @@ class NVLDB(NeuralLearner):
             ``graphed`` (masked over t rounded up to 256 rounds; on CUDA the n steps and the theta
             refit are one CUDA graph per 256 rounds, :mod:`nvldb_pl.graphs`); the same gradient up
             to float rounding.
+        network: phi of one's own: the import path of a one-seed ``torch.nn.Module`` mapping [N, d] to
+            [N, p] (or ``{class_path, init_args}``), stacked over seeds by :mod:`nvldb_pl.user_network`;
+            then width, depth, parametrization, bias and init are not used, and it trains by autograd.
+            ``None``: the built-in MLP of eq. (nn).
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
             paper's eq. total_loss, which regularizes theta only; 0 = the paper).
     """
@@ -129,6 +133,7 @@ class NVLDB(NeuralLearner):
         history_pass: str = "auto",
         self_duel_test: str = "none",
         escape_rate: float = 1.0,
+        network: Optional[Union[str, dict]] = None,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_linked(dim, arms, rounds, num_seeds, link)
@@ -149,6 +154,8 @@ class NVLDB(NeuralLearner):
         _check(self_duel_test == "none" or distinct_arms, "self_duel_test",
                f"{self_duel_test} decides the self-duels itself; it needs distinct_arms=true")
         check_number(escape_rate, "escape_rate")
+        _check(network is None or not self_duel_test.startswith("deep"), "self_duel_test",
+               f"{self_duel_test} takes the built-in MLP's per-point gradients; with model.network use none or escape")
         # saved with the values in force, also where they came from a default
         args.update(epsilon=epsilon, init=init, bias=bias, beta=beta)
         variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"

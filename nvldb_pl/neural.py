@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from . import graphs, host, objective
 from .backward import accumulate_nll_grad
@@ -21,6 +21,7 @@ from .checks import check as _check
 from .checks import check_integer, check_number
 from .network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
 from .streams import TAG_INIT, TAG_SAMPLE, rng_for
+from .user_network import StackedNetwork
 
 TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
@@ -81,7 +82,7 @@ class NeuralLearner(DuelingLearner):
 
     ``hp`` needs dim, arms, rounds, num_seeds, link, width, depth, parametrization, bias,
     feature_dim, init, lr, lam, grad_steps; optional: epsilon, backward, sample_size,
-    sample_weighting, history_pass. ``variance_mode`` is zeta's (eq. wi): ``estimated``, ``oracle`` or ``none``;
+    sample_weighting, history_pass, network (a user's module for phi: :mod:`nvldb_pl.user_network`). ``variance_mode`` is zeta's (eq. wi): ``estimated``, ``oracle`` or ``none``;
     ``w_reg`` the weight of mu/2 sum_l ||W^l - W^l_0||^2 in the loss.
     """
 
@@ -105,14 +106,23 @@ class NeuralLearner(DuelingLearner):
         self.automatic_optimization = False
         self.variance_mode = variance_mode
         self.w_reg = w_reg
-        self.net = StackedMLP(hp["num_seeds"], hp["dim"], hp["width"], hp["depth"], hp["parametrization"], hp["bias"],
-                              hp["feature_dim"])
+        if hp.get("network") is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
+            _check(hp.get("history_pass", "auto") in ("auto", "chunked", "full", "masked"), "history_pass",
+                   f"{hp.get('history_pass')} captures the built-in MLP's update; with model.network use auto or chunked")
+            self.net = StackedNetwork(hp["network"], hp["num_seeds"], hp["dim"], hp["feature_dim"])
+        else:
+            self.net = StackedMLP(hp["num_seeds"], hp["dim"], hp["width"], hp["depth"], hp["parametrization"],
+                                  hp["bias"], hp["feature_dim"])
         self.step_graphs = graphs.CapturedSteps()  # history_pass=graphed on CUDA
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
         """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
         hp = self.hparams
+        if self.custom_network:
+            self.net.init_seeds([torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
+                                 for i in seed_ids])
+            return
         per_seed, biases = [], []
         for i in seed_ids:
             gen = torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
@@ -141,8 +151,15 @@ class NeuralLearner(DuelingLearner):
         return getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
 
     @property
+    def custom_network(self) -> bool:
+        """phi is a user's module (``model.network``), not the built-in MLP."""
+        return isinstance(self.net, StackedNetwork)
+
+    @property
     def history_pass(self) -> str:
         """How the whole history is walked on this learner's device (``auto`` resolved)."""
+        if self.custom_network and self.hparams.get("history_pass", "auto") == "auto":
+            return "chunked"
         return resolve_history_pass(self.hparams.get("history_pass", "auto"), self.device, self.hparams.get("sample_size"),
                                     self._scaler() is not None)
 
@@ -173,6 +190,9 @@ class NeuralLearner(DuelingLearner):
                "graphed cannot run under 16-mixed: its GradScaler reads the inf check on the host, which a "
                "CUDA graph cannot hold; use bf16-mixed, or history_pass auto or chunked")
         self._check_training_memory()
+        if self.custom_network and self.hparams.get("backward", "manual") == "manual":
+            rank_zero_info(f"model.network={self.net.path}: trained by autograd (the hand-written gradient, "
+                           f"model.backward=manual, is the built-in MLP's)")
         if self._scaler() is not None and self.hparams.num_seeds > 1:
             rank_zero_warn(
                 "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
@@ -309,7 +329,7 @@ class NeuralLearner(DuelingLearner):
         a block's activations stay in cache, about 2x faster on CPU at t >= 1000.
         Returns the loss per seed [S] at the parameters before the last step.
         """
-        if self.hparams.get("backward", "manual") == "autograd" or self._scaler() is not None:
+        if self.hparams.get("backward", "manual") == "autograd" or self._scaler() is not None or self.custom_network:
             return self._adam_steps_autograd(t)
         hp, opt, net = self.hparams, self.optimizer(), self.net
         params = net.param_list()

@@ -136,3 +136,36 @@ def test_a_rule_path_that_is_not_a_rule_is_refused_naming_the_field():
     from nvldb_pl.module import NVLDB
     with pytest.raises(ValueError, match="model.strategy: 'tests.extensions.tasks.Sine' is not a nvldb_pl.selection.SelectionRule"):
         NVLDB(num_seeds=1, rounds=5, strategy="tests.extensions.tasks.Sine")
+
+
+def _run_network(root, *extra):
+    args = ["fit", "--config", COS, "--model.network=tests.extensions.networks.LayerNormMLP", "--data.rounds=12",
+            "--model.grad_steps=3", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}", *extra]
+    assert run_cli(args) == 0
+    return _summary(root)
+
+
+def test_a_network_of_ones_own_trains_every_parameter_by_autograd(tmp_path):
+    import torch
+    _run_network(tmp_path / "r", "--data.num_seeds=2")
+    state = torch.load(tmp_path / "r" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt",
+                       weights_only=False)["state_dict"]
+    gain = state["net.params.2"]  # the LayerNorm's weight, initialised to ones
+    assert gain.shape == (2, 16) and (gain - 1).abs().max() > 1e-4
+
+
+def test_a_network_of_ones_own_gives_a_seed_the_same_result_alone_or_beside_another(tmp_path):
+    both = _run_network(tmp_path / "both", "--data.num_seeds=2")
+    alone = _run_network(tmp_path / "alone", "--data.num_seeds=1", "--data.first_seed_id=1")
+    assert both["seeds"][1] == {**alone["seeds"][0]}
+
+
+@pytest.mark.parametrize("network, message", [
+    ("tests.extensions.networks.WithBatchNorm", "has buffers"),
+    ("tests.extensions.tasks.Sine", "is not a torch.nn.Module subclass"),
+    ({"class_path": "tests.extensions.networks.LayerNormMLP", "init_args": {"features": 3}}, r"to \[3\] features"),
+])
+def test_a_bad_network_is_refused_naming_the_field(network, message):
+    from nvldb_pl.module import NVLDB
+    with pytest.raises(ValueError, match="model.network: .*" + message):
+        NVLDB(num_seeds=1, rounds=5, network=network)
