@@ -25,7 +25,8 @@ import torch
 from . import uci
 from .data import ALL_TASKS, BanditDataModule, StreamSpec
 from .checks import LINKED_FROM_DATA
-from .registry import LEARNERS, METHODS, init_args
+from .registry import init_args, learner_class, method_spec
+from .tasks import make_task
 from .host import hold_folder
 from .resume import whole_checkpoint
 from .run import RunStopped, check_placement, run_experiment
@@ -57,10 +58,13 @@ def run_settings(method: str, hparams: dict) -> dict:
     method's own arguments (its rule, the literal reading's) and the fields linked from the data.
     An argument whose default is None (derived, as β, ε, init; or off, as sample_size) is compared
     with what the learner makes of it given the rest. {} for an unknown method."""
-    if method not in METHODS or not hparams:
+    try:
+        learner, model = method_spec(method)
+        cls = learner_class(learner)
+    except ValueError:
         return {}
-    learner, model = METHODS[method]
-    cls = LEARNERS[learner]
+    if not hparams:
+        return {}
     params = inspect.signature(cls.__init__).parameters
     own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
     changed = {k: hparams[k] for k in own if params[k].default not in (None, inspect.Parameter.empty)
@@ -79,7 +83,7 @@ def run_settings(method: str, hparams: dict) -> dict:
 
 
 def accepts(learner: str) -> set[str]:
-    return init_args(LEARNERS[learner])
+    return init_args(learner_class(learner))
 
 
 def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_seed: int = 0,
@@ -142,7 +146,7 @@ def made_with_settings(folder: str, method: str, model: dict, data: dict) -> boo
     hp = run_hparams(folder)
     if not hp:  # a run from before hparams.yaml: its settings are unknown, so it stands for the defaults only
         return not model and not data
-    given = {**METHODS[method][1], **model}
+    given = {**method_spec(method)[1], **model}
     return (all(hp.get(k) == v for k, v in {**given, **data}.items())
             and set(run_settings(method, hp)) <= set(model))
 
@@ -164,13 +168,12 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0. A run stopped by a
     signal raises :class:`~nvldb_pl.run.RunStopped` (``where``: its task and method), saved. ``checkpoint_every``:
     rounds between saves (default :data:`CHECKPOINT_EVERY`)."""
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
+    for m in methods:
+        method_spec(m)
     check_tasks(tasks)
     check_placement(accelerator)  # up front: not after the first tasks' runs
     # a key no learner run here takes (a typo: widht=5) would otherwise be dropped silently
-    taken = set().union(*(accepts(METHODS[m][0]) for m in methods)) if methods else set()
+    taken = set().union(*(accepts(method_spec(m)[0]) for m in methods)) if methods else set()
     ignored = sorted(set(overrides or {}) - taken)
     if ignored:
         raise ValueError(f"--set: {ignored} is not an argument of any method run here ({', '.join(methods)}); "
@@ -179,14 +182,14 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     done = {}
     for task in tasks:
         for method in methods:
-            learner, model = METHODS[method]
+            learner, model = method_spec(method)
             model = {**model, **{k: v for k, v in (overrides or {}).items() if k in accepts(learner)}}
             run_dir = os.path.join(out, "runs", task, method)
             shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
             # reused only if made with these settings: another --set or --dim runs anew, beside it
-            own = METHODS[method][1]  # the method's own arguments; --set may override them
+            own = method_spec(method)[1]  # the method's own arguments; --set may override them
             settings = (method, {k: v for k, v in model.items() if k not in own or own[k] != v},
-                        {"dim": shape.get("dim", SYNTHETIC_DIM)})
+                        {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms)})
             found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
             if found:
                 log(f"[reuse] {task:<10s} {method:<16s} {found}")
@@ -227,7 +230,7 @@ def check_settings(tasks: list[str], methods: list[str], rounds: int, num_seeds:
         else:
             BanditDataModule(task=task, rounds=rounds, num_seeds=num_seeds, **shape)
         for method in methods:
-            learner, model = METHODS[method]
+            learner, model = method_spec(method)
             model = {**model, **{k: v for k, v in (overrides or {}).items() if k in accepts(learner)}}
             check_learner(f"{method} on {task}", learner, model, shape, rounds, num_seeds)
 
@@ -239,7 +242,7 @@ def check_learner(where: str, learner: str, model: dict, shape: dict, rounds: in
               "rounds": rounds, "num_seeds": num_seeds, "link": "logistic"}
     try:
         with torch.device("meta"):
-            LEARNERS[learner](**linked, **model)
+            learner_class(learner)(**linked, **model)
     except (ValueError, TypeError) as err:  # TypeError: a value of another type (width="abc")
         raise ValueError(f"{where}: {err}") from None
 
@@ -260,9 +263,13 @@ def parse_overrides(items: list[str]) -> dict:
 
 def check_tasks(tasks: list[str]) -> None:
     """Up front, not after the runs of the tasks before a misspelt one."""
-    unknown = [t for t in tasks if t not in ALL_TASKS]
+    unknown = [t for t in tasks if t not in ALL_TASKS and "." not in t]
     if unknown:
-        raise ValueError(f"--tasks: unknown {unknown}; choose from {list(ALL_TASKS)}")
+        raise ValueError(f"--tasks: unknown {unknown}; choose from {list(ALL_TASKS)} or give the import path of a "
+                         f"nvldb_pl.tasks.Task subclass")
+    for t in tasks:
+        if t not in ALL_TASKS:
+            make_task(t, field="--tasks")
 
 
 def check_positive(name: str, value: int) -> int:

@@ -36,7 +36,7 @@ from .data import BanditDataModule
 from .host import atomic_open, open_text
 from .learner import DuelingLearner
 from .neural import saved_hparams
-from .registry import LEARNERS, init_args
+from .registry import init_args, learner_class, learner_path
 
 # the sections of a fit config: configs/*.yaml, and the config.yaml a run writes
 FIT_CONFIG_KEYS = {"data", "model", "trainer", "seed_everything", "loop", "checkpoint", "ckpt_path", "optimizer",
@@ -117,13 +117,12 @@ class DuelingBandit:
     @classmethod
     def create(cls, learner: str = "NVLDB", dim: int = 5, horizon: int = 1000, link: str = "logistic",
                seed: int = 0, **model) -> "DuelingBandit":
-        """A fresh learner (a name of :data:`nvldb_pl.registry.LEARNERS`) with its initial parameters drawn
+        """A fresh learner (a name of :data:`nvldb_pl.registry.LEARNERS`, or the import path of one's own
+        :class:`~nvldb_pl.learner.DuelingLearner` subclass) with its initial parameters drawn
         from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
         T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T)."""
         _check_seed(seed)
-        if learner not in LEARNERS:
-            raise ValueError(f"model: unknown learner {learner!r}; choose one of {list(LEARNERS)}")
-        cls_ = LEARNERS[learner]
+        cls_ = learner_class(learner)
         args = _learner_args(cls_, model, "model")
         module = cls_(dim=dim, arms=2, rounds=horizon, num_seeds=1, link=link, **args)
         module.init_parameters(seed, [0])
@@ -159,8 +158,9 @@ class DuelingBandit:
         if unknown:
             raise ValueError(f"{where}: data has no argument(s) {unknown}; it takes {sorted(init_args(BanditDataModule))}")
         name = "NVLDB"
-        if "class_path" in model:
-            name = str(model["class_path"]).rsplit(".", 1)[-1]
+        if "class_path" in model:  # the whole path: a learner of one's own is found by it
+            name = str(model["class_path"])
+            name = name.rsplit(".", 1)[-1] if name.startswith("nvldb_pl.") else name
             model = dict(model.get("init_args") or {})
         model = {k: v for k, v in model.items() if k not in LINKED_FROM_DATA}
         if seed is None:
@@ -194,9 +194,10 @@ class DuelingBandit:
             raise ValueError(f"{path}: not a nvldb_pl checkpoint (no state_dict)")
         live = ckpt.get("format") == FORMAT
         name = ckpt.get("learner", "NVLDB")
-        if name not in LEARNERS:
-            raise ValueError(f"{path}: learner {name!r} is not one of {list(LEARNERS)}")
-        learner_cls = LEARNERS[name]
+        try:
+            learner_cls = learner_class(name, path)
+        except ValueError as err:
+            raise ValueError(f"{err} (the learner this file was saved from)") from None
         hp = saved_hparams(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), name)
         accepted = init_args(learner_cls)
         module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
@@ -278,7 +279,7 @@ class DuelingBandit:
         """Everything needed to go on exactly where this bandit stands (written atomically)."""
         L = self.learner
         opt = L.optimizer()
-        payload = {"format": FORMAT, "learner": next(k for k, v in LEARNERS.items() if type(L) is v),
+        payload = {"format": FORMAT, "learner": learner_path(type(L)),
                    "hparams": dict(L.hparams), "state_dict": L.state_dict(),
                    "optimizer": opt.state_dict() if opt is not None else None,
                    "generator": self._gen.get_state(), "seed": self.seed}

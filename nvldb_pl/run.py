@@ -20,16 +20,15 @@ from .data import BanditDataModule
 from .host import claim_new_folder, hold_folder
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
-from .registry import LEARNERS
+from .registry import learner_class
 from .trainer_checks import launched_processes
 
 
 def build(data: dict, model: dict, learner: str | type = "NVLDB") -> tuple[BanditDataModule, DuelingLearner]:
-    """The data module and a learner (a class, or a name of :data:`LEARNERS`) with data's fields linked."""
+    """The data module and a learner (a class, a name of :data:`~nvldb_pl.registry.LEARNERS` or an import path) with
+    data's fields linked."""
     if isinstance(learner, str):
-        if learner not in LEARNERS:
-            raise ValueError(f"model: unknown learner {learner!r}; choose one of {list(LEARNERS)}")
-        learner = LEARNERS[learner]
+        learner = learner_class(learner)
     dm = BanditDataModule(**data)
     linked = {k: dm.link if k == "link" else getattr(dm.spec, k) for k in LINKED_FROM_DATA}
     module = learner(**linked, **model)

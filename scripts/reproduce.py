@@ -5,8 +5,9 @@
     python scripts/reproduce.py --out results/synthetic --report-only        # tables/figures only
 
 Methods (default): the six NVLDB rules, NLDB-UCB-ASYM, NDB-UCB, NDB-TS, CoLSTIM, VACDB, MaxInP,
-Random; the other five NLDB rules on request (see nvldb_pl/registry.py). Tasks: cos, square,
-quadratic, statlog, magic, covertype. A finished run under <out>/runs made with the same T, seeds, base seed,
+Random; the other five NLDB rules on request (see nvldb_pl/registry.py); a method may also be the import
+path of one's own DuelingLearner subclass, or of a SelectionRule subclass (NVLDB with that rule). Tasks: cos,
+square, quadratic, statlog, magic, covertype, or the import path of a Task subclass (docs/extending.md). A finished run under <out>/runs made with the same T, seeds, base seed,
 --set and --dim is reused (other settings run anew beside it); a run stopped by Ctrl-C, SIGTERM or a killed job goes on
 from its last checkpoint when the same command is given again; the report covers every finished run there
 for the tasks asked (for methods not run in this call, the newest one), so methods run one per call add up to
@@ -41,6 +42,7 @@ def main(argv=None):
     p.add_argument("--first-seed", type=int, default=0, metavar="I",
                    help="seed ids I .. I+S-1: the same streams as those seeds of a run from 0 (a run split in parts)")
     p.add_argument("--dim", type=int, default=None, help="context dimension d of the synthetic tasks (default 5)")
+    p.add_argument("--arms", type=int, default=None, help="arms K a round of the synthetic tasks (default 5)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="model arguments for every method that accepts them, e.g. width=8 grad_steps=5")
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"],
@@ -55,6 +57,8 @@ def main(argv=None):
         check_placement(a.accelerator)  # before --out is made: a refused run leaves no empty folder
         check_positive("--rounds", a.rounds)
         check_positive("--seeds", a.seeds)
+        if a.arms is not None and a.arms < 2:
+            raise ValueError(f"--arms: a duel needs at least 2 arms, got {a.arms}")
         if a.first_seed < 0:
             raise ValueError(f"--first-seed: must be >= 0, got {a.first_seed}")
         if not 0 <= a.base_seed <= 2 ** 32 - 1:  # numpy's seeds (its own message names no option)
@@ -81,7 +85,8 @@ def main(argv=None):
                 raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
         else:
             done = run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
-                            accelerator=a.accelerator, data_overrides={} if a.dim is None else {"dim": a.dim},
+                            accelerator=a.accelerator,
+                            data_overrides={k: v for k, v in (("dim", a.dim), ("arms", a.arms)) if v is not None},
                             first_seed=a.first_seed)
             # the report keeps the methods earlier calls ran here (their newest finished run): one method per
             # call adds up to one report; this call's methods are the runs it made or reused

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from nvldb_pl.grid import TASK_DATA, check_learner, check_positive, check_tasks  # noqa: E402
 from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.module import LITERAL  # noqa: E402
-from nvldb_pl.registry import LEARNERS, init_args  # noqa: E402
+from nvldb_pl.registry import init_args, learner_class  # noqa: E402
 from nvldb_pl.run import check_placement, run_experiment  # noqa: E402
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
@@ -73,9 +73,11 @@ def check_grid(grid: list) -> None:
         if not isinstance(g, dict):
             raise ValueError(f"--grid: every entry is a JSON object of model arguments, got {g!r}")
         learner = g.get("learner", "NVLDB")
-        if learner not in LEARNERS:
-            raise ValueError(f"--grid: learner {learner!r} in {json.dumps(g)}; choose from {list(LEARNERS)}")
-        takes = init_args(LEARNERS[learner])
+        try:
+            cls = learner_class(learner, "--grid")
+        except ValueError as err:
+            raise ValueError(f"{err} (in {json.dumps(g)})") from None
+        takes = init_args(cls)
         unknown = sorted(set(g) - {"learner"} - takes)
         if unknown:
             raise ValueError(f"--grid/--vary: {learner} takes no {unknown} ({json.dumps(g)}); it takes {sorted(takes)}")

@@ -45,7 +45,7 @@ def _sweep_exit(sweep, monkeypatch, *argv):
 @pytest.mark.parametrize("extra,message", [
     (["--grid", '[{"widht": 4}]'], "--grid/--vary: NVLDB takes no ['widht']"),
     (["--grid", '[{"learner": "NDB", "strategy": "ucb_asym"}]'], "--grid/--vary: NDB takes no ['strategy']"),
-    (["--grid", '[{"learner": "Oracle"}]'], "--grid: learner 'Oracle'"),
+    (["--grid", '[{"learner": "Oracle"}]'], "--grid: unknown learner 'Oracle'"),
     (["--grid", "{width: 4}"], "--grid: not JSON"),
     (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),
     (["--grid", "[]"], "--grid: an empty list runs nothing"),  # printed an empty table, exit 0
