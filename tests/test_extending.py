@@ -217,3 +217,46 @@ def test_the_live_api_reads_a_config_naming_a_learner_of_ones_own_with_its_own_d
     bandit = DuelingBandit.from_config(config)
     assert type(bandit.learner).__name__ == "FastNVLDB"
     assert (bandit.learner.hparams.lr, bandit.learner.hparams.grad_steps, bandit.learner.hparams.dim) == (0.01, 5, 4)
+
+
+DOC = os.path.join(ROOT, "docs", "extending.md")
+
+
+def test_docs_extending_shows_the_tested_examples_as_they_are():
+    import re
+    text = open(DOC).read()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 5
+    sources = {name: open(os.path.join(ROOT, "tests", "extensions", name)).read()
+               for name in ("tasks.py", "rules.py", "networks.py", "learners.py")}
+    for block in blocks:
+        first, _, rest = block.partition("\n")
+        name = first[len("# tests/extensions/"):] if first.startswith("# tests/extensions/") else "learners.py"
+        body = rest if first.startswith("# tests/extensions/") else block
+        assert body in sources[name], f"docs/extending.md's block for {name} is not the file's text"
+
+
+def _doc_command(script):
+    import re
+    import shlex
+    text = open(DOC).read()
+    [line] = [x for x in re.findall(r"^python scripts/\S+ .*$", text, flags=re.M) if x.startswith(f"python scripts/{script}")]
+    return shlex.split(line)[2:]
+
+
+def _shortened(args, **values):
+    out = list(args)
+    for flag, value in values.items():
+        out[out.index(flag) + 1] = value
+    return out
+
+
+def test_docs_extendings_comparison_commands_run(tmp_path, capsys):
+    from tests.script_loader import load_script
+    out = str(tmp_path / "mine")
+    args = _shortened(_doc_command("reproduce.py"), **{"--out": out, "--rounds": "12", "--seeds": "2"})
+    assert load_script("reproduce").main(args + ["--set", "width=4", "grad_steps=1"]) == 0
+    pair = [out if a == "runs/mine" else a for a in _shortened(_doc_command("pair.py"), **{"--rounds": "12"})]
+    capsys.readouterr()
+    assert load_script("pair").main(pair) == 0
+    assert "difference over 2 seeds" in capsys.readouterr().out
