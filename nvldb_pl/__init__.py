@@ -1,5 +1,6 @@
 """nvldb_pl: Neural Variance-aware Dueling Bandits with Deep Representation and Shallow Exploration (NVLDB,
 AISTATS 2026) on PyTorch Lightning."""
+
 from . import seedwise  # noqa: F401  first: sets MKL_CBWR before any BLAS call (per-seed results independent of S)
 from .data import BanditDataModule, RoundStream, StreamSpec
 from .module import NVLDB

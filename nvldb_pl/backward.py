@@ -13,6 +13,7 @@ nothing is reduced across them, so each seed gets its own gradient.
 The weights 1/zeta_i^2 enter as constants (eq. wi: zeta is evaluated at the current parameters
 and not differentiated), exactly as the autograd path treats them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -75,12 +76,16 @@ def accumulate_nll_grad(
     loss = -(w * links.log_prob(link, (2.0 * o - 1.0) * delta_f)).sum(dim=1) if with_loss else None
     d1 = links.nll_first_derivative(link, delta_f, o)  # d/dDelta f of -log g(s Delta f)
     g_df = w * d1
-    g_f = (g_df.unsqueeze(-1) * _plus_minus(scale, g_df.dtype, g_df.device)).view(S, 1, N).to(dtype)  # dL/d(theta^T h^L)
+    g_f = (
+        (g_df.unsqueeze(-1) * _plus_minus(scale, g_df.dtype, g_df.device)).view(S, 1, N).to(dtype)
+    )  # dL/d(theta^T h^L)
     L = len(Ws)
     grads[L].add_(seedwise.bmm(hs[-1], g_f.transpose(1, 2)).squeeze(2).to(grads[L].dtype))  # d/dtheta
     g = _relu_backward(th.unsqueeze(2) * g_f, hs[-1])  # dL/d(W^L h^{L-1} + b^L)
     for layer in range(L - 1, -1, -1):
-        grads[layer].add_(_weight_grad(g, hs[layer], transposed=layer == 0 and g.device.type == "cuda").to(grads[layer].dtype))
+        grads[layer].add_(
+            _weight_grad(g, hs[layer], transposed=layer == 0 and g.device.type == "cuda").to(grads[layer].dtype)
+        )
         if biases:  # each duel's two columns summed first: terms that cancel exactly give exactly 0
             grads[L + 1 + layer].add_(_duel_sums(g).sum(dim=2).to(grads[L + 1 + layer].dtype))
         if layer > 0:
@@ -123,8 +128,13 @@ def _forward(Ws: list[torch.Tensor], bs: list[torch.Tensor], x_t: torch.Tensor) 
     return hs
 
 
-def per_point_gradients(weights: list[torch.Tensor], theta: torch.Tensor, x_t: torch.Tensor,
-                        biases: Sequence[torch.Tensor] = (), scale: Optional[float] = None) -> torch.Tensor:
+def per_point_gradients(
+    weights: list[torch.Tensor],
+    theta: torch.Tensor,
+    x_t: torch.Tensor,
+    biases: Sequence[torch.Tensor] = (),
+    scale: Optional[float] = None,
+) -> torch.Tensor:
     """g(x) = d f(x) / d(W^1..W^L, theta, b^1..b^L) for every point, flattened in ``parameters()`` order.
 
     Args:

@@ -9,6 +9,7 @@ accumulates that regret. Per-round
 curves stay on the device and are written to the logger every ``log_every_n_rounds`` rounds
 (x-axis = round), and the progress bar's value is a host tensor, so the hot path has no host synchronisation.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,7 @@ from .metrics import instant_regret
 
 
 def device_name(device: torch.device) -> str:
-    """"cpu", or the accelerator's model ("cuda: NVIDIA H100 80GB HBM3"): wall times depend on it."""
+    """ "cpu", or the accelerator's model ("cuda: NVIDIA H100 80GB HBM3"): wall times depend on it."""
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
     return device.type
@@ -115,9 +116,14 @@ class DuelingLoop(pl.Callback):
     def on_train_end(self, trainer, module):
         self.flush(trainer, module)
         t, T = module.t, module.hparams.rounds
-        if t < T and trainer.is_global_zero and not trainer.checkpoint_callbacks:  # else RoundCheckpoint says where to go on
-            print(f"stopped at round {t} of data.rounds={T}; this run saves no checkpoint (trainer.enable_checkpointing "
-                  f"false), so it cannot go on: its summary holds the {t} rounds played", file=sys.stderr)
+        if (
+            t < T and trainer.is_global_zero and not trainer.checkpoint_callbacks
+        ):  # else RoundCheckpoint says where to go on
+            print(
+                f"stopped at round {t} of data.rounds={T}; this run saves no checkpoint (trainer.enable_checkpointing "
+                f"false), so it cannot go on: its summary holds the {t} rounds played",
+                file=sys.stderr,
+            )
         log_dir = trainer.log_dir  # a collective under several processes: every rank asks
         if self.save_curves and trainer.is_global_zero and self._curves and log_dir:
             os.makedirs(log_dir, exist_ok=True)
@@ -138,18 +144,23 @@ class DuelingLoop(pl.Callback):
         if trainer.world_size > 1:
             flags = module.all_gather(torch.stack([module.first_bad_context, module.first_bad_round]))
             module.check_finite(flags, trainer.datamodule.spec.seed_ids)
-            cum_avg, cum_weak = (module.all_gather(x).permute(1, 0, 2).reshape(len(rounds), -1)
-                                 for x in (cum_avg, cum_weak))  # [B, S] in seed-id order
+            cum_avg, cum_weak = (
+                module.all_gather(x).permute(1, 0, 2).reshape(len(rounds), -1) for x in (cum_avg, cum_weak)
+            )  # [B, S] in seed-id order
         else:
             module.check_finite()
         cum_avg, cum_weak = cum_avg.cpu(), cum_weak.cpu()
         if not (torch.isfinite(cum_avg).all() and torch.isfinite(cum_weak).all()):
-            raise FloatingPointError(f"non-finite regret between rounds {rounds[0]} and {rounds[-1]}: check the task's utilities")
+            raise FloatingPointError(
+                f"non-finite regret between rounds {rounds[0]} and {rounds[-1]}: check the task's utilities"
+            )
         if self.save_curves:
             self._curves.append((rounds, cum_avg, cum_weak))
         per_round = cum_avg / torch.tensor(rounds, dtype=torch.float64).unsqueeze(1)
-        stats = {name: _mean_std(v) for name, v in
-                 (("cum_avg", cum_avg), ("cum_weak", cum_weak), ("avg_per_round", per_round))}
+        stats = {
+            name: _mean_std(v)
+            for name, v in (("cum_avg", cum_avg), ("cum_weak", cum_weak), ("avg_per_round", per_round))
+        }
         self.running_mean = float(stats["avg_per_round"][0][-1])
         if not trainer.loggers or trainer.sanity_checking:
             return
@@ -175,17 +186,22 @@ def refuse_spent_time_limit(trainer, t: int) -> None:
     used, left = trainer.strategy.broadcast((timer.time_elapsed(), timer.time_remaining()))
     if left > 0:
         return
-    limit = timedelta(seconds=round(used + left)) if used + left >= 0 else f"{used + left:g} s"  # (not '-1 day, 23:59:00')
+    limit = (
+        timedelta(seconds=round(used + left)) if used + left >= 0 else f"{used + left:g} s"
+    )  # (not '-1 day, 23:59:00')
     if t == 0:
         raise ValueError(f"trainer.max_time: {limit} leaves no time to play a round; give a positive duration, or none")
-    raise ValueError(f"trainer.max_time: the earlier parts of this run have used {timedelta(seconds=round(used))} of "
-                     f"its {limit} (Lightning counts max_time over every part of a run), so no round would be played; "
-                     f"to go on from round {t}, give a larger one, or none")
+    raise ValueError(
+        f"trainer.max_time: the earlier parts of this run have used {timedelta(seconds=round(used))} of "
+        f"its {limit} (Lightning counts max_time over every part of a run), so no round would be played; "
+        f"to go on from round {t}, give a larger one, or none"
+    )
 
 
 def logged_rounds(log_dir: str) -> dict[str, int]:
     """Per scalar tag, the largest step in the TensorBoard event files of ``log_dir`` ({} if none)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     if not os.path.isdir(log_dir):
         return {}
     acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
@@ -252,9 +268,13 @@ class RunSummary(pl.Callback):
             "num_seeds": len(cum_avg),
             "base_seed": dm.spec.base_seed,
             "seeds": [
-                {"seed": int(s), "cum_avg_regret": float(a), "cum_weak_regret": float(w),
-                 "self_duel_fraction": n / max(module.t, 1),
-                 **({} if live is None else {"live_feature_units": live[i]})}
+                {
+                    "seed": int(s),
+                    "cum_avg_regret": float(a),
+                    "cum_weak_regret": float(w),
+                    "self_duel_fraction": n / max(module.t, 1),
+                    **({} if live is None else {"live_feature_units": live[i]}),
+                }
                 for i, (s, a, w, n) in enumerate(zip(reg["seed_ids"].cpu().reshape(-1), cum_avg, cum_weak, self_duels))
             ],
             "R_T_over_T_mean": float(mean),
@@ -274,7 +294,9 @@ class RunSummary(pl.Callback):
                 rank_zero_warn(
                     f"seeds {dead}: all {self.summary['feature_units']} units of phi are 0 on every context played "
                     f"(dead ReLUs): the network scores every arm alike, so these seeds stopped learning at some round; "
-                    f"their curves show where (docs/usage.md, 'live_feature_units')", category=RuntimeWarning)
+                    f"their curves show where (docs/usage.md, 'live_feature_units')",
+                    category=RuntimeWarning,
+                )
         folder = trainer.log_dir or trainer.default_root_dir  # a collective: every rank asks
         if trainer.is_global_zero and self.write:
             os.makedirs(folder, exist_ok=True)
@@ -294,7 +316,11 @@ class RunSummary(pl.Callback):
         """After the progress bar's last line: the run's result and where its summary is."""
         if self.announce and self._written and trainer.is_global_zero:
             s = self.summary
-            spread = (f" ± {s['R_T_over_T_std']:.3f} over {s['num_seeds']} seeds" if s["num_seeds"] > 1
-                      else " for one seed")  # (the std of one value says nothing)
-            print(f"{s['method']} on {s['task']}: R(T)/T {s['R_T_over_T_mean']:.3f}{spread} (T={s['rounds']}), "
-                  f"{s['wall_seconds']:.1f} s; {self._written}", flush=True)
+            spread = (
+                f" ± {s['R_T_over_T_std']:.3f} over {s['num_seeds']} seeds" if s["num_seeds"] > 1 else " for one seed"
+            )  # (the std of one value says nothing)
+            print(
+                f"{s['method']} on {s['task']}: R(T)/T {s['R_T_over_T_mean']:.3f}{spread} (T={s['rounds']}), "
+                f"{s['wall_seconds']:.1f} s; {self._written}",
+                flush=True,
+            )

@@ -16,6 +16,7 @@ seed id, round), so the stream simply restarts at the saved round: nothing else 
 Signals (Ctrl-C, SIGTERM, SLURM's requeue signal) stop a run at the end of a round, saved; never a
 save from inside a signal handler, where a round may be half done.
 """
+
 from __future__ import annotations
 
 import errno
@@ -94,8 +95,11 @@ class RoundCheckpoint(ModelCheckpoint):
             signal.raise_signal(signum)
             return
         self.interrupted = signum
-        name, again = (("Ctrl-C", " (press it again to stop at once, losing the rounds since the last checkpoint)")
-                       if signum == signal.SIGINT else (signal.Signals(signum).name, ""))
+        name, again = (
+            ("Ctrl-C", " (press it again to stop at once, losing the rounds since the last checkpoint)")
+            if signum == signal.SIGINT
+            else (signal.Signals(signum).name, "")
+        )
         if signum == self._requeue_signal:
             name, again = f"{name} (SLURM: the job's time is nearly up)", ", then requeueing the job"
         print(f"\n{name}: stopping at the end of this round and saving it{again}", file=sys.stderr)
@@ -136,12 +140,19 @@ class RoundCheckpoint(ModelCheckpoint):
                 return
             write_keeping_previous(filepath, lambda tmp: trainer.save_checkpoint(tmp, self.save_weights_only))
         except CannotWrite as err:  # a full disk, a quota: the run stops, its last whole checkpoint kept
-            kept = (f"{err.path} still holds round {self._saved_round}" if self._saved_round > 0
-                    else "no round was saved before it")
+            kept = (
+                f"{err.path} still holds round {self._saved_round}"
+                if self._saved_round > 0
+                else "no round was saved before it"
+            )
             then = "make room, then" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "once it can be written,"
-            raise CannotWrite(err.path, err, f"checkpoint: {err.path} cannot be written at round {t} ({err.reason}); "
-                                             f"the run stops there, and {kept}: {then} go on with --ckpt_path "
-                                             f"last") from err
+            raise CannotWrite(
+                err.path,
+                err,
+                f"checkpoint: {err.path} cannot be written at round {t} ({err.reason}); "
+                f"the run stops there, and {kept}: {then} go on with --ckpt_path "
+                f"last",
+            ) from err
         self._saved_round = t
         self._last_global_step_saved = trainer.global_step
         self._last_checkpoint_saved = filepath
@@ -154,10 +165,16 @@ class RoundCheckpoint(ModelCheckpoint):
         self._restore_handlers()
         t, T = pl_module.t, pl_module.hparams.rounds
         if t < T and trainer.is_global_zero:
-            timed = (" (trainer.max_time counts the time of the earlier runs too)"
-                     if any(isinstance(c, Timer) for c in trainer.callbacks) else "")
-            where = (f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last{timed}"
-                     if self._saved_round > 0 else "this run saved no checkpoint")
+            timed = (
+                " (trainer.max_time counts the time of the earlier runs too)"
+                if any(isinstance(c, Timer) for c in trainer.callbacks)
+                else ""
+            )
+            where = (
+                f"{self.last_model_path} holds round {self._saved_round}: go on with --ckpt_path last{timed}"
+                if self._saved_round > 0
+                else "this run saved no checkpoint"
+            )
             if self.announce_stop:
                 print(f"stopped at round {t} of data.rounds={T}; {where}", file=sys.stderr)
             if self.interrupted == self._requeue_signal and self._saved_round == t:
@@ -194,9 +211,11 @@ def refuse_late_writer(strategy) -> None:
     renamed into place as soon as it returns: a ValueError naming it."""
     writer = strategy.checkpoint_io
     if isinstance(writer, AsyncCheckpointIO) or isinstance(getattr(writer, "io", None), AsyncCheckpointIO):
-        raise ValueError("trainer.plugins: AsyncCheckpointIO writes a checkpoint in another thread after the save "
-                         "returns, and a round's checkpoint is renamed into place (last.ckpt, the one before kept as "
-                         "last.ckpt.prev) as soon as the save returns; leave it out")
+        raise ValueError(
+            "trainer.plugins: AsyncCheckpointIO writes a checkpoint in another thread after the save "
+            "returns, and a round's checkpoint is renamed into place (last.ckpt, the one before kept as "
+            "last.ckpt.prev) as soon as the save returns; leave it out"
+        )
 
 
 def save_in_place(strategy) -> None:

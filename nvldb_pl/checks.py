@@ -1,4 +1,5 @@
 """One validation style: a bad value raises ``ValueError("<field>: <what is wrong>")`` where it enters."""
+
 from __future__ import annotations
 
 import math
@@ -21,6 +22,7 @@ LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
 def import_class(path: str, base: type, field: str, what: str) -> type:
     """The subclass of ``base`` at import path ``path`` (``module.Name``), or ValueError naming ``field``."""
     import importlib
+
     module, _, attr = str(path).rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), attr) if module else None
@@ -63,8 +65,11 @@ def check_linked(dim: int, arms: int, rounds: int, num_seeds: int, link: str) ->
 
 def config_differences(saved: dict, current: dict, prefix: str, skip=()) -> list[str]:
     """Every field (but ``skip``) whose checkpointed value differs from the config's (resume)."""
-    return [f"{prefix}{k}: checkpoint {saved[k]!r}, config {v!r}" for k, v in current.items()
-            if k in saved and k not in skip and saved[k] != v]
+    return [
+        f"{prefix}{k}: checkpoint {saved[k]!r}, config {v!r}"
+        for k, v in current.items()
+        if k in saved and k not in skip and saved[k] != v
+    ]
 
 
 def refuse_other_state(held: dict, own: dict, what: str, legacy=()) -> None:
@@ -73,13 +78,21 @@ def refuse_other_state(held: dict, own: dict, what: str, legacy=()) -> None:
     learner kept other buffers, would otherwise fail inside torch's ``load_state_dict`` with a traceback.
     ``legacy``: keys an older version saved that the learner drops on load."""
     missing, unexpected = sorted(set(own) - set(held)), sorted(set(held) - set(own) - set(legacy))
-    shapes = [f"{k} {list(held[k].shape)} (here {list(v.shape)})" for k, v in own.items()
-              if k in held and hasattr(held[k], "shape") and tuple(held[k].shape) != tuple(v.shape)]
-    differ = ([f"it lacks {missing}"] if missing else []) + ([f"it holds {unexpected} besides"] if unexpected else []) \
+    shapes = [
+        f"{k} {list(held[k].shape)} (here {list(v.shape)})"
+        for k, v in own.items()
+        if k in held and hasattr(held[k], "shape") and tuple(held[k].shape) != tuple(v.shape)
+    ]
+    differ = (
+        ([f"it lacks {missing}"] if missing else [])
+        + ([f"it holds {unexpected} besides"] if unexpected else [])
         + ([f"other shapes: {'; '.join(shapes)}"] if shapes else [])
+    )
     if differ:
-        raise ValueError(f"{what}'s state is not the one this code's learner keeps ({', '.join(differ)}): it was saved "
-                         f"by another version of nvldb_pl; go on with that version, or start a new run")
+        raise ValueError(
+            f"{what}'s state is not the one this code's learner keeps ({', '.join(differ)}): it was saved "
+            f"by another version of nvldb_pl; go on with that version, or start a new run"
+        )
 
 
 def refuse_other_config(*differences: list[str]) -> None:

@@ -9,6 +9,7 @@ default, in the run's log dir); ``fit --ckpt_path last`` resumes the newest run 
 ``default_root_dir`` that has one, logging into that same run's folder. ``loop.*`` configures the :class:`~nvldb_pl.callbacks.DuelingLoop`
 callback. Everything a run writes goes under ``trainer.default_root_dir``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,10 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
-from .parallel import end_process_group, started_as_first_process  # (importing it registers ``--trainer.strategy seed_parallel``)
+from .parallel import (
+    end_process_group,
+    started_as_first_process,
+)  # (importing it registers ``--trainer.strategy seed_parallel``)
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
@@ -32,8 +36,19 @@ from .learner import DuelingLearner
 from .messages import BanditArgumentParser, user_message
 from .module import NVLDB
 from .own_defaults import class_of, given_keys, restore_own_defaults
-from .resume import (MergedSeeds, RunConfig, drop_empty_event_files, last_checkpoint, refuse_missing, refuse_occupied,
-                     refuse_other_kind, refuse_rank_file, refuse_slurm_leftovers, resumed_version, whole_checkpoint)
+from .resume import (
+    MergedSeeds,
+    RunConfig,
+    drop_empty_event_files,
+    last_checkpoint,
+    refuse_missing,
+    refuse_occupied,
+    refuse_other_kind,
+    refuse_rank_file,
+    refuse_slurm_leftovers,
+    resumed_version,
+    whole_checkpoint,
+)
 from .run import stopped_by_ctrl_c, tensorboard_logger
 from .streams import shard
 from .trainer_checks import check_trainer
@@ -59,16 +74,19 @@ from .trainer_checks import check_trainer
 #   of a round holds; such a file resumes exactly (tests/test_resume.py).
 # - "Precision bf16-mixed is not supported by the model summary ... Using 32 bits instead": under mixed precision
 #   the parameters are float32, so the size the summary prints is the right one.
-QUIET = (r".*isinstance\(treespec, LeafSpec\)` is deprecated", r"torch.distributed.nn.functional.all_gather is deprecated",
-         r"Your `IterableDataset` has `__len__` defined",
-         r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
-         r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
-         r"`Trainer` instantiation. Please add the following callbacks: \['Timer'\]\.$",
-         r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
-         r"`Trainer` instantiation. Please add the following callbacks: \[\"RoundCheckpoint\{.*\}\"\]\.$",
-         r"`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer",
-         r"Using ModelCheckpoint with manual optimization and every_n_train_steps, but no pre-optimization state",
-         r"Precision bf16-mixed is not supported by the model summary")
+QUIET = (
+    r".*isinstance\(treespec, LeafSpec\)` is deprecated",
+    r"torch.distributed.nn.functional.all_gather is deprecated",
+    r"Your `IterableDataset` has `__len__` defined",
+    r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
+    r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
+    r"`Trainer` instantiation. Please add the following callbacks: \['Timer'\]\.$",
+    r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
+    r"`Trainer` instantiation. Please add the following callbacks: \[\"RoundCheckpoint\{.*\}\"\]\.$",
+    r"`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer",
+    r"Using ModelCheckpoint with manual optimization and every_n_train_steps, but no pre-optimization state",
+    r"Precision bf16-mixed is not supported by the model summary",
+)
 
 
 def quiet_lightning() -> None:
@@ -124,9 +142,13 @@ class NVLDBCLI(LightningCLI):
     def init_parser(self, **kwargs):
         """Lightning's parser, with ``--version``: the software a run's numbers come from (summary.json's ``software``)."""
         parser = super().init_parser(**kwargs)
-        parser.add_argument("-V", "--version", action=PrintVersion,
-                            help="Print this package's version, git commit, and the versions of torch, lightning, "
-                                 "numpy and Python, and exit.")
+        parser.add_argument(
+            "-V",
+            "--version",
+            action=PrintVersion,
+            help="Print this package's version, git commit, and the versions of torch, lightning, "
+            "numpy and Python, and exit.",
+        )
         return parser
 
     def add_arguments_to_parser(self, parser) -> None:
@@ -157,10 +179,19 @@ class NVLDBCLI(LightningCLI):
                 restore_own_defaults(model.init_args, chosen, NVLDB, given_keys(argv, "model"), LINKED_FROM_DATA)
         if printed:
             import yaml
+
             dumped = yaml.safe_load(parser.dump(self.config, skip_check=True, skip_none=False))
             import lightning
-            sys.stdout.write(f"# lightning.pytorch=={lightning.__version__}\n" + yaml.safe_dump(dumped.get(sub, dumped) if sub else dumped, sort_keys=False,
-                                            allow_unicode=True, default_flow_style=False))
+
+            sys.stdout.write(
+                f"# lightning.pytorch=={lightning.__version__}\n"
+                + yaml.safe_dump(
+                    dumped.get(sub, dumped) if sub else dumped,
+                    sort_keys=False,
+                    allow_unicode=True,
+                    default_flow_style=False,
+                )
+            )
             sys.stdout.flush()
             raise SystemExit(0)
 
@@ -186,8 +217,10 @@ class NVLDBCLI(LightningCLI):
             logs = os.path.join(root, "lightning_logs")
             MADE_FOLDERS.extend([logs] if not os.path.exists(logs) else [])
             if os.path.exists(logs) and not os.path.isdir(logs):
-                raise ValueError(f"trainer.default_root_dir: {logs} is a file, where the runs' folders go; move it "
-                                 f"or give another folder")
+                raise ValueError(
+                    f"trainer.default_root_dir: {logs} is a file, where the runs' folders go; move it "
+                    f"or give another folder"
+                )
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
             version = resumed_version(root, ckpt)
             claimed = version is None and started_as_first_process()
@@ -213,9 +246,11 @@ class NVLDBCLI(LightningCLI):
     def _set_seed(self) -> None:
         """Lightning's seeding, with an out-of-range seed named by its field (Lightning's message names none)."""
         seed = self._get(self.config, "seed_everything")
-        if not isinstance(seed, bool) and isinstance(seed, int) and not 0 <= seed <= 2 ** 32 - 1:
-            raise ValueError(f"seed_everything: must be between 0 and {2 ** 32 - 1} (the seeds numpy takes), or "
-                             f"true (a random one) or false, got {seed}")
+        if not isinstance(seed, bool) and isinstance(seed, int) and not 0 <= seed <= 2**32 - 1:
+            raise ValueError(
+                f"seed_everything: must be between 0 and {2**32 - 1} (the seeds numpy takes), or "
+                f"true (a random one) or false, got {seed}"
+            )
         super()._set_seed()
 
     def _parse_ckpt_path(self) -> None:
@@ -233,15 +268,20 @@ class NVLDBCLI(LightningCLI):
         ckpt = cfg.get("ckpt_path")
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
         if cfg.get("seed_everything") is False and started_as_first_process():  # Lightning's "do not seed"
-            print(f"seed_everything=false: every draw of a run (contexts, feedback, initial weights) still comes from "
-                  f"a base seed, {self.datamodule.spec.base_seed} here; give an integer to choose another",
-                  file=sys.stderr)
+            print(
+                f"seed_everything=false: every draw of a run (contexts, feedback, initial weights) still comes from "
+                f"a base seed, {self.datamodule.spec.base_seed} here; give an integer to choose another",
+                file=sys.stderr,
+            )
         path = last_checkpoint(self.trainer) if ckpt == "last" else ckpt
         if ckpt == "last" and path is None:  # nothing saved yet, or checkpointing off
             ckpt = cfg["ckpt_path"] = None  # a new run (Lightning would warn with a hint that does not apply here)
             if started_as_first_process():
-                print(f"ckpt_path=last: no checkpoint to go on from under {self.trainer.default_root_dir} (where "
-                      f"docs/reproducibility.md says it looks); starting a new run", file=sys.stderr)
+                print(
+                    f"ckpt_path=last: no checkpoint to go on from under {self.trainer.default_root_dir} (where "
+                    f"docs/reproducibility.md says it looks); starting a new run",
+                    file=sys.stderr,
+                )
         if not ckpt:  # every rank: none has written anything yet (that starts after the processes meet)
             refuse_occupied(self.trainer)
             refuse_slurm_leftovers(self.trainer)
@@ -282,6 +322,7 @@ def rank_prefix() -> str:
     ``seed_parallel`` a refusal every rank makes is printed by each, and a rank's own failure says whose
     (before the processes meet: the rank torchrun or srun gave the process)."""
     import torch.distributed as dist
+
     if dist.is_available() and dist.is_initialized():
         rank = dist.get_rank()
     else:
@@ -294,6 +335,7 @@ def end_progress_line() -> None:
     """An error in the middle of a run leaves Lightning's progress bar open, its line unended: close it,
     so that the error starts a line of its own."""
     from tqdm import tqdm
+
     for bar in list(tqdm._instances):
         bar.close()
 
@@ -315,6 +357,7 @@ def check_config_files(argv: list[str]) -> None:
     not text, an empty file or a list is named with its file (the parser's own reports say ``"<unicode
     string>", line 4``, ``'utf-8' codec can't decode ...`` or ``Unexpected config: - 1``)."""
     import yaml
+
     paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")]
     paths += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
     for path in paths:
@@ -325,8 +368,13 @@ def check_config_files(argv: list[str]) -> None:
             except yaml.YAMLError as err:
                 raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
             if not isinstance(config, dict):
-                what = ("is empty" if config is None else "holds a list, not a mapping of settings" if isinstance(config, list)
-                        else f"holds the value {config!r}, not a mapping of settings")
+                what = (
+                    "is empty"
+                    if config is None
+                    else "holds a list, not a mapping of settings"
+                    if isinstance(config, list)
+                    else f"holds the value {config!r}, not a mapping of settings"
+                )
                 raise ValueError(f"--config: {path} {what}; a config is a YAML mapping, such as configs/cos.yaml")
 
 
@@ -335,8 +383,11 @@ def say_stopped_at_once(how: str) -> None:
     on from, said by the first process only (a terminal's Ctrl-C, a cluster's SIGTERM, reach every rank)."""
     if not started_as_first_process():
         return
-    then = ("this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
-            if WITHOUT_CHECKPOINTS else "go on from the last checkpoint with --ckpt_path last")
+    then = (
+        "this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
+        if WITHOUT_CHECKPOINTS
+        else "go on from the last checkpoint with --ckpt_path last"
+    )
     print(f"stopped by {how}; {then}", file=sys.stderr)
 
 

@@ -13,6 +13,7 @@ One batch (one round t, 1-indexed) is a dict:
 * ``noise``:     [S, K, K] float64 standard normals (Thompson sampling draws)
 * ``uniform``:   [S] float64 U[0,1) (Bernoulli feedback o_t = 1{uniform < g(du)})
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -34,12 +35,17 @@ TABLE = "table"  # a user's own CSV (data.data_file, data.label_column, data.fea
 ALL_TASKS = TASKS + uci.UCI_TASKS + (TABLE,)
 SAMPLINGS = ("per_seed", "disjoint")
 PREFERENCES = links.LINKS + ("deterministic",)
+
+
 def task_and_args(task) -> tuple[str, Optional[dict]]:
     """``data.task`` as (name or class path, init_args or None): a string, or ``{class_path, init_args}``."""
     if isinstance(task, dict):
         unknown = sorted(set(task) - {"class_path", "init_args"})
-        require(not unknown and isinstance(task.get("class_path"), str), "data.task",
-                f"a task given as a mapping has class_path (and init_args), got {sorted(task)}")
+        require(
+            not unknown and isinstance(task.get("class_path"), str),
+            "data.task",
+            f"a task given as a mapping has class_path (and init_args), got {sorted(task)}",
+        )
         args = task.get("init_args") or None
         require(args is None or isinstance(args, dict), "data.task", f"init_args must be a mapping, got {args!r}")
         return task["class_path"], dict(args) if args else None
@@ -61,14 +67,20 @@ class StreamSpec:
     task_args: Optional[dict] = None  # a Task class's init_args
 
     def __post_init__(self) -> None:
-        require(isinstance(self.task, str) and (self.task in ALL_TASKS or "." in self.task), "data.task",
-                f"{self.task!r} is not a known task; choose one of {list(ALL_TASKS)} or give the import path of a "
-                f"nvldb_pl.tasks.Task subclass")
+        require(
+            isinstance(self.task, str) and (self.task in ALL_TASKS or "." in self.task),
+            "data.task",
+            f"{self.task!r} is not a known task; choose one of {list(ALL_TASKS)} or give the import path of a "
+            f"nvldb_pl.tasks.Task subclass",
+        )
         require(self.sampling in SAMPLINGS, "data.sampling", f"{self.sampling!r} is not one of {list(SAMPLINGS)}")
         for name, low in (("dim", 1), ("arms", 2), ("rounds", 1), ("num_seeds", 1)):
             value = getattr(self, name)
-            require(isinstance(value, int) and not isinstance(value, bool) and value >= low,
-                     f"data.{name}", f"must be an integer >= {low}, got {value!r}")
+            require(
+                isinstance(value, int) and not isinstance(value, bool) and value >= low,
+                f"data.{name}",
+                f"must be an integer >= {low}, got {value!r}",
+            )
         require(self.first_seed_id >= 0, "data.first_seed_id", f"must be >= 0, got {self.first_seed_id}")
 
     @property
@@ -207,23 +219,29 @@ class BanditDataModule(pl.LightningDataModule):
         require(task == TABLE or not given, given[0] if given else "data.task", f"applies to data.task={TABLE} only")
         self.link = check_link(link, "data.link")
         self.preference = preference or link
-        require(self.preference in PREFERENCES, "data.preference",
-                 f"{preference!r} is not one of {list(PREFERENCES)}")
-        self.spec = StreamSpec(task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling,
-                               task_args)
+        require(self.preference in PREFERENCES, "data.preference", f"{preference!r} is not one of {list(PREFERENCES)}")
+        self.spec = StreamSpec(
+            task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling, task_args
+        )
         if task not in ALL_TASKS:  # a Task class: imported and built now, so that a bad path stops before the run
             make_task(task, task_args)
         # the K x K arrays of a round: the stream's Thompson normals (a block of CHUNK_ROUNDS rounds) and
         # the learner's pairwise norms and scores (a handful of [S, K, K] float64 temporaries)
-        check_memory((CHUNK_ROUNDS + 8) * num_seeds * arms * arms * 8,
-                     f"{CHUNK_ROUNDS + 8} arrays of num_seeds x arms x arms = {num_seeds} x {arms} x {arms} float64",
-                     "data.arms / data.num_seeds")
+        check_memory(
+            (CHUNK_ROUNDS + 8) * num_seeds * arms * arms * 8,
+            f"{CHUNK_ROUNDS + 8} arrays of num_seeds x arms x arms = {num_seeds} x {arms} x {arms} float64",
+            "data.arms / data.num_seeds",
+        )
         self.start_round = 0  # set by DuelingLoop.on_load_checkpoint when resuming
         self.local_spec = self.spec  # this process's shard of seeds (see setup)
         self.dataset = None
         if task in uci.UCI_TASKS or task == TABLE:  # read and check the files now, before any training starts
             if task == TABLE:
-                require(data_file is not None, "data.data_file", f"data.task={TABLE} reads the CSV named here; give its path")
+                require(
+                    data_file is not None,
+                    "data.data_file",
+                    f"data.task={TABLE} reads the CSV named here; give its path",
+                )
                 X, y, classes = uci.read_user_table(data_file, label_column, feature_columns, header)
                 self.dataset, K, p, name = (X, y), len(classes), X.shape[1], data_file
                 self.table_shape = {"dim": K * p, "arms": K, "classes": classes}
@@ -231,13 +249,20 @@ class BanditDataModule(pl.LightningDataModule):
                 self.dataset = uci.load(task, data_dir, data_file)
                 K, p, name = len(uci.SPECS[task].labels), uci.SPECS[task].features, task
             require(arms == K, "data.arms", f"{name} has {K} classes, so arms must be {K}, got {arms}")
-            require(dim == K * p, "data.dim", f"{name} contexts are the block encoding of {p} features "
-                                               f"for {K} arms, so dim must be {K * p}, got {dim}")
+            require(
+                dim == K * p,
+                "data.dim",
+                f"{name} contexts are the block encoding of {p} features "
+                f"for {K} arms, so dim must be {K * p}, got {dim}",
+            )
             n = len(self.dataset[1])
             if sampling == "disjoint":
                 need = (first_seed_id + num_seeds) * rounds
-                require(n >= need, "data.sampling", f"disjoint rows need (first_seed_id + num_seeds) x rounds = "
-                                                     f"{need} rows, but {task} has {n}")
+                require(
+                    n >= need,
+                    "data.sampling",
+                    f"disjoint rows need (first_seed_id + num_seeds) x rounds = {need} rows, but {task} has {n}",
+                )
         elif sampling != "per_seed":
             raise ValueError(f"data.sampling: {sampling!r} applies to the UCI tasks only")
 
@@ -252,12 +277,17 @@ class BanditDataModule(pl.LightningDataModule):
     def config_differences(self, state: dict) -> list[str]:
         """The ``data.`` fields in which the stream a checkpoint (its :meth:`state_dict`) was made
         with differs from this config's: a larger ``rounds`` is the same stream, run longer."""
+
         def flat(st: dict) -> dict:  # base_seed is what the config calls data.seed
             spec = {("seed" if k == "base_seed" else k): v for k, v in st.get("spec", {}).items()}
             return {**spec, "link": st.get("link"), "preference": st.get("preference")}
 
         saved, current = flat(state), flat(self.state_dict())
-        if saved.get("rounds") is not None and saved["rounds"] < current["rounds"] and current["sampling"] != "disjoint":
+        if (
+            saved.get("rounds") is not None
+            and saved["rounds"] < current["rounds"]
+            and current["sampling"] != "disjoint"
+        ):
             saved["rounds"] = current["rounds"]  # a longer run on the same stream: rounds 1..T_saved are the same
         return config_differences(saved, current, "data.")
 

@@ -7,6 +7,7 @@ matrices, the refit of θ and the selection stay in float32/float64 whatever the
 "true" half and double settings (``16-true``, ``bf16-true``, ``64-true``) would cast the network's
 parameters themselves, which the float32 history cannot feed, so they are refused.
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,31 +36,41 @@ def check_accelerator(accelerator, field: str = "trainer.accelerator", allowed=A
     if accelerator not in allowed:
         raise ValueError(f"{_named(field, accelerator)}: this package runs on {', '.join(allowed)}")
     if uses_gpu(accelerator) and not torch.cuda.is_available():
-        raise ValueError(f"{_named(field, accelerator)}: torch sees no CUDA GPU here (torch.cuda.is_available() is "
-                         f"False); use cpu")
+        raise ValueError(
+            f"{_named(field, accelerator)}: torch sees no CUDA GPU here (torch.cuda.is_available() is False); use cpu"
+        )
 
 
 def device_count(devices, accelerator="auto", field: str = "trainer.devices") -> int:
     """How many devices (processes per node) ``devices`` asks for: a count of at least 1, ``auto``
     or -1 (every GPU; one process on the CPU; -1 only on a GPU), or a list of device indices.
     Anything else is refused, naming the field."""
-    indices = (list(devices) if isinstance(devices, (list, tuple)) else
-               [d for d in devices.split(",") if d.strip()] if isinstance(devices, str) and "," in devices else None)
+    indices = (
+        list(devices)
+        if isinstance(devices, (list, tuple))
+        else [d for d in devices.split(",") if d.strip()]
+        if isinstance(devices, str) and "," in devices
+        else None
+    )
     if indices is not None:
         if not uses_gpu(accelerator):
-            raise ValueError(f"{_named(field, devices)}: a list picks GPUs by index, and this run is on the CPU; give "
-                             f"a number of processes ({len(indices)})")
+            raise ValueError(
+                f"{_named(field, devices)}: a list picks GPUs by index, and this run is on the CPU; give "
+                f"a number of processes ({len(indices)})"
+            )
         return max(len(indices), 1)
     if str(devices) == "auto":
         return torch.cuda.device_count() if uses_gpu(accelerator) else 1
     try:
         n = int(devices)
     except (TypeError, ValueError):
-        raise ValueError(f"{_named(field, devices)}: give a number of devices >= 1, 'auto' or a list of "
-                         f"indices") from None
+        raise ValueError(
+            f"{_named(field, devices)}: give a number of devices >= 1, 'auto' or a list of indices"
+        ) from None
     if n == -1 and not uses_gpu(accelerator):
-        raise ValueError(f"{_named(field, devices)}: -1 means every GPU, and this run is on the CPU; give a number of "
-                         f"processes >= 1")
+        raise ValueError(
+            f"{_named(field, devices)}: -1 means every GPU, and this run is on the CPU; give a number of processes >= 1"
+        )
     if n < 1 and n != -1:
         raise ValueError(f"{_named(field, devices)}: a run needs at least one device (or 'auto')")
     return torch.cuda.device_count() if n == -1 else n
@@ -69,8 +80,10 @@ def check_precision(precision, field: str = "trainer.precision") -> None:
     """float32, or mixed precision for the Adam steps (module docstring)."""
     if precision is None or str(precision) in PRECISIONS:
         return
-    raise ValueError(f"{_named(field, precision)}: choose 32-true, bf16-mixed or 16-mixed (mixed precision applies to "
-                     f"the Adam steps; the Gram matrices, the refit and the selection stay in float32/float64)")
+    raise ValueError(
+        f"{_named(field, precision)}: choose 32-true, bf16-mixed or 16-mixed (mixed precision applies to "
+        f"the Adam steps; the Gram matrices, the refit and the selection stay in float32/float64)"
+    )
 
 
 def use_blas_library(library: str, accelerator, field: str = "--blas") -> None:

@@ -4,6 +4,7 @@ V_t = lambda I + sum_i dphi_i dphi_i^T / zeta_i^2, kept in float64, one d x d ma
 ([S, d, d]). The norms (a_t times one is the paper's confidence width) are computed from a Cholesky factor (never an explicit inverse):
 ||a||_{V^-1} = ||L^{-1} a||_2 with V = L L^T.
 """
+
 from __future__ import annotations
 
 import torch

@@ -13,6 +13,7 @@ run eagerly on a side stream (the warm-up CUDA graphs ask for), then are capture
 later rounds replay the capture. Lightning's optimizer hooks and ``trainer.global_step`` see the
 captured steps once, not once per replay (the package counts rounds, not steps).
 """
+
 from __future__ import annotations
 
 from typing import Callable, Hashable, Optional
@@ -70,7 +71,8 @@ class CapturedSteps:
                 f"model.history_pass: the CUDA graph of the update could not be captured (history of {key} rows: "
                 f"{cause}); start the run again with --model.history_pass chunked, the same update without graphs (a "
                 f"checkpoint goes on only with the pass it was made with); scripts/gpu_capture_probe.py says "
-                f"which operation broke the capture") from err
+                f"which operation broke the capture"
+            ) from err
         self.key = key
         self.captures += 1
         return out

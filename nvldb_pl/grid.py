@@ -10,6 +10,7 @@ horizon (Ctrl-C, SIGTERM, a killed job) goes on from its ``last.ckpt`` (saved ev
 stopped; other settings run anew, in the next version folder.
 :mod:`nvldb_pl.report` turns the runs into the report.
 """
+
 from __future__ import annotations
 
 import glob
@@ -67,8 +68,11 @@ def run_settings(method: str, hparams: dict) -> dict:
         return {}
     params = inspect.signature(cls.__init__).parameters
     own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
-    changed = {k: hparams[k] for k in own if params[k].default not in (None, inspect.Parameter.empty)
-               and hparams[k] != params[k].default}
+    changed = {
+        k: hparams[k]
+        for k in own
+        if params[k].default not in (None, inspect.Parameter.empty) and hparams[k] != params[k].default
+    }
     derived = [k for k in own if params[k].default is None]
     if derived:
         linked = {k: hparams[k] for k in LINKED_FROM_DATA if k in hparams}
@@ -86,8 +90,14 @@ def accepts(learner: str) -> set[str]:
     return init_args(learner_class(learner))
 
 
-def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_seed: int = 0,
-             made_with: Optional[tuple[str, dict, dict]] = None) -> Optional[str]:
+def find_run(
+    run_dir: str,
+    rounds: int,
+    num_seeds: int,
+    base_seed: int,
+    first_seed: int = 0,
+    made_with: Optional[tuple[str, dict, dict]] = None,
+) -> Optional[str]:
     """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None.
     ``made_with`` = (method, model settings given, data settings): the run must also have been made with
     exactly those (:func:`made_with_settings`); None: any."""
@@ -97,21 +107,27 @@ def find_run(run_dir: str, rounds: int, num_seeds: int, base_seed: int, first_se
             continue
         with open(path) as fh:
             s = json.load(fh)
-        if ((s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
-                and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))
-                and (made_with is None or made_with_settings(folder, *made_with))):
+        if (
+            (s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
+            and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))
+            and (made_with is None or made_with_settings(folder, *made_with))
+        ):
             return folder
     return None
 
 
 def _versions(run_dir: str) -> list[str]:
     """``run_dir``'s lightning_logs/version_N folders, newest first."""
-    return sorted(glob.glob(os.path.join(glob.escape(run_dir), "lightning_logs", "version_*")),
-                  key=lambda p: int(p.rsplit("_", 1)[1]) if p.rsplit("_", 1)[1].isdigit() else -1, reverse=True)
+    return sorted(
+        glob.glob(os.path.join(glob.escape(run_dir), "lightning_logs", "version_*")),
+        key=lambda p: int(p.rsplit("_", 1)[1]) if p.rsplit("_", 1)[1].isdigit() else -1,
+        reverse=True,
+    )
 
 
-def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict],
-                   accelerator: str = "cpu") -> Optional[tuple[int, str, int]]:
+def unfinished_run(
+    run_dir: str, data: dict, made_with: tuple[str, dict, dict], accelerator: str = "cpu"
+) -> Optional[tuple[int, str, int]]:
     """The newest run in ``run_dir`` stopped before its horizon with a checkpoint to go on from, made with
     the model settings ``made_with`` (as :func:`find_run`) on the stream ``data`` (all of it: task, rounds,
     seeds, base seed) on the device ``accelerator`` ("cpu" or "gpu": another device's last bits would make
@@ -134,8 +150,12 @@ def unfinished_run(run_dir: str, data: dict, made_with: tuple[str, dict, dict],
         saved = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
         spec = saved.get("BanditDataModule", {})
         t = int(saved["state_dict"]["rounds_done"])
-        if (spec.get("spec", {}).get("rounds") == stream.spec.rounds and not stream.config_differences(spec)
-                and t < stream.spec.rounds and saved.get("accelerator") == device):
+        if (
+            spec.get("spec", {}).get("rounds") == stream.spec.rounds
+            and not stream.config_differences(spec)
+            and t < stream.spec.rounds
+            and saved.get("accelerator") == device
+        ):
             return int(folder.rsplit("_", 1)[1]), ckpt, t
     return None
 
@@ -147,22 +167,35 @@ def made_with_settings(folder: str, method: str, model: dict, data: dict) -> boo
     if not hp:  # a run from before hparams.yaml: its settings are unknown, so it stands for the defaults only
         return not model and not data
     given = {**method_spec(method)[1], **model}
-    return (all(hp.get(k) == v for k, v in {**given, **data}.items())
-            and set(run_settings(method, hp)) <= set(model))
+    return all(hp.get(k) == v for k, v in {**given, **data}.items()) and set(run_settings(method, hp)) <= set(model)
 
 
-def finished_runs(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int,
-                  base_seed: int = 0, first_seed: int = 0) -> dict[tuple[str, str], str]:
+def finished_runs(
+    out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0, first_seed: int = 0
+) -> dict[tuple[str, str], str]:
     """{(task, method): log dir} of every finished run under ``out/runs`` made with these settings."""
-    runs = {(t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed, first_seed)
-            for t in tasks for m in methods}
+    runs = {
+        (t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed, first_seed)
+        for t in tasks
+        for m in methods
+    }
     return {k: v for k, v in runs.items() if v}
 
 
-def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0,
-             overrides: Optional[dict] = None, log=print, accelerator: str = "cpu",
-             data_overrides: Optional[dict] = None, first_seed: int = 0,
-             checkpoint_every: Optional[int] = None) -> dict[tuple[str, str], str]:
+def run_grid(
+    out: str,
+    tasks: list[str],
+    methods: list[str],
+    rounds: int,
+    num_seeds: int,
+    base_seed: int = 0,
+    overrides: Optional[dict] = None,
+    log=print,
+    accelerator: str = "cpu",
+    data_overrides: Optional[dict] = None,
+    first_seed: int = 0,
+    checkpoint_every: Optional[int] = None,
+) -> dict[tuple[str, str], str]:
     """Run (or reuse, or go on with) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their
     log dirs. ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
     first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0. A run stopped by a
@@ -176,8 +209,10 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
     taken = set().union(*(accepts(method_spec(m)[0]) for m in methods)) if methods else set()
     ignored = sorted(set(overrides or {}) - taken)
     if ignored:
-        raise ValueError(f"--set: {ignored} is not an argument of any method run here ({', '.join(methods)}); "
-                         f"they take {sorted(taken)}")
+        raise ValueError(
+            f"--set: {ignored} is not an argument of any method run here ({', '.join(methods)}); "
+            f"they take {sorted(taken)}"
+        )
     check_settings(tasks, methods, rounds, num_seeds, overrides, data_overrides)
     done = {}
     for task in tasks:
@@ -188,37 +223,60 @@ def run_grid(out: str, tasks: list[str], methods: list[str], rounds: int, num_se
             shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
             # reused only if made with these settings: another --set or --dim runs anew, beside it
             own = method_spec(method)[1]  # the method's own arguments; --set may override them
-            settings = (method, {k: v for k, v in model.items() if k not in own or own[k] != v},
-                        {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms)})
+            settings = (
+                method,
+                {k: v for k, v in model.items() if k not in own or own[k] != v},
+                {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms)},
+            )
             found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
             if found:
                 log(f"[reuse] {task:<10s} {method:<16s} {found}")
             else:
                 start = time.perf_counter()
-                data = {"task": task, "rounds": rounds, "num_seeds": num_seeds, "seed": base_seed, "first_seed_id": first_seed,
-                        **shape}
+                data = {
+                    "task": task,
+                    "rounds": rounds,
+                    "num_seeds": num_seeds,
+                    "seed": base_seed,
+                    "first_seed_id": first_seed,
+                    **shape,
+                }
                 stopped = unfinished_run(run_dir, data, settings, accelerator)
                 if stopped:
                     log(f"[go on] {task:<10s} {method:<16s} from round {stopped[2]} ({stopped[1]})")
                 try:
-                    summary, _ = run_experiment(data, model, root_dir=run_dir, learner=learner, accelerator=accelerator,
-                                                checkpoint_every=checkpoint_every or CHECKPOINT_EVERY,
-                                                resume=stopped and stopped[:2])
+                    summary, _ = run_experiment(
+                        data,
+                        model,
+                        root_dir=run_dir,
+                        learner=learner,
+                        accelerator=accelerator,
+                        checkpoint_every=checkpoint_every or CHECKPOINT_EVERY,
+                        resume=stopped and stopped[:2],
+                    )
                 except RunStopped as stop:
                     stop.where = f"{task} {method}"
                     raise
                 found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
                 if found:  # finished: its summary and curves are what a grid reuses (NDB's V^-1 alone: 291 MB a save)
                     shutil.rmtree(os.path.join(found, "checkpoints"), ignore_errors=True)
-                log(f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
+                log(
+                    f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
                     f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s"
-                    + (f" (rounds {stopped[2] + 1}-{rounds})" if stopped else ""))
+                    + (f" (rounds {stopped[2] + 1}-{rounds})" if stopped else "")
+                )
             done[task, method] = found
     return done
 
 
-def check_settings(tasks: list[str], methods: list[str], rounds: int, num_seeds: int,
-                   overrides: Optional[dict] = None, data_overrides: Optional[dict] = None) -> None:
+def check_settings(
+    tasks: list[str],
+    methods: list[str],
+    rounds: int,
+    num_seeds: int,
+    overrides: Optional[dict] = None,
+    data_overrides: Optional[dict] = None,
+) -> None:
     """Every (task, method) of a grid built once, before any run: a bad ``--set`` value (``width=0``,
     ``beta=.inf``), a ``--dim`` or a memory need a method cannot meet, or a missing UCI file, is named now,
     not after the runs before it (hours at full size). The learners are built on torch's meta device:
@@ -238,8 +296,13 @@ def check_settings(tasks: list[str], methods: list[str], rounds: int, num_seeds:
 def check_learner(where: str, learner: str, model: dict, shape: dict, rounds: int, num_seeds: int) -> None:
     """``learner`` built with ``model`` on torch's meta device (its checks run; nothing is allocated or
     drawn); a bad value is raised as a ValueError starting with ``where``."""
-    linked = {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms),
-              "rounds": rounds, "num_seeds": num_seeds, "link": "logistic"}
+    linked = {
+        "dim": shape.get("dim", SYNTHETIC_DIM),
+        "arms": shape.get("arms", StreamSpec.arms),
+        "rounds": rounds,
+        "num_seeds": num_seeds,
+        "link": "logistic",
+    }
     try:
         with torch.device("meta"):
             learner_class(learner)(**linked, **model)
@@ -265,8 +328,10 @@ def check_tasks(tasks: list[str]) -> None:
     """Up front, not after the runs of the tasks before a misspelt one."""
     unknown = [t for t in tasks if t not in ALL_TASKS and "." not in t]
     if unknown:
-        raise ValueError(f"--tasks: unknown {unknown}; choose from {list(ALL_TASKS)} or give the import path of a "
-                         f"nvldb_pl.tasks.Task subclass")
+        raise ValueError(
+            f"--tasks: unknown {unknown}; choose from {list(ALL_TASKS)} or give the import path of a "
+            f"nvldb_pl.tasks.Task subclass"
+        )
     for t in tasks:
         if t not in ALL_TASKS:
             make_task(t, field="--tasks")

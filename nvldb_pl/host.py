@@ -1,6 +1,7 @@
 """What the package asks of the machine: files written whole or not at all, a writable run
 folder, the memory available (to refuse a run up front rather than fail mid-way), freed memory
 kept for reuse (speed), and the software a run's numbers came from."""
+
 from __future__ import annotations
 
 import ctypes
@@ -24,8 +25,9 @@ class CannotWrite(OSError):
         self.path, self.reason = path, err.reason if isinstance(err, CannotWrite) else err.strerror or str(err)
         if err.filename and (err.filename2 or not str(err.filename).startswith(path)):  # another file: whose disk
             self.reason += f": {err.filename}" + (f" -> {err.filename2}" if err.filename2 else "")
-        super().__init__(message or f"{path}: cannot be written ({self.reason}); the file it would replace is kept "
-                                    f"as it was")
+        super().__init__(
+            message or f"{path}: cannot be written ({self.reason}); the file it would replace is kept as it was"
+        )
         self.errno = err.errno
 
 
@@ -108,7 +110,7 @@ def claim_new_folder(parent: str, prefix: str = "version_") -> int:
     ``os.mkdir`` is atomic, so two runs started at once into the same folder get two folders, where
     choosing N from a listing and creating it later would give both the same one."""
     os.makedirs(parent, exist_ok=True)
-    taken = [int(d[len(prefix):]) for d in os.listdir(parent) if d.startswith(prefix) and d[len(prefix):].isdigit()]
+    taken = [int(d[len(prefix) :]) for d in os.listdir(parent) if d.startswith(prefix) and d[len(prefix) :].isdigit()]
     n = max(taken, default=-1) + 1
     while True:
         try:
@@ -191,7 +193,8 @@ def keep_freed_memory() -> bool:
             try:
                 libc = ctypes.CDLL(None)
                 _kept = bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
-                    libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+                    libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+                )
             except (OSError, AttributeError):
                 pass
     return _kept
@@ -201,9 +204,11 @@ def check_memory(need: int, what: str, fields: str = "data.num_seeds / data.roun
     """Refuse up front a config whose preallocated state cannot fit in memory, with the numbers."""
     avail = available_memory_bytes()
     if need > 0.9 * avail:
-        raise ValueError(f"{fields}: this config preallocates about {need / 2**30:.2f} GiB ({what}) but "
-                         f"{avail / 2**30:.2f} GiB of memory is available; lower them, or spread the seeds "
-                         f"over processes")
+        raise ValueError(
+            f"{fields}: this config preallocates about {need / 2**30:.2f} GiB ({what}) but "
+            f"{avail / 2**30:.2f} GiB of memory is available; lower them, or spread the seeds "
+            f"over processes"
+        )
 
 
 def available_memory_bytes() -> int:
@@ -238,10 +243,16 @@ def _read_software() -> dict:
     import torch
 
     from nvldb_pl import __version__
+
     commit = git_commit(os.path.dirname(os.path.abspath(__file__)))
-    return {"nvldb_pl": __version__, **({"commit": commit} if commit else {}), "torch": str(torch.__version__),
-            "lightning": str(lightning.__version__), "numpy": str(numpy.__version__),  # plain str: loads weights_only
-            "python": platform.python_version()}
+    return {
+        "nvldb_pl": __version__,
+        **({"commit": commit} if commit else {}),
+        "torch": str(torch.__version__),
+        "lightning": str(lightning.__version__),
+        "numpy": str(numpy.__version__),  # plain str: loads weights_only
+        "python": platform.python_version(),
+    }
 
 
 def software_change(saved: Optional[dict]) -> Optional[str]:
@@ -250,9 +261,11 @@ def software_change(saved: Optional[dict]) -> Optional[str]:
     now = software()
     if not saved or all(saved.get(k) == now.get(k) for k in ("nvldb_pl", "commit", "torch", "lightning", "numpy")):
         return None
-    return (f"ckpt_path: the checkpoint's rounds were made with {software_text(saved)}, and this run goes on with "
-            f"{software_text(now)}: where the change reaches the arithmetic, each seed's rounds from here are not "
-            f"those of a run made in one go with either (summary.json records the software of each part)")
+    return (
+        f"ckpt_path: the checkpoint's rounds were made with {software_text(saved)}, and this run goes on with "
+        f"{software_text(now)}: where the change reaches the arithmetic, each seed's rounds from here are not "
+        f"those of a run made in one go with either (summary.json records the software of each part)"
+    )
 
 
 def run_parts(checkpoint: dict) -> list[dict]:
@@ -263,16 +276,22 @@ def run_parts(checkpoint: dict) -> list[dict]:
     if checkpoint.get("parts") is not None:
         return [dict(part) for part in checkpoint["parts"]]
     done = int(checkpoint["state_dict"]["rounds_done"])
-    return [{"rounds": [1, done], "accelerator": checkpoint.get("accelerator"),
-             "software": checkpoint.get("software")}] if done else []
+    return (
+        [{"rounds": [1, done], "accelerator": checkpoint.get("accelerator"), "software": checkpoint.get("software")}]
+        if done
+        else []
+    )
 
 
 def software_text(soft: dict) -> str:
     """One run's software (summary.json's ``software``) as a report or ``--version`` writes it."""
     sha, plus, mark = (soft.get("commit") or "").partition("+")  # the hash, and "+modified" where it was
-    return (f"nvldb_pl {soft.get('nvldb_pl')}" + (f" at commit {sha[:12]}{plus}{mark}" if sha else "")
-            + "".join(f", {k} {soft[k]}" for k in ("torch", "lightning", "numpy") if k in soft)
-            + (f", Python {soft['python']}" if "python" in soft else ""))
+    return (
+        f"nvldb_pl {soft.get('nvldb_pl')}"
+        + (f" at commit {sha[:12]}{plus}{mark}" if sha else "")
+        + "".join(f", {k} {soft[k]}" for k in ("torch", "lightning", "numpy") if k in soft)
+        + (f", Python {soft['python']}" if "python" in soft else "")
+    )
 
 
 def git_commit(package: str) -> Optional[str]:
@@ -284,8 +303,14 @@ def git_commit(package: str) -> Optional[str]:
 
     def git(*args: str) -> str:
         # GIT_OPTIONAL_LOCKS=0: status leaves the index alone (no lock a user's own git command could meet)
-        return subprocess.run(["git", "-C", top, *args], capture_output=True, text=True, timeout=20, check=True,
-                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", top, *args],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        ).stdout.strip()
 
     try:
         if os.path.realpath(git("rev-parse", "--show-toplevel")) != os.path.realpath(top):

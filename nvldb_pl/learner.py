@@ -15,6 +15,7 @@ The live API (:mod:`nvldb_pl.live`) calls the same ``propose``/``learn``; for an
 later, ``memo(contexts, a1, a2)`` recomputes the selection-time part at the current parameters.
 Every learner holds S independent seeds stacked along the first dimension.
 """
+
 from __future__ import annotations
 
 import time
@@ -24,10 +25,18 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_info
 import torch
 
-from .checks import (LINKED_FROM_DATA, check, check_linked, config_differences, refuse_other_config, refuse_other_state,
-                     require)
+from .checks import (
+    LINKED_FROM_DATA,
+    check,
+    check_linked,
+    config_differences,
+    refuse_other_config,
+    refuse_other_state,
+    require,
+)
 from .host import check_memory, keep_freed_memory, run_parts, software, software_change
 from .metrics import CumulativeRegret
+
 
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
     """The duel history: S x T x 2 x d float32 contexts, S x T outcomes (f32) and gaps (f64)."""
@@ -60,8 +69,10 @@ class DuelingLearner(pl.LightningModule):
     def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
         super().__init__()
         check_linked(dim, arms, rounds, num_seeds, link)
-        check_memory(history_bytes(dim, rounds, num_seeds),
-                     f"history S x T x 2 x d = {num_seeds} x {rounds} x 2 x {dim} and the learner's state")
+        check_memory(
+            history_bytes(dim, rounds, num_seeds),
+            f"history S x T x 2 x d = {num_seeds} x {rounds} x 2 x {dim} and the learner's state",
+        )
         keep_freed_memory()  # a round's temporaries reused, not faulted in again (speed only)
         S, T, d = num_seeds, rounds, dim
         # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the networks consume them
@@ -111,9 +122,11 @@ class DuelingLearner(pl.LightningModule):
 
     def setup(self, stage: str) -> None:
         if self.trainer.world_size > 1 and getattr(self.trainer.strategy, "strategy_name", None) != "seed_parallel":
-            raise ValueError(f"trainer.strategy: {self.trainer.world_size} processes under "
-                             f"{type(self.trainer.strategy).__name__} would average gradients and broadcast weights "
-                             f"across processes, coupling the seeds; use --trainer.strategy seed_parallel")
+            raise ValueError(
+                f"trainer.strategy: {self.trainer.world_size} processes under "
+                f"{type(self.trainer.strategy).__name__} would average gradients and broadcast weights "
+                f"across processes, coupling the seeds; use --trainer.strategy seed_parallel"
+            )
         dm = self.trainer.datamodule
         if dm is not None and self._t == 0:
             for name in ("dim", "arms", "rounds", "num_seeds"):
@@ -235,10 +248,17 @@ class DuelingLearner(pl.LightningModule):
         saved = {"learner": checkpoint.get("learner", name), **checkpoint.get("hyper_parameters", {})}
         T_saved, T = saved.get("rounds"), self.hparams["rounds"]
         if T_saved is not None and T_saved != T and saved["learner"] == name:
-            require(T > T_saved, "data.rounds", f"the checkpoint holds a run of {T_saved} rounds; resuming can go on "
-                                                f"to more rounds, not fewer ({T})")
-            require(self.EXTENDABLE, "data.rounds", f"{name} depends on the horizon T, so its run of {T_saved} "
-                                                    f"rounds cannot go on exactly to {T}; start a new run")
+            require(
+                T > T_saved,
+                "data.rounds",
+                f"the checkpoint holds a run of {T_saved} rounds; resuming can go on to more rounds, not fewer ({T})",
+            )
+            require(
+                self.EXTENDABLE,
+                "data.rounds",
+                f"{name} depends on the horizon T, so its run of {T_saved} "
+                f"rounds cannot go on exactly to {T}; start a new run",
+            )
             saved["rounds"] = T
             self._pad_history(checkpoint["state_dict"], T)
             # Lightning saved the loop as at the stream's last batch (T_saved was the end): it is not now
@@ -248,8 +268,12 @@ class DuelingLearner(pl.LightningModule):
         linked = LINKED_FROM_DATA if stream is not None else ()  # named once, as data.<field>
         refuse_other_config(data, config_differences(saved, {"learner": name, **self.hparams}, "model.", linked))
         if hasattr(dm, "config_differences"):
-            require(stream is not None, "ckpt_path", f"the checkpoint holds no state of the round stream "
-                                                     f"({type(dm).__qualname__}): it is not a fit run's checkpoint")
+            require(
+                stream is not None,
+                "ckpt_path",
+                f"the checkpoint holds no state of the round stream "
+                f"({type(dm).__qualname__}): it is not a fit run's checkpoint",
+            )
         refuse_other_state(checkpoint["state_dict"], self.state_dict(), "the checkpoint", self.LEGACY_STATE)
         self._refuse_other_run_layout(checkpoint)
         self._say_other_device(checkpoint)
@@ -259,8 +283,10 @@ class DuelingLearner(pl.LightningModule):
         self._t = int(checkpoint["state_dict"]["rounds_done"])
         self.earlier_parts = run_parts(checkpoint)
         if self._t >= self.hparams["rounds"]:
-            rank_zero_info(f"data.rounds={self._t}: the checkpoint already holds every round of the run, so nothing "
-                           f"runs (a larger data.rounds goes on with it)")
+            rank_zero_info(
+                f"data.rounds={self._t}: the checkpoint already holds every round of the run, so nothing "
+                f"runs (a larger data.rounds goes on with it)"
+            )
 
     def on_save_checkpoint(self, checkpoint) -> None:
         checkpoint["learner"] = type(self).__name__
@@ -270,8 +296,11 @@ class DuelingLearner(pl.LightningModule):
             checkpoint["accelerator"] = self.trainer.strategy.root_device.type
         checkpoint["software"] = software()
         first = self.earlier_parts[-1]["rounds"][1] + 1 if self.earlier_parts else 1  # this process's part
-        checkpoint["parts"] = self.earlier_parts + ([{"rounds": [first, self._t], "accelerator": self.device.type,
-                                                      "software": checkpoint["software"]}] if self._t >= first else [])
+        checkpoint["parts"] = self.earlier_parts + (
+            [{"rounds": [first, self._t], "accelerator": self.device.type, "software": checkpoint["software"]}]
+            if self._t >= first
+            else []
+        )
 
     def _say_other_device(self, checkpoint) -> None:
         """A run may go on on another device (a GPU run on a CPU-only machine, or the reverse): the
@@ -279,10 +308,12 @@ class DuelingLearner(pl.LightningModule):
         saved = checkpoint.get("accelerator")
         now = self._trainer.strategy.root_device.type if self._trainer is not None else None
         if saved and now and saved != now:
-            rank_zero_info(f"trainer.accelerator: the checkpoint's rounds were computed on {saved}, and this run goes "
-                           f"on on {now}: the same algorithm, but the two devices' kernels differ in the last bits, "
-                           f"which the Adam steps amplify, so each seed's rounds from here are not those of a run "
-                           f"made on either device alone")
+            rank_zero_info(
+                f"trainer.accelerator: the checkpoint's rounds were computed on {saved}, and this run goes "
+                f"on on {now}: the same algorithm, but the two devices' kernels differ in the last bits, "
+                f"which the Adam steps amplify, so each seed's rounds from here are not those of a run "
+                f"made on either device alone"
+            )
 
     def _refuse_other_run_layout(self, checkpoint) -> None:
         """Refuse going on under another precision, or with the seeds spread over another number of
@@ -292,14 +323,19 @@ class DuelingLearner(pl.LightningModule):
         if saved_ids is not None and saved_ids.tolist() != self.seed_ids:
             runs = checkpoint.get("processes")
             here = trainer.world_size if trainer is not None else 1
-            raise ValueError(f"trainer.devices x trainer.num_nodes: the checkpoint holds seeds {saved_ids.tolist()} "
-                             f"(saved by a run of {runs or 'another number of'} process(es)), where this run of {here} "
-                             f"gives this process seeds {self.seed_ids}; resume with {runs or 'as many'} processes "
-                             f"(per-seed results do not depend on the count, but each process saved only its own seeds)")
+            raise ValueError(
+                f"trainer.devices x trainer.num_nodes: the checkpoint holds seeds {saved_ids.tolist()} "
+                f"(saved by a run of {runs or 'another number of'} process(es)), where this run of {here} "
+                f"gives this process seeds {self.seed_ids}; resume with {runs or 'as many'} processes "
+                f"(per-seed results do not depend on the count, but each process saved only its own seeds)"
+            )
         saved, now = checkpoint.get("precision"), None if trainer is None else str(trainer.precision)
-        require(saved is None or now is None or saved == now, "trainer.precision",
-                f"the checkpoint's rounds were computed in {saved!r}; going on in {now!r} would give a run that "
-                f"equals neither; resume with --trainer.precision {saved}")
+        require(
+            saved is None or now is None or saved == now,
+            "trainer.precision",
+            f"the checkpoint's rounds were computed in {saved!r}; going on in {now!r} would give a run that "
+            f"equals neither; resume with --trainer.precision {saved}",
+        )
 
     @contextmanager
     def _timed(self, name: str):
@@ -355,7 +391,9 @@ class DuelingLearner(pl.LightningModule):
         raise NotImplementedError
 
     @torch.no_grad()
-    def observe(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, o: torch.Tensor, du: torch.Tensor) -> None:
+    def observe(
+        self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, o: torch.Tensor, du: torch.Tensor
+    ) -> None:
         """Append round t's duel (x_a1, x_a2, o_t) to the history (Alg. 1 line 7)."""
         i = self.t
         rows = torch.arange(contexts.shape[0], device=contexts.device)
@@ -392,6 +430,7 @@ class DuelingLearner(pl.LightningModule):
         else:
             g = gathered.cpu()
             ctx, bad, ids = g[:, 0].reshape(-1), g[:, 1].reshape(-1), seed_ids
+
         def where(first_round: torch.Tensor) -> str:
             return ", ".join(f"seed {ids[i]} at round {int(r)}" for i, r in enumerate(first_round) if r > 0)
 

@@ -4,6 +4,7 @@ The paper (Problem Setting) allows any exponential-family link; we ship the two 
 ``logistic`` (Bradley-Terry-Luce, the default) and ``probit`` (Thurstone-Mosteller).
 Every function here is elementwise, so it works on any batch shape (seeds x history, ...).
 """
+
 from __future__ import annotations
 
 import math

@@ -23,6 +23,7 @@ which live feedback does not have.
 The history grows (doubling) past the configured horizon; a round's cost grows with the number
 of answers, as in the paper's loop. Checkpoints are pickles: load only files you trust.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,18 @@ from .neural import saved_hparams
 from .registry import init_args, learner_class, learner_path
 
 # the sections of a fit config: configs/*.yaml, and the config.yaml a run writes
-FIT_CONFIG_KEYS = {"data", "model", "trainer", "seed_everything", "loop", "checkpoint", "ckpt_path", "optimizer",
-                   "lr_scheduler", "weights_only"}
+FIT_CONFIG_KEYS = {
+    "data",
+    "model",
+    "trainer",
+    "seed_everything",
+    "loop",
+    "checkpoint",
+    "ckpt_path",
+    "optimizer",
+    "lr_scheduler",
+    "weights_only",
+}
 
 FORMAT = "nvldb_pl.live/1"
 
@@ -50,8 +61,10 @@ def _as_contexts(contexts, dim: int, min_items: int = 2) -> torch.Tensor:
     learner's dim, all finite."""
     x = torch.as_tensor(np.asarray(contexts, dtype=np.float64) if not torch.is_tensor(contexts) else contexts)
     if x.dim() != 2 or x.shape[0] < min_items or x.shape[1] != dim:
-        raise ValueError(f"contexts: expected a [K, d] array with K >= {min_items} item{'s' * (min_items > 1)} "
-                         f"and d = {dim} features, got shape {list(x.shape)}")
+        raise ValueError(
+            f"contexts: expected a [K, d] array with K >= {min_items} item{'s' * (min_items > 1)} "
+            f"and d = {dim} features, got shape {list(x.shape)}"
+        )
     if not bool(torch.isfinite(x).all()):
         bad = sorted({int(r) for r in torch.nonzero(~torch.isfinite(x))[:, 0]})
         raise ValueError(f"contexts: non-finite (NaN or inf) features in item(s) {bad}")
@@ -61,8 +74,13 @@ def _as_contexts(contexts, dim: int, min_items: int = 2) -> torch.Tensor:
 def _as_index(k) -> Optional[int]:
     """k as a Python int if it is an integer (int, numpy integer, or a one-element integer tensor
     such as ``argmax``'s), else None; bools are not indices."""
-    if torch.is_tensor(k) and k.numel() == 1 and not k.is_floating_point() and not k.is_complex() \
-            and k.dtype != torch.bool:
+    if (
+        torch.is_tensor(k)
+        and k.numel() == 1
+        and not k.is_floating_point()
+        and not k.is_complex()
+        and k.dtype != torch.bool
+    ):
         return int(k.item())
     if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
         return int(k)
@@ -75,6 +93,7 @@ def _read_yaml(text: str):
         from jsonargparse import get_loader
     except ImportError:  # an older jsonargparse: PyYAML's own reading
         import yaml
+
         return yaml.safe_load(text)
     return get_loader("yaml")(text)
 
@@ -89,7 +108,9 @@ def _learner_args(cls: type, args: dict, where: str) -> dict:
     accepted = init_args(cls)
     unknown = sorted(set(args) - accepted)
     if unknown:
-        raise ValueError(f"{where}: {cls.__name__} has no argument(s) {unknown}; it takes {sorted(accepted - set(LINKED_FROM_DATA))}")
+        raise ValueError(
+            f"{where}: {cls.__name__} has no argument(s) {unknown}; it takes {sorted(accepted - set(LINKED_FROM_DATA))}"
+        )
     return dict(args)
 
 
@@ -97,11 +118,18 @@ class DuelingBandit:
     """Ask/tell use of one learner. Build it with :meth:`create`, :meth:`from_config` or
     :meth:`from_checkpoint`; all arrays are per call: contexts [K, d] (K may change between calls)."""
 
-    def __init__(self, learner: DuelingLearner, seed: int = 0, generator_state: Optional[torch.Tensor] = None,
-                 optimizer_state: Optional[dict] = None):
+    def __init__(
+        self,
+        learner: DuelingLearner,
+        seed: int = 0,
+        generator_state: Optional[torch.Tensor] = None,
+        optimizer_state: Optional[dict] = None,
+    ):
         if not type(learner).LIVE:
-            raise ValueError(f"model: {type(learner).__name__} cannot be used live (its update needs the "
-                             f"selection of the same round); use NVLDB, NDB, CoLSTIM, MaxInP or RandomPair")
+            raise ValueError(
+                f"model: {type(learner).__name__} cannot be used live (its update needs the "
+                f"selection of the same round); use NVLDB, NDB, CoLSTIM, MaxInP or RandomPair"
+            )
         if getattr(learner, "variance_mode", None) == "oracle":
             raise ValueError("model.oracle_variance: needs the true utilities, which live feedback does not have")
         if learner.num_local != 1:
@@ -115,8 +143,9 @@ class DuelingBandit:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def create(cls, learner: str = "NVLDB", dim: int = 5, horizon: int = 1000, link: str = "logistic",
-               seed: int = 0, **model) -> "DuelingBandit":
+    def create(
+        cls, learner: str = "NVLDB", dim: int = 5, horizon: int = 1000, link: str = "logistic", seed: int = 0, **model
+    ) -> "DuelingBandit":
         """A fresh learner (a name of :data:`nvldb_pl.registry.LEARNERS`, or the import path of one's own
         :class:`~nvldb_pl.learner.DuelingLearner` subclass) with its initial parameters drawn
         from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
@@ -129,8 +158,9 @@ class DuelingBandit:
         return cls(module, seed)
 
     @classmethod
-    def from_config(cls, config, dim: Optional[int] = None, horizon: Optional[int] = None,
-                    seed: Optional[int] = None) -> "DuelingBandit":
+    def from_config(
+        cls, config, dim: Optional[int] = None, horizon: Optional[int] = None, seed: Optional[int] = None
+    ) -> "DuelingBandit":
         """From a YAML file (or its dict) in the format of ``configs/*.yaml``: ``model`` (NVLDB's
         arguments, or ``class_path`` + ``init_args``), ``data.dim``, ``data.link``,
         ``data.rounds`` (the horizon) and ``seed_everything``; keyword arguments override them."""
@@ -139,6 +169,7 @@ class DuelingBandit:
         where = "config"
         if not isinstance(config, dict):
             import yaml
+
             where = str(config)
             if not os.path.isfile(config):
                 raise FileNotFoundError(f"{config}: no such config file")
@@ -156,7 +187,9 @@ class DuelingBandit:
         data, model = dict(config.get("data") or {}), dict(config.get("model") or {})
         unknown = sorted(set(data) - init_args(BanditDataModule))
         if unknown:
-            raise ValueError(f"{where}: data has no argument(s) {unknown}; it takes {sorted(init_args(BanditDataModule))}")
+            raise ValueError(
+                f"{where}: data has no argument(s) {unknown}; it takes {sorted(init_args(BanditDataModule))}"
+            )
         name = "NVLDB"
         if "class_path" in model:  # the whole path: a learner of one's own is found by it
             name = str(model["class_path"])
@@ -166,17 +199,23 @@ class DuelingBandit:
         if seed is None:
             seed = config.get("seed_everything", 0) or 0  # false or null: the base seed 0, as a fit run's
             if seed is True:
-                raise ValueError(f"{where}: seed_everything: true (a random seed, in a fit run) names no seed for a "
-                                 f"live bandit; give an integer there or as seed=")
+                raise ValueError(
+                    f"{where}: seed_everything: true (a random seed, in a fit run) names no seed for a "
+                    f"live bandit; give an integer there or as seed="
+                )
             try:
                 _check_seed(seed, "seed_everything")
             except ValueError as err:
                 raise ValueError(f"{where}: {err}") from None
         try:
-            return cls.create(name, dim=int(dim if dim is not None else data.get("dim", 5)),
-                              horizon=int(horizon if horizon is not None else data.get("rounds", 1000)),
-                              link=data.get("link", "logistic"),
-                              seed=int(seed), **model)
+            return cls.create(
+                name,
+                dim=int(dim if dim is not None else data.get("dim", 5)),
+                horizon=int(horizon if horizon is not None else data.get("rounds", 1000)),
+                link=data.get("link", "logistic"),
+                seed=int(seed),
+                **model,
+            )
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
 
@@ -218,9 +257,16 @@ class DuelingBandit:
         if S > 1:
             module.take_seeds([seed_index])
             if opt_state is not None:  # Adam's moments carry the seed dimension first
-                opt_state = {**opt_state, "state": {
-                    k: {n: (v[seed_index : seed_index + 1].clone() if torch.is_tensor(v) and v.dim() > 0 else v)
-                        for n, v in st.items()} for k, st in opt_state["state"].items()}}
+                opt_state = {
+                    **opt_state,
+                    "state": {
+                        k: {
+                            n: (v[seed_index : seed_index + 1].clone() if torch.is_tensor(v) and v.dim() > 0 else v)
+                            for n, v in st.items()
+                        }
+                        for k, st in opt_state["state"].items()
+                    },
+                }
         seed = ckpt.get("seed", int(hp.get("seed", 0)) if live else 0)
         return cls(module, seed, ckpt.get("generator") if live else None, opt_state)
 
@@ -265,8 +311,16 @@ class DuelingBandit:
         if L.t >= L.hist_o.shape[-1]:
             L.grow_history(2 * L.hist_o.shape[-1])
         a1, a2, contexts = torch.tensor([int(i)]), torch.tensor([int(j)]), x.unsqueeze(0)
-        L.learn({"a1": a1, "a2": a2, **L.memo(contexts, a1, a2), "contexts": contexts,
-                 "o": torch.tensor([float(outcome)]), "du": torch.zeros(1, dtype=torch.float64)})
+        L.learn(
+            {
+                "a1": a1,
+                "a2": a2,
+                **L.memo(contexts, a1, a2),
+                "contexts": contexts,
+                "o": torch.tensor([float(outcome)]),
+                "du": torch.zeros(1, dtype=torch.float64),
+            }
+        )
         L.check_finite()
 
     def scores(self, contexts) -> np.ndarray:
@@ -279,10 +333,15 @@ class DuelingBandit:
         """Everything needed to go on exactly where this bandit stands (written atomically)."""
         L = self.learner
         opt = L.optimizer()
-        payload = {"format": FORMAT, "learner": learner_path(type(L)),
-                   "hparams": dict(L.hparams), "state_dict": L.state_dict(),
-                   "optimizer": opt.state_dict() if opt is not None else None,
-                   "generator": self._gen.get_state(), "seed": self.seed}
+        payload = {
+            "format": FORMAT,
+            "learner": learner_path(type(L)),
+            "hparams": dict(L.hparams),
+            "state_dict": L.state_dict(),
+            "optimizer": opt.state_dict() if opt is not None else None,
+            "generator": self._gen.get_state(),
+            "seed": self.seed,
+        }
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"{path}: folder {folder} does not exist")

@@ -5,6 +5,7 @@ value did not match (``Expected a <class 'NoneType'>``), the subtypes, the given
 repr. ``parser_message`` keeps the fields and the reasons; ``user_message`` does the same for the
 refusals raised while the classes are built (a learner's ``model.lr: must be > 0``).
 """
+
 from __future__ import annotations
 
 import re
@@ -14,10 +15,21 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from .registry import LEARNERS
 
-_NOISE = ("Does not validate against any of the Union subtypes", "Subtypes:", "Errors:", "Given value type:",
-          "Not a valid subclass of", "Subclass types expect one of", "a class path (str)", "a dict with class_path entry",
-          "a dict without class_path", "a dict with parameters accepted by the base class",
-          "Given value: Namespace(", "Given value: [Namespace(", "Given value: NestedArg(")
+_NOISE = (
+    "Does not validate against any of the Union subtypes",
+    "Subtypes:",
+    "Errors:",
+    "Given value type:",
+    "Not a valid subclass of",
+    "Subclass types expect one of",
+    "a class path (str)",
+    "a dict with class_path entry",
+    "a dict without class_path",
+    "a dict with parameters accepted by the base class",
+    "Given value: Namespace(",
+    "Given value: [Namespace(",
+    "Given value: NestedArg(",
+)
 
 
 def parser_message(message: str) -> str:
@@ -52,10 +64,12 @@ def parser_message(message: str) -> str:
         classes = [k[1:] for _, k in stack if k.startswith("@")]
         field = ".".join(keys)
         if line.startswith("Given value: "):
-            given.setdefault(field, line[len("Given value: "):])
+            given.setdefault(field, line[len("Given value: ") :])
             continue
         unwritable = re.match(r"\('cannot represent an object', (.*)\)$", line)
-        if unwritable:  # YAML cannot hold a default of the class (Timer's interval): the run's config.yaml could not be written
+        if (
+            unwritable
+        ):  # YAML cannot hold a default of the class (Timer's interval): the run's config.yaml could not be written
             line = f"{unwritable.group(1)} cannot be written into the run's config.yaml"
             if "Interval." in line:  # Lightning's Timer callback
                 line = f"trainer.callbacks: Timer's {line}; a time limit is --trainer.max_time DD:HH:MM:SS"
@@ -71,14 +85,18 @@ def parser_message(message: str) -> str:
     parts = []
     for field, reasons in found.items():
         reasons = [r for r in reasons if r != "Expected a <class 'NoneType'>"]  # None is never the value meant
-        reasons = [r for i, r in enumerate(reasons)  # the class that refused an option, not also its base classes
-                   if not (r.startswith("not an option of") and any(q.startswith("not an option of") for q in reasons[:i]))]
+        reasons = [
+            r
+            for i, r in enumerate(reasons)  # the class that refused an option, not also its base classes
+            if not (r.startswith("not an option of") and any(q.startswith("not an option of") for q in reasons[:i]))
+        ]
         if not reasons:  # a Union's key whose reasons are its member's (model: under model.width)
             continue
         said = [r for r in reasons if not r.startswith(("Expected a <class", "Expected a typing", "Expected a path"))]
         if field == "model" and any(r.startswith("Expected a dot import path") for r in reasons):
-            said = [f"{given.get(field, 'the value')} is not a learner: give one of {', '.join(LEARNERS)}, or a "
-                    f"class path"]
+            said = [
+                f"{given.get(field, 'the value')} is not a learner: give one of {', '.join(LEARNERS)}, or a class path"
+            ]
         reasons = said or [r for r in reasons if not r.startswith("Expected a path")] or reasons
         text = "; ".join(_lower_first(r) for r in reasons)
         if field in given and "Got value" not in text and given[field] not in text:

@@ -7,6 +7,7 @@ R^a_T = sum_t r^a_t,  R^w_T = sum_t r^w_t
 The metric's states are per seed ([S]), persistent (saved in checkpoints for exact resume), and reduce across processes by concatenation, so mean
 and std over all seeds of a distributed run come from torchmetrics' own sync.
 """
+
 from __future__ import annotations
 
 import torch

@@ -23,6 +23,7 @@ history with the current phi and zeta after each update (what the paper's experi
 appendix "Hyperparameters"); ``incremental`` adds dphi_t dphi_t^T / zeta_t^2 with dphi_t taken at
 selection time (Alg. 1 line 13, eq. gram_matrix's W_{i-1}). Between updates (H > 1) the two agree.
 """
+
 from __future__ import annotations
 
 import math
@@ -149,13 +150,22 @@ class NVLDB(NeuralLearner):
         for name, value in (("beta", beta), ("epsilon", epsilon)):
             check_number(value, name)
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
-        _check(self_duel_test in selfduel.SELF_DUEL_TESTS, "self_duel_test",
-               f"{self_duel_test!r} is not one of {list(selfduel.SELF_DUEL_TESTS)}")
-        _check(self_duel_test == "none" or distinct_arms, "self_duel_test",
-               f"{self_duel_test} decides the self-duels itself; it needs distinct_arms=true")
+        _check(
+            self_duel_test in selfduel.SELF_DUEL_TESTS,
+            "self_duel_test",
+            f"{self_duel_test!r} is not one of {list(selfduel.SELF_DUEL_TESTS)}",
+        )
+        _check(
+            self_duel_test == "none" or distinct_arms,
+            "self_duel_test",
+            f"{self_duel_test} decides the self-duels itself; it needs distinct_arms=true",
+        )
         check_number(escape_rate, "escape_rate")
-        _check(network is None or not self_duel_test.startswith("deep"), "self_duel_test",
-               f"{self_duel_test} takes the built-in MLP's per-point gradients; with model.network use none or escape")
+        _check(
+            network is None or not self_duel_test.startswith("deep"),
+            "self_duel_test",
+            f"{self_duel_test} takes the built-in MLP's per-point gradients; with model.network use none or escape",
+        )
         # saved with the values in force, also where they came from a default
         args.update(epsilon=epsilon, init=init, bias=bias, beta=beta)
         variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
@@ -199,7 +209,9 @@ class NVLDB(NeuralLearner):
             extra = {}
             if test == "escape":
                 allowed = self.allowed_rule(f, norm, noise, t)
-                a1, a2 = selfduel.escape(allowed, (a1, a2), torch.special.ndtr(noise[:, -1, 0]), t, self.hparams.escape_rate)
+                a1, a2 = selfduel.escape(
+                    allowed, (a1, a2), torch.special.ndtr(noise[:, -1, 0]), t, self.hparams.escape_rate
+                )
             elif test != "none":
                 g = self._gradients(contexts)
                 D = selfduel.gradient_pair_norms(g, getattr(self, "Zinv", None), getattr(self, "U", None))
@@ -212,8 +224,9 @@ class NVLDB(NeuralLearner):
         """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters: [S, K, d] -> [S, K, p] (float64)."""
         net = self.net
         with torch.autocast(self.device.type, enabled=False):
-            return per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2),
-                                       list(net.biases), net.scale).to(torch.float64)
+            return per_point_gradients(
+                list(net.weights), net.theta, contexts.float().transpose(1, 2), list(net.biases), net.scale
+            ).to(torch.float64)
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):
@@ -274,19 +287,24 @@ class NVLDB(NeuralLearner):
             phi = as_pairs(self.net.features_t(x)).to(torch.float64)
             sample_dphi = phi[:, :, 0] - phi[:, :, 1]
             w = weights(seedwise.matvec(sample_dphi, theta))
-            theta = objective.refit_theta(hp.link, theta, sample_dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations)
+            theta = objective.refit_theta(
+                hp.link, theta, sample_dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations
+            )
             self.net.theta.copy_(theta)
         if hp.gram_mode == "recompute" or (hp.refit_theta and rows is None):
             phi = self._history_features(self._history_rows(t)).to(torch.float64)
             dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
         if hp.refit_theta and rows is None:
             w = self._history_weights(seedwise.matvec(dphi, theta), t)
-            theta = objective.refit_theta(hp.link, theta, dphi, self.hist_o[:, : dphi.shape[1]], w,
-                                          self.net.theta0, hp.lam, hp.refit_iterations)
+            theta = objective.refit_theta(
+                hp.link, theta, dphi, self.hist_o[:, : dphi.shape[1]], w, self.net.theta0, hp.lam, hp.refit_iterations
+            )
             self.net.theta.copy_(theta)
         return theta, dphi
 
-    def _update_gram(self, t: int, theta: torch.Tensor, dphi: Optional[torch.Tensor], selected_dphi: torch.Tensor) -> None:
+    def _update_gram(
+        self, t: int, theta: torch.Tensor, dphi: Optional[torch.Tensor], selected_dphi: torch.Tensor
+    ) -> None:
         """V_t (eq. gram_matrix). ``recompute``: from the whole history's Delta phi at W_t [S, t, d]
         with zeta at (theta_t, W_t); ``incremental``: V_{t-1} plus the newest duel's Delta phi from
         selection time ``selected_dphi`` [S, d], weighted by its zeta at (theta_t, W_t)."""

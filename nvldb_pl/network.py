@@ -33,6 +33,7 @@ Initializations (``init``); ``paper`` goes with ``ntk`` only, ``torch`` and ``no
 * ``normal``: every weight, bias and theta_0 N(0, 1), as NDB's public code.
 Biases are drawn after W and theta_0 from the same generator, so adding them changes no other draw.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,9 @@ def layer_sizes(dim: int, width: int, depth: int, feature_dim: int | None = None
     return [dim] + [width] * (depth - 1) + [dim if feature_dim is None else feature_dim]
 
 
-def init_weights(dim: int, width: int, depth: int, init: str, gen: torch.Generator,
-                 feature_dim: int | None = None) -> list[torch.Tensor]:
+def init_weights(
+    dim: int, width: int, depth: int, init: str, gen: torch.Generator, feature_dim: int | None = None
+) -> list[torch.Tensor]:
     """One seed's [W^1, ..., W^L, theta_0] (float64, CPU), drawn from ``gen``; theta_0 has phi's
     dimension p (``feature_dim``, default d)."""
     sizes = layer_sizes(dim, width, depth, feature_dim)
@@ -90,8 +92,9 @@ def _standard(init: str, shape: tuple, fan_in: int, gen: torch.Generator) -> tor
     return (2.0 * torch.rand(*shape, generator=gen, dtype=torch.float64) - 1.0) / math.sqrt(fan_in)
 
 
-def init_biases(dim: int, width: int, depth: int, init: str, gen: torch.Generator,
-                feature_dim: int | None = None) -> list[torch.Tensor]:
+def init_biases(
+    dim: int, width: int, depth: int, init: str, gen: torch.Generator, feature_dim: int | None = None
+) -> list[torch.Tensor]:
     """One seed's [b^1, ..., b^L] (float64), drawn from ``gen`` after :func:`init_weights`."""
     sizes = layer_sizes(dim, width, depth, feature_dim)
     return [_standard(init, (out,), inp, gen) for inp, out in zip(sizes[:-1], sizes[1:])]
@@ -104,8 +107,16 @@ class StackedMLP(nn.Module):
     ``bias``) b^1..b^L [S, out]. ``scale`` is the output factor: sqrt(m) (ntk) or 1 (standard).
     """
 
-    def __init__(self, num_seeds: int, dim: int, width: int, depth: int, parametrization: str = "ntk",
-                 bias: bool = False, feature_dim: int | None = None):
+    def __init__(
+        self,
+        num_seeds: int,
+        dim: int,
+        width: int,
+        depth: int,
+        parametrization: str = "ntk",
+        bias: bool = False,
+        feature_dim: int | None = None,
+    ):
         super().__init__()
         if depth < 2:
             raise ValueError(f"model.depth: eq. (nn) needs at least W^1 and W^L, got depth={depth}")
@@ -132,7 +143,9 @@ class StackedMLP(nn.Module):
         return list(self.weights) + [self.theta] + list(self.biases)
 
     @torch.no_grad()
-    def load_seed_init(self, per_seed: list[list[torch.Tensor]], biases: list[list[torch.Tensor]] | None = None) -> None:
+    def load_seed_init(
+        self, per_seed: list[list[torch.Tensor]], biases: list[list[torch.Tensor]] | None = None
+    ) -> None:
         """Copy each seed's [W^1..W^L, theta_0] (from :func:`init_weights`) and, with biases, its
         [b^1..b^L] (from :func:`init_biases`) into the stack."""
         for layer, w in enumerate(self.weights):

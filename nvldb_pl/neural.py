@@ -6,6 +6,7 @@ What differs between the two learners sits in the subclasses: NVLDB (:mod:`nvldb
 adds the last-layer Gram matrix V and the theta refit; NDB (:mod:`nvldb_pl.baselines.ndb`) a Gram
 matrix of the gradients of all parameters.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -56,16 +57,29 @@ def saved_hparams(hparams: dict, learner: str) -> dict:
     return {**BEFORE_PARAMETRIZATION, **hparams}
 
 
-def resolve_network(dim: int, width: int, depth: int, parametrization: str, bias: Optional[bool], init: Optional[str],
-                    feature_dim: Optional[int]) -> tuple[Optional[bool], str]:
+def resolve_network(
+    dim: int,
+    width: int,
+    depth: int,
+    parametrization: str,
+    bias: Optional[bool],
+    init: Optional[str],
+    feature_dim: Optional[int],
+) -> tuple[Optional[bool], str]:
     """Check the network's settings, naming the field; returns (bias, init) with their defaults filled in."""
-    _check(parametrization in PARAMETRIZATIONS, "parametrization",
-           f"{parametrization!r} is not one of {list(PARAMETRIZATIONS)}")
+    _check(
+        parametrization in PARAMETRIZATIONS,
+        "parametrization",
+        f"{parametrization!r} is not one of {list(PARAMETRIZATIONS)}",
+    )
     if init is None:
         init = INITS_OF[parametrization][0]
-    _check(init in INITS_OF[parametrization], "init",
-           f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
-           f"{list(INITS_OF[parametrization])}")
+    _check(
+        init in INITS_OF[parametrization],
+        "init",
+        f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
+        f"{list(INITS_OF[parametrization])}",
+    )
     if bias is None:
         bias = parametrization == "standard"
     _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
@@ -90,16 +104,29 @@ class NeuralLearner(DuelingLearner):
         super().__init__(hp["dim"], hp["arms"], hp["rounds"], hp["num_seeds"], hp["link"])
         check_integer(hp["grad_steps"], "grad_steps", 0)
         check_number(w_reg, "w_reg", strict=False)
-        _check(hp.get("backward", "manual") in BACKWARDS, "backward", f"{hp.get('backward')!r} is not one of {list(BACKWARDS)}")
+        _check(
+            hp.get("backward", "manual") in BACKWARDS,
+            "backward",
+            f"{hp.get('backward')!r} is not one of {list(BACKWARDS)}",
+        )
         sample_size = hp.get("sample_size")
         if sample_size is not None:  # None: the whole history
             check_integer(sample_size, "sample_size", 1)
-        _check(hp.get("history_pass", "auto") in HISTORY_PASSES, "history_pass",
-               f"{hp.get('history_pass')!r} is not one of {list(HISTORY_PASSES)}")
-        _check(hp.get("history_pass") != "graphed" or sample_size is None, "history_pass",
-               "graphed walks the whole history (a graph's shapes are fixed); with model.sample_size use chunked")
-        _check(hp.get("sample_weighting", "uniform") in SAMPLE_WEIGHTINGS, "sample_weighting",
-               f"{hp.get('sample_weighting')!r} is not one of {list(SAMPLE_WEIGHTINGS)}")
+        _check(
+            hp.get("history_pass", "auto") in HISTORY_PASSES,
+            "history_pass",
+            f"{hp.get('history_pass')!r} is not one of {list(HISTORY_PASSES)}",
+        )
+        _check(
+            hp.get("history_pass") != "graphed" or sample_size is None,
+            "history_pass",
+            "graphed walks the whole history (a graph's shapes are fixed); with model.sample_size use chunked",
+        )
+        _check(
+            hp.get("sample_weighting", "uniform") in SAMPLE_WEIGHTINGS,
+            "sample_weighting",
+            f"{hp.get('sample_weighting')!r} is not one of {list(SAMPLE_WEIGHTINGS)}",
+        )
         for name in ("lr", "lam"):
             check_number(hp[name], name)
         self.save_hyperparameters(hp)
@@ -107,12 +134,22 @@ class NeuralLearner(DuelingLearner):
         self.variance_mode = variance_mode
         self.w_reg = w_reg
         if hp.get("network") is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
-            _check(hp.get("history_pass", "auto") in ("auto", "chunked", "full", "masked"), "history_pass",
-                   f"{hp.get('history_pass')} captures the built-in MLP's update; with model.network use auto or chunked")
+            _check(
+                hp.get("history_pass", "auto") in ("auto", "chunked", "full", "masked"),
+                "history_pass",
+                f"{hp.get('history_pass')} captures the built-in MLP's update; with model.network use auto or chunked",
+            )
             self.net = StackedNetwork(hp["network"], hp["num_seeds"], hp["dim"], hp["feature_dim"])
         else:
-            self.net = StackedMLP(hp["num_seeds"], hp["dim"], hp["width"], hp["depth"], hp["parametrization"],
-                                  hp["bias"], hp["feature_dim"])
+            self.net = StackedMLP(
+                hp["num_seeds"],
+                hp["dim"],
+                hp["width"],
+                hp["depth"],
+                hp["parametrization"],
+                hp["bias"],
+                hp["feature_dim"],
+            )
         self.step_graphs = graphs.CapturedSteps()  # history_pass=graphed on CUDA
 
     # ------------------------------------------------------------------ set-up
@@ -120,8 +157,9 @@ class NeuralLearner(DuelingLearner):
         """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
         hp = self.hparams
         if self.custom_network:
-            self.net.init_seeds([torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
-                                 for i in seed_ids])
+            self.net.init_seeds(
+                [torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62))) for i in seed_ids]
+            )
             return
         per_seed, biases = [], []
         for i in seed_ids:
@@ -132,8 +170,9 @@ class NeuralLearner(DuelingLearner):
         self.net.load_seed_init(per_seed, biases)
 
     def on_load_checkpoint(self, checkpoint) -> None:
-        checkpoint["hyper_parameters"] = saved_hparams(checkpoint.get("hyper_parameters", {}),
-                                                       checkpoint.get("learner", type(self).__name__))
+        checkpoint["hyper_parameters"] = saved_hparams(
+            checkpoint.get("hyper_parameters", {}), checkpoint.get("learner", type(self).__name__)
+        )
         super().on_load_checkpoint(checkpoint)
 
     def configure_optimizers(self):
@@ -143,8 +182,9 @@ class NeuralLearner(DuelingLearner):
         # can hold the step) and fused (one kernel a step for every tensor, foreach ~15; CUDA's fused kernel
         # computes each element by the same code whatever the tensor's size)
         graphed = self._capturable()
-        return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, foreach=not graphed, fused=graphed,
-                                capturable=graphed)
+        return torch.optim.Adam(
+            self.net.parameters(), lr=self.hparams.lr, foreach=not graphed, fused=graphed, capturable=graphed
+        )
 
     def _scaler(self):
         """16-mixed's GradScaler (Lightning's precision plugin under a Trainer), else None."""
@@ -160,8 +200,12 @@ class NeuralLearner(DuelingLearner):
         """How the whole history is walked on this learner's device (``auto`` resolved)."""
         if self.custom_network and self.hparams.get("history_pass", "auto") == "auto":
             return "chunked"
-        return resolve_history_pass(self.hparams.get("history_pass", "auto"), self.device, self.hparams.get("sample_size"),
-                                    self._scaler() is not None)
+        return resolve_history_pass(
+            self.hparams.get("history_pass", "auto"),
+            self.device,
+            self.hparams.get("sample_size"),
+            self._scaler() is not None,
+        )
 
     def _graphed(self) -> bool:
         """The update's Adam steps and refit go through a CUDA graph: history_pass=graphed where graphs exist."""
@@ -186,18 +230,24 @@ class NeuralLearner(DuelingLearner):
                 state["step"] = step.to(p.device) if capturable else step.cpu()
 
     def on_fit_start(self) -> None:
-        _check(not (self._graphed() and self._scaler() is not None), "history_pass",
-               "graphed cannot run under 16-mixed: its GradScaler reads the inf check on the host, which a "
-               "CUDA graph cannot hold; use bf16-mixed, or history_pass auto or chunked")
+        _check(
+            not (self._graphed() and self._scaler() is not None),
+            "history_pass",
+            "graphed cannot run under 16-mixed: its GradScaler reads the inf check on the host, which a "
+            "CUDA graph cannot hold; use bf16-mixed, or history_pass auto or chunked",
+        )
         self._check_training_memory()
         if self.custom_network and self.hparams.get("backward", "manual") == "manual":
-            rank_zero_info(f"model.network={self.net.path}: trained by autograd (the hand-written gradient, "
-                           f"model.backward=manual, is the built-in MLP's)")
+            rank_zero_info(
+                f"model.network={self.net.path}: trained by autograd (the hand-written gradient, "
+                f"model.backward=manual, is the built-in MLP's)"
+            )
         if self._scaler() is not None and self.hparams.num_seeds > 1:
             rank_zero_warn(
                 "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
                 "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
-                "Use bf16-mixed (no scaler), or one seed per process.")
+                "Use bf16-mixed (no scaler), or one seed per process."
+            )
 
     def training_block_bytes(self, rows: int) -> int:
         """About the activations of one Adam step over a block of ``rows`` history rounds: four [S, m, 2n]
@@ -217,12 +267,15 @@ class NeuralLearner(DuelingLearner):
             free, local = host.available_memory_bytes(), self._trainer.num_devices if self._trainer is not None else 1
             if local > 1:
                 free, sharing = free // local, f" for each of the {local} processes on this host"
-        _check(need <= 0.9 * free, "history_pass",
-               f"{mode} walks {rows} rounds of history in one block, about {need / 2**30:.1f} GiB of "
-               f"activations an Adam step at round T={hp.rounds} ({self.num_local} seeds, width {hp.width}, depth "
-               f"{hp.depth}), but {free / 2**30:.1f} GiB is free on {self.device}{sharing}; use history_pass chunked "
-               f"(blocks of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or "
-               f"a smaller width")
+        _check(
+            need <= 0.9 * free,
+            "history_pass",
+            f"{mode} walks {rows} rounds of history in one block, about {need / 2**30:.1f} GiB of "
+            f"activations an Adam step at round T={hp.rounds} ({self.num_local} seeds, width {hp.width}, depth "
+            f"{hp.depth}), but {free / 2**30:.1f} GiB is free on {self.device}{sharing}; use history_pass chunked "
+            f"(blocks of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or "
+            f"a smaller width",
+        )
 
     @torch.no_grad()
     def scores(self, contexts):
@@ -308,13 +361,19 @@ class NeuralLearner(DuelingLearner):
             if mode in ("masked", "graphed"):
                 n = self.hist_o.shape[1] if mode == "masked" else graphs.bucket(t, self.hist_o.shape[1])
                 played = self._played(n)
-                yield (self.hist_xt[:, :, : 2 * n], self.hist_o[:, :n],
-                       lambda df: torch.where(played, self._weights(df, n, 0), 0.0))
+                yield (
+                    self.hist_xt[:, :, : 2 * n],
+                    self.hist_o[:, :n],
+                    lambda df: torch.where(played, self._weights(df, n, 0), 0.0),
+                )
                 return
             for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
                 hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
-                yield (self.hist_xt[:, :, 2 * lo : 2 * hi], self.hist_o[:, lo:hi],
-                       lambda df, lo=lo, hi=hi: self._weights(df, hi, lo))
+                yield (
+                    self.hist_xt[:, :, 2 * lo : 2 * hi],
+                    self.hist_o[:, lo:hi],
+                    lambda df, lo=lo, hi=hi: self._weights(df, hi, lo),
+                )
             return
         scale = t / rows.shape[1]
         cols = torch.stack([2 * rows, 2 * rows + 1], dim=2).flatten(1)  # [S, 2B]: (a1, a2) columns of each row
@@ -343,7 +402,9 @@ class NeuralLearner(DuelingLearner):
             for step in range(hp.grad_steps):
                 last = step == hp.grad_steps - 1  # the loss is returned for the last step only: computed only there
                 torch._foreach_zero_(grads)
-                grad_of[id(net.theta)].add_(net.theta - net.theta0, alpha=hp.lam)  # d/dtheta lambda/2 ||theta - theta_0||^2
+                grad_of[id(net.theta)].add_(
+                    net.theta - net.theta0, alpha=hp.lam
+                )  # d/dtheta lambda/2 ||theta - theta_0||^2
                 if last:
                     per_seed = objective.ridge(net.theta, net.theta0, hp.lam)
                 if self.w_reg > 0:
@@ -351,9 +412,20 @@ class NeuralLearner(DuelingLearner):
                         per_seed = per_seed + 0.5 * self.w_reg * net.distance_to_init()
                     for w, w0 in zip(net.layer_params(), net.initial_layer_params()):
                         grad_of[id(w)].add_(w - w0, alpha=self.w_reg)
-                for x, o, weights in (whole if samples is None else self._train_blocks(t, samples[:, step])):
-                    block = accumulate_nll_grad(list(net.weights), net.theta, x, o, hp.link, weights, grads,
-                                                compute_dtype, list(net.biases), net.scale, with_loss=last)
+                for x, o, weights in whole if samples is None else self._train_blocks(t, samples[:, step]):
+                    block = accumulate_nll_grad(
+                        list(net.weights),
+                        net.theta,
+                        x,
+                        o,
+                        hp.link,
+                        weights,
+                        grads,
+                        compute_dtype,
+                        list(net.biases),
+                        net.scale,
+                        with_loss=last,
+                    )
                     if last:
                         per_seed = per_seed + block
                 for p, g in zip(params, grads):

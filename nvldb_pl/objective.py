@@ -3,6 +3,7 @@
 Shapes carry the seed dimension first: history tensors are [S, t] (or [S, t, d]), parameters
 [S, d]; every reduction over the history is per seed, so seeds never mix.
 """
+
 from __future__ import annotations
 
 import functools
@@ -10,6 +11,7 @@ import functools
 import torch
 
 from . import links, seedwise
+
 
 def zeta(delta: torch.Tensor, link: str, epsilon: float, mode: str) -> torch.Tensor:
     """zeta_i of eq. (wi): max(sigma_i, epsilon), sigma_i^2 = g(delta)(1 - g(delta)); 1 if ``none``.

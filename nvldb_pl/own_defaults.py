@@ -7,6 +7,7 @@ those values the new class accepts. A subclass whose own default is ``lr=0.01`` 
 argument that the user did not give (on the command line or in a ``--config`` file) and that holds the
 default class's value; values the user gave are kept, also where they were given for another class.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -21,8 +22,11 @@ NOT_GIVEN = inspect.Parameter.empty
 
 def own_defaults(cls: type) -> dict:
     """The arguments of ``cls.__init__`` that have a default, with it."""
-    return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
-            if p.default is not NOT_GIVEN and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    return {
+        name: p.default
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if p.default is not NOT_GIVEN and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
 
 
 def _keys_of(value) -> set[str]:
@@ -58,9 +62,9 @@ def given_keys(args: Iterable[str], group: str) -> set[str]:
             if isinstance(config, dict):
                 keys |= _keys_of(config.get(group))
         elif flag.startswith(f"--{group}.init_args."):
-            keys.add(flag[len(f"--{group}.init_args."):].split(".")[0])
+            keys.add(flag[len(f"--{group}.init_args.") :].split(".")[0])
         elif flag.startswith(f"--{group}.") and flag != f"--{group}.class_path":
-            keys.add(flag[len(f"--{group}."):].split(".")[0])
+            keys.add(flag[len(f"--{group}.") :].split(".")[0])
         elif flag == f"--{group}":
             try:
                 keys |= _keys_of(json.loads(value))
@@ -69,8 +73,9 @@ def given_keys(args: Iterable[str], group: str) -> set[str]:
     return keys
 
 
-def restore_own_defaults(init_args: dict, chosen: type, default: type, given: set[str],
-                         skip: Iterable[str] = ()) -> list[str]:
+def restore_own_defaults(
+    init_args: dict, chosen: type, default: type, given: set[str], skip: Iterable[str] = ()
+) -> list[str]:
     """Set, in place, each argument of ``init_args`` (the parsed values for class ``chosen``) that is not
     in ``given`` and equals ``default``'s default to ``chosen``'s own default where the two differ.
     Returns the names changed."""
@@ -98,6 +103,7 @@ def class_of(path: Optional[str]):
     if not path or "." not in path:
         return None
     import importlib
+
     module, _, name = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)

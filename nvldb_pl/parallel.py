@@ -19,6 +19,7 @@ between two ranks' saves, so on resume the ranks agree on the latest round that 
 saved by another number of processes goes on too: each rank takes its share of the merged seeds
 (:mod:`nvldb_pl.shards`).
 """
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,10 @@ class SeedParallelStrategy(DDPStrategy):
         return shards.rank_path(str(filepath), self.global_rank)
 
     def save_checkpoint(self, checkpoint, filepath, storage_options=None) -> None:
-        write_keeping_previous(self._rank_path(filepath), lambda tmp: self.checkpoint_io.save_checkpoint(
-            checkpoint, tmp, storage_options=storage_options))
+        write_keeping_previous(
+            self._rank_path(filepath),
+            lambda tmp: self.checkpoint_io.save_checkpoint(checkpoint, tmp, storage_options=storage_options),
+        )
 
     def load_checkpoint(self, checkpoint_path, weights_only=None):
         def load(p):
@@ -76,8 +79,9 @@ class SeedParallelStrategy(DDPStrategy):
         every = self.all_gather(torch.tensor(mine[:2], device=self.root_device)).view(-1, 2).cpu().tolist()
         common = set(every[0]).intersection(*map(set, every[1:])) - {-1}
         if not common:
-            raise FileNotFoundError(f"ckpt_path: the ranks' checkpoints next to {checkpoint_path} share no round "
-                                    f"(rounds per rank: {every})")
+            raise FileNotFoundError(
+                f"ckpt_path: the ranks' checkpoints next to {checkpoint_path} share no round (rounds per rank: {every})"
+            )
         return found[max(common)]
 
     def remove_checkpoint(self, filepath) -> None:
@@ -88,5 +92,9 @@ class SeedParallelStrategy(DDPStrategy):
 
 
 if "seed_parallel" not in StrategyRegistry:
-    StrategyRegistry.register("seed_parallel", SeedParallelStrategy, start_method="popen",
-                              description="independent seeds sharded over processes, no DDP wrapper")
+    StrategyRegistry.register(
+        "seed_parallel",
+        SeedParallelStrategy,
+        start_method="popen",
+        description="independent seeds sharded over processes, no DDP wrapper",
+    )

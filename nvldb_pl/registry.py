@@ -5,6 +5,7 @@ with ``strategy=ts_csym, variance_aware=false``.
 Beside the names here, a method may be the import path of a researcher's own class
 (:func:`method_spec`): a :class:`~nvldb_pl.learner.DuelingLearner` subclass (that learner with its own
 defaults) or a :class:`~nvldb_pl.selection.SelectionRule` subclass (NVLDB with that rule)."""
+
 from __future__ import annotations
 
 import inspect
@@ -15,8 +16,10 @@ from .learner import DuelingLearner
 from .module import LITERAL, NVLDB
 from .selection import STRATEGIES, SelectionRule
 
-LEARNERS = {"NVLDB": NVLDB, **{name: getattr(baselines, name) for name in
-                               ("NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")}}
+LEARNERS = {
+    "NVLDB": NVLDB,
+    **{name: getattr(baselines, name) for name in ("NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")},
+}
 
 
 def init_args(cls: type) -> set[str]:
@@ -39,12 +42,18 @@ METHODS: dict[str, tuple[str, dict]] = {
 # The strict reading of the equations (see LITERAL in nvldb_pl/module.py): "<method>-literal".
 LITERAL_SUFFIX = "-literal"
 LITERAL_LEARNERS = ("NVLDB-", "NLDB-", "NDB-")  # the methods whose defaults differ from the literal reading
-METHODS.update({name + LITERAL_SUFFIX: (learner, {**model, **LITERAL})
-                for name, (learner, model) in list(METHODS.items()) if learner in ("NVLDB", "NDB")})
+METHODS.update(
+    {
+        name + LITERAL_SUFFIX: (learner, {**model, **LITERAL})
+        for name, (learner, model) in list(METHODS.items())
+        if learner in ("NVLDB", "NDB")
+    }
+)
 
 # The default grid (issue "baselines"): six NVLDB rules, NLDB-UCB-ASYM, and every baseline.
-DEFAULT_METHODS = [m for m in METHODS if (not m.startswith("NLDB-") or m == "NLDB-UCB-ASYM")
-                   and not m.endswith(LITERAL_SUFFIX)]
+DEFAULT_METHODS = [
+    m for m in METHODS if (not m.startswith("NLDB-") or m == "NLDB-UCB-ASYM") and not m.endswith(LITERAL_SUFFIX)
+]
 
 
 def learner_class(name: str, field: str = "model") -> type:
@@ -52,8 +61,10 @@ def learner_class(name: str, field: str = "model") -> type:
     if name in LEARNERS:
         return LEARNERS[name]
     if "." not in str(name):
-        raise ValueError(f"{field}: unknown learner {name!r}; choose one of {list(LEARNERS)} or give the import path "
-                         f"of a nvldb_pl.learner.DuelingLearner subclass")
+        raise ValueError(
+            f"{field}: unknown learner {name!r}; choose one of {list(LEARNERS)} or give the import path "
+            f"of a nvldb_pl.learner.DuelingLearner subclass"
+        )
     return import_class(name, DuelingLearner, field, "a nvldb_pl.learner.DuelingLearner subclass")
 
 
@@ -68,10 +79,14 @@ def method_spec(name: str, field: str = "--methods") -> tuple[str, dict]:
             return name, {}
         if isinstance(cls, type) and issubclass(cls, SelectionRule):
             return "NVLDB", {"strategy": name}
-        raise ValueError(f"{field}: {name!r} is neither a nvldb_pl.learner.DuelingLearner nor a "
-                         f"nvldb_pl.selection.SelectionRule subclass")
-    raise ValueError(f"{field}: unknown {[name]}; choose from {list(METHODS)}, or give the import path of a "
-                     f"DuelingLearner or SelectionRule subclass")
+        raise ValueError(
+            f"{field}: {name!r} is neither a nvldb_pl.learner.DuelingLearner nor a "
+            f"nvldb_pl.selection.SelectionRule subclass"
+        )
+    raise ValueError(
+        f"{field}: unknown {[name]}; choose from {list(METHODS)}, or give the import path of a "
+        f"DuelingLearner or SelectionRule subclass"
+    )
 
 
 def learner_path(cls: type) -> str:

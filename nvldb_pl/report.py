@@ -1,6 +1,7 @@
 """The report of a grid of runs (:mod:`nvldb_pl.grid`): per task a table of R(T)/T with the
 paper's values, paired differences seed by seed, figures, and the curves as ``curves_<task>.csv.gz``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -48,8 +49,11 @@ def wall_cell(summary: dict) -> str:
     """A run's wall seconds, with its device when not the CPU (runs made before it was recorded: CPU), and the
     rounds they cover when the run went on from a checkpoint (its earlier part's time is not known)."""
     device, t0 = summary.get("device", "cpu"), summary.get("resumed_at_round")
-    return (f"{summary['wall_seconds']:.0f}" + ("" if device == "cpu" else f" ({device})")
-            + ("" if not t0 else f" (rounds {t0 + 1}-{summary['rounds']})"))
+    return (
+        f"{summary['wall_seconds']:.0f}"
+        + ("" if device == "cpu" else f" ({device})")
+        + ("" if not t0 else f" (rounds {t0 + 1}-{summary['rounds']})")
+    )
 
 
 def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
@@ -73,7 +77,9 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) 
     rows: dict[str, dict[int, dict[int, float]]] = {}
     with gzip.open(path, "rt") as fh:
         for row in csv.DictReader(fh):
-            rows.setdefault(row["method"], {}).setdefault(int(row["round"]), {})[int(row["seed"])] = float(row["cum_avg_regret"])
+            rows.setdefault(row["method"], {}).setdefault(int(row["round"]), {})[int(row["seed"])] = float(
+                row["cum_avg_regret"]
+            )
     out = {}
     for method, by_round in rows.items():
         rs = np.array(sorted(by_round))
@@ -84,19 +90,31 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) 
     return out
 
 
-def distinct_floor(task: str, rounds: int, num_seeds: int, base_seed: int = 0, dim: int = 5,
-                   first_seed: int = 0, arms: Optional[int] = None) -> Optional[float]:
+def distinct_floor(
+    task: str,
+    rounds: int,
+    num_seeds: int,
+    base_seed: int = 0,
+    dim: int = 5,
+    first_seed: int = 0,
+    arms: Optional[int] = None,
+) -> Optional[float]:
     """E[(u_(1) - u_(2)) / 2] over the streams of any task (the built-in ones, the UCI tables in their own
     shape, a Task class by import path): the least average regret per round of any policy that never duels
     an arm with itself (its best pair is the two best arms), so a lower bound on R(T)/T under
     ``distinct_arms`` (0.5 on the UCI tasks, where one arm has u = 1 and the rest 0). None where the
     stream cannot be made here (a UCI file absent)."""
     from .data import BanditDataModule, RoundStream
-    shape = {k: v for k, v in TASK_DATA.get(task, {"dim": dim, **({"arms": arms} if arms else {})}).items()
-             if k in ("dim", "arms")}
+
+    shape = {
+        k: v
+        for k, v in TASK_DATA.get(task, {"dim": dim, **({"arms": arms} if arms else {})}).items()
+        if k in ("dim", "arms")
+    }
     try:
-        dm = BanditDataModule(task=task, rounds=rounds, num_seeds=num_seeds, first_seed_id=first_seed, seed=base_seed,
-                              **shape)
+        dm = BanditDataModule(
+            task=task, rounds=rounds, num_seeds=num_seeds, first_seed_id=first_seed, seed=base_seed, **shape
+        )
     except (FileNotFoundError, ValueError):
         return None
     gaps = []
@@ -114,12 +132,20 @@ def _table_row(method: str, rounds: np.ndarray, seeds: list, R: np.ndarray, wall
     """(sort key, method, R(T)/T mean and std, {q: R(qT/4) mean and std}, wall, seeds, self-duels)."""
     T = int(rounds[-1])
     at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
-    return (R[-1].mean() / T, method, mean_std(R[-1] / T), {q: mean_std(v) for q, v in at.items()},
-            wall, len(seeds), duels)
+    return (
+        R[-1].mean() / T,
+        method,
+        mean_std(R[-1] / T),
+        {q: mean_std(v) for q, v in at.items()},
+        wall,
+        len(seeds),
+        duels,
+    )
 
 
-def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra: Optional[dict] = None,
-                 extra_note: str = "") -> str:
+def write_report(
+    out: str, runs: dict[tuple[str, str], str], command: str, extra: Optional[dict] = None, extra_note: str = ""
+) -> str:
     """report.md, one PNG per task (if matplotlib is installed) and curves_<task>.csv.gz.
 
     ``extra``: {task: {method: (rounds, seed ids, R^a_t)}}, curves of runs made elsewhere (e.g. the
@@ -127,15 +153,20 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
     """
     extra = extra or {}
     tasks = list(dict.fromkeys([t for t, _ in runs] + list(extra)))
-    lines = ["# Reproduction report", "", f"Made by: `{command}`", "",
-             "R(T)/T: mean ± std over seeds of the cumulative average regret divided by T. "
-             "R(t): cumulative average regret R^a_t (mean ± std) at t = T/4, T/2, T. "
-             "curves_<task>.csv.gz: R^a_t per method, seed and round (every round to 100, then every 10th). "
-             "Self-duels: share of rounds whose two arms were the same arm (no information; '–': "
-             "run made before this was recorded). Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
-             "(its Figure 1 is given as plots only). A method named '<method>-literal' is the strict reading of "
-             f"the equations ({', '.join(f'{k}={v}' for k, v in LITERAL.items())}); the others run the package's defaults.",
-             ""] + ([extra_note, ""] if extra_note else [])
+    lines = [
+        "# Reproduction report",
+        "",
+        f"Made by: `{command}`",
+        "",
+        "R(T)/T: mean ± std over seeds of the cumulative average regret divided by T. "
+        "R(t): cumulative average regret R^a_t (mean ± std) at t = T/4, T/2, T. "
+        "curves_<task>.csv.gz: R^a_t per method, seed and round (every round to 100, then every 10th). "
+        "Self-duels: share of rounds whose two arms were the same arm (no information; '–': "
+        "run made before this was recorded). Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
+        "(its Figure 1 is given as plots only). A method named '<method>-literal' is the strict reading of "
+        f"the equations ({', '.join(f'{k}={v}' for k, v in LITERAL.items())}); the others run the package's defaults.",
+        "",
+    ] + ([extra_note, ""] if extra_note else [])
     table = {}
     for task in tasks:
         rows = []
@@ -160,7 +191,9 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
             arms = hparams.get("arms") or arms
             widths[method] = hparams.get("width")
             if hparams:
-                settings[method] = " ".join(f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items()))  # as --set
+                settings[method] = " ".join(
+                    f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items())
+                )  # as --set
             dead[method] = [s["seed"] for s in summary["seeds"] if s.get("live_feature_units") == 0]
             made_with[method] = summary.get("software")
             earlier[method] = summary.get("earlier_parts", [])
@@ -176,34 +209,53 @@ def write_report(out: str, runs: dict[tuple[str, str], str], command: str, extra
         rows.sort()
         T = int(max(c[0][-1] for c in curves.values()))
         S = rows[0][5]
-        lines += [f"## {task} (T={T}, {S} seeds{'' if dim == 5 or task in TASK_DATA else f', d={dim}'})", "",
-                  f"| method | R(T)/T | R({T // 4}) | R({T // 2}) | R({T}) | self-duels | wall s | paper R(T)/T |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {task} (T={T}, {S} seeds{'' if dim == 5 or task in TASK_DATA else f', d={dim}'})",
+            "",
+            f"| method | R(T)/T | R({T // 4}) | R({T // 2}) | R({T}) | self-duels | wall s | paper R(T)/T |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for _, method, (m, s), at, wall, _, duels in rows:
             cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
-            lines.append(f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {paper_value(task, method, dim, widths.get(method), T)} |")
+            lines.append(
+                f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {paper_value(task, method, dim, widths.get(method), T)} |"
+            )
             # a seed id names a stream only with its base seed (recorded when not 0): scripts/pair.py reads it
-            table[task, method] = {"R_T_over_T_mean": m, "R_T_over_T_std": s, **({"base_seed": bases[method]}
-                                                                                  if bases.get(method) else {}),
-                                   **({"settings": settings[method]} if settings.get(method) else {}),
-                                   **({"software": made_with[method]} if made_with.get(method) else {})}
+            table[task, method] = {
+                "R_T_over_T_mean": m,
+                "R_T_over_T_std": s,
+                **({"base_seed": bases[method]} if bases.get(method) else {}),
+                **({"settings": settings[method]} if settings.get(method) else {}),
+                **({"software": made_with[method]} if made_with.get(method) else {}),
+            }
         lines += settings_lines(settings)
         lines += software_lines(made_with, earlier)
-        lines += [f"Dead φ, {method}: seed{'s' if len(d) > 1 else ''} {', '.join(map(str, d))} ended with every unit of φ at 0 "
-                  f"on every context played: stopped learning (summary.json, live_feature_units)." for method, d in dead.items() if d]
+        lines += [
+            f"Dead φ, {method}: seed{'s' if len(d) > 1 else ''} {', '.join(map(str, d))} ended with every unit of φ at 0 "
+            f"on every context played: stopped learning (summary.json, live_feature_units)."
+            for method, d in dead.items()
+            if d
+        ]
         floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()), arms)
-        lines += ["", f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
-                      f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."
-                  if floor is not None else "(The a2 ≠ a1 floor of these streams could not be computed here: their "
-                  "data is not on this machine.)", ""]
+        lines += [
+            "",
+            f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
+            f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."
+            if floor is not None
+            else "(The a2 ≠ a1 floor of these streams could not be computed here: their data is not on this machine.)",
+            "",
+        ]
         lines += paired_lines(curves, T)
         png = plot_task(out, task, curves)
         if png:
             lines += [f"![{task}]({os.path.basename(png)})", ""]
         path = os.path.join(out, f"curves_{task}.csv.gz")
         # mtime 0: the same curves give the same bytes (no timestamp in the gzip header)
-        with atomic_open(path, "wb") as raw, gzip.GzipFile(path, "wb", fileobj=raw, mtime=0) as gz, \
-                io.TextIOWrapper(gz, encoding="utf-8") as fh:
+        with (
+            atomic_open(path, "wb") as raw,
+            gzip.GzipFile(path, "wb", fileobj=raw, mtime=0) as gz,
+            io.TextIOWrapper(gz, encoding="utf-8") as fh,
+        ):
             fh.write("method,seed,round,cum_avg_regret\n")
             for method, (rounds, seeds, R) in curves.items():
                 for i, r in enumerate(rounds):
@@ -224,9 +276,16 @@ def settings_lines(settings: dict) -> list[str]:
     if not any(settings.values()):
         return []
     if len(set(settings.values())) == 1:
-        return ["", f"Every run here changed these settings from its method's defaults: `{next(iter(settings.values()))}`."]
-    return ["", "Settings each run changed from its method's defaults: "
-            + "; ".join(f"{m} `{v}`" if v else f"{m} none" for m, v in settings.items()) + "."]
+        return [
+            "",
+            f"Every run here changed these settings from its method's defaults: `{next(iter(settings.values()))}`.",
+        ]
+    return [
+        "",
+        "Settings each run changed from its method's defaults: "
+        + "; ".join(f"{m} `{v}`" if v else f"{m} none" for m, v in settings.items())
+        + ".",
+    ]
 
 
 def software_lines(made_with: dict, earlier: dict | None = None) -> list[str]:
@@ -237,14 +296,22 @@ def software_lines(made_with: dict, earlier: dict | None = None) -> list[str]:
     if not known:
         return []
     texts = list(dict.fromkeys(known.values()))
-    lines = ["", f"Made with {texts[0]}." if len(texts) == 1 and len(known) == len(made_with) else
-             "Made with: " + "; ".join(f"{m}: {t}" for m, t in known.items()) + "."]
+    lines = [
+        "",
+        f"Made with {texts[0]}."
+        if len(texts) == 1 and len(known) == len(made_with)
+        else "Made with: " + "; ".join(f"{m}: {t}" for m, t in known.items()) + ".",
+    ]
     older = [m for m, v in made_with.items() if not v]
     if older:
         lines[-1] += f" Not recorded (made before summary.json held it): {', '.join(older)}."
-    other = [f"{m}: rounds {p['rounds'][0]}-{p['rounds'][1]} with {software_text(p['software'])}"
-             for m, parts in (earlier or {}).items() if made_with.get(m) for p in parts
-             if p.get("software") and software_text(p["software"]) != known[m]]
+    other = [
+        f"{m}: rounds {p['rounds'][0]}-{p['rounds'][1]} with {software_text(p['software'])}"
+        for m, parts in (earlier or {}).items()
+        if made_with.get(m)
+        for p in parts
+        if p.get("software") and software_text(p["software"]) != known[m]
+    ]
     if other:
         lines[-1] += f" Earlier parts of resumed runs made with other software: {'; '.join(other)}."
     return lines
@@ -263,11 +330,14 @@ def paired_lines(curves: dict, T: int) -> list[str]:
     where NVLDB is lower; '–' where the other method did not run (or ran other seeds or another T).
     """
     order = list(METHODS)
-    nvldb = sorted((m for m in curves if m.startswith("NVLDB-") and not m.endswith(LITERAL_SUFFIX)),
-                   key=lambda m: (order.index(m) if m in order else len(order), m))
+    nvldb = sorted(
+        (m for m in curves if m.startswith("NVLDB-") and not m.endswith(LITERAL_SUFFIX)),
+        key=lambda m: (order.index(m) if m in order else len(order), m),
+    )
     literal = any(m + LITERAL_SUFFIX in curves for m in nvldb)
-    claim = [b for b in CLAIM_BASELINES if b in curves] + [b + LITERAL_SUFFIX for b in CLAIM_BASELINES
-                                                           if b + LITERAL_SUFFIX in curves]
+    claim = [b for b in CLAIM_BASELINES if b in curves] + [
+        b + LITERAL_SUFFIX for b in CLAIM_BASELINES if b + LITERAL_SUFFIX in curves
+    ]
     columns = (["literal (same rule)"] if literal else []) + ["NLDB (same rule)"] + claim
 
     def other(method: str, column: str) -> str:
@@ -282,9 +352,13 @@ def paired_lines(curves: dict, T: int) -> list[str]:
         rounds, seeds, R = curves[method]
         return dict(zip(seeds, R[-1] / T)) if int(rounds[-1]) == T else {}
 
-    lines = ["Paired differences of R(T)/T, NVLDB minus the column's method, seed by seed (mean ± standard "
-             "error; in brackets the seeds where NVLDB is lower; negative: NVLDB better):", "",
-             "| NVLDB rule | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    lines = [
+        "Paired differences of R(T)/T, NVLDB minus the column's method, seed by seed (mean ± standard "
+        "error; in brackets the seeds where NVLDB is lower; negative: NVLDB better):",
+        "",
+        "| NVLDB rule | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
     for m in nvldb:
         mine, cells = final(m), []
         for column in columns:
@@ -310,8 +384,14 @@ def kept_round(r: int, T: int) -> bool:
 
 # One colour per method in every figure: NVLDB blue, NLDB orange (each panel holds one rule),
 # each baseline its own; a "-literal" run is dotted in its method's colour.
-BASELINE_COLOURS = {"NDB-UCB": "tab:green", "NDB-TS": "tab:olive", "CoLSTIM": "tab:purple", "VACDB": "tab:brown",
-                    "MaxInP": "tab:pink", "Random": "tab:gray"}
+BASELINE_COLOURS = {
+    "NDB-UCB": "tab:green",
+    "NDB-TS": "tab:olive",
+    "CoLSTIM": "tab:purple",
+    "VACDB": "tab:brown",
+    "MaxInP": "tab:pink",
+    "Random": "tab:gray",
+}
 
 
 def method_style(method: str) -> tuple[str, str]:
@@ -330,9 +410,11 @@ def method_style(method: str) -> tuple[str, str]:
 def figure_panels(methods: list[str]) -> list[tuple[str, list[str]]]:
     """(title, methods) per panel, as the paper's figures: one NVLDB/NLDB rule a panel (with its
     literal runs) against every baseline; a single panel when no NVLDB/NLDB method is there."""
+
     def rule(m: str) -> Optional[str]:
         base = m[: -len(LITERAL_SUFFIX)] if m.endswith(LITERAL_SUFFIX) else m
         return base.split("-", 1)[1] if base.startswith(("NVLDB-", "NLDB-")) else None
+
     rules = list(dict.fromkeys(r for r in map(rule, methods) if r is not None))
     baselines = [m for m in methods if rule(m) is None]
     if not rules:
@@ -344,6 +426,7 @@ def plot_task(out: str, task: str, curves: dict) -> Optional[str]:
     """R^a_t against t, mean line and ±1 standard-error band per method, one rule per panel."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -366,12 +449,14 @@ def plot_task(out: str, task: str, curves: dict) -> Optional[str]:
         ax.set_xlabel("round t")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="upper left")
-    for ax in axes.flat[len(panels):]:
+    for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("$R^a_t$ (mean ± 1 s.e.)")
     sep = "; " if cols > 1 else "\n"  # one panel: two lines, so the title fits its width
-    fig.suptitle(f"{task}: cumulative average regret, {seeds} seeds{sep}bands: ±1 standard error over seeds", fontsize=10)
+    fig.suptitle(
+        f"{task}: cumulative average regret, {seeds} seeds{sep}bands: ±1 standard error over seeds", fontsize=10
+    )
     fig.tight_layout()
     path = os.path.join(out, f"{task}.png")
     fig.savefig(path, dpi=110)

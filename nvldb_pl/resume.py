@@ -6,6 +6,7 @@ saves; a damaged one falls back to its ``.prev``; a checkpoint several ``seed_pa
 saved goes on in one process as the merge of their seeds (:mod:`nvldb_pl.shards`). A new run never
 writes over another run's files, and ``config.yaml`` stays the config a run started with.
 """
+
 from __future__ import annotations
 
 import glob
@@ -43,8 +44,9 @@ class RunConfig(SaveConfigCallback):
         if config.get("ckpt_path"):
             config.ckpt_path = str(trainer.ckpt_path or config.ckpt_path)  # the file it went on from ("last" resolved)
         os.makedirs(self._run_dir, exist_ok=True)
-        self.parser.save(config, os.path.join(self._run_dir, name), skip_none=False, overwrite=True,
-                         multifile=self.multifile)
+        self.parser.save(
+            config, os.path.join(self._run_dir, name), skip_none=False, overwrite=True, multifile=self.multifile
+        )
         self.already_saved = True
 
 
@@ -98,12 +100,16 @@ def refuse_occupied(trainer) -> None:
     places = [("trainer.default_root_dir" if not trainer.loggers else "trainer.logger", log_dir, RUN_FILES)]
     if saver is not None:
         field = "checkpoint.dirpath" if saver.dirpath else places[0][0]
-        places.append((field, str(saver.dirpath or os.path.join(log_dir, "checkpoints")), ("last.ckpt", "last.ckpt.prev")))
+        places.append(
+            (field, str(saver.dirpath or os.path.join(log_dir, "checkpoints")), ("last.ckpt", "last.ckpt.prev"))
+        )
     for field, folder, names in places:
         found = [n for n in names if os.path.isfile(os.path.join(folder, n))]
         if found:
-            raise ValueError(f"{field}: {folder} already holds another run's {', '.join(found)}; a new run would write "
-                             f"over it: go on with that run with --ckpt_path last, or give the new one another folder")
+            raise ValueError(
+                f"{field}: {folder} already holds another run's {', '.join(found)}; a new run would write "
+                f"over it: go on with that run with --ckpt_path last, or give the new one another folder"
+            )
 
 
 def refuse_slurm_leftovers(trainer) -> None:
@@ -114,10 +120,12 @@ def refuse_slurm_leftovers(trainer) -> None:
         return
     found = sorted(glob.glob(os.path.join(trainer.default_root_dir, "hpc_ckpt_*.ckpt")))
     if found:
-        raise ValueError(f"trainer.default_root_dir: {found[-1]} is a checkpoint Lightning's SLURM auto-requeue wrote "
-                         f"from inside its signal handler, maybe in the middle of a round, and Lightning would go on "
-                         f"from it without a word; go on from the run's own checkpoint with --ckpt_path last, or move "
-                         f"the hpc_ckpt files out of {trainer.default_root_dir}")
+        raise ValueError(
+            f"trainer.default_root_dir: {found[-1]} is a checkpoint Lightning's SLURM auto-requeue wrote "
+            f"from inside its signal handler, maybe in the middle of a round, and Lightning would go on "
+            f"from it without a word; go on from the run's own checkpoint with --ckpt_path last, or move "
+            f"the hpc_ckpt files out of {trainer.default_root_dir}"
+        )
 
 
 def last_checkpoint(trainer) -> str | None:
@@ -147,16 +155,21 @@ def has_checkpoint(folder: str) -> bool:
 
 def newest_version(logs: str) -> str | None:
     """The ``<logs>/version_N`` folder of largest N that holds a checkpoint (or its ``.prev``)."""
-    found = [d for d in glob.glob(os.path.join(logs, "version_*"))
-             if d.rsplit("_", 1)[1].isdigit() and has_checkpoint(os.path.join(d, "checkpoints"))]
+    found = [
+        d
+        for d in glob.glob(os.path.join(logs, "version_*"))
+        if d.rsplit("_", 1)[1].isdigit() and has_checkpoint(os.path.join(d, "checkpoints"))
+    ]
     return max(found, key=lambda d: int(d.rsplit("_", 1)[1])) if found else None
 
 
 # Lightning's other ckpt_path words, and why they name nothing here
-OTHER_WORDS = {"best": "a bandit run keeps no best checkpoint: it has no validation metric to rank one by",
-               "hpc": "Lightning's SLURM requeue checkpoint, which a run here does not write: a run stopped by "
-                      "SIGTERM or SLURM's requeue signal saves its last.ckpt",
-               "registry": "Lightning's model registry, which a run here does not use"}
+OTHER_WORDS = {
+    "best": "a bandit run keeps no best checkpoint: it has no validation metric to rank one by",
+    "hpc": "Lightning's SLURM requeue checkpoint, which a run here does not write: a run stopped by "
+    "SIGTERM or SLURM's requeue signal saves its last.ckpt",
+    "registry": "Lightning's model registry, which a run here does not use",
+}
 
 
 def refuse_missing(path: str) -> None:
@@ -169,8 +182,10 @@ def refuse_missing(path: str) -> None:
     if os.path.exists(path) or os.path.exists(f"{path}.prev"):
         return
     why = OTHER_WORDS.get(str(path).split(":", 1)[0])
-    raise ValueError(f"ckpt_path: {path}: no such file{f' ({why})' if why else ''}; give last (the newest run's "
-                     f"checkpoint under trainer.default_root_dir) or a checkpoint's path")
+    raise ValueError(
+        f"ckpt_path: {path}: no such file{f' ({why})' if why else ''}; give last (the newest run's "
+        f"checkpoint under trainer.default_root_dir) or a checkpoint's path"
+    )
 
 
 def refuse_rank_file(path: str) -> None:
@@ -183,8 +198,10 @@ def refuse_rank_file(path: str) -> None:
         return
     base = os.path.join(os.path.dirname(str(path)), head)
     if os.path.exists(base) or os.path.exists(f"{base}.prev"):
-        raise ValueError(f"ckpt_path: {path} is rank {tail}'s share of the seeds of a seed_parallel run; give {base}, "
-                         f"which goes on with every rank's seeds (in any number of processes)")
+        raise ValueError(
+            f"ckpt_path: {path} is rank {tail}'s share of the seeds of a seed_parallel run; give {base}, "
+            f"which goes on with every rank's seeds (in any number of processes)"
+        )
 
 
 def whole_checkpoint(path: str, field: str = "ckpt_path") -> str:
@@ -197,14 +214,13 @@ def whole_checkpoint(path: str, field: str = "ckpt_path") -> str:
         return path
     prev = f"{path}.prev"
     if os.path.exists(prev) and checkpoint_problem(prev) is None:
-        print(f"{head}{path} cannot be read ({problem}); resuming from the previous checkpoint {prev}",
-              file=sys.stderr)
+        print(f"{head}{path} cannot be read ({problem}); resuming from the previous checkpoint {prev}", file=sys.stderr)
         return prev
     if not os.path.exists(prev) and os.path.basename(path) != "last.ckpt":  # some other file, named by path
-        raise ValueError(f"{head}{path} cannot be read as a checkpoint ({problem}); give last or a fit run's "
-                         f"last.ckpt")
-    raise ValueError(f"{head}{path} cannot be read ({problem}) and there is no whole previous checkpoint "
-                     f"({prev}) to resume from")
+        raise ValueError(f"{head}{path} cannot be read as a checkpoint ({problem}); give last or a fit run's last.ckpt")
+    raise ValueError(
+        f"{head}{path} cannot be read ({problem}) and there is no whole previous checkpoint ({prev}) to resume from"
+    )
 
 
 def refuse_other_kind(path: str) -> int:
@@ -217,8 +233,11 @@ def refuse_other_kind(path: str) -> int:
         raise ValueError(f"ckpt_path: {path} is not a torch checkpoint ({type(err).__name__}: {err})") from None
     if not isinstance(ckpt, dict) or "pytorch-lightning_version" not in ckpt or "state_dict" not in ckpt:
         live = isinstance(ckpt, dict) and str(ckpt.get("format", "")).startswith("nvldb_pl.live")
-        what = ("a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it" if live
-                else "not a checkpoint of a fit run (no Lightning state in it)")
+        what = (
+            "a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it"
+            if live
+            else "not a checkpoint of a fit run (no Lightning state in it)"
+        )
         raise ValueError(f"ckpt_path: {path} is {what}; --ckpt_path takes a fit run's last.ckpt")
     return shards.saved_processes(ckpt, path)
 

@@ -1,4 +1,5 @@
 """Run one experiment from Python (tests, sweeps, benchmarks): the same pieces as the CLI."""
+
 from __future__ import annotations
 
 import contextlib
@@ -44,10 +45,12 @@ def check_placement(accelerator: str) -> None:
     if launch is not None and launch[1] > 1:
         launcher, world, _ = launch
         script = os.path.basename(sys.argv[0]) or "this script"
-        raise ValueError(f"{launcher} started {world} processes, and {script} runs each of its runs in one process: "
-                         f"every process would run them all (the same runs again, into the same files); start it "
-                         f"without {launcher} (one run's seeds spread over processes: scripts/main.py fit "
-                         f"--trainer.strategy seed_parallel)")
+        raise ValueError(
+            f"{launcher} started {world} processes, and {script} runs each of its runs in one process: "
+            f"every process would run them all (the same runs again, into the same files); start it "
+            f"without {launcher} (one run's seeds spread over processes: scripts/main.py fit "
+            f"--trainer.strategy seed_parallel)"
+        )
 
 
 def tensorboard_logger(root_dir: str, version: Optional[int]) -> TensorBoardLogger:
@@ -116,11 +119,20 @@ def lightning_quieted(on: bool):
             lightning_log.setLevel(level)
 
 
-def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, precision="32-true",
-                   log_every_n_rounds: int = 50, quiet: bool = True,
-                   learner: str | type = "NVLDB", accelerator: str = "cpu",
-                   sync_timings: bool = True, callbacks: tuple = (), checkpoint_every: Optional[int] = None,
-                   resume: Optional[tuple[int, str]] = None) -> tuple[dict, DuelingLearner]:
+def run_experiment(
+    data: dict,
+    model: dict,
+    root_dir: Optional[str] = None,
+    precision="32-true",
+    log_every_n_rounds: int = 50,
+    quiet: bool = True,
+    learner: str | type = "NVLDB",
+    accelerator: str = "cpu",
+    sync_timings: bool = True,
+    callbacks: tuple = (),
+    checkpoint_every: Optional[int] = None,
+    resume: Optional[tuple[int, str]] = None,
+) -> tuple[dict, DuelingLearner]:
     """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
     returns (summary dict, trained module). No logger unless root_dir. ``sync_timings``: on CUDA,
     wait for the device around each timed section (a true time split, at a few host waits a round);
@@ -138,19 +150,33 @@ def run_experiment(data: dict, model: dict, root_dir: Optional[str] = None, prec
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)
     with lightning_quieted(quiet):  # Lightning's info lines and warnings, for this run only
         saver = [GridCheckpoint(checkpoint_every)] if checkpoint_every and root_dir is not None else []
-        logger = False if root_dir is None else \
-            _new_run_logger(root_dir) if resume is None else tensorboard_logger(root_dir, resume[0])
+        logger = (
+            False
+            if root_dir is None
+            else _new_run_logger(root_dir)
+            if resume is None
+            else tensorboard_logger(root_dir, resume[0])
+        )
         trainer = pl.Trainer(
-            max_epochs=1, accelerator=accelerator, devices=1, precision=precision,
-            logger=logger, default_root_dir=root_dir, enable_checkpointing=bool(saver),
-            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+            max_epochs=1,
+            accelerator=accelerator,
+            devices=1,
+            precision=precision,
+            logger=logger,
+            default_root_dir=root_dir,
+            enable_checkpointing=bool(saver),
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
             callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *saver, *callbacks],
         )
         handler, held = signal.getsignal(signal.SIGINT), None
         if saver:  # a run another process could go on with (scripts/reproduce.py): held while this one runs
             held = hold_folder(logger.log_dir)
             if held is None:
-                raise ValueError(f"{logger.log_dir}: another process is running this run now; let it finish, or stop it")
+                raise ValueError(
+                    f"{logger.log_dir}: another process is running this run now; let it finish, or stop it"
+                )
         try:
             trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
         except SystemExit as stop:

@@ -19,6 +19,7 @@ a batch of one goes to cuSOLVER's and cuBLAS's single-matrix routines, other ker
 batched ones every larger batch gets (and the single-matrix Cholesky broke a CUDA graph's
 capture on an H200); there too a batch of one runs as two.
 """
+
 from __future__ import annotations
 
 import os

@@ -32,6 +32,7 @@ TS-CSYM follows the main text: the sampled score has mean ||Delta phi||^2_{V^-1}
 ||Delta phi||^4_{V^-1} / (4 log(K t^2)). The appendix listing departs from the equation (mean
 a_t ||.||, scale (a_t ||.||)^2 / 4); we follow the equation.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,10 @@ def check_strategy(name: str, field: str = "model.strategy") -> str:
     """``name`` if it is one of :data:`STRATEGIES` or the import path of a :class:`SelectionRule` subclass."""
     if name not in STRATEGIES:
         if not isinstance(name, str) or "." not in name:
-            raise ValueError(f"{field}={name!r} is not a known strategy; choose one of {list(STRATEGIES)} or give "
-                             f"the import path of a nvldb_pl.selection.SelectionRule subclass")
+            raise ValueError(
+                f"{field}={name!r} is not a known strategy; choose one of {list(STRATEGIES)} or give "
+                f"the import path of a nvldb_pl.selection.SelectionRule subclass"
+            )
         import_class(name, SelectionRule, field, "a nvldb_pl.selection.SelectionRule subclass")
     return name
 
@@ -155,7 +158,8 @@ def make_rule(strategy: str, beta: float, distinct: bool = False) -> SelectionRu
     return RULES[form](ts=kind == "ts", beta=beta, distinct=distinct)
 
 
-def select(strategy: str, f: torch.Tensor, norm: torch.Tensor, beta: float, noise: torch.Tensor, t: int,
-           distinct: bool = False):
+def select(
+    strategy: str, f: torch.Tensor, norm: torch.Tensor, beta: float, noise: torch.Tensor, t: int, distinct: bool = False
+):
     """``make_rule(strategy, beta, distinct)(f, norm, noise, t)``, for one-off use (tests)."""
     return make_rule(strategy, beta, distinct)(f, norm, noise, t)

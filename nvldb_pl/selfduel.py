@@ -18,6 +18,7 @@ and may replace it by the greedy arm's self-duel:
 
 Shapes: f [S, K], D [S, K, K] (D[s, k, k'] = ||g_k - g_k'||), pairs (a1, a2) two [S] int64.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,17 +45,27 @@ def deep_test(pair: tuple[torch.Tensor, torch.Tensor], f: torch.Tensor, D: torch
     return torch.where(sure, c, pair[0]), torch.where(sure, c, pair[1])
 
 
-def escape(allowed: tuple[torch.Tensor, torch.Tensor], distinct: tuple[torch.Tensor, torch.Tensor],
-           uniform: torch.Tensor, t: int, c: float = 1.0):
+def escape(
+    allowed: tuple[torch.Tensor, torch.Tensor],
+    distinct: tuple[torch.Tensor, torch.Tensor],
+    uniform: torch.Tensor,
+    t: int,
+    c: float = 1.0,
+):
     """``allowed`` (self-duels allowed), its self-duels replaced by ``distinct`` where uniform [S] < c/sqrt(t)."""
     swap = (allowed[0] == allowed[1]) & (uniform < min(1.0, c / math.sqrt(t)))
     return torch.where(swap, distinct[0], allowed[0]), torch.where(swap, distinct[1], allowed[1])
 
 
-def gradient_pair_norms(g: torch.Tensor, Zinv: torch.Tensor | None = None, U: torch.Tensor | None = None) -> torch.Tensor:
+def gradient_pair_norms(
+    g: torch.Tensor, Zinv: torch.Tensor | None = None, U: torch.Tensor | None = None
+) -> torch.Tensor:
     """||g_k - g_k'||_{Z^-1} for all pairs: g [S, K, p] with Zinv [S, p, p] (full) or U [S, p] (diag Z) -> [S, K, K]."""
-    M = (seedwise.bmm(seedwise.bmm(g, Zinv), g.transpose(1, 2)) if Zinv is not None
-         else seedwise.bmm(g / U.unsqueeze(1), g.transpose(1, 2)))
+    M = (
+        seedwise.bmm(seedwise.bmm(g, Zinv), g.transpose(1, 2))
+        if Zinv is not None
+        else seedwise.bmm(g / U.unsqueeze(1), g.transpose(1, 2))
+    )
     diag = torch.diagonal(M, dim1=1, dim2=2)
     return (diag.unsqueeze(2) + diag.unsqueeze(1) - 2 * M).clamp(min=0).sqrt()
 

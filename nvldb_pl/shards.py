@@ -9,6 +9,7 @@ leading seed dimension (all but ``DuelingLearner.SHARED_BUFFERS`` and 0-d ones),
 the DuelingLoop's rounds not yet logged; everything else (round counter, loops, curves gathered
 over all seeds) is the same in every file and taken from rank 0's.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,27 +49,47 @@ def seed_count(ckpt: dict) -> int:
 
 
 def _per_seed(name: str, x, n: int) -> bool:
-    return (torch.is_tensor(x) and x.dim() > 0 and x.shape[0] == n
-            and name.rsplit(".", 1)[-1] not in DuelingLearner.SHARED_BUFFERS)
+    return (
+        torch.is_tensor(x)
+        and x.dim() > 0
+        and x.shape[0] == n
+        and name.rsplit(".", 1)[-1] not in DuelingLearner.SHARED_BUFFERS
+    )
 
 
 def _map_seeds(ckpts: list[dict], join: Callable[[list[torch.Tensor]], torch.Tensor]) -> dict:
     """rank 0's checkpoint with every per-seed tensor replaced by ``join`` of the files' tensors."""
     first, n = ckpts[0], seed_count(ckpts[0])
     out = dict(first)
-    out["state_dict"] = {k: join([c["state_dict"][k] for c in ckpts]) if _per_seed(k, v, n) else v
-                         for k, v in first["state_dict"].items()}
+    out["state_dict"] = {
+        k: join([c["state_dict"][k] for c in ckpts]) if _per_seed(k, v, n) else v
+        for k, v in first["state_dict"].items()
+    }
     out["optimizer_states"] = [
-        {**opt, "state": {p: {k: join([c["optimizer_states"][i]["state"][p][k] for c in ckpts])
-                              if _per_seed(k, v, n) else v for k, v in st.items()}
-                          for p, st in opt["state"].items()}}
-        for i, opt in enumerate(first.get("optimizer_states", []))]
+        {
+            **opt,
+            "state": {
+                p: {
+                    k: join([c["optimizer_states"][i]["state"][p][k] for c in ckpts]) if _per_seed(k, v, n) else v
+                    for k, v in st.items()
+                }
+                for p, st in opt["state"].items()
+            },
+        }
+        for i, opt in enumerate(first.get("optimizer_states", []))
+    ]
     loop = first.get("callbacks", {}).get("DuelingLoop")
     if loop is not None:
         pending = zip(*(c["callbacks"]["DuelingLoop"]["pending"] for c in ckpts))
-        out["callbacks"] = {**first["callbacks"], "DuelingLoop": {
-            **loop, "pending": [(blocks[0][0], join([b[1] for b in blocks]), join([b[2] for b in blocks]))
-                                for blocks in pending]}}
+        out["callbacks"] = {
+            **first["callbacks"],
+            "DuelingLoop": {
+                **loop,
+                "pending": [
+                    (blocks[0][0], join([b[1] for b in blocks]), join([b[2] for b in blocks])) for blocks in pending
+                ],
+            },
+        }
     return out
 
 
@@ -82,7 +103,7 @@ def merge(ckpts: list[dict]) -> dict:
 
 def take(ckpt: dict, start: int, count: int) -> dict:
     """The share of seeds at positions ``start .. start + count - 1`` of a merged checkpoint."""
-    return _map_seeds([ckpt], lambda xs: xs[0][start: start + count].clone())
+    return _map_seeds([ckpt], lambda xs: xs[0][start : start + count].clone())
 
 
 def whole_files(base: str, rank: int, load: Loader) -> dict[int, dict]:
@@ -106,8 +127,10 @@ def load_merged(base: str, load: Loader) -> dict:
     found += [whole_files(base, rank, load) for rank in range(1, processes)]
     common = set(found[0]).intersection(*map(set, found[1:]))
     if not common:
-        raise ValueError(f"ckpt_path: the {processes} ranks' files next to {base} share no round "
-                         f"(rounds per rank: {[sorted(f) for f in found]})")
+        raise ValueError(
+            f"ckpt_path: the {processes} ranks' files next to {base} share no round "
+            f"(rounds per rank: {[sorted(f) for f in found]})"
+        )
     return merge([f[max(common)] for f in found])
 
 

@@ -6,6 +6,7 @@ a learner's initial parameters (``TAG_INIT``), UCI rows without overlap (``TAG_D
 bounded training sample (``TAG_SAMPLE``). So a seed can be regenerated alone, in any batch of
 seeds, on any process, from any round.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,9 @@ def resolve_base_seed(seed: Optional[int]) -> int:
 def shard(num_seeds: int, first_seed_id: int, world_size: int, rank: int) -> tuple[int, int]:
     """(local number of seeds, first local seed id) of ``rank``; refuses an uneven split."""
     if num_seeds % world_size:
-        raise ValueError(f"data.num_seeds={num_seeds} does not split evenly over {world_size} processes "
-                         f"(trainer.devices x trainer.num_nodes); use a multiple of {world_size}")
+        raise ValueError(
+            f"data.num_seeds={num_seeds} does not split evenly over {world_size} processes "
+            f"(trainer.devices x trainer.num_nodes); use a multiple of {world_size}"
+        )
     local = num_seeds // world_size
     return local, first_seed_id + rank * local

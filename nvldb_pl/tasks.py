@@ -17,6 +17,7 @@ A task of one's own subclasses :class:`Task` and is named by its import path in 
 (``data.task: mymodule.MyTask``, or ``{class_path: mymodule.MyTask, init_args: {...}}``), as
 ``docs/extending.md`` shows; the three built-in names stay.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -93,8 +94,12 @@ def make_task(name: str, init_args: Optional[dict] = None, field: str = "data.ta
         if init_args:
             raise ValueError(f"{field}: the built-in task {name!r} takes no init_args, got {sorted(init_args)}")
         return BuiltinTask(name)
-    cls = import_class(name, Task, field, f"a built-in task {list(TASKS)}, a UCI or table task, nor the import "
-                                          f"path of a nvldb_pl.tasks.Task subclass")
+    cls = import_class(
+        name,
+        Task,
+        field,
+        f"a built-in task {list(TASKS)}, a UCI or table task, nor the import path of a nvldb_pl.tasks.Task subclass",
+    )
     try:
         return cls(**(init_args or {}))
     except TypeError as err:

@@ -16,6 +16,7 @@ the data (zero-variance columns stay 0). The context of arm k for instance x is 
 ``data.task: table`` reads a user's own CSV the same way (:func:`read_user_table`: with or without a
 header, the label and feature columns chosen in the config).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -80,8 +81,10 @@ def read_table(path: str, features: int, labels: tuple[str, ...]) -> tuple[np.nd
                     continue
                 cells = line.split(",") if "," in line else line.split()
                 if len(cells) != features + 1:
-                    raise ValueError(f"{path}, line {n}: expected {features + 1} columns "
-                                     f"({features} features and a label), found {len(cells)}")
+                    raise ValueError(
+                        f"{path}, line {n}: expected {features + 1} columns "
+                        f"({features} features and a label), found {len(cells)}"
+                    )
                 try:
                     X.append([float(c) for c in cells[:-1]])
                 except ValueError:
@@ -138,7 +141,7 @@ def block_contexts(x: np.ndarray, arms: int) -> np.ndarray:
     x = x / np.where(norm > 0, norm, 1.0)
     out = np.zeros(x.shape[:-1] + (arms, arms * p))
     for k in range(arms):
-        out[..., k, k * p:(k + 1) * p] = x
+        out[..., k, k * p : (k + 1) * p] = x
     return out
 
 
@@ -151,9 +154,11 @@ def read_user_table(path: str, label_column=None, feature_columns=None, header: 
     The arms are the distinct labels, in sorted order. Raises ValueError naming the file, line and column.
     """
     import csv
+
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"data.data_file: {path} " + ("is a folder, not a file" if os.path.isdir(path)
-                                                             else "does not exist"))
+        raise FileNotFoundError(
+            f"data.data_file: {path} " + ("is a folder, not a file" if os.path.isdir(path) else "does not exist")
+        )
     try:
         with _open(path) as fh:
             text = fh.read()
@@ -161,8 +166,11 @@ def read_user_table(path: str, label_column=None, feature_columns=None, header: 
         raise ValueError(f"{path}: cannot be read as a text table ({err})") from None
     first = next((line for line in text.splitlines() if line.strip()), "")
     delimiter = next((d for d in (",", ";", "\t") if d in first), None)
-    rows = [(n, [c.strip() for c in (r if delimiter else r[0].split())])
-            for n, r in enumerate(csv.reader(text.splitlines(), delimiter=delimiter or ","), start=1) if r and any(c.strip() for c in r)]
+    rows = [
+        (n, [c.strip() for c in (r if delimiter else r[0].split())])
+        for n, r in enumerate(csv.reader(text.splitlines(), delimiter=delimiter or ","), start=1)
+        if r and any(c.strip() for c in r)
+    ]
     if not rows:
         raise ValueError(f"{path}: no data rows")
     width = len(rows[0][1])
@@ -182,14 +190,18 @@ def read_user_table(path: str, label_column=None, feature_columns=None, header: 
     label_guess = width - 1 if label_column is None or not isinstance(label_column, int) else label_column % width
     if header is None:
         header = any(not _is_number(c) for i, c in enumerate(rows[0][1]) if i != label_guess) or (
-            isinstance(label_column, str) or any(isinstance(f, str) for f in feature_columns or []))
+            isinstance(label_column, str) or any(isinstance(f, str) for f in feature_columns or [])
+        )
     if header:
         names, rows = rows[0][1], rows[1:]
         if not rows:
             raise ValueError(f"{path}: a header row and no data rows")
     li = width - 1 if label_column is None else column(label_column, "data.label_column")
-    fi = [i for i in range(width) if i != li] if feature_columns is None else [
-        column(f, "data.feature_columns") for f in feature_columns]
+    fi = (
+        [i for i in range(width) if i != li]
+        if feature_columns is None
+        else [column(f, "data.feature_columns") for f in feature_columns]
+    )
     if li in fi:
         raise ValueError(f"data.feature_columns: the label column {li} is also a feature column")
     if not fi:

@@ -14,6 +14,7 @@ It offers what the learners use of :class:`nvldb_pl.network.StackedMLP`: ``featu
 ``utility_t``/``utility``, ``theta``/``theta0``, ``layer_params``/``initial_layer_params``/
 ``distance_to_init``, ``param_list``.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,11 @@ def network_and_args(network) -> tuple[str, dict]:
     """``model.network`` as (class path, init_args): a string, or ``{class_path, init_args}``."""
     if isinstance(network, dict):
         unknown = sorted(set(network) - {"class_path", "init_args"})
-        require(not unknown and isinstance(network.get("class_path"), str), "model.network",
-                f"a network given as a mapping has class_path (and init_args), got {sorted(network)}")
+        require(
+            not unknown and isinstance(network.get("class_path"), str),
+            "model.network",
+            f"a network given as a mapping has class_path (and init_args), got {sorted(network)}",
+        )
         return network["class_path"], dict(network.get("init_args") or {})
     return network, {}
 
@@ -44,21 +48,26 @@ class StackedNetwork(nn.Module):
         self.cls = import_class(path, nn.Module, "model.network", "a torch.nn.Module subclass")
         self.path, self.dim = path, dim
         template = self._build(torch.Generator().manual_seed(0))
-        require(not list(template.buffers()), "model.network",
-                f"{path} has buffers ({', '.join(n for n, _ in template.named_buffers())}); a stacked network must "
-                f"not change state in its forward pass (use LayerNorm rather than BatchNorm)")
+        require(
+            not list(template.buffers()),
+            "model.network",
+            f"{path} has buffers ({', '.join(n for n, _ in template.named_buffers())}); a stacked network must "
+            f"not change state in its forward pass (use LayerNorm rather than BatchNorm)",
+        )
         names = [n for n, _ in template.named_parameters()]
         require(bool(names), "model.network", f"{path} has no parameters")
         with torch.no_grad():
             out = template(torch.zeros(3, dim))
         p = dim if feature_dim is None else feature_dim
-        require(tuple(out.shape) == (3, p), "model.network",
-                f"{path} maps [N, {dim}] contexts to {list(out.shape[1:])} features per point, where phi has "
-                f"model.feature_dim = {p} (None: data.dim)")
+        require(
+            tuple(out.shape) == (3, p),
+            "model.network",
+            f"{path} maps [N, {dim}] contexts to {list(out.shape[1:])} features per point, where phi has "
+            f"model.feature_dim = {p} (None: data.dim)",
+        )
         self.names = names
         self._template = [template]  # a list: not a submodule (its parameters are not the learner's)
-        self.params = nn.ParameterList(nn.Parameter(torch.zeros(num_seeds, *t.shape))
-                                       for t in template.parameters())
+        self.params = nn.ParameterList(nn.Parameter(torch.zeros(num_seeds, *t.shape)) for t in template.parameters())
         self.theta = nn.Parameter(torch.zeros(num_seeds, p))
         self.register_buffer("theta0", torch.zeros(num_seeds, p))
         for i, w in enumerate(self.params):

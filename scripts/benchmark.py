@@ -9,6 +9,7 @@ history forward pass), Gram upkeep, arm selection, and the rest (stream, Lightni
 The naive loop's cost per seed-round does not depend on how many seeds it runs (one at a time),
 so ``--naive-seeds`` only trades benchmark time against noise.
 """
+
 import argparse
 import os
 import sys
@@ -39,21 +40,46 @@ def main():
     p.add_argument("--naive-seeds", type=int, default=2, help="seeds for the naive loop (0: skip it)")
     p.add_argument("--precision", nargs="+", default=["32-true"], help="e.g. 32-true bf16-mixed")
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="device of the vectorized loop")
-    p.add_argument("--backward", nargs="+", default=["manual"], choices=["manual", "autograd"],
-                   help="model.backward: manual and/or autograd")
-    p.add_argument("--history-pass", nargs="+", default=["auto"], choices=["auto", "chunked", "full", "masked", "graphed"],
-                   help="model.history_pass: how each Adam step walks the history")
-    p.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"],
-                   help="torch.set_float32_matmul_precision for the float32 runs (high: TF32 on a GPU that has it)")
-    p.add_argument("--blas", default="default", choices=BLAS_LIBRARIES,
-                   help="on a GPU, torch's BLAS library (torch.backends.cuda.preferred_blas_library)")
-    p.add_argument("--progress-value", default="host", choices=["host", "device"],
-                   help="where the progress bar's R/t lives: host (the package's way) or device (a float given to "
-                        "self.log: Lightning reads it on the host after every batch, on a GPU a wait a round; for a "
-                        "paired measurement of that wait)")
-    p.add_argument("--unsynced", action="store_true",
-                   help="on a GPU, time the run as the CLI runs it: no waits for the device around the timed "
-                        "sections (the split then counts kernel launches only)")
+    p.add_argument(
+        "--backward",
+        nargs="+",
+        default=["manual"],
+        choices=["manual", "autograd"],
+        help="model.backward: manual and/or autograd",
+    )
+    p.add_argument(
+        "--history-pass",
+        nargs="+",
+        default=["auto"],
+        choices=["auto", "chunked", "full", "masked", "graphed"],
+        help="model.history_pass: how each Adam step walks the history",
+    )
+    p.add_argument(
+        "--matmul-precision",
+        default="highest",
+        choices=["highest", "high", "medium"],
+        help="torch.set_float32_matmul_precision for the float32 runs (high: TF32 on a GPU that has it)",
+    )
+    p.add_argument(
+        "--blas",
+        default="default",
+        choices=BLAS_LIBRARIES,
+        help="on a GPU, torch's BLAS library (torch.backends.cuda.preferred_blas_library)",
+    )
+    p.add_argument(
+        "--progress-value",
+        default="host",
+        choices=["host", "device"],
+        help="where the progress bar's R/t lives: host (the package's way) or device (a float given to "
+        "self.log: Lightning reads it on the host after every batch, on a GPU a wait a round; for a "
+        "paired measurement of that wait)",
+    )
+    p.add_argument(
+        "--unsynced",
+        action="store_true",
+        help="on a GPU, time the run as the CLI runs it: no waits for the device around the timed "
+        "sections (the split then counts kernel launches only)",
+    )
     a = p.parse_args()
     try:  # every setting checked before the first timed run; a config error ends in one line, not a traceback
         check_placement(a.accelerator)
@@ -73,28 +99,43 @@ def main():
 def benchmark(a) -> None:
     """Time each precision x backward x history pass, then the naive loop; print rates and splits."""
     model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
-          f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
+        f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}"
+    )
     torch.set_float32_matmul_precision(a.matmul_precision)
     if a.progress_value == "device":  # R/t given to self.log as a float, which Lightning puts on the module's device
         log = pl.LightningModule.log
         pl.LightningModule.log = lambda self, name, value, *args, **kwargs: log(
-            self, name, float(value) if torch.is_tensor(value) else value, *args, **kwargs)
+            self, name, float(value) if torch.is_tensor(value) else value, *args, **kwargs
+        )
     results = {}
     for precision, backward, walk in [(p_, b_, h_) for p_ in a.precision for b_ in a.backward for h_ in a.history_pass]:
-        summary, _ = run_experiment({"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
-                                    {**model, "backward": backward, "history_pass": walk}, precision=precision,
-                                    accelerator=a.accelerator, sync_timings=not a.unsynced)
-        walk = resolve_history_pass(walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None)  # auto's choice
-        precision = (f"{precision}, {backward}" + ("" if walk == "chunked" else f", {walk}") + (", unsynced" if a.unsynced else "")
-                     + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}")
-                     + ("" if a.blas == "default" else f", blas {a.blas}")
-                     + ("" if a.progress_value == "host" else ", R/t on the device"))
+        summary, _ = run_experiment(
+            {"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
+            {**model, "backward": backward, "history_pass": walk},
+            precision=precision,
+            accelerator=a.accelerator,
+            sync_timings=not a.unsynced,
+        )
+        walk = resolve_history_pass(
+            walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None
+        )  # auto's choice
+        precision = (
+            f"{precision}, {backward}"
+            + ("" if walk == "chunked" else f", {walk}")
+            + (", unsynced" if a.unsynced else "")
+            + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}")
+            + ("" if a.blas == "default" else f", blas {a.blas}")
+            + ("" if a.progress_value == "host" else ", R/t on the device")
+        )
         wall, tm = summary["wall_seconds"], summary["timings_seconds"]
         rate = a.seeds * a.rounds / wall
         results[precision] = rate
         rest = wall - sum(tm.values())
-        print(f"vectorized [{precision}] on {summary['device']}: {rate:8.1f} seed-rounds/s  wall {wall:7.1f}s  R(T)/T {summary['R_T_over_T_mean']:.3f}")
+        print(
+            f"vectorized [{precision}] on {summary['device']}: {rate:8.1f} seed-rounds/s  wall {wall:7.1f}s  R(T)/T {summary['R_T_over_T_mean']:.3f}"
+        )
         for name, sec in list(tm.items()) + [("other (stream, Lightning, logging)", rest)]:
             print(f"    {name:<36s} {sec:8.2f}s  {100 * sec / wall:5.1f}%")
     if a.naive_seeds:

@@ -13,6 +13,7 @@ Modes (``--modes``):
 A full run adds the stream, the callback and Lightning (about 1-2 ms per round, measured by
 ``scripts/benchmark.py``); this script isolates how the learner's own cost grows with t.
 """
+
 import argparse
 import os
 import sys
@@ -53,8 +54,14 @@ def measure(t: int, mode: str, seeds: int, rounds: int) -> tuple[float, dict]:
         ctx = torch.from_numpy(draw_contexts(seeds, K, d, rng).astype(np.float32))
         noise = torch.from_numpy(rng.standard_normal((seeds, K, K)))
         duel = m.propose(ctx, noise, m.t + 1)
-        m.learn({**duel, "contexts": ctx, "o": torch.from_numpy((rng.random(seeds) < 0.5).astype(np.float32)),
-                 "du": torch.zeros(seeds, dtype=torch.float64)})
+        m.learn(
+            {
+                **duel,
+                "contexts": ctx,
+                "o": torch.from_numpy((rng.random(seeds) < 0.5).astype(np.float32)),
+                "du": torch.zeros(seeds, dtype=torch.float64),
+            }
+        )
     wall = time.perf_counter() - start
     m.check_finite()
     return wall / rounds, {k: v / rounds for k, v in m.timings.items()}
@@ -80,7 +87,10 @@ def main():
             rounds = a.rounds if mode != "exact" else max(1, min(a.rounds, 20000 // t))  # exact: O(t) a round
             per_round, split = measure(t, mode, a.seeds, rounds)
             parts = "  ".join(f"{100 * split[k] / per_round:5.1f}%" for k in ("train", "refit", "gram", "select"))
-            print(f"{t:7d} {mode:<8s} {per_round:9.4f} {a.seeds / per_round:14.1f}   {parts}   ({rounds} rounds)", flush=True)
+            print(
+                f"{t:7d} {mode:<8s} {per_round:9.4f} {a.seeds / per_round:14.1f}   {parts}   ({rounds} rounds)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ learner (``configs/live.yaml`` by default: NVLDB-UCB-ASYM with distinct arms) pi
 show through :class:`nvldb_pl.live.DuelingBandit`, the same code as the simulated experiments.
 Item contexts: the catalog's features standardized over the catalog, each item scaled to unit norm.
 """
+
 import argparse
 import os
 import sys
@@ -23,8 +24,20 @@ from nvldb_pl.host import CannotWrite, open_text  # noqa: E402
 from nvldb_pl.live import DuelingBandit, rank  # noqa: E402
 
 FEATURES = ("sweetness", "acidity", "body", "bitterness", "price")
-NAMES = ("Aurora", "Basalt", "Cinder", "Delta", "Ember", "Fjord", "Granite", "Harbor",
-         "Indigo", "Juniper", "Kestrel", "Lumen")
+NAMES = (
+    "Aurora",
+    "Basalt",
+    "Cinder",
+    "Delta",
+    "Ember",
+    "Fjord",
+    "Granite",
+    "Harbor",
+    "Indigo",
+    "Juniper",
+    "Kestrel",
+    "Lumen",
+)
 TASTE = np.array([1.0, -0.5, 0.8, -1.0, -0.7])  # the simulated person's hidden weights per feature
 
 
@@ -96,11 +109,17 @@ def main(argv=None, stdin=None, out=None) -> int:
     out = out or sys.stdout
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--answers", type=os.path.expanduser, help="read answers from this file (1, 2 or q per line; # comments)")
+    src.add_argument(
+        "--answers", type=os.path.expanduser, help="read answers from this file (1, 2 or q per line; # comments)"
+    )
     src.add_argument("--simulate", action="store_true", help="a simulated person answers (hidden taste)")
     p.add_argument("--questions", type=int, default=20, help="at most this many questions (default 20)")
     p.add_argument("--offer", type=int, default=4, help="items offered per question, K (default 4)")
-    p.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "live.yaml"), type=os.path.expanduser)
+    p.add_argument(
+        "--config",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "live.yaml"),
+        type=os.path.expanduser,
+    )
     p.add_argument("--load", type=os.path.expanduser, help="go on from a learner saved with --save")
     p.add_argument("--save", type=os.path.expanduser, help="save the learner here at the end")
     p.add_argument("--seed", type=int, default=0, help="which items are offered, and the learner's seed")
@@ -117,8 +136,10 @@ def main(argv=None, stdin=None, out=None) -> int:
         if a.save:  # before the questions: a person's answers must not be lost to a bad path at the end
             folder = os.path.dirname(os.path.abspath(a.save))
             if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-                raise ValueError(f"--save: {a.save}: folder {folder} "
-                                 f"{'does not exist' if not os.path.isdir(folder) else 'is not writable'}")
+                raise ValueError(
+                    f"--save: {a.save}: folder {folder} "
+                    f"{'does not exist' if not os.path.isdir(folder) else 'is not writable'}"
+                )
             if os.path.isdir(a.save):
                 raise ValueError(f"--save: {a.save} is a folder; give a file name in it")
         if a.load:
@@ -135,8 +156,10 @@ def main(argv=None, stdin=None, out=None) -> int:
             if i == j:  # only with distinct_arms off: nothing to ask, the learner duels an item with itself
                 bandit.observe(contexts[offer], i, j, 1)
                 continue
-            out.write(f"\nQuestion {asked + 1}: which do you prefer?\n  1) {describe(names[offer[i]], raw[offer[i]])}\n"
-                      f"  2) {describe(names[offer[j]], raw[offer[j]])}\n")
+            out.write(
+                f"\nQuestion {asked + 1}: which do you prefer?\n  1) {describe(names[offer[i]], raw[offer[i]])}\n"
+                f"  2) {describe(names[offer[j]], raw[offer[j]])}\n"
+            )
             o = answers.next(raw[offer[i]], raw[offer[j]])
             if o is None:
                 break
@@ -156,8 +179,11 @@ def main(argv=None, stdin=None, out=None) -> int:
             try:
                 bandit.save(a.save)
             except CannotWrite as err:  # a full disk: the answers stay, to be given again from a file
-                print(f"error: {err}; this session's answers, to give again with --answers FILE (one a line, the "
-                      f"same --seed{' and --load' if a.load else ''}): {' '.join(map(str, given))}", file=sys.stderr)
+                print(
+                    f"error: {err}; this session's answers, to give again with --answers FILE (one a line, the "
+                    f"same --seed{' and --load' if a.load else ''}): {' '.join(map(str, given))}",
+                    file=sys.stderr,
+                )
                 return 1
             out.write(f"saved the learner to {a.save}\n")
     except (ValueError, FileNotFoundError, FloatingPointError) as err:

@@ -11,6 +11,7 @@ on the probe set and on the history (``live_feature_units``), the mean norm of p
 the cosine of theta with theta_0 (theta goes back to theta_0 under the ridge term once phi = 0).
 The run itself is the ordinary one: its regret equals the same seed's in any run of that method.
 """
+
 import argparse
 import json
 import os
@@ -49,14 +50,18 @@ class Trace(pl.Callback):
             phi = module.net.features(x)[0]
             theta, theta0 = module.net.theta[0].double(), module.net.theta0[0].double()
             corr = torch.corrcoef(torch.stack([f.flatten(), u.flatten()]))[0, 1]
-            row = {"t": t, "probe_greedy_regret": float((u.max(1).values - greedy).mean()),
-                   "probe_best_arm": float((f.argmax(1) == u.argmax(1)).double().mean()),
-                   "probe_corr": None if torch.isnan(corr) else float(corr),
-                   "live_units_probe": int((phi > 0).any(dim=0).sum()),
-                   "live_units_history": int(module.live_feature_units()[0]),
-                   "phi_norm": float(phi.norm(dim=1).mean()), "theta_norm": float(theta.norm()),
-                   "theta_cos_theta0": float(theta @ theta0 / (theta.norm() * theta0.norm()).clamp_min(1e-300)),
-                   "cum_avg_regret": float(module.regret.compute()["cum_avg"].reshape(-1)[0])}
+            row = {
+                "t": t,
+                "probe_greedy_regret": float((u.max(1).values - greedy).mean()),
+                "probe_best_arm": float((f.argmax(1) == u.argmax(1)).double().mean()),
+                "probe_corr": None if torch.isnan(corr) else float(corr),
+                "live_units_probe": int((phi > 0).any(dim=0).sum()),
+                "live_units_history": int(module.live_feature_units()[0]),
+                "phi_norm": float(phi.norm(dim=1).mean()),
+                "theta_norm": float(theta.norm()),
+                "theta_cos_theta0": float(theta @ theta0 / (theta.norm() * theta0.norm()).clamp_min(1e-300)),
+                "cum_avg_regret": float(module.regret.compute()["cum_avg"].reshape(-1)[0]),
+            }
         self.fh.write(json.dumps(row) + "\n")
         self.fh.flush()
 
@@ -71,11 +76,15 @@ def main(argv=None) -> int:
     p.add_argument("--every", type=int, default=10, help="rounds between lines")
     p.add_argument("--probe", type=int, default=400, help="rounds whose contexts form the probe set")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="model settings, as reproduce.py's")
-    p.add_argument("--out", required=True, type=os.path.expanduser, help="the JSON-lines file to write (refused if it exists)")
+    p.add_argument(
+        "--out", required=True, type=os.path.expanduser, help="the JSON-lines file to write (refused if it exists)"
+    )
     a = p.parse_args(argv)
     if a.method not in METHODS or METHODS[a.method][0] not in ("NVLDB", "NDB"):
-        p.error(f"--method: {a.method!r} is not a network method; choose from "
-                f"{[m for m, (learner, _) in METHODS.items() if learner in ('NVLDB', 'NDB')]}")
+        p.error(
+            f"--method: {a.method!r} is not a network method; choose from "
+            f"{[m for m, (learner, _) in METHODS.items() if learner in ('NVLDB', 'NDB')]}"
+        )
     if os.path.exists(a.out):
         p.error(f"--out: {a.out} exists; it is not overwritten")
     learner, model = METHODS[a.method]
@@ -99,8 +108,9 @@ def main(argv=None) -> int:
     quiet_lightning()
     try:
         with open(a.out, "x") as fh:
-            run_experiment(data, model, learner=learner, log_every_n_rounds=a.rounds,
-                           callbacks=(Trace(a.every, a.probe, fh),))
+            run_experiment(
+                data, model, learner=learner, log_every_n_rounds=a.rounds, callbacks=(Trace(a.every, a.probe, fh),)
+            )
     except (ValueError, FileNotFoundError, FloatingPointError, CannotWrite) as err:
         if os.path.isfile(a.out) and os.path.getsize(a.out) == 0:
             os.remove(a.out)
@@ -110,8 +120,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         if os.path.isfile(a.out) and os.path.getsize(a.out) == 0:
             os.remove(a.out)
-        kept = (f"; {a.out} keeps the lines written before (a new trace needs another --out, or that file removed)"
-                if os.path.isfile(a.out) else "")
+        kept = (
+            f"; {a.out} keeps the lines written before (a new trace needs another --out, or that file removed)"
+            if os.path.isfile(a.out)
+            else ""
+        )
         print(f"feature_trace.py: stopped by Ctrl-C{kept}", file=sys.stderr)
         return 130
     print(f"{a.out}: {a.rounds // a.every} lines")

@@ -19,6 +19,7 @@ then the capture and a replay):
 
 A failure names the last frame of this package in its traceback. Part of ``scripts/device_checks.sh``.
 """
+
 import argparse
 import contextlib
 import os
@@ -66,7 +67,10 @@ def operations(S: int, d: int, t: int) -> dict:
     W, x = torch.randn(S, 32, d, device=dev, generator=g), torch.randn(S, d, 2 * t, device=dev, generator=g)
     dphi = torch.randn(S, t, d, dtype=f64, device=dev, generator=g)
     theta = torch.randn(S, d, dtype=f64, device=dev, generator=g)
-    w, o = torch.rand(S, t, dtype=f64, device=dev, generator=g), (torch.rand(S, t, device=dev, generator=g) < 0.5).double()
+    w, o = (
+        torch.rand(S, t, dtype=f64, device=dev, generator=g),
+        (torch.rand(S, t, device=dev, generator=g) < 0.5).double(),
+    )
     H = 2 * torch.eye(d, dtype=f64, device=dev).repeat(S, 1, 1)
     L = torch.linalg.cholesky(H)
     p = torch.nn.Parameter(torch.randn(S, 32, d, device=dev, generator=g))
@@ -91,21 +95,35 @@ def operations(S: int, d: int, t: int) -> dict:
 @contextlib.contextmanager
 def mend(name: str):
     """A candidate mend in force: 'as is', 'two as copies', 'plain torch at S=1', 'thread_local', 'relaxed'."""
-    saved = (seedwise._two, seedwise.bmm, seedwise.einsum, seedwise.cholesky_ex, seedwise.solve_triangular,
-             graphs.CapturedSteps.error_mode)
+    saved = (
+        seedwise._two,
+        seedwise.bmm,
+        seedwise.einsum,
+        seedwise.cholesky_ex,
+        seedwise.solve_triangular,
+        graphs.CapturedSteps.error_mode,
+    )
     if name == "two as copies":
         seedwise._two = lambda x: x.expand(2, *x.shape[1:]).contiguous()
     elif name == "plain torch at S=1":
         seedwise.bmm, seedwise.einsum = torch.bmm, torch.einsum
-        seedwise.cholesky_ex, seedwise.solve_triangular = torch.linalg.cholesky_ex, (
-            lambda a, b, upper: torch.linalg.solve_triangular(a, b, upper=upper))
+        seedwise.cholesky_ex, seedwise.solve_triangular = (
+            torch.linalg.cholesky_ex,
+            (lambda a, b, upper: torch.linalg.solve_triangular(a, b, upper=upper)),
+        )
     elif name in ("thread_local", "relaxed"):
         graphs.CapturedSteps.error_mode = name
     try:
         yield
     finally:
-        (seedwise._two, seedwise.bmm, seedwise.einsum, seedwise.cholesky_ex, seedwise.solve_triangular,
-         graphs.CapturedSteps.error_mode) = saved
+        (
+            seedwise._two,
+            seedwise.bmm,
+            seedwise.einsum,
+            seedwise.cholesky_ex,
+            seedwise.solve_triangular,
+            graphs.CapturedSteps.error_mode,
+        ) = saved
 
 
 MENDS = ("as is", "two as copies", "plain torch at S=1", "thread_local", "relaxed")

@@ -11,6 +11,7 @@ first hidden layer. If V agrees without Adam steps and drifts with them, the dri
 turning last-bit gradient differences into full steps (Adam's step does not shrink with the
 gradient), not a wrong GPU kernel.
 """
+
 import argparse
 import os
 import sys
@@ -47,8 +48,12 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--other", default="gpu", choices=["cpu", "gpu"])
-    p.add_argument("--blas", default="default", choices=BLAS_LIBRARIES,
-                   help="torch's CUDA BLAS library for the GPU runs (torch.backends.cuda.preferred_blas_library)")
+    p.add_argument(
+        "--blas",
+        default="default",
+        choices=BLAS_LIBRARIES,
+        help="torch's CUDA BLAS library for the GPU runs (torch.backends.cuda.preferred_blas_library)",
+    )
     a = p.parse_args()
     try:
         check_accelerator(a.other, field="--other", allowed=("cpu", "gpu"))
@@ -63,8 +68,10 @@ def main() -> None:
         _, m_cpu = run_experiment(DATA, model, accelerator="cpu")
         _, m_oth = run_experiment(DATA, model, accelerator=a.other)
         same = torch.equal(m_cpu.history(), m_oth.history().cpu())
-        print(f"{name:34s} {str(same):>11s} {rel(m_oth.V, m_cpu.V):10.2e} {rel(m_oth.net.theta, m_cpu.net.theta):10.2e} "
-              f"{rel(m_oth.net.weights[0], m_cpu.net.weights[0]):10.2e}")
+        print(
+            f"{name:34s} {str(same):>11s} {rel(m_oth.V, m_cpu.V):10.2e} {rel(m_oth.net.theta, m_cpu.net.theta):10.2e} "
+            f"{rel(m_oth.net.weights[0], m_cpu.net.weights[0]):10.2e}"
+        )
     seeds_together_and_alone(a.other)
 
 

@@ -13,6 +13,7 @@ which to fuse or drop first (results/gpu/README.md). On a GPU it also times the 
 graphed pass replays it (device time: the run is device-bound when a round's host time is below this),
 and the weight-gradient product dW = g h^T, the costliest kernel of a step, two other ways.
 """
+
 import argparse
 import os
 import sys
@@ -30,13 +31,45 @@ from nvldb_pl.module import NVLDB  # noqa: E402
 from nvldb_pl.run import stop_at_ctrl_c_in_one_line  # noqa: E402
 
 # aten operations that launch no kernel of their own (views, metadata, allocation, dispatch wrappers)
-NOT_COMPUTE = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::as_strided", "aten::view",
-               "aten::_unsafe_view", "aten::reshape", "aten::detach", "aten::alias", "aten::resolve_conj",
-               "aten::resolve_neg", "aten::to", "aten::_to_copy", "aten::t", "aten::transpose", "aten::unsqueeze",
-               "aten::squeeze", "aten::expand", "aten::select", "aten::slice", "aten::result_type", "aten::permute",
-               "aten::lift_fresh", "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "aten::zeros_like",
-               "aten::ones_like", "aten::full_like", "aten::unbind", "aten::split", "aten::chunk", "aten::narrow",
-               "aten::contiguous", "aten::clone", "aten::stack", "aten::cat"}
+NOT_COMPUTE = {
+    "aten::empty",
+    "aten::empty_strided",
+    "aten::empty_like",
+    "aten::as_strided",
+    "aten::view",
+    "aten::_unsafe_view",
+    "aten::reshape",
+    "aten::detach",
+    "aten::alias",
+    "aten::resolve_conj",
+    "aten::resolve_neg",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::t",
+    "aten::transpose",
+    "aten::unsqueeze",
+    "aten::squeeze",
+    "aten::expand",
+    "aten::select",
+    "aten::slice",
+    "aten::result_type",
+    "aten::permute",
+    "aten::lift_fresh",
+    "aten::is_nonzero",
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::zeros_like",
+    "aten::ones_like",
+    "aten::full_like",
+    "aten::unbind",
+    "aten::split",
+    "aten::chunk",
+    "aten::narrow",
+    "aten::contiguous",
+    "aten::clone",
+    "aten::stack",
+    "aten::cat",
+}
 
 
 def kernels(prof, device: str) -> list[tuple[str, float]]:
@@ -47,10 +80,14 @@ def kernels(prof, device: str) -> list[tuple[str, float]]:
             # not record_function's spans on the GPU's timeline ("Optimizer.step#Adam.step"); kernels' own
             # names may hold '#' (C++ lambdas: "{lambda(float, float)#1}")
             if e.device_type == torch.autograd.DeviceType.CUDA and not (
-                    getattr(e, "is_user_annotation", False) or e.name.startswith("Optimizer.")):
+                getattr(e, "is_user_annotation", False) or e.name.startswith("Optimizer.")
+            ):
                 out.append((e.name, e.time_range.end - e.time_range.start))
-        elif e.name.startswith("aten::") and e.name not in NOT_COMPUTE and not any(
-                c.name.startswith("aten::") and c.name not in NOT_COMPUTE for c in e.cpu_children):
+        elif (
+            e.name.startswith("aten::")
+            and e.name not in NOT_COMPUTE
+            and not any(c.name.startswith("aten::") and c.name not in NOT_COMPUTE for c in e.cpu_children)
+        ):
             out.append((e.name, e.time_range.end - e.time_range.start))
     return out
 
@@ -74,8 +111,8 @@ def report(name: str, ks: list[tuple[str, float]], per: int, top: int) -> None:
     for k, us in ks:
         count[k[:70]] += 1
         time[k[:70]] += us
-    print(f"  most numerous: " + "; ".join(f"{k} x{n}" for k, n in count.most_common(top)))
-    print(f"  most time:     " + "; ".join(f"{k} {us / 1000:.2f} ms" for k, us in time.most_common(top)))
+    print("  most numerous: " + "; ".join(f"{k} x{n}" for k, n in count.most_common(top)))
+    print("  most time:     " + "; ".join(f"{k} {us / 1000:.2f} ms" for k, us in time.most_common(top)))
 
 
 def main() -> None:
@@ -105,7 +142,9 @@ def main() -> None:
     m = m.to(device)
     m.attach_optimizer()  # Adam as a run makes it: capturable on CUDA (graphed)
     name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
-    print(f"torch {torch.__version__} on {name}; S={S} t={t} m={a.width} L=3 n={a.grad_steps}, graphed pass walked eagerly")
+    print(
+        f"torch {torch.__version__} on {name}; S={S} t={t} m={a.width} L=3 n={a.grad_steps}, graphed pass walked eagerly"
+    )
     report("Adam steps", profiled(lambda: m._adam_steps(t), device), a.grad_steps, a.top)
     with torch.no_grad():
         report("theta refit", profiled(lambda: m._refit_theta(t), device), 1, a.top)
@@ -125,8 +164,10 @@ def replay_times(m, t: int) -> None:
         torch.cuda.synchronize()
         rows = m._history_rows(t)
         estimate = m.training_block_bytes(rows)  # what the refusal of a block that cannot fit counts
-        print(f"graphed update's peak memory: {(torch.cuda.max_memory_allocated() - base) / 2**20:.0f} MB above the "
-              f"learner's own, for {rows} rows (the refusal's estimate: {estimate / 2**20:.0f} MB)")
+        print(
+            f"graphed update's peak memory: {(torch.cuda.max_memory_allocated() - base) / 2**20:.0f} MB above the "
+            f"learner's own, for {rows} rows (the refusal's estimate: {estimate / 2**20:.0f} MB)"
+        )
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         start.record()
@@ -154,14 +195,18 @@ def weight_gradient_products(S: int, width: int, N: int, block: int = 512) -> No
             return torch.bmm(gb, hb.transpose(1, 2)).view(S, nb, width, i).sum(1)
 
         line = []
-        for name, fn in (("one bmm", lambda: torch.bmm(g, h.transpose(1, 2))),
-                         ("(h g^T)^T", lambda: torch.bmm(h, g.transpose(1, 2)).transpose(1, 2)),
-                         (f"blocks of {block}", blocked)):
+        for name, fn in (
+            ("one bmm", lambda: torch.bmm(g, h.transpose(1, 2))),
+            ("(h g^T)^T", lambda: torch.bmm(h, g.transpose(1, 2)).transpose(1, 2)),
+            (f"blocks of {block}", blocked),
+        ):
             line.append(f"{name} {graphed_microseconds(fn):.1f} µs")
         torch.backends.cuda.preferred_blas_library("cublaslt")  # may split the long inner dimension (split-K)
         try:
-            for name, fn in (("one bmm", lambda: torch.bmm(g, h.transpose(1, 2))),
-                             ("(h g^T)^T", lambda: torch.bmm(h, g.transpose(1, 2)).transpose(1, 2))):
+            for name, fn in (
+                ("one bmm", lambda: torch.bmm(g, h.transpose(1, 2))),
+                ("(h g^T)^T", lambda: torch.bmm(h, g.transpose(1, 2)).transpose(1, 2)),
+            ):
                 line.append(f"{name} cuBLASLt {graphed_microseconds(fn):.1f} µs")
         finally:
             torch.backends.cuda.preferred_blas_library("cublas")

@@ -13,6 +13,7 @@ on the device), and prints each profiled action's host time per round in both ru
 whose time grows by about the stall is where the host waits. On a CPU the stall is a host sleep
 in the stalling callback itself (its own row grows): the table, not a finding.
 """
+
 import argparse
 import logging
 import os
@@ -64,14 +65,24 @@ class Stall(pl.Callback):
 
 def host_times(args, stall_ms: float) -> dict:
     """Mean host seconds per round of every action SimpleProfiler recorded once a round or more."""
-    dm, module = build({"task": args.task, "rounds": args.rounds, "num_seeds": args.seeds, "seed": 0},
-                       {"width": args.width, "history_pass": "auto"})
+    dm, module = build(
+        {"task": args.task, "rounds": args.rounds, "num_seeds": args.seeds, "seed": 0},
+        {"width": args.width, "history_pass": "auto"},
+    )
     module.sync_timings = False
     profiler = SimpleProfiler(dirpath=tempfile.mkdtemp(), filename="profile")  # its report to a file, not here
-    trainer = pl.Trainer(max_epochs=1, accelerator=args.device, devices=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         profiler=profiler,
-                         callbacks=[Stall(stall_ms, args.from_round), DuelingLoop(50, save_curves=False), RunSummary(write=False)])
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator=args.device,
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        profiler=profiler,
+        callbacks=[Stall(stall_ms, args.from_round), DuelingLoop(50, save_curves=False), RunSummary(write=False)],
+    )
     trainer.fit(module, datamodule=dm)
     skip = args.from_round  # the rounds before the stall (and the graph's capture) are left out
     out = defaultdict(float)
@@ -94,8 +105,13 @@ def main() -> None:
     a = p.parse_args()
     try:
         check_accelerator(a.device, field="--device", allowed=("cpu", "gpu"))
-        for flag, value in (("--seeds", a.seeds), ("--width", a.width), ("--rounds", a.rounds), ("--from-round", a.from_round),
-                            ("--stall-ms", a.stall_ms)):
+        for flag, value in (
+            ("--seeds", a.seeds),
+            ("--width", a.width),
+            ("--rounds", a.rounds),
+            ("--from-round", a.from_round),
+            ("--stall-ms", a.stall_ms),
+        ):
             check_positive(flag, value)
         if a.from_round >= a.rounds:
             raise ValueError(f"--from-round: must be below --rounds ({a.rounds}), got {a.from_round}")
@@ -104,8 +120,10 @@ def main() -> None:
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module="lightning")
     name = torch.cuda.get_device_name(0) if a.device == "gpu" else "cpu"
-    print(f"torch {torch.__version__} on {name}; task={a.task} S={a.seeds} m={a.width}, rounds {a.from_round}-{a.rounds} "
-          f"timed, stall {a.stall_ms:g} ms of device work a round")
+    print(
+        f"torch {torch.__version__} on {name}; task={a.task} S={a.seeds} m={a.width}, rounds {a.from_round}-{a.rounds} "
+        f"timed, stall {a.stall_ms:g} ms of device work a round"
+    )
     plain, stalled = host_times(a, 0.0), host_times(a, a.stall_ms)
     print(f"{'action (host ms a round)':72s} {'plain':>8s} {'stalled':>8s} {'grew':>8s}")
     for action in sorted(plain, key=lambda k: stalled.get(k, 0) - plain[k], reverse=True):

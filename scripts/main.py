@@ -4,6 +4,7 @@ A configuration or data error (ValueError, FileNotFoundError) or a numerical fai
 (FloatingPointError) ends the run with one clear line on stderr and exit status 2
 (:func:`nvldb_pl.cli.run_cli`).
 """
+
 import os
 import sys
 

@@ -16,6 +16,7 @@ with a shorter one on the same streams at the shorter one's end:
 
     python scripts/pair.py --task square --rounds 10000 2000 --at 2000 --first NVLDB-UCB-ASYM results/paper/width10k/m500 --second NVLDB-UCB-ASYM results/paper/width/m500
 """
+
 import argparse
 import csv
 import gzip
@@ -50,8 +51,10 @@ def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[
         raise FileNotFoundError(f"{path}: no such file (a folder written by scripts/reproduce.py for --task {task})")
     curves = committed_curves(folder, task, rounds, None)
     if method not in curves:
-        raise ValueError(f"{path}: no run of {method!r} with T={rounds}; runs there: {runs_in(path) or 'none'} "
-                         f"(--rounds takes each run's own T)")
+        raise ValueError(
+            f"{path}: no run of {method!r} with T={rounds}; runs there: {runs_in(path) or 'none'} "
+            f"(--rounds takes each run's own T)"
+        )
     base = 0
     report = os.path.join(folder, "report.json")
     if os.path.exists(report):
@@ -61,7 +64,9 @@ def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[
     t = rounds if at is None else at
     where = np.flatnonzero(rs == t)
     if where.size == 0:
-        raise ValueError(f"{path}: {method!r} (T={rounds}) has no round {t} (kept: every round to 100, then every 10th)")
+        raise ValueError(
+            f"{path}: {method!r} (T={rounds}) has no round {t} (kept: every round to 100, then every 10th)"
+        )
     return {(base, s): v for s, v in zip(seeds, R[where[0]] / t)}
 
 
@@ -72,7 +77,9 @@ def joined(method: str, folders: list[str], task: str, rounds: int, at: Optional
         part = final_regret(folder, method, task, rounds, at)
         twice = sorted(set(part) & set(out))
         if twice:
-            raise ValueError(f"{folder}: seeds {_names(twice)} of {method!r} are also in an earlier folder; give each seed once")
+            raise ValueError(
+                f"{folder}: seeds {_names(twice)} of {method!r} are also in an earlier folder; give each seed once"
+            )
         out.update(part)
     return out
 
@@ -82,7 +89,11 @@ def _names(keys: list) -> str:
     out = []
     for base in sorted({b for b, _ in keys}):
         ids = sorted(i for b, i in keys if b == base)
-        span = f"{ids[0]}-{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 1 else ", ".join(map(str, ids))
+        span = (
+            f"{ids[0]}-{ids[-1]}"
+            if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 1
+            else ", ".join(map(str, ids))
+        )
         out.append(span + ("" if base == 0 else f" of base seed {base}"))
     return "; ".join(out)
 
@@ -94,14 +105,30 @@ def _stats(label: str, vals: dict, seeds: list, what: str = "R(T)/T") -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--first", nargs="+", required=True, metavar="METHOD FOLDER",
-                   help="the run whose R(T)/T is the minuend: a method, then its report folder(s)")
+    p.add_argument(
+        "--first",
+        nargs="+",
+        required=True,
+        metavar="METHOD FOLDER",
+        help="the run whose R(T)/T is the minuend: a method, then its report folder(s)",
+    )
     p.add_argument("--second", nargs="+", default=None, metavar="METHOD FOLDER", help="the run subtracted, likewise")
     p.add_argument("--task", required=True, help="cos, square, quadratic, statlog, ...")
-    p.add_argument("--rounds", type=int, nargs="+", default=[2000], metavar="T",
-                   help="T of both runs, or of the first then the second (default 2000)")
-    p.add_argument("--at", type=int, default=None, metavar="t",
-                   help="compare R(t)/t at round t (default: T; the smaller T when the runs' T differ)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        nargs="+",
+        default=[2000],
+        metavar="T",
+        help="T of both runs, or of the first then the second (default 2000)",
+    )
+    p.add_argument(
+        "--at",
+        type=int,
+        default=None,
+        metavar="t",
+        help="compare R(t)/t at round t (default: T; the smaller T when the runs' T differ)",
+    )
     a = p.parse_args(argv)
     for run in (a.first, a.second):  # METHOD FOLDER...: ~ in a folder given as --first=~/x (no shell expands it)
         if run:
@@ -115,7 +142,9 @@ def main(argv=None):
             check_positive("--rounds", T)
         for flag, run in (("--first", a.first), ("--second", a.second)):
             if run is not None and len(run) < 2:
-                raise ValueError(f"{flag}: give a method and at least one folder, e.g. {flag} NVLDB-UCB-ASYM results/paper/fig1")
+                raise ValueError(
+                    f"{flag}: give a method and at least one folder, e.g. {flag} NVLDB-UCB-ASYM results/paper/fig1"
+                )
         T1, T2 = a.rounds[0], a.rounds[-1]
         at = a.at
         if at is None and a.second is not None and T1 != T2:
@@ -132,15 +161,18 @@ def main(argv=None):
         theirs = joined(a.second[0], a.second[1:], a.task, T2, at)
         common = sorted(set(mine) & set(theirs))
         if not common:
-            raise ValueError(f"no seed in common: {a.first[0]} ran seeds {_names(sorted(mine))}, "
-                             f"{a.second[0]} ran {_names(sorted(theirs))}")
+            raise ValueError(
+                f"no seed in common: {a.first[0]} ran seeds {_names(sorted(mine))}, "
+                f"{a.second[0]} ran {_names(sorted(theirs))}"
+            )
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for run, vals in ((a.first, mine), (a.second, theirs)):
         print(_stats(f"{run[0]} in {' '.join(run[1:])}", vals, common, what))
-    print(f"difference over {len(common)} seeds ({_names(common)}): "
-          f"{paired_cell({s: mine[s] for s in common}, theirs)}")
+    print(
+        f"difference over {len(common)} seeds ({_names(common)}): {paired_cell({s: mine[s] for s in common}, theirs)}"
+    )
     return 0
 
 

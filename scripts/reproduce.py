@@ -15,6 +15,7 @@ one report; --report-only reports just the --methods asked (the newest finished 
 <out>/<task>.png (needs matplotlib: pip install -e '.[report]'), <out>/curves_<task>.csv.gz and
 TensorBoard logs (tensorboard --logdir <out>/runs).
 """
+
 import argparse
 import os
 import shlex
@@ -34,24 +35,49 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=os.path.expanduser, help="folder for runs and the report")
     p.add_argument("--tasks", nargs="+", default=["cos", "square", "quadratic"])
-    p.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, help=f"default: {' '.join(DEFAULT_METHODS)}; "
-                   f"also: {' '.join(m for m in METHODS if m not in DEFAULT_METHODS)}")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=DEFAULT_METHODS,
+        help=f"default: {' '.join(DEFAULT_METHODS)}; also: {' '.join(m for m in METHODS if m not in DEFAULT_METHODS)}",
+    )
     p.add_argument("--rounds", type=int, default=2000)
     p.add_argument("--seeds", type=int, default=20)
-    p.add_argument("--base-seed", type=int, default=0, help="another set of streams: seed id i of base seed b is its own stream")
-    p.add_argument("--first-seed", type=int, default=0, metavar="I",
-                   help="seed ids I .. I+S-1: the same streams as those seeds of a run from 0 (a run split in parts)")
+    p.add_argument(
+        "--base-seed", type=int, default=0, help="another set of streams: seed id i of base seed b is its own stream"
+    )
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        metavar="I",
+        help="seed ids I .. I+S-1: the same streams as those seeds of a run from 0 (a run split in parts)",
+    )
     p.add_argument("--dim", type=int, default=None, help="context dimension d of the synthetic tasks (default 5)")
     p.add_argument("--arms", type=int, default=None, help="arms K a round of the synthetic tasks (default 5)")
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="model arguments for every method that accepts them, e.g. width=8 grad_steps=5")
-    p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"],
-                   help="device of every run (one device; wall times in the report name it when not cpu)")
+    p.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="model arguments for every method that accepts them, e.g. width=8 grad_steps=5",
+    )
+    p.add_argument(
+        "--accelerator",
+        default="cpu",
+        choices=["cpu", "gpu"],
+        help="device of every run (one device; wall times in the report name it when not cpu)",
+    )
     p.add_argument("--report-only", action="store_true", help="only reuse finished runs; run nothing")
-    p.add_argument("--literal-from", default=None, type=os.path.expanduser, metavar="DIR",
-                   help="a report folder made with the literal reading (its curves_<task>.csv.gz, same T and seeds): "
-                        "its NVLDB, NLDB and NDB runs join this report as '<method>-literal', its other baselines "
-                        "(which the defaults do not change) under their own names where not run here")
+    p.add_argument(
+        "--literal-from",
+        default=None,
+        type=os.path.expanduser,
+        metavar="DIR",
+        help="a report folder made with the literal reading (its curves_<task>.csv.gz, same T and seeds): "
+        "its NVLDB, NLDB and NDB runs join this report as '<method>-literal', its other baselines "
+        "(which the defaults do not change) under their own names where not run here",
+    )
     a = p.parse_args(argv)
     try:
         check_placement(a.accelerator)  # before --out is made: a refused run leaves no empty folder
@@ -61,36 +87,57 @@ def main(argv=None):
             raise ValueError(f"--arms: a duel needs at least 2 arms, got {a.arms}")
         if a.first_seed < 0:
             raise ValueError(f"--first-seed: must be >= 0, got {a.first_seed}")
-        if not 0 <= a.base_seed <= 2 ** 32 - 1:  # numpy's seeds (its own message names no option)
-            raise ValueError(f"--base-seed: must be between 0 and {2 ** 32 - 1}, got {a.base_seed}")
+        if not 0 <= a.base_seed <= 2**32 - 1:  # numpy's seeds (its own message names no option)
+            raise ValueError(f"--base-seed: must be between 0 and {2**32 - 1}, got {a.base_seed}")
         a.tasks, a.methods = list(dict.fromkeys(a.tasks)), list(dict.fromkeys(a.methods))  # each once
         check_folder_can_be_made(a.out, "--out")
         extra, note = {}, ""
         if a.literal_from:  # read before any run: a wrong folder is found now, not after hours of runs
             if not os.path.isdir(a.literal_from):
                 raise ValueError(f"--literal-from: {a.literal_from} is not a folder")
-            extra = {t: {(m + LITERAL_SUFFIX if m.startswith(LITERAL_LEARNERS) else m): c
-                         for m, c in committed_curves(a.literal_from, t, a.rounds, a.seeds).items()}
-                     for t in a.tasks}
+            extra = {
+                t: {
+                    (m + LITERAL_SUFFIX if m.startswith(LITERAL_LEARNERS) else m): c
+                    for m, c in committed_curves(a.literal_from, t, a.rounds, a.seeds).items()
+                }
+                for t in a.tasks
+            }
             if not any(extra.values()):
-                raise ValueError(f"--literal-from: no curves_<task>.csv.gz with T={a.rounds}, {a.seeds} seeds in {a.literal_from}")
-            note = (f"The '-literal' rows, and baselines not run here, come from `{a.literal_from}` (its committed "
-                    "curves: every round to 100, then every 10th; no wall time or self-duel share), run on the same "
-                    "streams and seeds.")
+                raise ValueError(
+                    f"--literal-from: no curves_<task>.csv.gz with T={a.rounds}, {a.seeds} seeds in {a.literal_from}"
+                )
+            note = (
+                f"The '-literal' rows, and baselines not run here, come from `{a.literal_from}` (its committed "
+                "curves: every round to 100, then every 10th; no wall time or self-duel share), run on the same "
+                "streams and seeds."
+            )
         os.makedirs(a.out, exist_ok=True)
-        command = "python scripts/reproduce.py " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
+        command = "python scripts/reproduce.py " + " ".join(
+            shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:])
+        )
         if a.report_only:
             runs = finished_runs(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, a.first_seed)
             if not runs:
                 raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
         else:
-            done = run_grid(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, parse_overrides(a.set),
-                            accelerator=a.accelerator,
-                            data_overrides={k: v for k, v in (("dim", a.dim), ("arms", a.arms)) if v is not None},
-                            first_seed=a.first_seed)
+            done = run_grid(
+                a.out,
+                a.tasks,
+                a.methods,
+                a.rounds,
+                a.seeds,
+                a.base_seed,
+                parse_overrides(a.set),
+                accelerator=a.accelerator,
+                data_overrides={k: v for k, v in (("dim", a.dim), ("arms", a.arms)) if v is not None},
+                first_seed=a.first_seed,
+            )
             # the report keeps the methods earlier calls ran here (their newest finished run): one method per
             # call adds up to one report; this call's methods are the runs it made or reused
-            runs = {**finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed, a.first_seed), **done}
+            runs = {
+                **finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed, a.first_seed),
+                **done,
+            }
             earlier = list(dict.fromkeys(m for _, m in runs if m not in a.methods))
             if earlier:
                 command += f"` plus the runs of earlier calls in this folder: `{' '.join(earlier)}"
@@ -100,12 +147,18 @@ def main(argv=None):
         return 2
     except RunStopped as stop:  # a first Ctrl-C or SIGTERM: the run stopped at the end of a round, saved
         name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
-        print(f"stopped by {name}: {stop.where} at round {stop.round}, saved in {stop.checkpoint}; the finished "
-              f"runs are kept, and the same command goes on from there", file=sys.stderr)
+        print(
+            f"stopped by {name}: {stop.where} at round {stop.round}, saved in {stop.checkpoint}; the finished "
+            f"runs are kept, and the same command goes on from there",
+            file=sys.stderr,
+        )
         return 128 + stop.signum  # as a shell reports a signal: 130, 143
     except KeyboardInterrupt:  # a second Ctrl-C (at once), or one between runs
-        print("stopped by Ctrl-C; the finished runs are kept, and a stopped run goes on from its last save (every "
-              "100 rounds) when the same command is given again", file=sys.stderr)
+        print(
+            "stopped by Ctrl-C; the finished runs are kept, and a stopped run goes on from its last save (every "
+            "100 rounds) when the same command is given again",
+            file=sys.stderr,
+        )
         return 130
     return 0
 

@@ -12,6 +12,7 @@ on one GPU.
 and config, R(T)/T mean ± std and the paired difference to the baseline config with the same
 other settings, T and seeds (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins).
 """
+
 import argparse
 import itertools
 import json
@@ -131,8 +132,11 @@ def done_keys(path: str) -> dict[str, str]:
         return {}
     rows, whole = read_rows("--out", path)
     if whole < os.path.getsize(path):
-        print(f"--out: {path} ends in a line cut short (a run stopped while it was written); it holds no finished run "
-              f"and is removed", file=sys.stderr)
+        print(
+            f"--out: {path} ends in a line cut short (a run stopped while it was written); it holds no finished run "
+            f"and is removed",
+            file=sys.stderr,
+        )
         os.truncate(path, whole)
     return {row_key(r): r.get("device", "cpu") for r in rows}
 
@@ -140,8 +144,10 @@ def done_keys(path: str) -> dict[str, str]:
 def summarize(path: str, baseline: dict) -> None:
     rows, whole = read_rows("--summarize", path)
     if whole < os.path.getsize(path):
-        print(f"--summarize: {path} ends in a line cut short (a run stopped while it was written); left out",
-              file=sys.stderr)
+        print(
+            f"--summarize: {path} ends in a line cut short (a run stopped while it was written); left out",
+            file=sys.stderr,
+        )
     by_key = {row_key(r): r for r in rows}
     print("| task | config | R(T)/T mean ± std | self-duels | paired vs baseline (± s.e.) | seeds better |")
     print("|---|---|---|---|---|---|")
@@ -167,12 +173,24 @@ def main():
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--tasks", nargs="+", default=["cos", "square", "quadratic"])
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"],
-                   help="device of every run (one device; each row records it)")
+    p.add_argument(
+        "--accelerator",
+        default="cpu",
+        choices=["cpu", "gpu"],
+        help="device of every run (one device; each row records it)",
+    )
     p.add_argument("--grid", type=str, default=None, help="JSON list of model overrides")
     p.add_argument("--vary", nargs="*", default=[], metavar="KEY=A,B", help="cross the grid with these values")
-    p.add_argument("--out", default=None, type=os.path.expanduser, help="JSON-lines file: append each run, skip runs already there")
-    p.add_argument("--summarize", default=None, type=os.path.expanduser, metavar="FILE", help="print the paired table of a sweep file")
+    p.add_argument(
+        "--out", default=None, type=os.path.expanduser, help="JSON-lines file: append each run, skip runs already there"
+    )
+    p.add_argument(
+        "--summarize",
+        default=None,
+        type=os.path.expanduser,
+        metavar="FILE",
+        help="print the paired table of a sweep file",
+    )
     p.add_argument("--baseline", default="{}", help="JSON overrides naming the baseline config of --summarize")
     a = p.parse_args()
     try:
@@ -191,14 +209,22 @@ def main():
             check_folder_can_be_made(os.path.dirname(os.path.abspath(a.out)), "--out")
         grid = expand(parse_json("--grid", a.grid, list) if a.grid else GRID, a.vary)
         if not grid:
-            raise ValueError("--grid: an empty list runs nothing; give at least one object of model arguments ({} "
-                             "for the learner's defaults)")
+            raise ValueError(
+                "--grid: an empty list runs nothing; give at least one object of model arguments ({} "
+                "for the learner's defaults)"
+            )
         check_grid(grid)
         for task in a.tasks:  # a value no learner takes (width 0), named before the runs before it
             for g in grid:
                 model = {k: v for k, v in g.items() if k != "learner"}
-                check_learner(f"--grid/--vary {json.dumps(g)} on {task}", g.get("learner", "NVLDB"), model,
-                              TASK_DATA.get(task, {}), a.rounds, a.seeds)
+                check_learner(
+                    f"--grid/--vary {json.dumps(g)} on {task}",
+                    g.get("learner", "NVLDB"),
+                    model,
+                    TASK_DATA.get(task, {}),
+                    a.rounds,
+                    a.seeds,
+                )
         sweep(a, grid)
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -227,26 +253,49 @@ def sweep(a, grid: list[dict]) -> None:
             try:
                 s, _ = run_experiment(data, model, learner=learner, accelerator=a.accelerator)
             except KeyboardInterrupt:
-                kept = (f"; the runs finished ({finished} in this call) are in {a.out}, and the same command goes "
-                        f"on from this one" if a.out else "; give --out to keep the runs a sweep finishes")
-                print(f"stopped by Ctrl-C: {task} {json.dumps(g)} was cut short and is not written{kept}",
-                      file=sys.stderr)
+                kept = (
+                    f"; the runs finished ({finished} in this call) are in {a.out}, and the same command goes "
+                    f"on from this one"
+                    if a.out
+                    else "; give --out to keep the runs a sweep finishes"
+                )
+                print(
+                    f"stopped by Ctrl-C: {task} {json.dumps(g)} was cut short and is not written{kept}", file=sys.stderr
+                )
                 raise
             finished += 1
             per_seed = [x["cum_avg_regret"] / s["rounds"] for x in s["seeds"]]
             duels = [x["self_duel_fraction"] for x in s["seeds"]]
-            print(f"| {task} | {json.dumps(g)} | {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} "
-                  f"| {sum(duels) / len(duels):.0%} | {s['wall_seconds']:.0f} |", flush=True)
+            print(
+                f"| {task} | {json.dumps(g)} | {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} "
+                f"| {sum(duels) / len(duels):.0%} | {s['wall_seconds']:.0f} |",
+                flush=True,
+            )
             if a.out:
                 os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
                 with open(a.out, "a") as fh:
-                    fh.write(json.dumps({"task": task, "config": g, "rounds": a.rounds, "per_seed": per_seed,
-                                         "self_duels": duels, "wall_seconds": s["wall_seconds"],
-                                         "device": s["device"], "software": s.get("software")}) + "\n")
+                    fh.write(
+                        json.dumps(
+                            {
+                                "task": task,
+                                "config": g,
+                                "rounds": a.rounds,
+                                "per_seed": per_seed,
+                                "self_duels": duels,
+                                "wall_seconds": s["wall_seconds"],
+                                "device": s["device"],
+                                "software": s.get("software"),
+                            }
+                        )
+                        + "\n"
+                    )
     if skipped:  # a row is its task, config, T and seeds: one made on another device is not run again either
         devices = ", ".join(f"{skipped.count(d)} on {d}" for d in sorted(set(skipped)))
-        print(f"{len(skipped)} of the runs asked are already in {a.out} ({devices}) and were not run again; "
-              f"--summarize {a.out} shows them", file=sys.stderr)
+        print(
+            f"{len(skipped)} of the runs asked are already in {a.out} ({devices}) and were not run again; "
+            f"--summarize {a.out} shows them",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

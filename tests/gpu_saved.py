@@ -1,6 +1,7 @@
 """A checkpoint as a graphed run on a CUDA GPU writes it, made on a machine without one: every tensor
 tagged ``cuda:0`` (so ``torch.load`` without a map_location fails here, as it does on a CPU-only
 machine for a real GPU run's file), Adam fused and capturable, the run's device recorded as cuda."""
+
 import torch
 import torch.serialization
 

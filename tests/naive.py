@@ -5,6 +5,7 @@ It exists for two reasons: it is the speed baseline of ``scripts/benchmark.py``,
 the same streams, it must make the same decisions as the vectorized Lightning loop
 (``tests/test_naive_equivalence.py``). It reuses no selection or Gram code of the package.
 """
+
 from __future__ import annotations
 
 import math
@@ -84,9 +85,25 @@ def _select(strategy, f, grads, Vinv, beta, noise, t, distinct=False):
     return pair
 
 
-def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware=True, width=32, depth=3,
-             parametrization="standard", bias=None, feature_dim=None, init=None, lr=1e-3, lam=1.0, beta=1.0, epsilon=None, grad_steps=20,
-             refit_iterations=8, distinct_arms=True):
+def run_seed(
+    spec: StreamSpec,
+    seed_id: int,
+    strategy="ucb_asym",
+    variance_aware=True,
+    width=32,
+    depth=3,
+    parametrization="standard",
+    bias=None,
+    feature_dim=None,
+    init=None,
+    lr=1e-3,
+    lam=1.0,
+    beta=1.0,
+    epsilon=None,
+    grad_steps=20,
+    refit_iterations=8,
+    distinct_arms=True,
+):
     """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret)."""
     epsilon = 1.0 / math.sqrt(spec.dim) if epsilon is None else epsilon
     init = init or INITS_OF[parametrization][0]
@@ -96,7 +113,11 @@ def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware
     gen = torch.Generator().manual_seed(int(rng_for(spec.base_seed, seed_id, TAG_INIT).integers(2**62)))
     params = [p.float() for p in init_weights(spec.dim, width, depth, init, gen, feature_dim)]
     weights = [p.clone().requires_grad_(True) for p in params[:-1]]
-    biases = [b.float().requires_grad_(True) for b in init_biases(spec.dim, width, depth, init, gen, feature_dim)] if bias else []
+    biases = (
+        [b.float().requires_grad_(True) for b in init_biases(spec.dim, width, depth, init, gen, feature_dim)]
+        if bias
+        else []
+    )
     theta0 = params[-1].clone()
     theta = theta0.clone().requires_grad_(True)
     opt = torch.optim.Adam(weights + [theta] + biases, lr=lr)
@@ -130,8 +151,16 @@ def run_seed(spec: StreamSpec, seed_id: int, strategy="ucb_asym", variance_aware
         with torch.no_grad():
             dphi = (_phi(weights, X1, scale, biases) - _phi(weights, X2, scale, biases)).double()
             zeta = _zeta((dphi @ theta.double()), epsilon, variance_aware)
-            new = refit_theta("logistic", theta.double()[None], dphi[None], O.double()[None],
-                              zeta[None].pow(-2), theta0.double()[None], lam, refit_iterations)[0]
+            new = refit_theta(
+                "logistic",
+                theta.double()[None],
+                dphi[None],
+                O.double()[None],
+                zeta[None].pow(-2),
+                theta0.double()[None],
+                lam,
+                refit_iterations,
+            )[0]
             theta.copy_(new)
             zeta = _zeta(dphi @ theta.double(), epsilon, variance_aware)
             V = lam * torch.eye(len(theta0), dtype=torch.float64)  # appendix: V reinitialized each round

@@ -3,6 +3,7 @@
 One seed at a time, Python loops over arms, pairs and history rows, numpy float64. The
 vectorized package code is tested against these.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,8 +74,9 @@ def select(strategy, f, W, beta, noise, t, distinct=False):
             cand.append(k)
     if distinct and len(cand) == 1:  # a lone candidate c duels its optimistic competitor, as ASYM
         c = cand[0]
-        scores = [-math.inf if k == c else f[k] + beta * W[c][k] * (noise[c][k] if kind == "ts" else 1.0)
-                  for k in range(K)]
+        scores = [
+            -math.inf if k == c else f[k] + beta * W[c][k] * (noise[c][k] if kind == "ts" else 1.0) for k in range(K)
+        ]
         return c, argmax_first(scores)
     best, pair = -math.inf, None
     for k in range(K):

@@ -1,5 +1,6 @@
 """Shared by the tests of runs that stop and go on (test_resume, test_stops, test_checkpoint_writes): a short cos
 run, made in this process or in one of its own, and what it left."""
+
 import json
 import os
 import subprocess
@@ -11,10 +12,19 @@ import torch
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 MAIN = os.path.join(ROOT, "scripts", "main.py")
 T = 300
-ARGS = ["fit", "--config", os.path.join(ROOT, "configs", "cos.yaml"), f"--data.rounds={T}", "--data.num_seeds=3",
-        "--model.width=8", "--model.grad_steps=2", "--model.strategy=ts_osym", "--checkpoint.every_n_rounds=20",
-        "--loop.log_every_n_rounds=5",
-        "--trainer.enable_progress_bar=false"]
+ARGS = [
+    "fit",
+    "--config",
+    os.path.join(ROOT, "configs", "cos.yaml"),
+    f"--data.rounds={T}",
+    "--data.num_seeds=3",
+    "--model.width=8",
+    "--model.grad_steps=2",
+    "--model.strategy=ts_osym",
+    "--checkpoint.every_n_rounds=20",
+    "--loop.log_every_n_rounds=5",
+    "--trainer.enable_progress_bar=false",
+]
 SHORT = ["--data.rounds=24", "--checkpoint.every_n_rounds=8"]
 
 
@@ -26,6 +36,7 @@ def _in_process(capsys, root, *extra):
     """A run in this process (no 4 s of imports): its exit status and what it printed on stderr (not Lightning's
     own lines, which its logging handler writes to the stream it found at import)."""
     from nvldb_pl.cli import run_cli
+
     capsys.readouterr()
     code = run_cli([*ARGS, f"--trainer.default_root_dir={root}", *extra])
     return SimpleNamespace(returncode=code, stderr=capsys.readouterr().err)
@@ -34,6 +45,7 @@ def _in_process(capsys, root, *extra):
 def _made(root, *extra):
     """A run that must succeed and whose output is not read, made in this process (no 4 s of imports)."""
     from nvldb_pl.cli import run_cli
+
     assert run_cli([*ARGS, f"--trainer.default_root_dir={root}", *extra]) == 0
 
 
@@ -53,6 +65,7 @@ def _rounds_in(path):
 
 def _events(folder):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     acc = EventAccumulator(folder)
     acc.Reload()
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}

@@ -1,5 +1,6 @@
 """scripts/<name>.py loaded as a module (the scripts are not a package), for the tests that call a script's
 functions in their own process."""
+
 import importlib.util
 import os
 

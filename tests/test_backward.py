@@ -1,4 +1,5 @@
 """The hand-written gradient (nvldb_pl.backward) against autograd on per-seed losses."""
+
 import math
 
 import pytest
@@ -45,10 +46,12 @@ def test_manual_gradient_equals_autograd_per_seed(link, mode):
     o = (torch.rand(S, n, generator=g) < 0.5).float()
     grads = [torch.zeros_like(w) for w in weights] + [torch.zeros_like(theta)]
     # two blocks of rows, accumulated, as the module does
-    loss = accumulate_nll_grad(weights, theta, x_t[:, :, :40], o[:, :20], link,
-                               lambda df: objective.zeta(df, link, eps, mode).pow(-2), grads)
-    loss = loss + accumulate_nll_grad(weights, theta, x_t[:, :, 40:], o[:, 20:], link,
-                                      lambda df: objective.zeta(df, link, eps, mode).pow(-2), grads)
+    loss = accumulate_nll_grad(
+        weights, theta, x_t[:, :, :40], o[:, :20], link, lambda df: objective.zeta(df, link, eps, mode).pow(-2), grads
+    )
+    loss = loss + accumulate_nll_grad(
+        weights, theta, x_t[:, :, 40:], o[:, 20:], link, lambda df: objective.zeta(df, link, eps, mode).pow(-2), grads
+    )
     for s, (expect_loss, expect_grads) in enumerate(_per_seed_autograd(weights, theta, x_t, o, link, eps, mode)):
         assert loss[s].item() == pytest.approx(expect_loss, rel=1e-5)
         for got, expect in zip(grads, expect_grads):
@@ -70,15 +73,17 @@ def test_bfloat16_matmuls_give_a_close_gradient_in_float32_accumulators():
         assert not torch.equal(a, b)  # the matmuls really ran in bfloat16
 
 
-@pytest.mark.parametrize("network", [{"parametrization": "ntk", "bias": False},
-                                     {"parametrization": "standard", "bias": True}])
+@pytest.mark.parametrize(
+    "network", [{"parametrization": "ntk", "bias": False}, {"parametrization": "standard", "bias": True}]
+)
 @pytest.mark.parametrize("w_reg", [0.0, 0.5])
 def test_module_adam_step_is_the_same_with_either_backward(w_reg, network):
     after = {}
     for backward in ("manual", "autograd"):
         torch.manual_seed(0)
-        m = NVLDB(dim=5, arms=3, rounds=300, num_seeds=2, width=8, grad_steps=1, w_reg=w_reg, backward=backward,
-                  **network)
+        m = NVLDB(
+            dim=5, arms=3, rounds=300, num_seeds=2, width=8, grad_steps=1, w_reg=w_reg, backward=backward, **network
+        )
         m.init_parameters(0, [0, 1])
         with torch.no_grad():
             m.net.weights[0].add_(0.1)  # away from W_0, so the w_reg term has a gradient
@@ -106,7 +111,7 @@ def test_the_backward_pass_s_cuda_forms_equal_the_plain_ones_on_a_cpu():
 
     gen = torch.Generator().manual_seed(3)
     g_df = torch.randn(4, 37, generator=gen)
-    scale = 32 ** 0.5
+    scale = 32**0.5
     plain = scale * torch.stack([g_df, -g_df], dim=-1)
     assert torch.equal(g_df.unsqueeze(-1) * _plus_minus(scale, g_df.dtype, g_df.device), plain)
     g, h = torch.randn(4, 16, 300, generator=gen), torch.randn(4, 5, 300, generator=gen)
@@ -132,5 +137,7 @@ def test_a_bias_gradient_s_duel_sums_are_the_sums_over_each_duel_s_two_columns_b
         got = _duel_sums(x)
         assert got.shape == (3, 7, 301) and torch.equal(got, reference), dtype
         bias_grad, expected = got.sum(dim=2), reference.sum(dim=2)
-        assert torch.equal(torch.signbit(bias_grad), torch.signbit(expected)) and torch.equal(bias_grad, expected), dtype
+        assert torch.equal(torch.signbit(bias_grad), torch.signbit(expected)) and torch.equal(bias_grad, expected), (
+            dtype
+        )
         assert not torch.signbit(bias_grad[1, 2])  # the all -0.0 unit: +0.0 either way

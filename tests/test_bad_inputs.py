@@ -1,5 +1,6 @@
 """The bad-input table of the README, one row each: a clear message naming the field or file,
 a non-zero exit, and nothing earlier overwritten. Runs the CLI in-process (nvldb_pl.cli.run_cli)."""
+
 import importlib.util
 import json
 import os
@@ -12,8 +13,13 @@ from nvldb_pl.cli import run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COS = os.path.join(ROOT, "configs", "cos.yaml")
-QUICK = ["--data.rounds=6", "--data.num_seeds=2", "--model.width=4", "--model.grad_steps=1",
-         "--trainer.enable_progress_bar=false"]
+QUICK = [
+    "--data.rounds=6",
+    "--data.num_seeds=2",
+    "--model.width=4",
+    "--model.grad_steps=1",
+    "--trainer.enable_progress_bar=false",
+]
 
 # (argument, what the message must name); each is one row of the README's table
 ROWS = [
@@ -77,17 +83,22 @@ ROWS = [
     ("--trainer.num_nodes=0", "trainer.num_nodes=0: the number of machines"),  # Lightning's message named no field
     ("--trainer.num_nodes=-2 --trainer.strategy=seed_parallel", "trainer.num_nodes=-2: the number of machines"),
     ("--trainer.devices=-1 --trainer.accelerator=cpu", "trainer.devices='-1': -1 means every GPU"),
-    ("--trainer.devices=[0,1] --trainer.strategy=seed_parallel --trainer.accelerator=cpu",
-     "trainer.devices=[0, 1]: a list picks GPUs by index, and this run is on the CPU; give a number of processes (2)"),
+    (
+        "--trainer.devices=[0,1] --trainer.strategy=seed_parallel --trainer.accelerator=cpu",
+        "trainer.devices=[0, 1]: a list picks GPUs by index, and this run is on the CPU; give a number of processes (2)",
+    ),
     ("--trainer.accelerator=tpu", "trainer.accelerator='tpu': this package runs on auto, cpu, gpu, cuda"),
     ("--trainer.precision=64-true", "trainer.precision='64-true': choose 32-true, bf16-mixed or 16-mixed"),
     ("--trainer.precision=bf16-true", "trainer.precision='bf16-true'"),
     # Lightning's refusal said "or switch to automatic optimization", which a user cannot do here
     ("--trainer.gradient_clip_val=1.0", "trainer.gradient_clip_val=1.0: each round's update is the learner's own"),
     # Lightning refused the settings barebones cannot take one a try (this run's defaults: three tries)
-    ("--trainer.barebones=true", "trainer.barebones=True: Lightning runs it only with logging, checkpoints, the "
-     "progress bar and the model summary off; add --trainer.enable_checkpointing false --trainer.logger false "
-     "--trainer.log_every_n_steps 0"),
+    (
+        "--trainer.barebones=true",
+        "trainer.barebones=True: Lightning runs it only with logging, checkpoints, the "
+        "progress bar and the model summary off; add --trainer.enable_checkpointing false --trainer.logger false "
+        "--trainer.log_every_n_steps 0",
+    ),
     ("--trainer.strategy=fsdp", "trainer.strategy='fsdp': shards one network's parameters over devices"),
     ("--trainer.strategy=deepspeed_stage_2", "trainer.strategy='deepspeed_stage_2': shards one network's"),
     ("--trainer.strategy=xla", "trainer.strategy='xla': a TPU (XLA) strategy"),  # was a raw ModuleNotFoundError
@@ -95,27 +106,45 @@ ROWS = [
     # Lightning callbacks that cannot do their job in a bandit run: refused by class and reason before anything runs
     ("--trainer.callbacks+=LearningRateFinder", "trainer.callbacks: LearningRateFinder runs trial steps"),  # KeyError
     ("--trainer.callbacks+=BatchSizeFinder", "trainer.callbacks: BatchSizeFinder runs trial steps"),
-    ("--trainer.callbacks+=EarlyStopping --trainer.callbacks.monitor=x",  # a traceback after every round had run
-     "trainer.callbacks: EarlyStopping checks its metric at the end of an epoch"),
+    (
+        "--trainer.callbacks+=EarlyStopping --trainer.callbacks.monitor=x",  # a traceback after every round had run
+        "trainer.callbacks: EarlyStopping checks its metric at the end of an epoch",
+    ),
     ("--trainer.callbacks+=SpikeDetection", "trainer.callbacks: SpikeDetection watches the one loss"),  # KeyError
-    ("--trainer.callbacks+=ModelPruning --trainer.callbacks.pruning_fn=l1_unstructured",
-     "trainer.callbacks: ModelPruning prunes"),  # torch.cat(): expected a non-empty list, after the run's files were made
-    ("--trainer.callbacks+=StochasticWeightAveraging --trainer.callbacks.swa_lrs=0.01",
-     "trainer.callbacks: StochasticWeightAveraging averages"),  # ran, and did nothing
+    (
+        "--trainer.callbacks+=ModelPruning --trainer.callbacks.pruning_fn=l1_unstructured",
+        "trainer.callbacks: ModelPruning prunes",
+    ),  # torch.cat(): expected a non-empty list, after the run's files were made
+    (
+        "--trainer.callbacks+=StochasticWeightAveraging --trainer.callbacks.swa_lrs=0.01",
+        "trainer.callbacks: StochasticWeightAveraging averages",
+    ),  # ran, and did nothing
     ("--trainer.callbacks+=EMAWeightAveraging", "trainer.callbacks: EMAWeightAveraging keeps an average"),
-    ("--trainer.callbacks+=GradientAccumulationScheduler --trainer.callbacks.scheduling={\"0\":2}",
-     "trainer.callbacks: GradientAccumulationScheduler accumulates"),
+    (
+        "--trainer.callbacks+=GradientAccumulationScheduler --trainer.callbacks.scheduling={\"0\":2}",
+        "trainer.callbacks: GradientAccumulationScheduler accumulates",
+    ),
     ("--trainer.callbacks+=BackboneFinetuning", "trainer.callbacks: BackboneFinetuning freezes"),
-    ("--trainer.callbacks+=OnExceptionCheckpoint --trainer.callbacks.dirpath=/tmp", "OnExceptionCheckpoint saves in the middle"),
-    ("--trainer.callbacks+=nvldb_pl.checkpoint.RoundCheckpoint",  # a traceback at the first save, rounds in
-     "trainer.callbacks: RoundCheckpoint is the run's own callback, already there; set it through checkpoint."),
+    (
+        "--trainer.callbacks+=OnExceptionCheckpoint --trainer.callbacks.dirpath=/tmp",
+        "OnExceptionCheckpoint saves in the middle",
+    ),
+    (
+        "--trainer.callbacks+=nvldb_pl.checkpoint.RoundCheckpoint",  # a traceback at the first save, rounds in
+        "trainer.callbacks: RoundCheckpoint is the run's own callback, already there; set it through checkpoint.",
+    ),
     ("--trainer.callbacks+=nvldb_pl.callbacks.DuelingLoop", "trainer.callbacks: DuelingLoop is the run's own callback"),
-    ("--trainer.callbacks+=Timer", "trainer.callbacks: Timer's <Interval.step: 'step'> cannot be written into the run's "
-                                   "config.yaml; a time limit is --trainer.max_time"),  # jsonargparse's Union report
+    (
+        "--trainer.callbacks+=Timer",
+        "trainer.callbacks: Timer's <Interval.step: 'step'> cannot be written into the run's "
+        "config.yaml; a time limit is --trainer.max_time",
+    ),  # jsonargparse's Union report
 ]
 
 
-@pytest.mark.filterwarnings("ignore:\\s*Unable to serialize instance")  # jsonargparse, parsing ModelPruning's and SWA's values
+@pytest.mark.filterwarnings(
+    "ignore:\\s*Unable to serialize instance"
+)  # jsonargparse, parsing ModelPruning's and SWA's values
 @pytest.mark.parametrize("arg,names", ROWS, ids=[r[0] for r in ROWS])
 def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, capsys):
     code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", *arg.split()])
@@ -133,20 +162,41 @@ def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, 
 def test_a_logger_whose_package_is_missing_is_named_with_the_cause(tmp_path, capsys):
     """It said `Problem with given class_path '...WandbLogger':; Expected a <class 'collections.abc.Iterable'>;
     Expected a <class 'bool'>`: the other types the value did not match, not why the logger failed."""
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}",
-                    "--trainer.logger=lightning.pytorch.loggers.WandbLogger"])
+    code = run_cli(
+        [
+            "fit",
+            "--config",
+            COS,
+            *QUICK,
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.logger=lightning.pytorch.loggers.WandbLogger",
+        ]
+    )
     err = capsys.readouterr().err
-    assert code == 2 and "error: Problem with given class_path 'lightning.pytorch.loggers.WandbLogger': Requirement " \
-                         "'wandb" in err and "Expected a <class" not in err, err[-2000:]
+    assert (
+        code == 2
+        and "error: Problem with given class_path 'lightning.pytorch.loggers.WandbLogger': Requirement 'wandb" in err
+        and "Expected a <class" not in err
+    ), err[-2000:]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("psutil") is not None, reason="psutil is installed here")
 def test_a_callback_whose_package_is_missing_is_one_line(tmp_path, capsys):
     """DeviceStatsMonitor without psutil ended in a ModuleNotFoundError traceback at the run's start."""
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}",
-                    "--trainer.callbacks+=DeviceStatsMonitor"])
+    code = run_cli(
+        [
+            "fit",
+            "--config",
+            COS,
+            *QUICK,
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.callbacks+=DeviceStatsMonitor",
+        ]
+    )
     err = capsys.readouterr().err
-    assert code == 2 and "error: `DeviceStatsMonitor` cannot log CPU stats as `psutil` is not installed" in err, err[-2000:]
+    assert code == 2 and "error: `DeviceStatsMonitor` cannot log CPU stats as `psutil` is not installed" in err, err[
+        -2000:
+    ]
     assert "Traceback" not in err and not list(tmp_path.rglob("summary.json"))
 
 
@@ -180,22 +230,29 @@ def test_a_file_where_a_folder_goes_is_named(where, tmp_path, capsys):
 
 def test_a_file_that_is_not_a_fit_checkpoint_is_refused_naming_it(tmp_path, capsys):
     from nvldb_pl.live import DuelingBandit
+
     live, other = tmp_path / "live.pt", tmp_path / "other.pt"
     bandit = DuelingBandit.create(dim=5, horizon=10)
     x = torch.randn(5, 5)
     bandit.observe(x, *bandit.select(x), 1)
     bandit.save(str(live))
     torch.save({"weights": torch.zeros(3)}, other)
-    for path, what in ((live, "is a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it"),
-                       (other, "is not a checkpoint of a fit run")):
-        code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}"])
+    for path, what in (
+        (live, "is a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it"),
+        (other, "is not a checkpoint of a fit run"),
+    ):
+        code = run_cli(
+            ["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}"]
+        )
         err = capsys.readouterr().err
         assert code == 2 and f"error: ckpt_path: {path} {what}" in err and "Traceback" not in err, err[-2000:]
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
-@pytest.mark.parametrize("given", ["a run's checkpoints folder", "an empty folder", "a config file", "a rank's file",
-                                   "a rank's previous file"])
+@pytest.mark.parametrize(
+    "given",
+    ["a run's checkpoints folder", "an empty folder", "a config file", "a rank's file", "a rank's previous file"],
+)
 def test_a_ckpt_path_naming_a_folder_or_another_file_says_what_to_give(given, tmp_path, capsys):
     folder = tmp_path / "checkpoints"
     folder.mkdir()
@@ -210,20 +267,27 @@ def test_a_ckpt_path_naming_a_folder_or_another_file_says_what_to_give(given, tm
         for name in ("last.ckpt", "last.ckpt.rank1", "last.ckpt.rank1.prev"):
             (folder / name).write_bytes(b"(stands for a checkpoint: only its name is looked at)")
         path = folder / ("last.ckpt.rank1" if given == "a rank's file" else "last.ckpt.rank1.prev")
-        said = (f"ckpt_path: {path} is rank 1's share of the seeds of a seed_parallel run; give {folder / 'last.ckpt'}, "
-                f"which goes on with every rank's seeds")
+        said = (
+            f"ckpt_path: {path} is rank 1's share of the seeds of a seed_parallel run; give {folder / 'last.ckpt'}, "
+            f"which goes on with every rank's seeds"
+        )
     code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}"])
     err = capsys.readouterr().err
-    assert code == 2 and f"error: {said}" in err and "no whole previous" not in err and "Traceback" not in err, err[-2000:]
+    assert code == 2 and f"error: {said}" in err and "no whole previous" not in err and "Traceback" not in err, err[
+        -2000:
+    ]
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
-@pytest.mark.parametrize("name,why", [
-    ("best", "a bandit run keeps no best checkpoint"),
-    ("hpc", "Lightning's SLURM requeue checkpoint"),
-    ("registry", "Lightning's model registry"),
-    ("missing.ckpt", None),
-])
+@pytest.mark.parametrize(
+    "name,why",
+    [
+        ("best", "a bandit run keeps no best checkpoint"),
+        ("hpc", "Lightning's SLURM requeue checkpoint"),
+        ("registry", "Lightning's model registry"),
+        ("missing.ckpt", None),
+    ],
+)
 def test_a_ckpt_path_that_names_no_file_is_refused_saying_what_it_may_name(name, why, tmp_path, capsys):
     code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={name}"])
     err = capsys.readouterr().err
@@ -251,10 +315,16 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line(form, tmp_path, c
     assert not list(tmp_path.glob("lightning_logs/version_*"))
 
 
-@pytest.mark.parametrize("content,said", [(b"", "is empty"), (b"# only a comment\n", "is empty"),
-                                          (b"- 1\n- 2\n", "holds a list, not a mapping of settings"),
-                                          (b"5\n", "holds the value 5, not a mapping of settings"),
-                                          (b"\xff\xfe\x00data", "is not a UTF-8 text file (invalid start byte at byte 0)")])
+@pytest.mark.parametrize(
+    "content,said",
+    [
+        (b"", "is empty"),
+        (b"# only a comment\n", "is empty"),
+        (b"- 1\n- 2\n", "holds a list, not a mapping of settings"),
+        (b"5\n", "holds the value 5, not a mapping of settings"),
+        (b"\xff\xfe\x00data", "is not a UTF-8 text file (invalid start byte at byte 0)"),
+    ],
+)
 def test_a_config_file_that_is_no_mapping_of_settings_is_named(content, said, tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(content)
@@ -267,12 +337,25 @@ def test_a_config_file_that_is_no_mapping_of_settings_is_named(content, said, tm
 def test_several_nodes_without_a_launcher_are_refused_instead_of_waiting(tmp_path, capsys, monkeypatch):
     """--trainer.num_nodes 2 on a machine no launcher set up: rank 0 would listen on a port no other node knows."""
     from nvldb_pl.trainer_checks import LAUNCHER_VARIABLES, check_nodes
+
     for name in LAUNCHER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--trainer.num_nodes=2",
-                    "--trainer.strategy=seed_parallel", "--trainer.accelerator=cpu"])
+    code = run_cli(
+        [
+            "fit",
+            "--config",
+            COS,
+            *QUICK,
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.num_nodes=2",
+            "--trainer.strategy=seed_parallel",
+            "--trainer.accelerator=cpu",
+        ]
+    )
     err = capsys.readouterr().err
-    assert code == 2 and "error: trainer.num_nodes=2: nothing here tells the other machines where to find this one" in err
+    assert (
+        code == 2 and "error: trainer.num_nodes=2: nothing here tells the other machines where to find this one" in err
+    )
     assert not list(tmp_path.glob("lightning_logs/version_*"))
     for name in ("MASTER_PORT", "SLURM_NTASKS", "LOCAL_WORLD_SIZE"):  # set up by hand, by SLURM, by torchrun
         monkeypatch.setenv(name, "2")
@@ -281,8 +364,16 @@ def test_several_nodes_without_a_launcher_are_refused_instead_of_waiting(tmp_pat
 
 
 def test_missing_uci_folder_is_named(tmp_path, capsys):
-    code = run_cli(["fit", "--config", os.path.join(ROOT, "configs", "statlog.yaml"), *QUICK,
-                    f"--data.data_dir={tmp_path}/absent", f"--trainer.default_root_dir={tmp_path}"])
+    code = run_cli(
+        [
+            "fit",
+            "--config",
+            os.path.join(ROOT, "configs", "statlog.yaml"),
+            *QUICK,
+            f"--data.data_dir={tmp_path}/absent",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert code == 2 and f"{tmp_path}/absent" in capsys.readouterr().err
 
 
@@ -293,6 +384,7 @@ def test_a_new_run_refused_once_fit_has_begun_leaves_no_folder(tmp_path, capsys,
 
     def refuse(self, trainer, module):
         raise ValueError("refused at the start of fit")
+
     monkeypatch.setattr(DuelingLoop, "on_train_start", refuse)
     code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}"])
     assert code == 2 and "error: refused at the start of fit" in capsys.readouterr().err
@@ -305,8 +397,9 @@ def test_failed_run_leaves_an_earlier_summary_untouched(tmp_path, capsys):
     before = summary.read_bytes()
     json.loads(before)
     # resuming that run with another config fails before anything is written
-    code = run_cli(["fit", "--config", COS, *QUICK, "--model.lr=0.5", "--ckpt_path=last",
-                    f"--trainer.default_root_dir={tmp_path}"])
+    code = run_cli(
+        ["fit", "--config", COS, *QUICK, "--model.lr=0.5", "--ckpt_path=last", f"--trainer.default_root_dir={tmp_path}"]
+    )
     assert code == 2 and "model.lr" in capsys.readouterr().err
     assert summary.read_bytes() == before
 
@@ -316,12 +409,14 @@ def test_several_processes_without_seed_parallel_are_refused_by_the_learner_too(
     from types import SimpleNamespace
 
     from nvldb_pl.module import NVLDB
+
     module = NVLDB(rounds=4, num_seeds=2, width=4)
     module._trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(), datamodule=None)
     with pytest.raises(ValueError, match="trainer.strategy: 2 processes under SimpleNamespace would average gradients"):
         module.setup("fit")
-    module._trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(strategy_name="seed_parallel"),
-                                      datamodule=None)
+    module._trainer = SimpleNamespace(
+        world_size=2, strategy=SimpleNamespace(strategy_name="seed_parallel"), datamodule=None
+    )
     module.setup("fit")  # seed_parallel: allowed
 
 
@@ -338,9 +433,14 @@ def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
     from nvldb_pl.run import build
 
     dm, module = build({"rounds": 12, "num_seeds": 3, "seed": 0}, {"width": 4, "grad_steps": 1})
-    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         callbacks=[_NaNContexts(), DuelingLoop(log_every_n_rounds=5), RunSummary()],
-                         default_root_dir=tmp_path)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        callbacks=[_NaNContexts(), DuelingLoop(log_every_n_rounds=5), RunSummary()],
+        default_root_dir=tmp_path,
+    )
     with pytest.raises(FloatingPointError, match=r"context from the environment: seed 1 at round 4"):
         trainer.fit(module, datamodule=dm)
     assert not list(tmp_path.rglob("summary.json"))
@@ -349,23 +449,43 @@ def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 def test_gpu_accelerator_without_a_gpu_is_refused_by_the_cli_and_the_scripts(tmp_path, capsys):
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--trainer.accelerator=gpu"])
+    code = run_cli(
+        ["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--trainer.accelerator=gpu"]
+    )
     assert code == 2 and "trainer.accelerator='gpu': torch sees no CUDA GPU here" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*"))
     from nvldb_pl.run import run_experiment
+
     with pytest.raises(ValueError, match="--accelerator gpu: torch sees no CUDA GPU here"):
         run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {}, accelerator="gpu")
 
 
-@pytest.mark.parametrize("kw,message", [({"accelerator": "tpu"}, "--accelerator tpu: this package runs on cpu, gpu"),
-                                        ({"precision": "64-true"}, "--precision 64-true: choose 32-true")])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"accelerator": "tpu"}, "--accelerator tpu: this package runs on cpu, gpu"),
+        ({"precision": "64-true"}, "--precision 64-true: choose 32-true"),
+    ],
+)
 def test_the_scripts_refuse_an_accelerator_or_precision_before_running(kw, message):
     from nvldb_pl.run import run_experiment
+
     with pytest.raises(ValueError, match=message):
         run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {}, **kw)
 
 
 def test_a_run_without_checkpoints_writes_none_and_its_summary(tmp_path, capsys):
-    assert run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}",
-                    "--trainer.enable_checkpointing=false"]) == 0
+    assert (
+        run_cli(
+            [
+                "fit",
+                "--config",
+                COS,
+                *QUICK,
+                f"--trainer.default_root_dir={tmp_path}",
+                "--trainer.enable_checkpointing=false",
+            ]
+        )
+        == 0
+    )
     assert not list(tmp_path.rglob("*.ckpt")) and len(list(tmp_path.rglob("summary.json"))) == 1

@@ -1,11 +1,11 @@
 """Baselines: each selection rule and estimator against a direct per-seed computation."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from nvldb_pl import objective
 from nvldb_pl.backward import per_point_gradients
 from nvldb_pl.baselines import NDB, VACDB, CoLSTIM, MaxInP, RandomPair
 from nvldb_pl.network import init_weights
@@ -92,9 +92,12 @@ def test_ndb_selection_equals_per_seed_loop(rule, gram):
             grads.append(torch.cat([q.reshape(-1) for q in torch.autograd.grad(fk, ws + [th])]).double())
         A_inv = m.Vinv[s] if gram == "full" else torch.diag(1.0 / m.U[s])
         first = int(np.argmax(f))
-        score = [(f[k] + 2.5 * _wnorm(grads[k] - grads[first], A_inv)) if rule == "ucb" else
-                 (f[k] - f[first]) + 2.5 * _wnorm(grads[k] - grads[first], A_inv) * float(noise[s, 0, k])
-                 for k in range(K)]
+        score = [
+            (f[k] + 2.5 * _wnorm(grads[k] - grads[first], A_inv))
+            if rule == "ucb"
+            else (f[k] - f[first]) + 2.5 * _wnorm(grads[k] - grads[first], A_inv) * float(noise[s, 0, k])
+            for k in range(K)
+        ]
         assert (int(a1[s]), int(a2[s])) == (first, int(np.argmax(score))), f"seed {s}"
 
 
@@ -119,7 +122,9 @@ def test_maxinp_selection_equals_per_seed_loop():
             w = [[_wnorm(X[i] - X[j], inv) for j in range(K)] for i in range(K)]
             u = (X @ m.theta[s]).tolist()
             greedy = int(np.argmax(u))
-            cand = [i for i in range(K) if i == greedy or all((u[i] - u[j]) + 0.8 * w[i][j] > 0 for j in range(K) if j != i)]
+            cand = [
+                i for i in range(K) if i == greedy or all((u[i] - u[j]) + 0.8 * w[i][j] > 0 for j in range(K) if j != i)
+            ]
             best = max((w[i][j], -(i * K + j)) for i in cand for j in cand)
             pair = (-best[1] // K, -best[1] % K)
             assert (int(a1[s]), int(a2[s])) == pair, f"trial {trial} seed {s}"
@@ -161,8 +166,9 @@ def test_linear_estimator_is_the_regularized_mle_and_sigma_the_sum(cls):
         x, _ = _contexts(100 + t)
         a1 = torch.randint(0, K, (S,), generator=g)
         a2 = torch.randint(0, K, (S,), generator=g)
-        m.learn({"contexts": x, "a1": a1, "a2": a2, "o": (torch.rand(S, generator=g) < 0.5).float(),
-                 "du": torch.zeros(S)})
+        m.learn(
+            {"contexts": x, "a1": a1, "a2": a2, "o": (torch.rand(S, generator=g) < 0.5).float(), "du": torch.zeros(S)}
+        )
     for s in range(S):
         Z = (m.history()[s, :, 0] - m.history()[s, :, 1]).double()
         o = m.hist_o[s].double()
@@ -181,14 +187,14 @@ def _vacdb_reference(x, noise, thetas, Sigmas, beta_l, L):
         inv = torch.linalg.inv(Sigmas[l - 1])
         w = {(i, j): _wnorm(x[i] - x[j], inv) for i in D_set for j in D_set}
         u = {i: float(x[i] @ thetas[l - 1]) for i in D_set}
-        if all(v <= 2.0 ** -L for v in w.values()):
+        if all(v <= 2.0**-L for v in w.values()):
             best = max((u[i] + u[j] + beta_l(l) * w[i, j], -(i * K_ + j)) for i in D_set for j in D_set)
             return -best[1] // K_, -best[1] % K_, 0
-        if all(v <= 2.0 ** -l for v in w.values()):
+        if all(v <= 2.0**-l for v in w.values()):
             top = max(u.values())
-            D_set = [i for i in D_set if u[i] >= top - 2.0 ** -l * beta_l(l)]
+            D_set = [i for i in D_set if u[i] >= top - 2.0**-l * beta_l(l)]
             continue
-        far = [(float(noise[i, j]), -(i * K_ + j)) for (i, j), v in w.items() if v > 2.0 ** -l]
+        far = [(float(noise[i, j]), -(i * K_ + j)) for (i, j), v in w.items() if v > 2.0**-l]
         best = max(far)
         return -best[1] // K_, -best[1] % K_, l
     raise AssertionError("the walk must end by layer L")
@@ -203,7 +209,7 @@ def test_vacdb_layer_walk_equals_per_seed_loop():
         # vary the scale of Sigma so that seeds end in different layers and branches
         scale = [1.0, 30.0, 3000.0, 1e6][trial % 4]
         m.theta = torch.randn(S, L, D, generator=g, dtype=torch.float64)
-        m.Sigma = torch.stack([_random_spd(trial * 10 + l) * scale * 4.0 ** l for l in range(L)], dim=1)
+        m.Sigma = torch.stack([_random_spd(trial * 10 + l) * scale * 4.0**l for l in range(L)], dim=1)
         x, noise = _contexts(200 + trial)
         duel = m.propose(x, noise, 5)
         a1, a2, layer_of, w = duel["a1"], duel["a2"], duel["layer"], duel["w"]
@@ -213,7 +219,7 @@ def test_vacdb_layer_walk_equals_per_seed_loop():
             seen.add(rl)
             if rl > 0:
                 z = (x[s, r1] - x[s, r2]).double()
-                assert float(w[s]) == pytest.approx(2.0 ** -rl / _wnorm(z, torch.linalg.inv(m.Sigma[s, rl - 1])))
+                assert float(w[s]) == pytest.approx(2.0**-rl / _wnorm(z, torch.linalg.inv(m.Sigma[s, rl - 1])))
     assert len(seen) >= 2, f"the trials reached only layers {seen}"
 
 
@@ -238,7 +244,9 @@ def test_vacdb_update_touches_only_the_chosen_layer_and_refits_it():
         for l in range(L):
             wt = (m.hist_layer[s] == l + 1).double() * m.hist_w[s].pow(2)
             theta = m.theta[s, l]
-            grad = ((wt * (torch.sigmoid(Z @ theta) - m.hist_o[s].double()))[:, None] * Z).sum(0) + 0.5 * 4.0 ** -(l + 1) * theta
+            grad = ((wt * (torch.sigmoid(Z @ theta) - m.hist_o[s].double()))[:, None] * Z).sum(0) + 0.5 * 4.0 ** -(
+                l + 1
+            ) * theta
             assert float(grad.abs().max()) < 1e-6  # loss ties in float64 stop Newton near 1e-8
 
 
@@ -251,8 +259,10 @@ def test_random_pair_is_uniform_and_independent():
     assert float(counts.min()) > 4000 / 25 * 0.6 and float(counts.max()) < 4000 / 25 * 1.4
 
 
-@pytest.mark.parametrize("learner,model", [("CoLSTIM", {}), ("VACDB", {}), ("NDB", {"width": 8, "grad_steps": 2}),
-                                           ("MaxInP", {}), ("RandomPair", {})])
+@pytest.mark.parametrize(
+    "learner,model",
+    [("CoLSTIM", {}), ("VACDB", {}), ("NDB", {"width": 8, "grad_steps": 2}), ("MaxInP", {}), ("RandomPair", {})],
+)
 def test_baselines_run_in_the_loop_and_seeds_are_independent(learner, model):
     data = {"task": "square", "rounds": 15, "num_seeds": 3, "seed": 2}
     together, m3 = run_experiment(data, model, learner=learner)

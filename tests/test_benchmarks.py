@@ -1,5 +1,6 @@
 """The benchmark scripts run and print what docs/performance.md says they print (not a timed test:
 the figures themselves depend on the machine)."""
+
 import os
 import re
 import subprocess
@@ -13,8 +14,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _call(script, *args):
     """One script in its own process, one thread (two such run side by side on this machine's two cores)."""
-    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), *args], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
 
 
 def _run(script, *args):
@@ -33,7 +40,9 @@ def _two_at_a_time(calls):
 def test_benchmark_prints_rates_the_device_and_the_time_split():
     out = _run("benchmark.py", "--task", "cos", "--seeds", "2", "--rounds", "5", "--naive-seeds", "1")
     assert re.search(r"vectorized \[32-true, manual\] on cpu: +[0-9.]+ seed-rounds/s", out), out
-    shares = [float(x) for x in re.findall(r"^\s+(?:select|train|refit|gram|other \(.*\))\s+[0-9.]+s\s+([0-9.]+)%", out, re.M)]
+    shares = [
+        float(x) for x in re.findall(r"^\s+(?:select|train|refit|gram|other \(.*\))\s+[0-9.]+s\s+([0-9.]+)%", out, re.M)
+    ]
     assert len(shares) == 5 and abs(sum(shares) - 100) < 0.5, out  # the split covers the whole wall time
     assert re.search(r"naive per-seed loop: +[0-9.]+ seed-rounds/s", out) and "speed-up" in out
 
@@ -41,11 +50,15 @@ def test_benchmark_prints_rates_the_device_and_the_time_split():
 def test_benchmark_refuses_bad_settings_in_one_line_before_any_run():
     """Every precision is checked before the first timed run (a GPU session's minutes are not spent on
     the configs before a misspelt one), and a bad value ends in one error line, not a traceback."""
-    cases = ((["--precision", "32-true", "64-true"], "error: --precision 64-true: choose"),
-             (["--width", "0"], "error: model.width: must be an integer >= 1, got 0"),
-             (["--blas", "cublaslt"], "error: --blas cublaslt: a CUDA setting, and this run is on the CPU"))
-    results = _two_at_a_time([("benchmark.py", ["--rounds", "3", "--seeds", "2", "--naive-seeds", "0", *args])
-                              for args, _ in cases] + [("benchmark_horizon.py", ["--rounds", "0"])])
+    cases = (
+        (["--precision", "32-true", "64-true"], "error: --precision 64-true: choose"),
+        (["--width", "0"], "error: model.width: must be an integer >= 1, got 0"),
+        (["--blas", "cublaslt"], "error: --blas cublaslt: a CUDA setting, and this run is on the CPU"),
+    )
+    results = _two_at_a_time(
+        [("benchmark.py", ["--rounds", "3", "--seeds", "2", "--naive-seeds", "0", *args]) for args, _ in cases]
+        + [("benchmark_horizon.py", ["--rounds", "0"])]
+    )
     for (_, message), res in zip(cases, results):
         assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
         assert "vectorized [" not in res.stdout
@@ -63,14 +76,24 @@ def _device_check_commands():
     """The benchmark commands of scripts/device_checks.sh (step or background NAME LIMIT python3
     scripts/X.py ARGS, a fallback step indented)."""
     with open(os.path.join(ROOT, "scripts", "device_checks.sh")) as fh:
-        steps = re.findall(r"^\s*(?:step|background) (\S+) \S+ python3 scripts/(benchmark\S*\.py) (.*?)(?: \|\||&)?$",
-                           fh.read(), re.M)
+        steps = re.findall(
+            r"^\s*(?:step|background) (\S+) \S+ python3 scripts/(benchmark\S*\.py) (.*?)(?: \|\||&)?$", fh.read(), re.M
+        )
     return {name: (script, args.split()) for name, script, args in steps}
 
 
 def test_device_checks_has_its_benchmark_steps():
-    assert set(_device_check_commands()) == {"target_cos", "target_cos_full", "target_cos_wait", "target_cos_lt", "target_square",
-                                             "bench_gpu_walk", "tf32_square", "bf16_square", "bench_cpu_cos"}
+    assert set(_device_check_commands()) == {
+        "target_cos",
+        "target_cos_full",
+        "target_cos_wait",
+        "target_cos_lt",
+        "target_square",
+        "bench_gpu_walk",
+        "tf32_square",
+        "bf16_square",
+        "bench_cpu_cos",
+    }
 
 
 def _shortened(args):
@@ -89,7 +112,7 @@ def _values(args, flag, default):
     """The values given to a multi-valued flag (up to the next flag), or [default]."""
     if flag not in args:
         return [default]
-    rest = args[args.index(flag) + 1:]
+    rest = args[args.index(flag) + 1 :]
     return rest[: next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))]
 
 
@@ -115,7 +138,9 @@ def test_gpu_profile_counts_the_updates_kernels_and_refuses_a_missing_gpu_in_one
     for res in results[:2]:
         assert res.returncode == 0, res.stderr[-2000:]
         found = re.search(r"^Adam steps: (\d+) kernels \(([0-9.]+) per step\), [0-9.]+ ms$", res.stdout, re.M)
-        assert found and re.search(r"^theta refit: \d+ kernels", res.stdout, re.M) and "aten::bmm" in res.stdout, res.stdout
+        assert found and re.search(r"^theta refit: \d+ kernels", res.stdout, re.M) and "aten::bmm" in res.stdout, (
+            res.stdout
+        )
         counts.append(int(found.group(1)))
     assert counts[1] > 2 * counts[0], counts  # three steps launch about three times one step's operations
     if not torch.cuda.is_available():

@@ -1,4 +1,5 @@
 """The shipped configs: each literal config is its default twin with the literal reading's settings."""
+
 import glob
 import os
 

@@ -4,6 +4,7 @@ gradient and its update without training are the CPU's up to float rounding,
 bf16-mixed keeps the Gram matrix, refit and selection in float32/float64, 16-mixed warns, a round
 never makes the host wait for the GPU, the CUDA-graphed Adam steps equal the eager ones, a run
 goes on on the other device (CPU to GPU, GPU to CPU), and ``trainer.deterministic`` runs."""
+
 import math
 
 import pytest
@@ -97,7 +98,9 @@ def test_16_mixed_on_gpu_warns_that_one_scaler_couples_the_seeds():
     assert s["rounds"] == 8 and all(math.isfinite(x["cum_avg_regret"]) for x in s["seeds"])  # it ran to the end
     assert m.step_graphs.captures == 0
     with pytest.raises(ValueError, match="model.history_pass: graphed cannot run under 16-mixed"):
-        run_experiment({**DATA, "rounds": 8}, {**MODEL, "history_pass": "graphed"}, precision="16-mixed", accelerator="gpu")
+        run_experiment(
+            {**DATA, "rounds": 8}, {**MODEL, "history_pass": "graphed"}, precision="16-mixed", accelerator="gpu"
+        )
 
 
 def test_one_seed_on_gpu_runs_graphed_and_plays_what_it_plays_among_four():
@@ -115,9 +118,14 @@ def test_one_seed_on_gpu_runs_graphed_and_plays_what_it_plays_among_four():
         assert v < 1e-4 and th < 1e-3
 
 
-@pytest.mark.parametrize("model,learner", [({**MODEL, "sample_size": 8, "history_pass": "masked"}, "NVLDB"),
-                                           ({**MODEL, "history_pass": "graphed"}, "NVLDB"),
-                                           ({}, "VACDB")])
+@pytest.mark.parametrize(
+    "model,learner",
+    [
+        ({**MODEL, "sample_size": 8, "history_pass": "masked"}, "NVLDB"),
+        ({**MODEL, "history_pass": "graphed"}, "NVLDB"),
+        ({}, "VACDB"),
+    ],
+)
 def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
     """torch's sync debug mode, on from the loop's first batch start to the end of training (the
     every-N-rounds flush and a CUDA graph's capture, once per 256 rounds, excepted), warns at every
@@ -139,11 +147,13 @@ def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
             return replay_or_capture(self, key, fn)
         finally:
             torch.cuda.set_sync_debug_mode(mode)
+
     monkeypatch.setattr(CapturedSteps, "__call__", quiet_capture)
 
     def spanning(hook, mode_in, mode_out=None):
         """The hook under sync debug mode ``mode_in``; after it ``mode_out`` (None: the mode before:
         a flush at the end of the run, after the last batch, must not leave "warn" on)."""
+
         def wrapper(self, *args, **kwargs):
             before = torch.cuda.get_sync_debug_mode()
             torch.cuda.set_sync_debug_mode(mode_in)
@@ -151,6 +161,7 @@ def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
                 return hook(self, *args, **kwargs)
             finally:
                 torch.cuda.set_sync_debug_mode(before if mode_out is None else mode_out)
+
         return wrapper
 
     monkeypatch.setattr(DuelingLoop, "on_train_batch_start", spanning(DuelingLoop.on_train_batch_start, "warn", "warn"))
@@ -160,12 +171,14 @@ def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            s, _ = run_experiment({**DATA, "rounds": 16}, model, learner=learner, accelerator="gpu",
-                                  log_every_n_rounds=10)
+            s, _ = run_experiment(
+                {**DATA, "rounds": 16}, model, learner=learner, accelerator="gpu", log_every_n_rounds=10
+            )
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    waits = sorted({f"{w.filename}:{w.lineno} {w.message}" for w in caught
-                    if "called a synchronizing" in str(w.message)})  # not torch's "debug mode is a prototype"
+    waits = sorted(
+        {f"{w.filename}:{w.lineno} {w.message}" for w in caught if "called a synchronizing" in str(w.message)}
+    )  # not torch's "debug mode is a prototype"
     assert s["rounds"] == 16
     if waits:
         pytest.fail("host waits inside a round:\n" + "\n".join(waits))
@@ -185,7 +198,9 @@ def test_the_graphed_update_replays_what_the_eager_update_computes():
         g = torch.Generator().manual_seed(5)
         m.hist_xt.copy_(torch.randn(3, 4, 2 * T, generator=g))
         m.hist_o.copy_((torch.rand(3, T, generator=g) < 0.5).float())
-        m._own_optimizer = torch.optim.Adam(m.net.parameters(), lr=1e-3, fused=True, capturable=True)  # as a graphed run makes it
+        m._own_optimizer = torch.optim.Adam(
+            m.net.parameters(), lr=1e-3, fused=True, capturable=True
+        )  # as a graphed run makes it
         if not graphed:
             m._graphed = lambda: False
         models.append(m)
@@ -209,17 +224,31 @@ def test_a_run_goes_on_on_the_other_device_and_says_so(first, then, tmp_path, ca
     import os
 
     from nvldb_pl.cli import run_cli
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    args = ["fit", "--config", os.path.join(root, "configs", "cos.yaml"), "--data.num_seeds=3", "--model.width=16",
-            "--model.grad_steps=5", "--checkpoint.every_n_rounds=10", "--trainer.enable_progress_bar=false",
-            f"--trainer.default_root_dir={tmp_path}"]
+    args = [
+        "fit",
+        "--config",
+        os.path.join(root, "configs", "cos.yaml"),
+        "--data.num_seeds=3",
+        "--model.width=16",
+        "--model.grad_steps=5",
+        "--checkpoint.every_n_rounds=10",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
     assert run_cli([*args, "--data.rounds=20", f"--trainer.accelerator={first}"]) == 0
     assert run_cli([*args, "--data.rounds=30", f"--trainer.accelerator={then}", "--ckpt_path=last"]) == 0
     device = {"cpu": "cpu", "gpu": "cuda"}
-    assert (f"the checkpoint's rounds were computed on {device[first]}, and this run goes on on {device[then]}"
-            in caplog.text)
-    ckpt = torch.load(os.path.join(str(tmp_path), "lightning_logs", "version_0", "checkpoints", "last.ckpt"),
-                      map_location="cpu", weights_only=False)
+    assert (
+        f"the checkpoint's rounds were computed on {device[first]}, and this run goes on on {device[then]}"
+        in caplog.text
+    )
+    ckpt = torch.load(
+        os.path.join(str(tmp_path), "lightning_logs", "version_0", "checkpoints", "last.ckpt"),
+        map_location="cpu",
+        weights_only=False,
+    )
     assert int(ckpt["state_dict"]["rounds_done"]) == 30 and ckpt["accelerator"] == device[then]
     group = ckpt["optimizer_states"][0]["param_groups"][0]
     assert group["capturable"] == group["fused"] == (then == "gpu") and group["foreach"] == (then == "cpu")
@@ -232,14 +261,28 @@ def test_trainer_deterministic_on_gpu_runs_and_repeats_itself(tmp_path):
     import os
 
     from nvldb_pl.cli import run_cli
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     seeds = []
     try:
         for name in ("a", "b"):
-            assert run_cli(["fit", "--config", os.path.join(root, "configs", "cos.yaml"), "--data.rounds=30",
-                            "--data.num_seeds=3", "--model.width=16", "--trainer.accelerator=gpu",
-                            "--trainer.deterministic=true", "--trainer.enable_progress_bar=false",
-                            f"--trainer.default_root_dir={tmp_path / name}"]) == 0
+            assert (
+                run_cli(
+                    [
+                        "fit",
+                        "--config",
+                        os.path.join(root, "configs", "cos.yaml"),
+                        "--data.rounds=30",
+                        "--data.num_seeds=3",
+                        "--model.width=16",
+                        "--trainer.accelerator=gpu",
+                        "--trainer.deterministic=true",
+                        "--trainer.enable_progress_bar=false",
+                        f"--trainer.default_root_dir={tmp_path / name}",
+                    ]
+                )
+                == 0
+            )
             with open(tmp_path / name / "lightning_logs" / "version_0" / "summary.json") as fh:
                 seeds.append(json.load(fh)["seeds"])
     finally:  # Lightning leaves torch's deterministic mode on in this process

@@ -1,4 +1,5 @@
 """scripts/duel.py: the interactive session, its file mode and a simulated person."""
+
 import io
 import os
 import re
@@ -60,6 +61,7 @@ def test_ctrl_c_stops_like_q_and_the_answers_are_saved(tmp_path):
             if not line:
                 raise KeyboardInterrupt
             return line
+
     saved = str(tmp_path / "me.pt")
     out = io.StringIO()
     assert duel.main(["--questions", "5", "--save", saved], stdin=Interrupted("1\n2\n"), out=out) == 0
@@ -73,6 +75,7 @@ def test_a_full_disk_at_the_save_keeps_the_answers_to_give_again(tmp_path, capsy
     import errno
 
     from nvldb_pl.host import CannotWrite, atomic_open
+
     saved, real_save = str(tmp_path / "me.pt"), DuelingBandit.save
 
     def disk_full(self, path):
@@ -98,7 +101,10 @@ def test_a_full_disk_at_the_save_keeps_the_answers_to_give_again(tmp_path, capsy
 def test_a_save_path_that_cannot_be_written_is_refused_before_any_question(tmp_path, capsys):
     code, text = _run(["--questions", "5", "--save", str(tmp_path / "absent" / "me.pt")], stdin="1\n")
     assert code == 2 and "Question" not in text
-    assert f"--save: {tmp_path / 'absent' / 'me.pt'}: folder {tmp_path / 'absent'} does not exist" in capsys.readouterr().err
+    assert (
+        f"--save: {tmp_path / 'absent' / 'me.pt'}: folder {tmp_path / 'absent'} does not exist"
+        in capsys.readouterr().err
+    )
     code, text = _run(["--questions", "5", "--save", str(tmp_path)], stdin="1\n")  # a folder, not a file
     assert code == 2 and "Question" not in text
     assert f"--save: {tmp_path} is a folder; give a file name in it" in capsys.readouterr().err
@@ -106,6 +112,7 @@ def test_a_save_path_that_cannot_be_written_is_refused_before_any_question(tmp_p
 
 def test_saving_a_live_bandit_to_a_folder_is_refused_naming_it(tmp_path):
     import pytest
+
     bandit = DuelingBandit.create(dim=5, horizon=10)
     with pytest.raises(IsADirectoryError, match=f"{tmp_path}: a folder; give a file name in it"):
         bandit.save(str(tmp_path))

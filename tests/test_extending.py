@@ -1,4 +1,5 @@
 """The extension points, each used from a module outside the package (tests/extensions) as a researcher would."""
+
 import json
 import os
 
@@ -11,8 +12,13 @@ from nvldb_pl.tasks import make_task
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 COS = os.path.join(ROOT, "configs", "cos.yaml")
-SHORT = ["--data.rounds=12", "--data.num_seeds=2", "--model.width=8", "--model.grad_steps=2",
-         "--trainer.enable_progress_bar=false"]
+SHORT = [
+    "--data.rounds=12",
+    "--data.num_seeds=2",
+    "--model.width=8",
+    "--model.grad_steps=2",
+    "--trainer.enable_progress_bar=false",
+]
 
 
 def _summary(root):
@@ -26,8 +32,10 @@ def _first_round(dm):
 
 def test_a_task_class_named_by_import_path_gives_the_utilities_it_computes(tmp_path):
     from tests.extensions.tasks import Sine
-    dm = BanditDataModule(task={"class_path": "tests.extensions.tasks.Sine", "init_args": {"freq": 5.0}},
-                          num_seeds=2, rounds=3)
+
+    dm = BanditDataModule(
+        task={"class_path": "tests.extensions.tasks.Sine", "init_args": {"freq": 5.0}}, num_seeds=2, rounds=3
+    )
     batch, stream = _first_round(dm), RoundStream(dm.spec, 0, dm.dataset)
     x = batch["contexts"].numpy().astype(np.float64)
     expected = Sine(5.0).utility(stream.thetas, batch["contexts"].double().numpy())
@@ -36,16 +44,30 @@ def test_a_task_class_named_by_import_path_gives_the_utilities_it_computes(tmp_p
 
 def test_a_task_class_runs_from_the_cli_and_its_name_is_in_the_summary(tmp_path):
     root = tmp_path / "r"
-    assert run_cli(["fit", "--config", COS, "--data.task=tests.extensions.tasks.Sine", f"--trainer.default_root_dir={root}",
-                    *SHORT]) == 0
+    assert (
+        run_cli(
+            [
+                "fit",
+                "--config",
+                COS,
+                "--data.task=tests.extensions.tasks.Sine",
+                f"--trainer.default_root_dir={root}",
+                *SHORT,
+            ]
+        )
+        == 0
+    )
     assert _summary(root)["task"] == "tests.extensions.tasks.Sine"
 
 
-@pytest.mark.parametrize("task, message", [
-    ("nope.Sine", "data.task: cannot import 'nope.Sine'"),
-    ("tests.extensions.tasks.Nothing", "has no 'Nothing'"),
-    ("numpy.ndarray", "is not a built-in task"),
-])
+@pytest.mark.parametrize(
+    "task, message",
+    [
+        ("nope.Sine", "data.task: cannot import 'nope.Sine'"),
+        ("tests.extensions.tasks.Nothing", "has no 'Nothing'"),
+        ("numpy.ndarray", "is not a built-in task"),
+    ],
+)
 def test_a_bad_task_path_is_refused_naming_the_field(task, message):
     with pytest.raises(ValueError, match=message.replace(".", r"\.").replace("(", r"\(")):
         BanditDataModule(task=task)
@@ -80,18 +102,29 @@ def test_a_table_of_ones_own_is_read_with_or_without_a_header(tmp_path, header):
 
 def test_a_tables_columns_are_chosen_by_name(tmp_path):
     X, y = _csv(tmp_path / "t.csv")
-    dm = BanditDataModule(task="table", data_file=str(tmp_path / "t.csv"), label_column="kind",
-                          feature_columns=["f0", "f3"], dim=8, arms=4, num_seeds=1, rounds=2)
+    dm = BanditDataModule(
+        task="table",
+        data_file=str(tmp_path / "t.csv"),
+        label_column="kind",
+        feature_columns=["f0", "f3"],
+        dim=8,
+        arms=4,
+        num_seeds=1,
+        rounds=2,
+    )
     assert np.allclose(dm.dataset[0], ((X - X.mean(0)) / X.std(0))[:, [0, 3]], atol=1e-5)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"dim": 12}, "data.dim: .* so dim must be 40, got 12"),
-    ({"arms": 3}, "data.arms: .* has 4 classes, so arms must be 4"),
-    ({"label_column": "kinds"}, "data.label_column: .* has no column 'kinds'"),
-    ({"feature_columns": [99]}, "data.feature_columns: column 99 is out of range"),
-    ({"data_file": None}, "data.data_file: data.task=table reads the CSV"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"dim": 12}, "data.dim: .* so dim must be 40, got 12"),
+        ({"arms": 3}, "data.arms: .* has 4 classes, so arms must be 4"),
+        ({"label_column": "kinds"}, "data.label_column: .* has no column 'kinds'"),
+        ({"feature_columns": [99]}, "data.feature_columns: column 99 is out of range"),
+        ({"data_file": None}, "data.data_file: data.task=table reads the CSV"),
+    ],
+)
 def test_a_bad_table_setting_is_refused_naming_the_field(tmp_path, kwargs, message):
     _csv(tmp_path / "t.csv")
     args = {"task": "table", "data_file": str(tmp_path / "t.csv"), "dim": 40, "arms": 4, **kwargs}
@@ -111,8 +144,22 @@ def test_a_bad_cell_of_a_table_is_named_by_line_and_column(tmp_path):
 def test_a_table_runs_from_the_cli(tmp_path):
     _csv(tmp_path / "t.csv")
     root = tmp_path / "r"
-    assert run_cli(["fit", "--config", COS, "--data.task=table", f"--data.data_file={tmp_path / 't.csv'}",
-                    "--data.dim=40", "--data.arms=4", f"--trainer.default_root_dir={root}", *SHORT]) == 0
+    assert (
+        run_cli(
+            [
+                "fit",
+                "--config",
+                COS,
+                "--data.task=table",
+                f"--data.data_file={tmp_path / 't.csv'}",
+                "--data.dim=40",
+                "--data.arms=4",
+                f"--trainer.default_root_dir={root}",
+                *SHORT,
+            ]
+        )
+        == 0
+    )
     assert _summary(root)["task"] == "table"
 
 
@@ -120,6 +167,7 @@ def test_a_rule_of_ones_own_is_named_by_import_path_and_makes_the_choices(tmp_pa
     import torch
 
     from nvldb_pl.module import NVLDB
+
     learner = NVLDB(num_seeds=2, rounds=5, strategy="tests.extensions.rules.MostUncertainChallenger")
     assert learner.method == "NVLDB-MostUncertainChallenger"
     f = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 1.0]], dtype=torch.float64)
@@ -127,29 +175,54 @@ def test_a_rule_of_ones_own_is_named_by_import_path_and_makes_the_choices(tmp_pa
     a1, a2 = learner.selection_rule(f, norm, torch.zeros(2, 3, 3), 1)
     assert a1.tolist() == [1, 0] and a2.tolist() == [2, 2]  # argmax_k ||dphi_{a1,k}||, k != a1
     root = tmp_path / "r"
-    assert run_cli(["fit", "--config", COS, "--model.strategy=tests.extensions.rules.MostUncertainChallenger",
-                    f"--trainer.default_root_dir={root}", *SHORT]) == 0
+    assert (
+        run_cli(
+            [
+                "fit",
+                "--config",
+                COS,
+                "--model.strategy=tests.extensions.rules.MostUncertainChallenger",
+                f"--trainer.default_root_dir={root}",
+                *SHORT,
+            ]
+        )
+        == 0
+    )
     assert _summary(root)["method"] == "NVLDB-MostUncertainChallenger"
 
 
 def test_a_rule_path_that_is_not_a_rule_is_refused_naming_the_field():
     from nvldb_pl.module import NVLDB
-    with pytest.raises(ValueError, match="model.strategy: 'tests.extensions.tasks.Sine' is not a nvldb_pl.selection.SelectionRule"):
+
+    with pytest.raises(
+        ValueError, match="model.strategy: 'tests.extensions.tasks.Sine' is not a nvldb_pl.selection.SelectionRule"
+    ):
         NVLDB(num_seeds=1, rounds=5, strategy="tests.extensions.tasks.Sine")
 
 
 def _run_network(root, *extra):
-    args = ["fit", "--config", COS, "--model.network=tests.extensions.networks.LayerNormMLP", "--data.rounds=12",
-            "--model.grad_steps=3", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}", *extra]
+    args = [
+        "fit",
+        "--config",
+        COS,
+        "--model.network=tests.extensions.networks.LayerNormMLP",
+        "--data.rounds=12",
+        "--model.grad_steps=3",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={root}",
+        *extra,
+    ]
     assert run_cli(args) == 0
     return _summary(root)
 
 
 def test_a_network_of_ones_own_trains_every_parameter_by_autograd(tmp_path):
     import torch
+
     _run_network(tmp_path / "r", "--data.num_seeds=2")
-    state = torch.load(tmp_path / "r" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt",
-                       weights_only=False)["state_dict"]
+    state = torch.load(
+        tmp_path / "r" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False
+    )["state_dict"]
     gain = state["net.params.2"]  # the LayerNorm's weight, initialised to ones
     assert gain.shape == (2, 16) and (gain - 1).abs().max() > 1e-4
 
@@ -160,31 +233,66 @@ def test_a_network_of_ones_own_gives_a_seed_the_same_result_alone_or_beside_anot
     assert both["seeds"][1] == {**alone["seeds"][0]}
 
 
-@pytest.mark.parametrize("network, message", [
-    ("tests.extensions.networks.WithBatchNorm", "has buffers"),
-    ("tests.extensions.tasks.Sine", "is not a torch.nn.Module subclass"),
-    ({"class_path": "tests.extensions.networks.LayerNormMLP", "init_args": {"features": 3}}, r"to \[3\] features"),
-])
+@pytest.mark.parametrize(
+    "network, message",
+    [
+        ("tests.extensions.networks.WithBatchNorm", "has buffers"),
+        ("tests.extensions.tasks.Sine", "is not a torch.nn.Module subclass"),
+        ({"class_path": "tests.extensions.networks.LayerNormMLP", "init_args": {"features": 3}}, r"to \[3\] features"),
+    ],
+)
 def test_a_bad_network_is_refused_naming_the_field(network, message):
     from nvldb_pl.module import NVLDB
+
     with pytest.raises(ValueError, match="model.network: .*" + message):
         NVLDB(num_seeds=1, rounds=5, network=network)
 
 
 def test_a_learner_of_ones_own_runs_from_the_cli(tmp_path):
     root = tmp_path / "r"
-    assert run_cli(["fit", "--config", COS, "--model=tests.extensions.learners.OnlineLogistic", "--data.rounds=200",
-                    "--data.num_seeds=3", f"--trainer.default_root_dir={root}", "--trainer.enable_progress_bar=false"]) == 0
+    assert (
+        run_cli(
+            [
+                "fit",
+                "--config",
+                COS,
+                "--model=tests.extensions.learners.OnlineLogistic",
+                "--data.rounds=200",
+                "--data.num_seeds=3",
+                f"--trainer.default_root_dir={root}",
+                "--trainer.enable_progress_bar=false",
+            ]
+        )
+        == 0
+    )
     summary = _summary(root)
     assert summary["method"] == "OnlineLogistic"
 
 
 def test_the_comparison_script_runs_ones_own_learner_rule_and_task_beside_nvldb_on_the_same_streams(tmp_path):
     from tests.script_loader import load_script
+
     out = tmp_path / "rep"
     mine = ["tests.extensions.learners.OnlineLogistic", "tests.extensions.rules.MostUncertainChallenger"]
-    args = ["--out", str(out), "--tasks", "cos", "tests.extensions.tasks.Sine", "--rounds", "20", "--seeds", "2",
-            "--arms", "3", "--set", "width=4", "grad_steps=1", "--methods", "NVLDB-UCB-ASYM", *mine]
+    args = [
+        "--out",
+        str(out),
+        "--tasks",
+        "cos",
+        "tests.extensions.tasks.Sine",
+        "--rounds",
+        "20",
+        "--seeds",
+        "2",
+        "--arms",
+        "3",
+        "--set",
+        "width=4",
+        "grad_steps=1",
+        "--methods",
+        "NVLDB-UCB-ASYM",
+        *mine,
+    ]
     assert load_script("reproduce").main(args) == 0
     report = (out / "report.md").read_text()
     for method in ["NVLDB-UCB-ASYM", *mine]:
@@ -194,12 +302,16 @@ def test_the_comparison_script_runs_ones_own_learner_rule_and_task_beside_nvldb_
         rows = json.load(fh)
     assert rows  # the machine-readable table holds the same methods
     import glob
-    hparams = glob.glob(str(out / "runs" / "tests.extensions.tasks.Sine" / mine[0] / "lightning_logs" / "*" / "hparams.yaml"))
+
+    hparams = glob.glob(
+        str(out / "runs" / "tests.extensions.tasks.Sine" / mine[0] / "lightning_logs" / "*" / "hparams.yaml")
+    )
     assert hparams and "arms: 3\n" in open(hparams[0]).read()
 
 
 def test_the_live_api_builds_saves_and_loads_a_learner_of_ones_own(tmp_path):
     from nvldb_pl.live import DuelingBandit
+
     bandit = DuelingBandit.create("tests.extensions.learners.OnlineLogistic", dim=3, lr=0.2)
     x = np.eye(3)[[0, 1, 2]] + 0.1
     for _ in range(5):
@@ -213,6 +325,7 @@ def test_the_live_api_builds_saves_and_loads_a_learner_of_ones_own(tmp_path):
 
 def test_the_live_api_reads_a_config_naming_a_learner_of_ones_own_with_its_own_defaults(tmp_path):
     from nvldb_pl.live import DuelingBandit
+
     config = {"model": {"class_path": "tests.extensions.learners.FastNVLDB"}, "data": {"dim": 4}}
     bandit = DuelingBandit.from_config(config)
     assert type(bandit.learner).__name__ == "FastNVLDB"
@@ -224,14 +337,17 @@ DOC = os.path.join(ROOT, "docs", "extending.md")
 
 def test_docs_extending_shows_the_tested_examples_as_they_are():
     import re
+
     text = open(DOC).read()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) == 5
-    sources = {name: open(os.path.join(ROOT, "tests", "extensions", name)).read()
-               for name in ("tasks.py", "rules.py", "networks.py", "learners.py")}
+    sources = {
+        name: open(os.path.join(ROOT, "tests", "extensions", name)).read()
+        for name in ("tasks.py", "rules.py", "networks.py", "learners.py")
+    }
     for block in blocks:
         first, _, rest = block.partition("\n")
-        name = first[len("# tests/extensions/"):] if first.startswith("# tests/extensions/") else "learners.py"
+        name = first[len("# tests/extensions/") :] if first.startswith("# tests/extensions/") else "learners.py"
         body = rest if first.startswith("# tests/extensions/") else block
         assert body in sources[name], f"docs/extending.md's block for {name} is not the file's text"
 
@@ -239,8 +355,11 @@ def test_docs_extending_shows_the_tested_examples_as_they_are():
 def _doc_command(script):
     import re
     import shlex
+
     text = open(DOC).read()
-    [line] = [x for x in re.findall(r"^python scripts/\S+ .*$", text, flags=re.M) if x.startswith(f"python scripts/{script}")]
+    [line] = [
+        x for x in re.findall(r"^python scripts/\S+ .*$", text, flags=re.M) if x.startswith(f"python scripts/{script}")
+    ]
     return shlex.split(line)[2:]
 
 
@@ -253,6 +372,7 @@ def _shortened(args, **values):
 
 def test_docs_extendings_comparison_commands_run(tmp_path, capsys):
     from tests.script_loader import load_script
+
     out = str(tmp_path / "mine")
     args = _shortened(_doc_command("reproduce.py"), **{"--out": out, "--rounds": "12", "--seeds": "2"})
     assert load_script("reproduce").main(args + ["--set", "width=4", "grad_steps=1"]) == 0

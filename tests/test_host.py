@@ -1,4 +1,5 @@
 """nvldb_pl.host: freed blocks reused, not faulted in again (speed only); the software a run records."""
+
 import os
 import platform
 import shutil
@@ -26,8 +27,17 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 def _faults(*modes):
     """Page faults of the cycles per mode, the processes side by side."""
-    procs = [subprocess.Popen([sys.executable, "-c", CYCLES, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}) for mode in modes]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CYCLES, mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        for mode in modes
+    ]
     counts = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
@@ -52,13 +62,15 @@ def test_a_learner_keeps_freed_memory_where_the_c_library_is_glibc():
 
 
 def _git(cwd, *args):
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_git_commit_is_the_checkouts_head_marked_where_the_package_differs_from_it(tmp_path):
     from nvldb_pl.host import git_commit
+
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "pkg" / "a.py").write_text("x = 1\n")
@@ -92,5 +104,6 @@ def test_git_commit_is_the_checkouts_head_marked_where_the_package_differs_from_
 
 def test_git_commit_without_git_is_none(tmp_path, monkeypatch):
     from nvldb_pl.host import git_commit
+
     monkeypatch.setenv("PATH", str(tmp_path))  # no git to run
     assert git_commit(ROOT + "/nvldb_pl") is None

@@ -1,5 +1,6 @@
 """The ask/tell API (nvldb_pl.live): the same learner code as the Lightning loop, late answers,
 save/load, checkpoints of fit runs, bad input."""
+
 import os
 
 import numpy as np
@@ -20,12 +21,15 @@ def _stream(data):
     return dm, RoundStream(dm.spec, 0, dm.dataset)
 
 
-@pytest.mark.parametrize("learner,model", [
-    ("NVLDB", {"strategy": "ucb_asym"}),
-    ("NVLDB", {"strategy": "ts_csym", "variance_aware": False, "episode": 3, "gram_mode": "incremental"}),
-    ("NDB", {"rule": "ts", "width": 8}),
-    ("CoLSTIM", {}),
-])
+@pytest.mark.parametrize(
+    "learner,model",
+    [
+        ("NVLDB", {"strategy": "ucb_asym"}),
+        ("NVLDB", {"strategy": "ts_csym", "variance_aware": False, "episode": 3, "gram_mode": "incremental"}),
+        ("NDB", {"rule": "ts", "width": 8}),
+        ("CoLSTIM", {}),
+    ],
+)
 def test_live_bandit_answered_at_once_is_the_loop(learner, model):
     """Fed a fit run's contexts, TS noise and answers, a live bandit makes the same selections
     and ends in the same state, bit for bit (it runs the learner's own select/observe/update)."""
@@ -57,8 +61,17 @@ def test_select_changes_nothing_and_late_answers_in_any_order():
     its own contexts and outcome, and the incremental Gram matrix is lam I + sum dphi dphi^T /
     zeta^2 with dphi at each answer's time (fixed network: a direct per-duel sum)."""
     rng = np.random.default_rng(0)
-    b = DuelingBandit.create("NVLDB", dim=4, horizon=2, seed=5, gram_mode="incremental",
-                             train_network=False, refit_theta=False, lam=0.5, strategy="ts_asym")
+    b = DuelingBandit.create(
+        "NVLDB",
+        dim=4,
+        horizon=2,
+        seed=5,
+        gram_mode="incremental",
+        train_network=False,
+        refit_theta=False,
+        lam=0.5,
+        strategy="ts_asym",
+    )
     before = {k: v.clone() for k, v in b.learner.state_dict().items()}
     shown = []
     for _ in range(3):
@@ -109,10 +122,28 @@ def test_save_and_load_go_on_identically(tmp_path):
 def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
     """A fit run's last.ckpt (3 seeds): the live bandit is seed 1 of it, and selects as it would."""
     from nvldb_pl.cli import run_cli
+
     root = str(tmp_path / "run")
-    assert run_cli(["fit", "--config", "configs/cos.yaml", "--data.rounds", "12", "--data.num_seeds", "3",
-                    "--trainer.default_root_dir", root, "--trainer.enable_progress_bar", "false",
-                    "--model.width", "8"]) == 0
+    assert (
+        run_cli(
+            [
+                "fit",
+                "--config",
+                "configs/cos.yaml",
+                "--data.rounds",
+                "12",
+                "--data.num_seeds",
+                "3",
+                "--trainer.default_root_dir",
+                root,
+                "--trainer.enable_progress_bar",
+                "false",
+                "--model.width",
+                "8",
+            ]
+        )
+        == 0
+    )
     ckpt = os.path.join(root, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
     bandit = DuelingBandit.from_checkpoint(ckpt, seed_index=1)
     state = torch.load(ckpt, weights_only=False)["state_dict"]
@@ -121,6 +152,7 @@ def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
     assert bandit.num_observed == 12 and bandit.learner.seed_ids == [1]
     x = _unit_rows(np.random.default_rng(2), 5, 5)
     from nvldb_pl.module import NVLDB
+
     hp = torch.load(ckpt, weights_only=False)["hyper_parameters"]
     m3 = NVLDB(**{k: v for k, v in hp.items() if not k.startswith("_")})
     m3.load_state_dict(state)
@@ -142,23 +174,29 @@ def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
         assert torch.equal(v, moved.learner.state_dict()[k]), k
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda b: b.select(np.zeros((1, 5))), "contexts: expected a [K, d]"),
-    (lambda b: b.select(np.zeros((3, 4))), "d = 5"),
-    (lambda b: b.select(np.array([[0.0] * 5, [np.nan] + [0.0] * 4])), "item(s) [1]"),
-    (lambda b: b.observe(np.eye(5), 0, 5, 1), "j: must be an item index in [0, 5)"),
-    (lambda b: b.observe(np.eye(5), 0, 1, 2), "outcome: must be 1"),
-    (lambda b: b.observe(np.eye(5), 0, 1, 0.5), "outcome"),
-    (lambda b: b.observe(np.eye(5), 0, True, 1), "j: must be an item index"),
-    (lambda b: b.observe(np.eye(5), torch.tensor(1.0), 1, 1), "i: must be an item index"),
-    (lambda b: b.observe(np.eye(5), torch.tensor([0, 1]), 1, 1), "i: must be an item index"),
-    (lambda b: b.scores(np.zeros((0, 5))), "K >= 1 item and d = 5"),
-    (lambda b: DuelingBandit.create("NVLDB", dim=5, seed=-1), "seed: must be an integer >= 0, got -1"),
-    (lambda b: DuelingBandit.from_config(os.path.join(ROOT, "configs", "live.yaml"), dim=5, seed=-1), "seed: must be an integer >= 0"),
-    (lambda b: DuelingBandit.from_config({"seed_everything": -4}, dim=5), "config: seed_everything: must be an"),
-    (lambda b: DuelingBandit.from_config({"seed_everything": True}, dim=5), "seed_everything: true (a random seed"),
-    (lambda b: DuelingBandit.create("NVLDB", dim=5, beta=float("inf")), "model.beta: must be a finite number > 0"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda b: b.select(np.zeros((1, 5))), "contexts: expected a [K, d]"),
+        (lambda b: b.select(np.zeros((3, 4))), "d = 5"),
+        (lambda b: b.select(np.array([[0.0] * 5, [np.nan] + [0.0] * 4])), "item(s) [1]"),
+        (lambda b: b.observe(np.eye(5), 0, 5, 1), "j: must be an item index in [0, 5)"),
+        (lambda b: b.observe(np.eye(5), 0, 1, 2), "outcome: must be 1"),
+        (lambda b: b.observe(np.eye(5), 0, 1, 0.5), "outcome"),
+        (lambda b: b.observe(np.eye(5), 0, True, 1), "j: must be an item index"),
+        (lambda b: b.observe(np.eye(5), torch.tensor(1.0), 1, 1), "i: must be an item index"),
+        (lambda b: b.observe(np.eye(5), torch.tensor([0, 1]), 1, 1), "i: must be an item index"),
+        (lambda b: b.scores(np.zeros((0, 5))), "K >= 1 item and d = 5"),
+        (lambda b: DuelingBandit.create("NVLDB", dim=5, seed=-1), "seed: must be an integer >= 0, got -1"),
+        (
+            lambda b: DuelingBandit.from_config(os.path.join(ROOT, "configs", "live.yaml"), dim=5, seed=-1),
+            "seed: must be an integer >= 0",
+        ),
+        (lambda b: DuelingBandit.from_config({"seed_everything": -4}, dim=5), "config: seed_everything: must be an"),
+        (lambda b: DuelingBandit.from_config({"seed_everything": True}, dim=5), "seed_everything: true (a random seed"),
+        (lambda b: DuelingBandit.create("NVLDB", dim=5, beta=float("inf")), "model.beta: must be a finite number > 0"),
+    ],
+)
 def test_bad_calls_name_the_argument(call, message):
     b = DuelingBandit.create("NVLDB", dim=5, horizon=10)
     with pytest.raises(ValueError) as err:
@@ -226,8 +264,11 @@ def test_bad_configs_and_files_are_named(tmp_path):
     older = torch.load(str(good), weights_only=False)
     older["state_dict"].pop("first_bad_context")
     torch.save(older, str(tmp_path / "older.pt"))
-    with pytest.raises(ValueError, match=r"older.pt's state is not the one this code's learner keeps \(it lacks "
-                                         r"\['first_bad_context'\]\): it was saved by another version of nvldb_pl"):
+    with pytest.raises(
+        ValueError,
+        match=r"older.pt's state is not the one this code's learner keeps \(it lacks "
+        r"\['first_bad_context'\]\): it was saved by another version of nvldb_pl",
+    ):
         DuelingBandit.from_checkpoint(str(tmp_path / "older.pt"))
 
 
@@ -236,12 +277,34 @@ def test_from_config_reads_every_shipped_config_and_a_run_s_own(tmp_path):
     import glob
 
     import yaml
+
     for path in sorted(glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"), recursive=True)):
         assert DuelingBandit.from_config(path).learner.hparams.dim == yaml.safe_load(open(path))["data"]["dim"], path
-    run = {"seed_everything": 0, "trainer": {}, "model": {"class_path": "nvldb_pl.module.NVLDB", "init_args": {"width": 8}},
-           "data": {"task": "cos", "dim": 3, "arms": 5, "rounds": 50, "num_seeds": 2, "first_seed_id": 0, "seed": None,
-                    "link": "logistic", "preference": None, "data_dir": None, "data_file": None, "sampling": "per_seed"},
-           "loop": {}, "checkpoint": {}, "ckpt_path": None, "optimizer": None, "lr_scheduler": None, "weights_only": None}
+    run = {
+        "seed_everything": 0,
+        "trainer": {},
+        "model": {"class_path": "nvldb_pl.module.NVLDB", "init_args": {"width": 8}},
+        "data": {
+            "task": "cos",
+            "dim": 3,
+            "arms": 5,
+            "rounds": 50,
+            "num_seeds": 2,
+            "first_seed_id": 0,
+            "seed": None,
+            "link": "logistic",
+            "preference": None,
+            "data_dir": None,
+            "data_file": None,
+            "sampling": "per_seed",
+        },
+        "loop": {},
+        "checkpoint": {},
+        "ckpt_path": None,
+        "optimizer": None,
+        "lr_scheduler": None,
+        "weights_only": None,
+    }
     assert DuelingBandit.from_config(run).learner.hparams.width == 8
 
 

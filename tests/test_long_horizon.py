@@ -1,5 +1,6 @@
 """Options for long horizons: a bounded training sample per Adam step (uniform or recency-weighted),
 retraining every H rounds and the incremental Gram matrix; the default stays exact."""
+
 import os
 
 import numpy as np
@@ -90,10 +91,13 @@ def test_bounded_mode_runs_seed_independent():
     assert s2["seeds"][1]["cum_avg_regret"] == pytest.approx(s1["seeds"][0]["cum_avg_regret"], abs=1e-12)
 
 
-@pytest.mark.parametrize("kw,message", [
-    ({"sample_size": 0}, "model.sample_size: must be an integer >= 1"),
-    ({"sample_weighting": "newest"}, "model.sample_weighting: 'newest' is not one of"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"sample_size": 0}, "model.sample_size: must be an integer >= 1"),
+        ({"sample_weighting": "newest"}, "model.sample_weighting: 'newest' is not one of"),
+    ],
+)
 def test_bad_values_are_named(kw, message):
     with pytest.raises(ValueError, match=message):
         NVLDB(**kw)
@@ -103,6 +107,7 @@ def test_refit_uses_the_first_steps_rows_and_solves_that_problem():
     """With the network fixed (no Adam steps), the sampled refit's theta zeroes the gradient of
     (t / B) sum_{first draw} -log g(s_i theta^T dphi_i) / zeta_i^2 + lam/2 ||theta - theta_0||^2."""
     from nvldb_pl import objective
+
     t, B = 300, 32
     m = _filled(t, grad_steps=0, sample_size=B, refit_iterations=30, variance_aware=False)
     rows = m._sample_rows(t, 1)[:, 0]
@@ -112,9 +117,16 @@ def test_refit_uses_the_first_steps_rows_and_solves_that_problem():
     phi = m.net.features_t(x).detach().double().transpose(1, 2).reshape(3, B, 2, 4)
     dphi = phi[:, :, 0] - phi[:, :, 1]
     o = m.hist_o.gather(1, rows).double()
+
     def grad_at(theta):
-        return objective.theta_gradient("logistic", theta.double(), dphi, o, torch.full_like(o, t / B),
-                                        m.net.theta0.double(), 1.0)[0].abs().max(dim=1).values
+        return (
+            objective.theta_gradient(
+                "logistic", theta.double(), dphi, o, torch.full_like(o, t / B), m.net.theta0.double(), 1.0
+            )[0]
+            .abs()
+            .max(dim=1)
+            .values
+        )
 
     before = grad_at(m.net.theta0)  # theta was theta_0 before the refit
     after = grad_at(m.net.theta.detach())
@@ -130,8 +142,17 @@ def test_the_whole_history_passes_give_the_same_gradient(backward, oracle):
     t, T = 600, 1000  # t > 256: several chunks; T > 768 > t: masked rows in both masked passes
     grads = {}
     for mode in ("chunked", "full", "masked", "graphed"):
-        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=8, grad_steps=1, backward=backward,
-                  history_pass=mode, oracle_variance=oracle)
+        m = NVLDB(
+            dim=4,
+            arms=3,
+            rounds=T,
+            num_seeds=3,
+            width=8,
+            grad_steps=1,
+            backward=backward,
+            history_pass=mode,
+            oracle_variance=oracle,
+        )
         m.init_parameters(7, [0, 1, 2])
         g = torch.Generator().manual_seed(5)
         m.hist_xt[:, :, : 2 * t] = torch.randn(3, 4, 2 * t, generator=g)
@@ -164,8 +185,8 @@ def test_the_graphed_update_is_the_chunked_update_up_to_rounding():
         m.init_parameters(7, [0, 1, 2])
         m.hist_xt[:, :, : 2 * t] = src.hist_xt
         m.hist_o[:, :t] = src.hist_o
-        m.hist_xt[:, :, 2 * t::2] = 3.0  # unplayed rows hold duels the mask must keep out
-        m.hist_xt[:, :, 2 * t + 1::2] = -1.0
+        m.hist_xt[:, :, 2 * t :: 2] = 3.0  # unplayed rows hold duels the mask must keep out
+        m.hist_xt[:, :, 2 * t + 1 :: 2] = -1.0
         m.hist_o[:, t:] = 1.0
         m._t = t
         m.rounds_done.fill_(t)
@@ -277,42 +298,75 @@ def test_a_graph_that_cannot_be_captured_stops_the_run_in_one_line_naming_the_pa
     from nvldb_pl.cli import run_cli
 
     def broken(self, fn):
-        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nCompile with "
-                           "`TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+        raise RuntimeError(
+            "CUDA error: operation not permitted when stream is capturing\nCompile with "
+            "`TORCH_USE_CUDA_DSA` to enable device-side assertions."
+        )
 
     monkeypatch.setattr(graphs, "available", lambda device: True)
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", broken)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rc = run_cli(["fit", "--config", os.path.join(root, "configs", "cos.yaml"), "--data.num_seeds=2", "--data.rounds=6",
-                  "--model.width=4", "--model.grad_steps=1", "--trainer.enable_progress_bar=false",
-                  f"--trainer.default_root_dir={tmp_path}"])
+    rc = run_cli(
+        [
+            "fit",
+            "--config",
+            os.path.join(root, "configs", "cos.yaml"),
+            "--data.num_seeds=2",
+            "--data.rounds=6",
+            "--model.width=4",
+            "--model.grad_steps=1",
+            "--trainer.enable_progress_bar=false",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2, err
-    assert ("error: model.history_pass: the CUDA graph of the update could not be captured (history of 6 rows: CUDA "
-            "error: operation not permitted when stream is capturing); start the run again with --model.history_pass "
-            "chunked") in err
+    assert (
+        "error: model.history_pass: the CUDA graph of the update could not be captured (history of 6 rows: CUDA "
+        "error: operation not permitted when stream is capturing); start the run again with --model.history_pass "
+        "chunked"
+    ) in err
     assert "Traceback" not in err and "TORCH_USE_CUDA_DSA" not in err
 
 
 @pytest.mark.parametrize("mode", ["full", "masked", "graphed", "chunked", "sampled"])
-def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_round_one(mode, monkeypatch, tmp_path,
-                                                                                           capsys):
+def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_round_one(
+    mode, monkeypatch, tmp_path, capsys
+):
     """full, masked and graphed walk all T rounds in one block: at T=200000, width 64, two seeds, about 1.5 GiB
     of activations an Adam step, refused where 1 GiB is free (it would have run out of memory hours in);
     chunked (256-round blocks) and a bounded sample run."""
     from nvldb_pl import host
     from nvldb_pl.cli import run_cli
-    monkeypatch.setattr(host, "available_memory_bytes", lambda: 2 ** 30)
-    extra = ["--model.history_pass=chunked", "--model.sample_size=256"] if mode == "sampled" else \
-        [f"--model.history_pass={mode}"]
+
+    monkeypatch.setattr(host, "available_memory_bytes", lambda: 2**30)
+    extra = (
+        ["--model.history_pass=chunked", "--model.sample_size=256"]
+        if mode == "sampled"
+        else [f"--model.history_pass={mode}"]
+    )
     cos = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "cos.yaml")
-    argv = ["fit", "--config", cos, "--data.rounds=200000", "--data.num_seeds=2", "--model.width=64",
-            f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false", *extra]
+    argv = [
+        "fit",
+        "--config",
+        cos,
+        "--data.rounds=200000",
+        "--data.num_seeds=2",
+        "--model.width=64",
+        f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.enable_progress_bar=false",
+        *extra,
+    ]
     if mode in ("chunked", "sampled"):  # not refused: the learner is built and checked, then no round is run
         with torch.device("cpu"):
-            learner = NVLDB(rounds=200000, num_seeds=2, width=64, history_pass="chunked",
-                            sample_size=256 if mode == "sampled" else None)
+            learner = NVLDB(
+                rounds=200000,
+                num_seeds=2,
+                width=64,
+                history_pass="chunked",
+                sample_size=256 if mode == "sampled" else None,
+            )
         learner._check_training_memory()
         return
     assert run_cli(argv) == 2
@@ -327,6 +381,7 @@ def test_processes_on_one_host_check_the_history_block_against_their_share_of_it
     each process has a GPU of its own)."""
     from types import SimpleNamespace
     from nvldb_pl import host
+
     with torch.device("cpu"):
         learner = NVLDB(rounds=200000, num_seeds=2, width=64, history_pass="full")
     need = learner.training_block_bytes(200000)  # about 1.5 GiB
@@ -335,6 +390,9 @@ def test_processes_on_one_host_check_the_history_block_against_their_share_of_it
     learner.trainer = SimpleNamespace(num_devices=1)
     learner._check_training_memory()
     learner.trainer = SimpleNamespace(num_devices=2)
-    with pytest.raises(ValueError, match=r"model.history_pass: full walks 200000 rounds .* GiB is free on cpu for "
-                                         r"each of the 2 processes on this host; use history_pass chunked"):
+    with pytest.raises(
+        ValueError,
+        match=r"model.history_pass: full walks 200000 rounds .* GiB is free on cpu for "
+        r"each of the 2 processes on this host; use history_pass chunked",
+    ):
         learner._check_training_memory()

@@ -1,4 +1,5 @@
 """The Lightning loop end to end (in-process): seeds as a batch dimension, determinism, Gram state."""
+
 import lightning.pytorch as pl
 import numpy as np
 import pytest
@@ -56,8 +57,9 @@ def test_same_config_and_seed_give_the_same_run_and_another_seed_does_not():
 
 def test_stream_is_a_function_of_base_seed_seed_id_and_round():
     full = list(RoundStream(StreamSpec(task="quadratic", rounds=70, num_seeds=3, base_seed=1)))
-    alone = list(RoundStream(StreamSpec(task="quadratic", rounds=70, num_seeds=1, first_seed_id=2, base_seed=1),
-                            start_round=40))
+    alone = list(
+        RoundStream(StreamSpec(task="quadratic", rounds=70, num_seeds=1, first_seed_id=2, base_seed=1), start_round=40)
+    )
     assert len(full) == 70 and len(alone) == 30
     for t in range(40, 70):
         assert int(alone[t - 40]["round"]) == t + 1
@@ -108,29 +110,54 @@ def test_non_finite_training_stops_with_seed_and_round(tmp_path):
     from nvldb_pl.run import build
 
     dm, module = build({"rounds": 30, "num_seeds": 3, "seed": 0}, SMALL)
-    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         callbacks=[DuelingLoop(log_every_n_rounds=5), _PoisonTheta(), RunSummary()],
-                         default_root_dir=tmp_path)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        callbacks=[DuelingLoop(log_every_n_rounds=5), _PoisonTheta(), RunSummary()],
+        default_root_dir=tmp_path,
+    )
     with pytest.raises(FloatingPointError, match=r"seed 1 at round 7"):
         trainer.fit(module, datamodule=dm)
     assert not (tmp_path / "summary.json").exists()
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("arms", 1, "data.arms"), ("dim", 0, "data.dim"), ("rounds", 0, "data.rounds"),
-    ("num_seeds", 0, "data.num_seeds"), ("task", "sine", "data.task"), ("link", "cauchy", "data.link"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("arms", 1, "data.arms"),
+        ("dim", 0, "data.dim"),
+        ("rounds", 0, "data.rounds"),
+        ("num_seeds", 0, "data.num_seeds"),
+        ("task", "sine", "data.task"),
+        ("link", "cauchy", "data.link"),
+    ],
+)
 def test_bad_data_config_names_the_field(field, value, match):
     from nvldb_pl.data import BanditDataModule
+
     with pytest.raises(ValueError, match=match):
         BanditDataModule(**{field: value})
 
 
-@pytest.mark.parametrize("field,value", [("lr", -1.0), ("lam", 0.0), ("epsilon", -0.1), ("beta", 0.0),
-                                         ("strategy", "ucb"), ("gram_mode", "lazy"), ("init", "xavier"),
-                                         ("depth", 1), ("grad_steps", -1)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("lr", -1.0),
+        ("lam", 0.0),
+        ("epsilon", -0.1),
+        ("beta", 0.0),
+        ("strategy", "ucb"),
+        ("gram_mode", "lazy"),
+        ("init", "xavier"),
+        ("depth", 1),
+        ("grad_steps", -1),
+    ],
+)
 def test_bad_model_config_names_the_field(field, value):
     from nvldb_pl.module import NVLDB
+
     with pytest.raises(ValueError, match=f"model.{field}"):
         NVLDB(**{field: value})
 
@@ -141,12 +168,15 @@ def _random_pair_regret(task, rounds, S):
     return np.mean([float((b["utilities"].max(1).values - b["utilities"].mean(1)).mean()) for b in stream])
 
 
-@pytest.mark.parametrize("task,rounds,seeds,bar,model", [
-    ("square", 300, 3, 0.6, {}),
-    # cos with the literal rules (self-duels allowed) is only ~10% below random at T=300; with
-    # distinct arms it learns clearly (see README, "Measured").
-    ("cos", 300, 6, 0.8, {"distinct_arms": True}),
-])
+@pytest.mark.parametrize(
+    "task,rounds,seeds,bar,model",
+    [
+        ("square", 300, 3, 0.6, {}),
+        # cos with the literal rules (self-duels allowed) is only ~10% below random at T=300; with
+        # distinct arms it learns clearly (see README, "Measured").
+        ("cos", 300, 6, 0.8, {"distinct_arms": True}),
+    ],
+)
 def test_learning_beats_random_pairs(task, rounds, seeds, bar, model):
     """Default network and optimizer, short horizon: R(T)/T clearly below a random pair policy."""
     summary, _ = run_experiment({"task": task, "rounds": rounds, "num_seeds": seeds, "seed": 0}, model)
@@ -209,6 +239,7 @@ def test_live_feature_units_count_the_units_positive_on_some_played_context(lear
 def test_a_seed_whose_features_all_died_is_named_at_the_end():
     """A seed whose phi is 0 on every context (here from round 1) gets live_feature_units 0 and a warning
     naming it; the other seeds keep live units."""
+
     class KillSeed1(pl.Callback):
         def on_train_start(self, trainer, module):
             with torch.no_grad():

@@ -1,4 +1,5 @@
 """Loss, weights, theta refit, Gram matrix, network, regret: against direct formulas."""
+
 import math
 
 import numpy as np
@@ -139,7 +140,11 @@ def test_link_functions_of_a_seed_do_not_depend_on_the_seeds_beside_it(dtype):
         for link in links.LINKS:
             whole = [links.prob(link, z), links.log_prob(link, z), *links.nll_derivatives(link, z, o)]
             for k in range(1, 40):
-                part = [links.prob(link, z[:k]), links.log_prob(link, z[:k]), *links.nll_derivatives(link, z[:k], o[:k])]
+                part = [
+                    links.prob(link, z[:k]),
+                    links.log_prob(link, z[:k]),
+                    *links.nll_derivatives(link, z[:k], o[:k]),
+                ]
                 assert all(torch.equal(a[:k], b) for a, b in zip(whole, part)), (link, trial, k)
     edge = torch.tensor([-1000.0, -30.0, 0.0, 30.0, 1000.0], dtype=dtype)
     sig = links.sigmoid(edge)
@@ -154,10 +159,14 @@ def test_training_gradient_of_a_seed_does_not_depend_on_the_number_of_seeds():
     20-seed run's trajectories after 34-155 rounds.
     """
     from nvldb_pl.backward import accumulate_nll_grad
+
     g = torch.Generator().manual_seed(0)
     S, d, m = 20, 378, 32
-    Ws = [torch.randn(S, m, d, generator=g) / d**0.5, torch.randn(S, m, m, generator=g) / m**0.5,
-          torch.randn(S, d, m, generator=g) / m**0.5]
+    Ws = [
+        torch.randn(S, m, d, generator=g) / d**0.5,
+        torch.randn(S, m, m, generator=g) / m**0.5,
+        torch.randn(S, d, m, generator=g) / m**0.5,
+    ]
     theta = torch.randn(S, d, generator=g) / d**0.5
     for n in (1, 2, 3, 5):
         x = torch.randn(S, d, 2 * n, generator=g)
@@ -165,8 +174,9 @@ def test_training_gradient_of_a_seed_does_not_depend_on_the_number_of_seeds():
         out = []
         for s in (S, 3):
             grads = [torch.zeros_like(w[:s]) for w in Ws] + [torch.zeros_like(theta[:s])]
-            loss = accumulate_nll_grad([w[:s] for w in Ws], theta[:s], x[:s], o[:s], "logistic",
-                                       lambda df: 1.0 / (1.0 + df.abs()), grads, None)
+            loss = accumulate_nll_grad(
+                [w[:s] for w in Ws], theta[:s], x[:s], o[:s], "logistic", lambda df: 1.0 / (1.0 + df.abs()), grads, None
+            )
             out.append([loss, *grads])
         assert all(torch.equal(a[:3], b) for a, b in zip(*out)), n
 
@@ -191,6 +201,7 @@ def test_regret_arithmetic():
 
 def test_task_utilities_match_the_appendix_formulas():
     from nvldb_pl.tasks import draw_contexts, draw_theta, utility
+
     rng = np.random.default_rng(0)
     x = draw_contexts(4, 3, 5, rng)  # [rounds=4 used as seeds, K=3, d=5]
     np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0)
@@ -216,6 +227,7 @@ def test_the_learners_adam_step_of_a_seed_does_not_depend_on_the_number_of_seeds
     torch's fused CPU Adam failed this for theta [S, 378] (the last bit of some elements).
     """
     from nvldb_pl.module import NVLDB
+
     g = torch.Generator().manual_seed(0)
     shapes = [w.shape[1:] for w in NVLDB(dim=378, arms=7, rounds=10, num_seeds=1, width=32).net.parameters()]
     steps = [[torch.randn(20, *shape, generator=g) * 10.0 ** (-6 * i / 40) for shape in shapes] for i in range(40)]

@@ -1,4 +1,5 @@
 """The vectorized Lightning loop against the plain per-seed, per-arm loop of tests/naive.py."""
+
 import pytest
 
 from nvldb_pl.data import RoundStream, StreamSpec
@@ -6,8 +7,10 @@ from tests.naive import run_seed
 from nvldb_pl.run import run_experiment
 
 
-NETWORKS = {"ntk": {"parametrization": "ntk", "bias": False},  # eq. (nn), the literal reading
-            "standard": {"parametrization": "standard", "bias": False}}
+NETWORKS = {
+    "ntk": {"parametrization": "ntk", "bias": False},  # eq. (nn), the literal reading
+    "standard": {"parametrization": "standard", "bias": False},
+}
 
 
 @pytest.mark.parametrize("network", list(NETWORKS))

@@ -8,6 +8,7 @@ own code while a round runs (from the loop's ``on_train_batch_start`` to the end
 ``on_train_batch_end``, the every-N-rounds flush excepted) is recorded, with
 :func:`nvldb_pl.host.reads_without_sync` answering False as on an accelerator.
 """
+
 import os
 import sys
 
@@ -32,6 +33,7 @@ def host_reads(monkeypatch):
     def recording(name, original, on_device_only=False):
         """``original``, recording a call from the package's code in a round (``on_device_only``: one given a
         device; without one torch.tensor makes a host tensor, no copy)."""
+
         def wrapper(*args, **kwargs):
             caller = sys._getframe(1)
             if on_device_only and kwargs.get("device") is None:
@@ -39,6 +41,7 @@ def host_reads(monkeypatch):
             if state["in_round"] and caller.f_code.co_filename.startswith(PACKAGE):
                 found.append(f"{os.path.relpath(caller.f_code.co_filename, PACKAGE)}:{caller.f_lineno} ({name})")
             return original(*args, **kwargs)
+
         return wrapper
 
     for name in TENSOR_READS:
@@ -57,6 +60,7 @@ def host_reads(monkeypatch):
                 return hook(self, *args, **kwargs)
             finally:
                 state["in_round"] = on_exit
+
         return wrapper
 
     monkeypatch.setattr(DuelingLoop, "on_train_batch_start", spanning(DuelingLoop.on_train_batch_start, True, True))
@@ -69,6 +73,7 @@ def host_reads(monkeypatch):
             return flush(self, *args, **kwargs)
         finally:
             state["in_round"] = was
+
     monkeypatch.setattr(DuelingLoop, "flush", flush_outside_round)
     return found
 
@@ -94,8 +99,9 @@ CASES = [
 def test_a_round_reads_no_tensor_on_the_host(host_reads, method, extra):
     learner, model = METHODS[method]
     model = {**model, **SMALL, **extra} if extra is not None else dict(model)
-    summary, _ = run_experiment({"task": "cos", "rounds": 16, "num_seeds": 3}, model, learner=learner,
-                                log_every_n_rounds=10)
+    summary, _ = run_experiment(
+        {"task": "cos", "rounds": 16, "num_seeds": 3}, model, learner=learner, log_every_n_rounds=10
+    )
     assert summary["rounds"] == 16
     assert host_reads == [], f"{method}: host reads inside a round: {sorted(set(host_reads))}"
 
@@ -111,6 +117,7 @@ def test_the_progress_bar_value_is_logged_as_a_host_tensor(monkeypatch):
     def recording_log(self, name, value, *args, **kwargs):
         logged.append((name, value))
         return log(self, name, value, *args, **kwargs)
+
     monkeypatch.setattr(LightningModule, "log", recording_log)
     run_experiment({"task": "cos", "rounds": 25, "num_seeds": 2}, SMALL, log_every_n_rounds=10)
     assert [name for name, _ in logged] == ["R/t"] * 3  # at rounds 10, 20 and 25
@@ -122,7 +129,9 @@ def test_the_recorder_sees_a_host_read_inside_a_round(host_reads, monkeypatch):
     round's layers (``layer_of.tolist()``, once a round) is caught, and only that."""
     monkeypatch.setattr("nvldb_pl.baselines.vacdb.reads_without_sync", lambda x: True)
     run_experiment({"task": "cos", "rounds": 6, "num_seeds": 2}, {}, learner="VACDB", log_every_n_rounds=10)
-    assert len(host_reads) == 6 and {r.split(" ")[0].split(":")[0] for r in host_reads} == {os.path.join("baselines", "vacdb.py")}
+    assert len(host_reads) == 6 and {r.split(" ")[0].split(":")[0] for r in host_reads} == {
+        os.path.join("baselines", "vacdb.py")
+    }
     assert all(r.endswith("(tolist)") for r in host_reads)
 
 

@@ -1,4 +1,5 @@
 """A learner named by class_path runs with its own defaults, not NVLDB's (jsonargparse carries those over)."""
+
 import os
 
 import yaml
@@ -30,16 +31,24 @@ def test_a_subclass_named_in_yaml_gets_its_own_defaults(tmp_path):
 
 def test_a_value_the_user_gives_is_kept_also_where_it_equals_nvldbs_default(tmp_path):
     config = _config(tmp_path, {"class_path": "tests.extensions.learners.FastNVLDB", "init_args": {"width": 32}})
-    assert run_cli(["fit", "--config", config, "--model.lr=0.001", f"--trainer.default_root_dir={tmp_path / 'r'}",
-                    *SHORT]) == 0
+    assert (
+        run_cli(["fit", "--config", config, "--model.lr=0.001", f"--trainer.default_root_dir={tmp_path / 'r'}", *SHORT])
+        == 0
+    )
     hp = _hparams(tmp_path / "r")
     assert (hp["lr"], hp["grad_steps"], hp["width"]) == (0.001, 5, 32)
 
 
 def test_the_subclass_on_the_command_line_after_an_nvldb_config_keeps_the_configs_given_values(tmp_path):
     """configs/cos.yaml gives strategy (kept: the user gave it), not lr (the subclass's own)."""
-    args = ["fit", "--config", os.path.join(ROOT, "configs", "cos.yaml"), "--model=tests.extensions.learners.FastNVLDB",
-            f"--trainer.default_root_dir={tmp_path / 'r'}", *SHORT]
+    args = [
+        "fit",
+        "--config",
+        os.path.join(ROOT, "configs", "cos.yaml"),
+        "--model=tests.extensions.learners.FastNVLDB",
+        f"--trainer.default_root_dir={tmp_path / 'r'}",
+        *SHORT,
+    ]
     assert run_cli(args) == 0
     hp = _hparams(tmp_path / "r")
     assert (hp["lr"], hp["grad_steps"], hp["strategy"]) == (0.01, 5, "ucb_asym")
@@ -57,6 +66,15 @@ def test_print_config_shows_the_values_the_run_takes(tmp_path, capsys):
 
 def test_given_keys_reads_the_command_line_and_config_files(tmp_path):
     config = _config(tmp_path, {"class_path": "x.Y", "init_args": {"beta": 2}, "lam": 3})
-    keys = given_keys(["--config", config, "--model.lr", "1", "--model.init_args.width=3",
-                       '--model={"class_path": "a.B", "init_args": {"depth": 2}}'], "model")
+    keys = given_keys(
+        [
+            "--config",
+            config,
+            "--model.lr",
+            "1",
+            "--model.init_args.width=3",
+            '--model={"class_path": "a.B", "init_args": {"depth": 2}}',
+        ],
+        "model",
+    )
     assert keys == {"beta", "lam", "lr", "width", "depth"}

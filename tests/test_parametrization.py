@@ -2,9 +2,9 @@
 eq. (nn) per seed, the hand-written gradient and NDB's per-point gradients against autograd, S=4
 against four S=1 runs, and its validation. The vectorized loop against the naive one, for both
 networks: tests/test_naive_equivalence.py."""
+
 import math
 
-import numpy as np
 import pytest
 import torch
 
@@ -41,7 +41,9 @@ def test_standard_features_are_linear_layers_with_biases_per_seed(init):
     f = net.utility(net.features(x))
     for s in range(S):
         for n in range(7):
-            expect = _f_one_seed([w.float() for w in per[s][:-1]], [b.float() for b in bias[s]], per[s][-1].float(), x[s, n])
+            expect = _f_one_seed(
+                [w.float() for w in per[s][:-1]], [b.float() for b in bias[s]], per[s][-1].float(), x[s, n]
+            )
             assert float(f[s, n].detach()) == pytest.approx(float(expect), rel=1e-4, abs=1e-5)
 
 
@@ -65,10 +67,28 @@ def test_manual_gradient_with_biases_equals_autograd_per_seed(link):
     o = (torch.rand(S, n, generator=g) < 0.5).float()
     weight = lambda df: objective.zeta(df, link, 0.3, "estimated").pow(-2)  # noqa: E731
     grads = [torch.zeros_like(p) for p in net.param_list()]
-    loss = accumulate_nll_grad(list(net.weights), net.theta, x_t[:, :, :30], o[:, :15], link, weight, grads,
-                               biases=list(net.biases), scale=net.scale)
-    loss = loss + accumulate_nll_grad(list(net.weights), net.theta, x_t[:, :, 30:], o[:, 15:], link, weight, grads,
-                                      biases=list(net.biases), scale=net.scale)
+    loss = accumulate_nll_grad(
+        list(net.weights),
+        net.theta,
+        x_t[:, :, :30],
+        o[:, :15],
+        link,
+        weight,
+        grads,
+        biases=list(net.biases),
+        scale=net.scale,
+    )
+    loss = loss + accumulate_nll_grad(
+        list(net.weights),
+        net.theta,
+        x_t[:, :, 30:],
+        o[:, 15:],
+        link,
+        weight,
+        grads,
+        biases=list(net.biases),
+        scale=net.scale,
+    )
     for s in range(S):
         ws = [w[s].detach().clone().requires_grad_(True) for w in net.weights]
         bs = [b[s].detach().clone().requires_grad_(True) for b in net.biases]
@@ -99,14 +119,18 @@ def test_per_point_gradients_with_biases_equal_autograd():
 STANDARD = {"parametrization": "standard", "bias": True}
 
 
-@pytest.mark.parametrize("learner,model", [("NVLDB", {"strategy": "ucb_osym", "distinct_arms": True}),
-                                           ("NDB", {"gram": "diag"})])
+@pytest.mark.parametrize(
+    "learner,model", [("NVLDB", {"strategy": "ucb_osym", "distinct_arms": True}), ("NDB", {"gram": "diag"})]
+)
 def test_standard_four_seeds_together_equal_four_single_seed_runs(learner, model):
     model = {"width": 8, "grad_steps": 3, **STANDARD, **model}
-    summary, module = run_experiment({"task": "square", "rounds": 20, "num_seeds": 4, "seed": 5}, model, learner=learner)
+    summary, module = run_experiment(
+        {"task": "square", "rounds": 20, "num_seeds": 4, "seed": 5}, model, learner=learner
+    )
     for s in range(4):
-        single, m1 = run_experiment({"task": "square", "rounds": 20, "num_seeds": 1, "first_seed_id": s, "seed": 5},
-                                    model, learner=learner)
+        single, m1 = run_experiment(
+            {"task": "square", "rounds": 20, "num_seeds": 1, "first_seed_id": s, "seed": 5}, model, learner=learner
+        )
         assert torch.equal(module.history()[s], m1.history()[0]), f"seed {s}"
         for a, b in zip(module.net.param_list(), m1.net.param_list()):  # equal up to float32 rounding (as ntk)
             torch.testing.assert_close(a[s], b[0], rtol=1e-5, atol=1e-6)
@@ -130,10 +154,15 @@ def test_ntk_output_grows_like_sqrt_width_at_init_and_standard_does_not():
     assert 0.5 < size["standard", 512] / size["standard", 32] < 2.0
 
 
-@pytest.mark.parametrize("kwargs,field", [({"parametrization": "wide"}, "model.parametrization"),
-                                          ({"parametrization": "ntk", "init": "torch"}, "model.init"),
-                                          ({"parametrization": "standard", "init": "paper"}, "model.init"),
-                                          ({"parametrization": "ntk", "bias": True}, "model.bias")])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"parametrization": "wide"}, "model.parametrization"),
+        ({"parametrization": "ntk", "init": "torch"}, "model.init"),
+        ({"parametrization": "standard", "init": "paper"}, "model.init"),
+        ({"parametrization": "ntk", "bias": True}, "model.bias"),
+    ],
+)
 def test_bad_parametrization_settings_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
         NVLDB(dim=5, num_seeds=1, **kwargs)

@@ -1,4 +1,5 @@
 """bf16-mixed on CPU: the network runs in bfloat16, everything else stays float32/float64."""
+
 import torch
 
 from nvldb_pl import gram

@@ -1,5 +1,6 @@
 """Every `python scripts/main.py` command the README and docs/ show, run as a user would (shortened
 by overrides appended at the end: few rounds and seeds, a temporary run folder)."""
+
 import glob
 import os
 import re
@@ -35,7 +36,9 @@ def test_the_readme_shows_main_commands():
     commands = readme_commands(["README.md"])
     assert any("configs/cos.yaml" in c and c.endswith("configs/cos.yaml") for c in commands)  # set-up command (1)
     assert any("--model NDB" in c for c in commands)
-    assert any(c.endswith("--data.rounds 300 --data.num_seeds 5 --trainer.default_root_dir runs/quick") for c in commands)
+    assert any(
+        c.endswith("--data.rounds 300 --data.num_seeds 5 --trainer.default_root_dir runs/quick") for c in commands
+    )
 
 
 def test_the_readme_is_a_doorway():
@@ -45,8 +48,11 @@ def test_the_readme_is_a_doorway():
 def test_the_layout_table_names_every_module():
     """docs/usage.md's "Layout" gives each module of the package its one job: a new module is listed."""
     layout = open(os.path.join(ROOT, "docs", "usage.md")).read().split("## Layout", 1)[1]
-    modules = [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "nvldb_pl", "*.py"))
-               if not p.endswith("__init__.py")]
+    modules = [
+        os.path.relpath(p, ROOT)
+        for p in glob.glob(os.path.join(ROOT, "nvldb_pl", "*.py"))
+        if not p.endswith("__init__.py")
+    ]
     assert [m for m in sorted(modules) if f"`{m}`" not in layout] == []
 
 
@@ -55,8 +61,13 @@ def test_readme_command_runs(command, tmp_path):
     args = shlex.split(command)[2:]  # after "python scripts/main.py"
     if "--print_config" not in args and "--version" not in args:
         args += SHORT + ["--trainer.default_root_dir", str(tmp_path / "run")]
-    res = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "main.py"), *args], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "main.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, f"{command}\n{res.stderr[-3000:]}"
     if "--print_config" in args:
         assert "model:" in res.stdout and "data:" in res.stdout

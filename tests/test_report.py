@@ -1,4 +1,5 @@
 """The reproduction script end to end on a tiny grid."""
+
 import glob
 import json
 import os
@@ -8,7 +9,6 @@ import pytest
 
 from nvldb_pl.registry import DEFAULT_METHODS
 from tests.script_loader import load_script as _script
-
 
 
 def _main(argv):
@@ -38,14 +38,19 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
     assert table["cos/NVLDB-TS-CSYM"]["settings"] == "grad_steps=1 width=4" and "settings" not in table["cos/CoLSTIM"]
     # the software the runs were made with: every run the same, said once, and each in report.json
     import torch
+
     [made] = [ln for ln in report.splitlines() if ln.startswith("Made with")]
     assert made.startswith("Made with nvldb_pl ") and f", torch {torch.__version__}, " in made
-    assert all(v["software"]["torch"] == torch.__version__ for v in table.values()) and len(table) == len(DEFAULT_METHODS)
+    assert all(v["software"]["torch"] == torch.__version__ for v in table.values()) and len(table) == len(
+        DEFAULT_METHODS
+    )
     # a readable PNG: real image data of a sensible size
     from matplotlib.image import imread
+
     img = imread(os.path.join(out, "cos.png"))
     assert img.shape[0] > 300 and img.shape[1] > 400 and img.std() > 0.01
     import gzip
+
     with gzip.open(os.path.join(out, "curves_cos.csv.gz"), "rt") as fh:
         lines = fh.read().splitlines()
     assert lines[0] == "method,seed,round,cum_avg_regret" and len(lines) == 1 + len(DEFAULT_METHODS) * 2 * 12
@@ -62,10 +67,15 @@ def test_reproduce_reuses_a_run_only_if_made_with_the_settings_asked(tmp_path, c
     report takes the run each call made or reused, and the same settings again reuse their run."""
     out = str(tmp_path / "rep")
     base = ["--out", out, "--rounds", "6", "--seeds", "1", "--tasks", "cos", "--methods", "NDB-UCB"]
-    calls = [(["--set", "width=4"], "[run]", "version_0"), (["--set", "width=8"], "[run]", "version_1"),
-             (["--set", "width=4"], "[reuse]", "version_0"), (["--set", "width=4", "lr=0.001"], "[reuse]", "version_0"),
-             (["--set", "width=4", "--dim", "7"], "[run]", "version_2"), ([], "[run]", "version_3"),
-             (["--set", "width=32"], "[reuse]", "version_3")]  # 32: the default, as given
+    calls = [
+        (["--set", "width=4"], "[run]", "version_0"),
+        (["--set", "width=8"], "[run]", "version_1"),
+        (["--set", "width=4"], "[reuse]", "version_0"),
+        (["--set", "width=4", "lr=0.001"], "[reuse]", "version_0"),
+        (["--set", "width=4", "--dim", "7"], "[run]", "version_2"),
+        ([], "[run]", "version_3"),
+        (["--set", "width=32"], "[reuse]", "version_3"),
+    ]  # 32: the default, as given
     for extra, verb, version in calls:
         assert _main([*base, *extra]) == 0
         log = capsys.readouterr().out
@@ -75,48 +85,86 @@ def test_reproduce_reuses_a_run_only_if_made_with_the_settings_asked(tmp_path, c
         made = json.load(open(os.path.join(folder, "summary.json")))["R_T_over_T_mean"]
         reported = json.load(open(os.path.join(out, "report.json")))["cos/NDB-UCB"]["R_T_over_T_mean"]
         assert reported == pytest.approx(made, abs=1e-6), (extra, version)  # the report shows that run
-    means = {json.load(open(p))["R_T_over_T_mean"] for p in glob.glob(os.path.join(out, "runs", "*", "*", "*", "*",
-                                                                                  "summary.json"))}
+    means = {
+        json.load(open(p))["R_T_over_T_mean"]
+        for p in glob.glob(os.path.join(out, "runs", "*", "*", "*", "*", "summary.json"))
+    }
     assert len(means) == 4  # four different runs, so the check above could tell them apart
 
 
 def test_reproduce_rejects_unknown_method(tmp_path, capsys):
-    assert _main(["--out", str(tmp_path), "--methods", "NVLDB-UCB-ASYM", "Oracle", "--rounds", "5", "--seeds", "1"]) == 2
+    assert (
+        _main(["--out", str(tmp_path), "--methods", "NVLDB-UCB-ASYM", "Oracle", "--rounds", "5", "--seeds", "1"]) == 2
+    )
     assert "--methods" in capsys.readouterr().err
 
 
 def test_reproduce_refuses_a_set_key_no_method_takes_before_running(tmp_path, capsys):
-    assert _main(["--out", str(tmp_path), "--methods", "NVLDB-UCB-ASYM", "Random", "--rounds", "5", "--seeds", "1",
-                  "--tasks", "cos", "--set", "widht=8"]) == 2
+    assert (
+        _main(
+            [
+                "--out",
+                str(tmp_path),
+                "--methods",
+                "NVLDB-UCB-ASYM",
+                "Random",
+                "--rounds",
+                "5",
+                "--seeds",
+                "1",
+                "--tasks",
+                "cos",
+                "--set",
+                "widht=8",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--set: ['widht'] is not an argument of any method run here" in err and "'width'" in err
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--set", "width=0"], "NVLDB-UCB-ASYM on cos: model.width: must be an integer >= 1, got 0"),
-    (["--set", "beta=.inf"], "NVLDB-UCB-ASYM on cos: model.beta: must be a finite number > 0, got '.inf'"),
-    (["--set", "grad_steps=1.5"], "NVLDB-UCB-ASYM on cos: model.grad_steps: must be an integer >= 0, got 1.5"),
-    (["--set", "layers=0", "--methods", "Random", "VACDB"], "VACDB on cos: model.layers: must be an integer >= 1"),
-    (["--dim", "0"], "data.dim: must be an integer >= 1, got 0"),
-    (["--tasks", "cos", "statlog"], "data.data_dir: "),
-    # numpy's own refusal named no option: "expected non-negative integer"
-    (["--base-seed", "-1"], "--base-seed: must be between 0 and 4294967295, got -1"),
-    (["--base-seed", str(2 ** 32)], "--base-seed: must be between 0 and 4294967295, got 4294967296"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--set", "width=0"], "NVLDB-UCB-ASYM on cos: model.width: must be an integer >= 1, got 0"),
+        (["--set", "beta=.inf"], "NVLDB-UCB-ASYM on cos: model.beta: must be a finite number > 0, got '.inf'"),
+        (["--set", "grad_steps=1.5"], "NVLDB-UCB-ASYM on cos: model.grad_steps: must be an integer >= 0, got 1.5"),
+        (["--set", "layers=0", "--methods", "Random", "VACDB"], "VACDB on cos: model.layers: must be an integer >= 1"),
+        (["--dim", "0"], "data.dim: must be an integer >= 1, got 0"),
+        (["--tasks", "cos", "statlog"], "data.data_dir: "),
+        # numpy's own refusal named no option: "expected non-negative integer"
+        (["--base-seed", "-1"], "--base-seed: must be between 0 and 4294967295, got -1"),
+        (["--base-seed", str(2**32)], "--base-seed: must be between 0 and 4294967295, got 4294967296"),
+    ],
+)
 def test_reproduce_refuses_a_bad_value_or_missing_data_before_any_run(tmp_path, capsys, monkeypatch, extra, message):
     """A value no method can run with, or a UCI task without its files, was found only when its run came,
     after the runs before it (a Random run first here; hours at full size)."""
     monkeypatch.setenv("NVLDB_UCI_DIR", str(tmp_path / "no-uci"))
-    argv = ["--out", str(tmp_path / "out"), "--methods", "Random", "NVLDB-UCB-ASYM", "--rounds", "5", "--seeds", "1",
-            "--tasks", "cos"]
+    argv = [
+        "--out",
+        str(tmp_path / "out"),
+        "--methods",
+        "Random",
+        "NVLDB-UCB-ASYM",
+        "--rounds",
+        "5",
+        "--seeds",
+        "1",
+        "--tasks",
+        "cos",
+    ]
     assert _main([*argv, *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
     assert not list((tmp_path / "out").rglob("summary.json"))
 
 
-@pytest.mark.parametrize("bad", ["--out a file", "--literal-from a missing folder", "--literal-from without its curves"])
+@pytest.mark.parametrize(
+    "bad", ["--out a file", "--literal-from a missing folder", "--literal-from without its curves"]
+)
 def test_reproduce_refuses_a_bad_out_or_literal_from_before_running(tmp_path, capsys, bad):
     blocker = tmp_path / "afile"
     blocker.write_text("kept")
@@ -126,8 +174,14 @@ def test_reproduce_refuses_a_bad_out_or_literal_from_before_running(tmp_path, ca
     elif bad == "--literal-from a missing folder":
         extra, said = ["--literal-from", str(tmp_path / "nope")], f"--literal-from: {tmp_path / 'nope'} is not a folder"
     else:
-        extra, said = ["--literal-from", str(tmp_path)], f"--literal-from: no curves_<task>.csv.gz with T=5, 1 seeds in {tmp_path}"
-    assert _main(["--out", str(out), "--methods", "Random", "--rounds", "5", "--seeds", "1", "--tasks", "cos", *extra]) == 2
+        extra, said = (
+            ["--literal-from", str(tmp_path)],
+            f"--literal-from: no curves_<task>.csv.gz with T=5, 1 seeds in {tmp_path}",
+        )
+    assert (
+        _main(["--out", str(out), "--methods", "Random", "--rounds", "5", "--seeds", "1", "--tasks", "cos", *extra])
+        == 2
+    )
     got = capsys.readouterr()
     assert f"error: {said}" in got.err and "[run]" not in got.out, got.err
     assert not (tmp_path / "report").exists() and blocker.read_text() == "kept"  # nothing run, nothing made
@@ -135,8 +189,25 @@ def test_reproduce_refuses_a_bad_out_or_literal_from_before_running(tmp_path, ca
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
 def test_reproduce_refuses_gpu_without_one_before_running(tmp_path, capsys):
-    assert _main(["--out", str(tmp_path / "report"), "--methods", "Random", "--rounds", "5", "--seeds", "1",
-                  "--tasks", "cos", "--accelerator", "gpu"]) == 2
+    assert (
+        _main(
+            [
+                "--out",
+                str(tmp_path / "report"),
+                "--methods",
+                "Random",
+                "--rounds",
+                "5",
+                "--seeds",
+                "1",
+                "--tasks",
+                "cos",
+                "--accelerator",
+                "gpu",
+            ]
+        )
+        == 2
+    )
     assert "--accelerator gpu" in capsys.readouterr().err
     assert not (tmp_path / "report").exists()  # --out was made before the refusal, and left empty
 
@@ -149,15 +220,45 @@ def test_the_scripts_started_as_several_processes_are_refused_before_anything_is
     in --out); reproduce.py's and benchmark.py's runs alike. A script's runs each run in one process: refused."""
     import sys
     from nvldb_pl.run import run_experiment
+
     for key, value in TORCHRUN_2.items():
         monkeypatch.setenv(key, value)
     said = "torchrun started 2 processes, and {} runs each of its runs in one process"
-    assert _main(["--out", str(tmp_path / "report"), "--methods", "Random", "--rounds", "5", "--seeds", "1",
-                  "--tasks", "cos"]) == 2
+    assert (
+        _main(
+            [
+                "--out",
+                str(tmp_path / "report"),
+                "--methods",
+                "Random",
+                "--rounds",
+                "5",
+                "--seeds",
+                "1",
+                "--tasks",
+                "cos",
+            ]
+        )
+        == 2
+    )
     assert said.format(os.path.basename(sys.argv[0])) in capsys.readouterr().err
     sweep = _script("sweep")
-    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out",
-                                     str(tmp_path / "s.jsonl"), "--grid", '[{"width": 4}]'])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--out",
+            str(tmp_path / "s.jsonl"),
+            "--grid",
+            '[{"width": 4}]',
+        ],
+    )
     with pytest.raises(SystemExit) as stop:
         sweep.main()
     assert stop.value.code == 2 and said.format("sweep.py") in capsys.readouterr().err
@@ -172,12 +273,14 @@ def test_the_scripts_started_as_several_processes_are_refused_before_anything_is
 
 def test_wall_cell_names_a_non_cpu_device(tmp_path, capsys):
     from nvldb_pl.report import wall_cell
+
     assert wall_cell({"wall_seconds": 12.4}) == "12"  # made before the device was recorded: CPU
     assert wall_cell({"wall_seconds": 12.6, "device": "cpu"}) == "13"
     assert wall_cell({"wall_seconds": 7.0, "device": "cuda: NVIDIA H100"}) == "7 (cuda: NVIDIA H100)"
     out = str(tmp_path / "rep")
     assert _main(["--out", out, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--methods", "Random"]) == 0
     import glob
+
     (path,) = glob.glob(os.path.join(out, "runs", "cos", "Random", "lightning_logs", "version_*", "summary.json"))
     assert json.load(open(path))["device"] == "cpu"
 
@@ -186,6 +289,7 @@ def test_paired_differences_match_a_seed_by_seed_loop():
     import math
     import numpy as np
     from nvldb_pl.report import paired_lines
+
     T = 10
     rng = np.random.default_rng(0)
     rounds = np.arange(1, T + 1)
@@ -193,9 +297,13 @@ def test_paired_differences_match_a_seed_by_seed_loop():
     def run(seeds):
         return rounds, list(seeds), np.cumsum(rng.random((T, len(seeds))), axis=0)
 
-    curves = {"NVLDB-UCB-ASYM": run([0, 1, 2, 3]), "NLDB-UCB-ASYM": run([3, 2, 1, 0]),  # seeds in another order
-              "NVLDB-TS-CSYM": run([0, 1, 2, 3]), "CoLSTIM": run([0, 1, 2, 3]),
-              "VACDB": (rounds[:5], [0, 1, 2, 3], rng.random((5, 4)))}  # another T: not comparable
+    curves = {
+        "NVLDB-UCB-ASYM": run([0, 1, 2, 3]),
+        "NLDB-UCB-ASYM": run([3, 2, 1, 0]),  # seeds in another order
+        "NVLDB-TS-CSYM": run([0, 1, 2, 3]),
+        "CoLSTIM": run([0, 1, 2, 3]),
+        "VACDB": (rounds[:5], [0, 1, 2, 3], rng.random((5, 4))),
+    }  # another T: not comparable
     lines = paired_lines(curves, T)
     header = [c.strip() for c in lines[2].strip("|").split("|")]
     assert header == ["NVLDB rule", "NLDB (same rule)", "CoLSTIM", "VACDB"]
@@ -216,7 +324,9 @@ def test_paired_differences_match_a_seed_by_seed_loop():
             se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 3) / 2
             wins = sum(d < 0 for d in diffs)
             assert cell == f"{mean:+.3f} ± {se:.3f} ({wins}/4)"
-    assert paired_lines({"CoLSTIM": curves["CoLSTIM"], "NVLDB-UCB-ASYM": curves["NVLDB-UCB-ASYM"]}, T)[2].count("|") == 4
+    assert (
+        paired_lines({"CoLSTIM": curves["CoLSTIM"], "NVLDB-UCB-ASYM": curves["NVLDB-UCB-ASYM"]}, T)[2].count("|") == 4
+    )
     assert paired_lines({"CoLSTIM": curves["CoLSTIM"], "Random": curves["NVLDB-TS-CSYM"]}, T) == []
 
 
@@ -248,6 +358,7 @@ def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap()
     from nvldb_pl.data import RoundStream, StreamSpec
     from nvldb_pl.report import distinct_floor
     from nvldb_pl.run import run_experiment
+
     floor = distinct_floor("square", 30, 3, base_seed=4)
     gaps = []
     for batch in RoundStream(StreamSpec(task="square", rounds=30, num_seeds=3, base_seed=4)):
@@ -256,10 +367,13 @@ def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap()
             gaps.append((top[0] - top[1]) / 2)
     assert floor == pytest.approx(float(np.mean(gaps)), rel=1e-12)
     for strategy in ("ucb_asym", "ts_osym", "ucb_csym"):
-        summary, _ = run_experiment({"task": "square", "rounds": 30, "num_seeds": 3, "seed": 4},
-                                    {"width": 8, "grad_steps": 2, "strategy": strategy, "distinct_arms": True})
+        summary, _ = run_experiment(
+            {"task": "square", "rounds": 30, "num_seeds": 3, "seed": 4},
+            {"width": 8, "grad_steps": 2, "strategy": strategy, "distinct_arms": True},
+        )
         assert summary["R_T_over_T_mean"] >= floor
     from nvldb_pl.uci import default_data_dir
+
     if os.path.isdir(default_data_dir()):  # one arm has u = 1, the rest 0: every distinct pair costs 0.5
         assert distinct_floor("statlog", 30, 3) == pytest.approx(0.5)
     assert distinct_floor("tests.extensions.tasks.Sine", 30, 3, arms=3) > 0  # any task, from its stream
@@ -267,13 +381,35 @@ def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap()
 
 def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
     out = str(tmp_path / "rep")
-    assert _main(["--out", out, "--tasks", "cos", "--dim", "3", "--rounds", "4", "--seeds", "1",
-                  "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=1"]) == 0
+    assert (
+        _main(
+            [
+                "--out",
+                out,
+                "--tasks",
+                "cos",
+                "--dim",
+                "3",
+                "--rounds",
+                "4",
+                "--seeds",
+                "1",
+                "--methods",
+                "NVLDB-UCB-ASYM",
+                "--set",
+                "width=4",
+                "grad_steps=1",
+            ]
+        )
+        == 0
+    )
     import glob
+
     [hparams] = glob.glob(os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "*", "hparams.yaml"))
     assert "dim: 3\n" in open(hparams).read()
     # the report names d, and its a2 != a1 floor is that of the d = 3 streams (not the default d = 5)
     from nvldb_pl.report import distinct_floor
+
     report = open(os.path.join(out, "report.md")).read()
     assert "## cos (T=4, 1 seeds, d=3)" in report
     floor = distinct_floor("cos", 4, 1, 0, dim=3)
@@ -282,6 +418,7 @@ def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
 
 def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_only(tmp_path, monkeypatch):
     from nvldb_pl.report import PAPER, paper_value
+
     # the appendix's width table: R(T)/T at T = 2000 and 10000 differ, and no T=300 value exists
     assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 2000) == "1.66 ± 0.78"
     assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 10000) == "0.54 ± 0.19"
@@ -292,8 +429,26 @@ def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_onl
     monkeypatch.setitem(PAPER, ("square", "NVLDB-UCB-ASYM", 5, 4), {3: "1.23 ± 0.45"})
     for width, rounds, expected in ((4, 3, "1.23 ± 0.45"), (4, 4, ""), (5, 3, "")):
         out = str(tmp_path / f"m{width}T{rounds}")
-        assert _main(["--out", out, "--tasks", "square", "--rounds", str(rounds), "--seeds", "1", "--methods",
-                      "NVLDB-UCB-ASYM", "--set", f"width={width}", "grad_steps=1"]) == 0
+        assert (
+            _main(
+                [
+                    "--out",
+                    out,
+                    "--tasks",
+                    "square",
+                    "--rounds",
+                    str(rounds),
+                    "--seeds",
+                    "1",
+                    "--methods",
+                    "NVLDB-UCB-ASYM",
+                    "--set",
+                    f"width={width}",
+                    "grad_steps=1",
+                ]
+            )
+            == 0
+        )
         [row] = [ln for ln in open(os.path.join(out, "report.md")) if ln.startswith("| NVLDB-UCB-ASYM |")]
         assert row.rstrip().rstrip("|").split("|")[-1].strip() == expected
 
@@ -301,8 +456,18 @@ def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_onl
 def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colours():
     from nvldb_pl.registry import LITERAL_SUFFIX
     from nvldb_pl.report import figure_panels, method_style
-    methods = ["NVLDB-UCB-ASYM", "NLDB-UCB-ASYM", "NVLDB-UCB-ASYM" + LITERAL_SUFFIX, "NVLDB-TS-OSYM",
-               "NDB-UCB", "NDB-UCB" + LITERAL_SUFFIX, "CoLSTIM", "VACDB", "Random"]
+
+    methods = [
+        "NVLDB-UCB-ASYM",
+        "NLDB-UCB-ASYM",
+        "NVLDB-UCB-ASYM" + LITERAL_SUFFIX,
+        "NVLDB-TS-OSYM",
+        "NDB-UCB",
+        "NDB-UCB" + LITERAL_SUFFIX,
+        "CoLSTIM",
+        "VACDB",
+        "Random",
+    ]
     panels = figure_panels(methods)
     assert [title for title, _ in panels] == ["UCB-ASYM", "TS-OSYM"]
     baselines = ["NDB-UCB", "NDB-UCB" + LITERAL_SUFFIX, "CoLSTIM", "VACDB", "Random"]
@@ -318,8 +483,25 @@ def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colour
 def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_streams(tmp_path):
     for base in (0, 3):
         out = str(tmp_path / f"b{base}")
-        assert _main(["--out", out, "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--methods", "Random",
-                      "--base-seed", str(base)]) == 0
+        assert (
+            _main(
+                [
+                    "--out",
+                    out,
+                    "--rounds",
+                    "6",
+                    "--seeds",
+                    "2",
+                    "--tasks",
+                    "cos",
+                    "--methods",
+                    "Random",
+                    "--base-seed",
+                    str(base),
+                ]
+            )
+            == 0
+        )
         entry = json.load(open(os.path.join(out, "report.json")))["cos/Random"]
         assert entry.get("base_seed", 0) == base and ("base_seed" in entry) == (base != 0)
 
@@ -328,13 +510,15 @@ def test_run_settings_name_what_set_changed_and_nothing_a_method_or_the_data_set
     from nvldb_pl.module import NVLDB
     from nvldb_pl.grid import run_settings
     from nvldb_pl.report import settings_lines
+
     # a default run's hparams on other data (linked fields) with its derived values (β, ε, init, bias)
     data = {"dim": 20, "arms": 7, "rounds": 300, "num_seeds": 3, "link": "probit"}
     base = dict(NVLDB(**data).hparams)
     assert base["epsilon"] is not None and base["init"] is not None  # derived, not None, in hparams
     assert run_settings("NVLDB-UCB-ASYM", base) == {}
-    assert run_settings("NVLDB-TS-OSYM", {**base, "strategy": "ts_osym", "width": 500, "episode": 10,
-                                          "sample_size": 256}) == {"width": 500, "episode": 10, "sample_size": 256}
+    assert run_settings(
+        "NVLDB-TS-OSYM", {**base, "strategy": "ts_osym", "width": 500, "episode": 10, "sample_size": 256}
+    ) == {"width": 500, "episode": 10, "sample_size": 256}
     assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": 0.5}) == {"epsilon": 0.5}  # a derived one, set
     assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": None, "init": None}) == {}  # recorded unresolved
     # the literal reading's own arguments (and what they derive) are the method, not a setting
@@ -353,6 +537,7 @@ def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_
     """A run split in parts: --first-seed 1 --seeds 2 gives seeds 1 and 2 of a 3-seed run, curve for curve."""
     from nvldb_pl.grid import find_run
     from nvldb_pl.report import load_curves
+
     common = ["--rounds", "10", "--tasks", "square", "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=2"]
     whole, part = str(tmp_path / "whole"), str(tmp_path / "part")
     assert _main(["--out", whole, "--seeds", "3"] + common) == 0
@@ -369,8 +554,22 @@ def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_
 def test_report_names_the_seeds_whose_features_died(tmp_path, capsys):
     """A seed with live_feature_units 0 in its run's summary.json is named under its task's table; none, no line."""
     out = str(tmp_path / "rep")
-    argv = ["--out", out, "--rounds", "12", "--seeds", "2", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM", "CoLSTIM",
-            "--set", "width=4", "grad_steps=1"]
+    argv = [
+        "--out",
+        out,
+        "--rounds",
+        "12",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--methods",
+        "NVLDB-UCB-ASYM",
+        "CoLSTIM",
+        "--set",
+        "width=4",
+        "grad_steps=1",
+    ]
     assert _main(argv) == 0
     assert "Dead φ" not in open(os.path.join(out, "report.md")).read()
     path = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "summary.json")
@@ -380,22 +579,41 @@ def test_report_names_the_seeds_whose_features_died(tmp_path, capsys):
     json.dump(summary, open(path, "w"))
     assert _main(argv) == 0  # the runs are reused, the report rewritten from their summaries
     report = open(os.path.join(out, "report.md")).read()
-    assert "Dead φ, NVLDB-UCB-ASYM: seed 1 ended with every unit of φ at 0" in report and "Dead φ, CoLSTIM" not in report
+    assert (
+        "Dead φ, NVLDB-UCB-ASYM: seed 1 ended with every unit of φ at 0" in report and "Dead φ, CoLSTIM" not in report
+    )
 
 
 def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, capsys):
     """scripts/feature_trace.py: its run is the method's run of that seed (the same regret and live units at the
     end); a baseline without a network, or an existing --out, is refused naming the flag."""
     from nvldb_pl.run import run_experiment
+
     trace = _script("feature_trace")
     out = str(tmp_path / "trace.jsonl")
-    argv = ["--task", "cos", "--seed", "3", "--rounds", "40", "--every", "20", "--probe", "10",
-            "--set", "width=8", "grad_steps=2", "--out", out]
+    argv = [
+        "--task",
+        "cos",
+        "--seed",
+        "3",
+        "--rounds",
+        "40",
+        "--every",
+        "20",
+        "--probe",
+        "10",
+        "--set",
+        "width=8",
+        "grad_steps=2",
+        "--out",
+        out,
+    ]
     assert trace.main(argv) == 0
     rows = [json.loads(line) for line in open(out)]
     assert [r["t"] for r in rows] == [20, 40]
-    summary, _ = run_experiment({"task": "cos", "rounds": 40, "num_seeds": 2, "first_seed_id": 2},
-                                {"width": 8, "grad_steps": 2})
+    summary, _ = run_experiment(
+        {"task": "cos", "rounds": 40, "num_seeds": 2, "first_seed_id": 2}, {"width": 8, "grad_steps": 2}
+    )
     assert rows[-1]["cum_avg_regret"] == summary["seeds"][1]["cum_avg_regret"]
     assert rows[-1]["live_units_history"] == summary["seeds"][1]["live_feature_units"]
     assert 0 <= rows[-1]["probe_best_arm"] <= 1 and rows[-1]["probe_greedy_regret"] >= 0
@@ -405,9 +623,12 @@ def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, 
         assert flag in capsys.readouterr().err
     # a refused value is named before --out is made: no empty file is left to block the next call
     fresh = str(tmp_path / "fresh.jsonl")
-    for bad, said in ((["--seed", "-1"], "--seed: must be >= 0, got -1"), (["--task", "sine"], "--task: unknown 'sine'"),
-                      (["--set", "widht=3"], "--set: ['widht'] is not an argument of NVLDB"),
-                      (["--set", "width=0"], "model.width: must be an integer >= 1, got 0")):
+    for bad, said in (
+        (["--seed", "-1"], "--seed: must be >= 0, got -1"),
+        (["--task", "sine"], "--task: unknown 'sine'"),
+        (["--set", "widht=3"], "--set: ['widht'] is not an argument of NVLDB"),
+        (["--set", "width=0"], "model.width: must be an integer >= 1, got 0"),
+    ):
         with pytest.raises(SystemExit):
             trace.main(argv[:-2] + ["--out", fresh] + bad)
         assert said in capsys.readouterr().err and not os.path.exists(fresh)
@@ -453,6 +674,7 @@ class _StopAt:
         import lightning.pytorch as pl
 
         from tests.test_stops import SignalAt
+
         at = self.at
 
         class Killed(pl.Callback):
@@ -466,16 +688,30 @@ class _StopAt:
 
 
 @pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM", "killed", "Ctrl-C twice"])
-def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have_been(tmp_path, capsys, monkeypatch,
-                                                                                     how):
+def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have_been(
+    tmp_path, capsys, monkeypatch, how
+):
     """reproduce.py stopped by Ctrl-C exited 1 without a word (Lightning's exit inside fit), and every run of the
     grid, hours at full size, started over from round 1. Now a signal stops the run at the end of the round,
     saved, and the same command goes on from there; a killed run goes on from its last save."""
     import signal
 
     from nvldb_pl import grid
-    argv = ["--rounds", "30", "--seeds", "2", "--tasks", "cos", "--methods", "Random", "NVLDB-UCB-ASYM",
-            "--set", "width=8", "grad_steps=2"]
+
+    argv = [
+        "--rounds",
+        "30",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--methods",
+        "Random",
+        "NVLDB-UCB-ASYM",
+        "--set",
+        "width=8",
+        "grad_steps=2",
+    ]
     assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
     monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 10)
     signum = {"Ctrl-C": signal.SIGINT, "SIGTERM": signal.SIGTERM, "killed": None, "Ctrl-C twice": signal.SIGINT}[how]
@@ -495,15 +731,20 @@ def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have
     folder = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0")
     saved = 10 if signum is None or "twice" in how else 17  # killed, or stopped at once: its last save
     if how == "Ctrl-C twice":  # the second one stops at once (Lightning's sys.exit(1) inside fit, without a word)
-        assert "stopped by Ctrl-C; the finished runs are kept, and a stopped run goes on from its last save" in \
-            capsys.readouterr().err
+        assert (
+            "stopped by Ctrl-C; the finished runs are kept, and a stopped run goes on from its last save"
+            in capsys.readouterr().err
+        )
     elif signum is not None:
-        assert (f"stopped by {how}: cos NVLDB-UCB-ASYM at round 17, saved in {folder}/checkpoints/last.ckpt; the "
-                f"finished runs are kept, and the same command goes on from there") in capsys.readouterr().err
+        assert (
+            f"stopped by {how}: cos NVLDB-UCB-ASYM at round 17, saved in {folder}/checkpoints/last.ckpt; the "
+            f"finished runs are kept, and the same command goes on from there"
+        ) in capsys.readouterr().err
     if how == "SIGTERM":  # a checkpoint made on another device: not gone on from (the run would equal neither)
         import shutil
 
         import torch
+
         other = os.path.join(str(tmp_path / "other"), "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs")
         shutil.copytree(os.path.dirname(folder), other)
         ckpt = torch.load(os.path.join(other, "version_0", "checkpoints", "last.ckpt"), weights_only=False)
@@ -531,11 +772,25 @@ def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_
     from nvldb_pl import grid
     from nvldb_pl.host import hold_folder
     from nvldb_pl.run import run_experiment
+
     monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 10)
     monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, signal.SIGTERM))
     out = str(tmp_path / "rep")
-    argv = ["--out", out, "--rounds", "30", "--seeds", "1", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM",
-            "--set", "width=8", "grad_steps=2"]
+    argv = [
+        "--out",
+        out,
+        "--rounds",
+        "30",
+        "--seeds",
+        "1",
+        "--tasks",
+        "cos",
+        "--methods",
+        "NVLDB-UCB-ASYM",
+        "--set",
+        "width=8",
+        "grad_steps=2",
+    ]
     assert _main(argv) == 128 + signal.SIGTERM
     logs = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs")
     held = hold_folder(os.path.join(logs, "version_0"))  # as the other process would, going on with it
@@ -545,9 +800,13 @@ def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_
         assert _main(argv) == 0
         assert "[go on]" not in capsys.readouterr().out and os.path.isdir(os.path.join(logs, "version_1"))
         with pytest.raises(ValueError, match="another process is running this run now"):
-            run_experiment({"task": "cos", "rounds": 30, "num_seeds": 1}, {"width": 8, "grad_steps": 2},
-                           root_dir=os.path.dirname(logs), checkpoint_every=10,
-                           resume=(0, os.path.join(logs, "version_0", "checkpoints", "last.ckpt")))
+            run_experiment(
+                {"task": "cos", "rounds": 30, "num_seeds": 1},
+                {"width": 8, "grad_steps": 2},
+                root_dir=os.path.dirname(logs),
+                checkpoint_every=10,
+                resume=(0, os.path.join(logs, "version_0", "checkpoints", "last.ckpt")),
+            )
     finally:
         held.close()
     assert not os.path.exists(os.path.join(logs, "version_1", ".lock"))  # a finished run leaves no lock file
@@ -555,20 +814,32 @@ def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_
 
 
 def test_a_grid_run_whose_last_save_is_damaged_goes_on_from_the_one_before_saying_so_without_a_flag(
-        tmp_path, capsys, monkeypatch):
+    tmp_path, capsys, monkeypatch
+):
     """A job killed while it wrote last.ckpt: the grid goes on from last.ckpt.prev and says so. The line named
     ``ckpt_path:``, an option reproduce.py does not have; it now names only the files."""
     from nvldb_pl import grid
-    argv = ["--rounds", "30", "--seeds", "1", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM",
-            "--set", "width=8", "grad_steps=2"]
+
+    argv = [
+        "--rounds",
+        "30",
+        "--seeds",
+        "1",
+        "--tasks",
+        "cos",
+        "--methods",
+        "NVLDB-UCB-ASYM",
+        "--set",
+        "width=8",
+        "grad_steps=2",
+    ]
     assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
     monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 5)
     monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, None))
     out = str(tmp_path / "cut")
     with pytest.raises(RuntimeError, match="killed"):
         _main(["--out", out, *argv])
-    last = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "checkpoints",
-                        "last.ckpt")
+    last = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "checkpoints", "last.ckpt")
     with open(last, "r+b") as f:  # cut off mid-write
         f.truncate(os.path.getsize(last) // 2)
     capsys.readouterr()
@@ -577,8 +848,12 @@ def test_a_grid_run_whose_last_save_is_damaged_goes_on_from_the_one_before_sayin
     assert f"{last} cannot be read (" in said.err and f"resuming from the previous checkpoint {last}.prev" in said.err
     assert "ckpt_path" not in said.err
     assert f"from round 10 ({last}.prev)" in said.out  # the save before the last (every 5 rounds: 10, then 15)
-    mine, theirs = (json.load(open(os.path.join(root, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs",
-                                                "version_0", "summary.json"))) for root in (out, str(tmp_path / "ref")))
+    mine, theirs = (
+        json.load(
+            open(os.path.join(root, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "summary.json"))
+        )
+        for root in (out, str(tmp_path / "ref"))
+    )
     assert mine["seeds"] == theirs["seeds"] and mine["resumed_at_round"] == 10
 
 
@@ -613,28 +888,52 @@ def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(
 
 def test_the_software_line_says_it_once_when_shared_else_per_method_and_names_runs_without_it():
     from nvldb_pl.report import software_lines
-    one = {"nvldb_pl": "0.1.0", "commit": "a" * 40 + "+modified", "torch": "2.13.0", "lightning": "2.6.6",
-           "numpy": "2.4.6", "python": "3.11.7"}
+
+    one = {
+        "nvldb_pl": "0.1.0",
+        "commit": "a" * 40 + "+modified",
+        "torch": "2.13.0",
+        "lightning": "2.6.6",
+        "numpy": "2.4.6",
+        "python": "3.11.7",
+    }
     other = {**one, "commit": "b" * 40, "torch": "2.14.0"}
     text = "nvldb_pl 0.1.0 at commit aaaaaaaaaaaa+modified, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7"
     assert software_lines({"A": one, "B": dict(one)}) == ["", f"Made with {text}."]
-    assert software_lines({"A": one, "B": other}) == ["", f"Made with: A: {text}; B: nvldb_pl 0.1.0 at commit "
-                                                          f"bbbbbbbbbbbb, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7."]
-    assert software_lines({"A": one, "B": None}) == ["", f"Made with: A: {text}. Not recorded (made before "
-                                                         f"summary.json held it): B."]
+    assert software_lines({"A": one, "B": other}) == [
+        "",
+        f"Made with: A: {text}; B: nvldb_pl 0.1.0 at commit "
+        f"bbbbbbbbbbbb, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7.",
+    ]
+    assert software_lines({"A": one, "B": None}) == [
+        "",
+        f"Made with: A: {text}. Not recorded (made before summary.json held it): B.",
+    ]
     assert software_lines({"A": None}) == [] and software_lines({"A": {**one, "commit": None}})[1] == (
-        "Made with nvldb_pl 0.1.0, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7.")
+        "Made with nvldb_pl 0.1.0, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7."
+    )
 
 
 def test_the_software_line_names_earlier_parts_of_a_resumed_run_made_with_other_software():
     from nvldb_pl.report import software_lines
-    one = {"nvldb_pl": "0.1.0", "commit": "a" * 40, "torch": "2.13.0", "lightning": "2.6.6", "numpy": "2.4.6",
-           "python": "3.11.7"}
+
+    one = {
+        "nvldb_pl": "0.1.0",
+        "commit": "a" * 40,
+        "torch": "2.13.0",
+        "lightning": "2.6.6",
+        "numpy": "2.4.6",
+        "python": "3.11.7",
+    }
     other = {**one, "torch": "2.14.0"}
     text = "nvldb_pl 0.1.0 at commit aaaaaaaaaaaa, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7"
-    parts = [{"rounds": [1, 8], "accelerator": "cpu", "software": other},
-             {"rounds": [9, 16], "accelerator": "cpu", "software": one}]
+    parts = [
+        {"rounds": [1, 8], "accelerator": "cpu", "software": other},
+        {"rounds": [9, 16], "accelerator": "cpu", "software": one},
+    ]
     assert software_lines({"A": one, "B": one}, {"A": parts, "B": []}) == [
-        "", f"Made with {text}. Earlier parts of resumed runs made with other software: A: rounds 1-8 with "
-            f"nvldb_pl 0.1.0 at commit aaaaaaaaaaaa, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7."]
+        "",
+        f"Made with {text}. Earlier parts of resumed runs made with other software: A: rounds 1-8 with "
+        f"nvldb_pl 0.1.0 at commit aaaaaaaaaaaa, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7.",
+    ]
     assert software_lines({"A": one}, {"A": parts[1:]}) == ["", f"Made with {text}."]  # the same software: nothing

@@ -1,5 +1,6 @@
 """Exact resume after a real SIGKILL, from a damaged checkpoint, to a larger horizon; refusal of a checkpoint
 from another config and of a new run into a run's folder."""
+
 import csv
 import json
 import os
@@ -22,10 +23,13 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
     proc = subprocess.Popen(_cmd(cut), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
     from nvldb_pl.callbacks import logged_rounds
+
     folder = os.path.join(cut, "lightning_logs", "version_0")
+
     def past_the_checkpoint():  # some rounds after the checkpoint are in TensorBoard
         k = _rounds_in(ckpt)
         return k >= 60 and logged_rounds(folder).get("regret/cum_avg_mean", 0) > k
+
     deadline = time.time() + 300
     while time.time() < deadline:
         if past_the_checkpoint():
@@ -52,8 +56,9 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
     assert sa["seeds"] == sb["seeds"]  # per-seed regret identical, bit for bit
     ca, cb = (list(csv.reader(open(os.path.join(d, "curves.csv")))) for d in (a, b))
     assert ca == cb and len(ca) == 1 + T * 3  # whole curves, every round of every seed
-    fa, fb = (torch.load(os.path.join(d, "checkpoints", "last.ckpt"), map_location="cpu", weights_only=False)
-              for d in (a, b))
+    fa, fb = (
+        torch.load(os.path.join(d, "checkpoints", "last.ckpt"), map_location="cpu", weights_only=False) for d in (a, b)
+    )
     for key in ("hist_xt", "hist_o", "V", "net.theta", "net.weights.0"):
         assert torch.equal(fa["state_dict"][key], fb["state_dict"][key]), key  # same selections and state
     # TensorBoard: one curve per tag over rounds 1..T, each round once (the rounds logged after the
@@ -85,6 +90,7 @@ def test_logged_rounds_is_per_tag_so_a_half_written_flush_is_completed(tmp_path)
     # re-log round 5 for the other tags (and only for them), so it reads the last round per tag
     from lightning.pytorch.loggers import TensorBoardLogger
     from nvldb_pl.callbacks import logged_rounds
+
     logger = TensorBoardLogger(str(tmp_path), name="", version=0)
     for r in range(1, 5):
         logger.log_metrics({"regret/cum_avg_mean": float(r), "regret/avg_per_round_std": 0.1 * r}, step=r)
@@ -92,7 +98,9 @@ def test_logged_rounds_is_per_tag_so_a_half_written_flush_is_completed(tmp_path)
     logger.finalize("success")
     got = logged_rounds(logger.log_dir)
     assert got == {"regret/cum_avg_mean": 5, "regret/avg_per_round_std": 4}
-    assert logged_rounds(logger.log_dir).get("regret/cum_avg_mean", 0) == 5 and logged_rounds(str(tmp_path / "none")) == {}
+    assert (
+        logged_rounds(logger.log_dir).get("regret/cum_avg_mean", 0) == 5 and logged_rounds(str(tmp_path / "none")) == {}
+    )
 
 
 def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn():
@@ -100,6 +108,7 @@ def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn()
     were saved were made with eq. (nn) and self-duels allowed: resuming one under today's defaults
     is refused naming those fields; under the literal reading it is accepted."""
     from nvldb_pl.module import NVLDB
+
     old = {"dim": 5, "arms": 5, "rounds": 20, "num_seeds": 2, "link": "logistic", "width": 8}
     state = {**NVLDB(**old, parametrization="ntk", distinct_arms=False).state_dict(), "rounds_done": torch.tensor(3)}
     ckpt = {"learner": "NVLDB", "hyper_parameters": dict(old), "state_dict": state}
@@ -120,15 +129,27 @@ def ref16(tmp_path_factory):
 
 
 # where RoundCheckpoint writes, by the logger and checkpoint settings a user may give
-LAYOUTS = {"tensorboard": ([], os.path.join("lightning_logs", "version_0", "checkpoints")),
-           "no logger": (["--trainer.logger=false"], "checkpoints"),
-           "checkpoint.dirpath": (["--checkpoint.dirpath={root}/ck"], "ck"),
-           "csv logger": (["--trainer.logger=lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir={root}/csv"],
-                          os.path.join("csv", "lightning_logs", "version_0", "checkpoints"))}
+LAYOUTS = {
+    "tensorboard": ([], os.path.join("lightning_logs", "version_0", "checkpoints")),
+    "no logger": (["--trainer.logger=false"], "checkpoints"),
+    "checkpoint.dirpath": (["--checkpoint.dirpath={root}/ck"], "ck"),
+    "csv logger": (
+        ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir={root}/csv"],
+        os.path.join("csv", "lightning_logs", "version_0", "checkpoints"),
+    ),
+}
 
 
-@pytest.mark.parametrize("named,layout", [("last", "tensorboard"), ("by path", "tensorboard"), ("last", "no logger"),
-                                          ("last", "checkpoint.dirpath"), ("last", "csv logger")])
+@pytest.mark.parametrize(
+    "named,layout",
+    [
+        ("last", "tensorboard"),
+        ("by path", "tensorboard"),
+        ("last", "no logger"),
+        ("last", "checkpoint.dirpath"),
+        ("last", "csv logger"),
+    ],
+)
 def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path, named, layout, ref16, capsys):
     cut = str(tmp_path / "cut")
     flags, where = LAYOUTS[layout]
@@ -136,11 +157,16 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one_and_says_so(tm
     _made(cut, *SHORT, "--data.rounds=16", *flags)  # a run that stopped after round 16: last.ckpt (16), .prev (8)
     folder = os.path.join(cut, where)
     assert sorted(os.listdir(folder)) == ["last.ckpt", "last.ckpt.prev"]
-    assert (_rounds_in(os.path.join(folder, "last.ckpt")), _rounds_in(os.path.join(folder, "last.ckpt.prev"))) == (16, 8)
+    assert (_rounds_in(os.path.join(folder, "last.ckpt")), _rounds_in(os.path.join(folder, "last.ckpt.prev"))) == (
+        16,
+        8,
+    )
     last = os.path.join(folder, "last.ckpt")
     data = open(last, "rb").read()
     open(last, "wb").write(data[: len(data) // 2])  # cut short (a full disk, an interrupted copy)
-    out = _in_process(capsys, cut, *SHORT, "--data.rounds=16", *flags, "--ckpt_path=" + ("last" if named == "last" else last))
+    out = _in_process(
+        capsys, cut, *SHORT, "--data.rounds=16", *flags, "--ckpt_path=" + ("last" if named == "last" else last)
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"{last} cannot be read" in out.stderr and f"resuming from the previous checkpoint {last}.prev" in out.stderr
     # it went on from round 8 and saved round 16 again (a logger with versions: into the new version's folder)
@@ -154,7 +180,9 @@ def test_going_on_without_checkpoints_finds_the_last_one_and_saves_nothing_more(
     cut = str(tmp_path / "cut")
     _made(cut, *SHORT, "--data.rounds=8")
     recwarn.clear()
-    out = _in_process(capsys, cut, *SHORT, "--data.rounds=16", "--ckpt_path=last", "--trainer.enable_checkpointing=false")
+    out = _in_process(
+        capsys, cut, *SHORT, "--data.rounds=16", "--ckpt_path=last", "--trainer.enable_checkpointing=false"
+    )
     assert out.returncode == 0 and "no checkpoint to go on from" not in out.stderr, out.stderr[-2000:]
     assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]  # RoundCheckpoint's
     assert _per_seed(cut) == ref16  # went on from round 8 to 16
@@ -162,18 +190,31 @@ def test_going_on_without_checkpoints_finds_the_last_one_and_saves_nothing_more(
     assert os.listdir(folder) == ["last.ckpt"] and _rounds_in(os.path.join(folder, "last.ckpt")) == 8  # nothing saved
 
 
-def test_a_file_of_lightnings_own_model_checkpoint_resumes_exactly_without_its_warning(tmp_path, ref16, capsys, recwarn):
+def test_a_file_of_lightnings_own_model_checkpoint_resumes_exactly_without_its_warning(
+    tmp_path, ref16, capsys, recwarn
+):
     """A user's ModelCheckpoint in trainer.callbacks (every_n_train_steps counts Adam steps: 2 a round here) warned
     that with manual optimization its file holds the state after the step: here that is a round's state, and the
     file goes on to the uninterrupted run."""
     cut, own = str(tmp_path / "cut"), str(tmp_path / "own")
     recwarn.clear()
-    _made(cut, *SHORT, "--data.rounds=12", "--trainer.callbacks=lightning.pytorch.callbacks.ModelCheckpoint",
-          "--trainer.callbacks.every_n_train_steps=16", f"--trainer.callbacks.dirpath={own}")
+    _made(
+        cut,
+        *SHORT,
+        "--data.rounds=12",
+        "--trainer.callbacks=lightning.pytorch.callbacks.ModelCheckpoint",
+        "--trainer.callbacks.every_n_train_steps=16",
+        f"--trainer.callbacks.dirpath={own}",
+    )
     assert not [w for w in recwarn if "manual optimization" in str(w.message)]
     assert os.listdir(own) == ["epoch=0-step=16.ckpt"]  # round 8
-    out = _in_process(capsys, str(tmp_path / "again"), *SHORT, "--data.rounds=16",
-                      f"--ckpt_path={os.path.join(own, 'epoch=0-step=16.ckpt')}")
+    out = _in_process(
+        capsys,
+        str(tmp_path / "again"),
+        *SHORT,
+        "--data.rounds=16",
+        f"--ckpt_path={os.path.join(own, 'epoch=0-step=16.ckpt')}",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert _per_seed(str(tmp_path / "again")) == ref16
 
@@ -216,15 +257,23 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     assert [s for s, _ in events["regret/cum_avg_mean"]] == list(range(1, 25))  # every round once
     # config.yaml stays the config the run started with; the resume's own is written beside it
     import yaml
+
     folder = os.path.join(ext, "lightning_logs", "version_0")
     assert yaml.safe_load(open(os.path.join(folder, "config.yaml")))["data"]["rounds"] == 16
     resumed = yaml.safe_load(open(os.path.join(folder, "config.resumed_at_round_16.yaml")))
     assert resumed["data"]["rounds"] == 24 and resumed["ckpt_path"].endswith("last.ckpt")
-    assert "computed on" not in out.stderr and "were made with" not in out.stderr  # same device, software: nothing to say
+    assert (
+        "computed on" not in out.stderr and "were made with" not in out.stderr
+    )  # same device, software: nothing to say
     from nvldb_pl.host import software_text
+
     went_on = _run(older, *SHORT, "--ckpt_path=last")
-    assert (f"the checkpoint's rounds were made with nvldb_pl {now['nvldb_pl']} at commit 000000000000, torch 2.0.0, "
-            f"lightning {now['lightning']}" in went_on.stderr and f"goes on with {software_text(now)}:" in went_on.stderr)
+    assert (
+        f"the checkpoint's rounds were made with nvldb_pl {now['nvldb_pl']} at commit 000000000000, torch 2.0.0, "
+        f"lightning {now['lightning']}"
+        in went_on.stderr
+        and f"goes on with {software_text(now)}:" in went_on.stderr
+    )
     assert _per_seed(older) == _per_seed(ref)  # (the arithmetic here is the same: only the record said otherwise)
     summary = json.load(open(os.path.join(older, "lightning_logs", "version_0", "summary.json")))
     assert summary["software"] == now and torch.load(older_last, weights_only=False)["software"] == now
@@ -236,17 +285,21 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     assert _curve_rows(gpu) == _curve_rows(ref)
     after = torch.load(last, map_location="cpu", weights_only=False)
     assert after["accelerator"] == "cpu"
-    assert all(g["foreach"] and not g["fused"] and not g["capturable"] for g in after["optimizer_states"][0]["param_groups"])
+    assert all(
+        g["foreach"] and not g["fused"] and not g["capturable"] for g in after["optimizer_states"][0]["param_groups"]
+    )
 
 
 def test_a_run_made_in_parts_keeps_the_software_and_device_of_each_part(tmp_path):
     from nvldb_pl.host import software
+
     now = software()
     one, parts = str(tmp_path / "one"), str(tmp_path / "parts")
     _made(one, *SHORT)  # 24 rounds in one go: one part, and no earlier_parts in its summary
     folder = os.path.join(one, "lightning_logs", "version_0")
     assert torch.load(os.path.join(folder, "checkpoints", "last.ckpt"), weights_only=False)["parts"] == [
-        {"rounds": [1, 24], "accelerator": "cpu", "software": now}]
+        {"rounds": [1, 24], "accelerator": "cpu", "software": now}
+    ]
     assert "earlier_parts" not in json.load(open(os.path.join(folder, "summary.json")))
     _made(parts, "--data.rounds=8", "--checkpoint.every_n_rounds=8")  # rounds 1-8, as if with another torch ...
     folder = os.path.join(parts, "lightning_logs", "version_0")
@@ -256,14 +309,19 @@ def test_a_run_made_in_parts_keeps_the_software_and_device_of_each_part(tmp_path
     ckpt["parts"][0]["software"] = ckpt["software"] = older
     torch.save(ckpt, last)
     _made(parts, "--data.rounds=16", "--checkpoint.every_n_rounds=8", "--ckpt_path=last")  # ... 9-16, then 17-24
-    first, second = ({"rounds": [1, 8], "accelerator": "cpu", "software": older},
-                     {"rounds": [9, 16], "accelerator": "cpu", "software": now})
+    first, second = (
+        {"rounds": [1, 8], "accelerator": "cpu", "software": older},
+        {"rounds": [9, 16], "accelerator": "cpu", "software": now},
+    )
     assert json.load(open(os.path.join(folder, "summary.json")))["earlier_parts"] == [first]
     _made(parts, *SHORT, "--ckpt_path=last")
     summary = json.load(open(os.path.join(folder, "summary.json")))
     assert summary["earlier_parts"] == [first, second] and summary["software"] == now
-    assert torch.load(last, weights_only=False)["parts"] == [first, second,
-                                                              {"rounds": [17, 24], "accelerator": "cpu", "software": now}]
+    assert torch.load(last, weights_only=False)["parts"] == [
+        first,
+        second,
+        {"rounds": [17, 24], "accelerator": "cpu", "software": now},
+    ]
     assert _per_seed(parts) == _per_seed(one)  # (only the record of the first part was changed)
     # a checkpoint saved before parts were kept: its rounds as one part, with what its last part recorded
     del ckpt["parts"]
@@ -276,6 +334,7 @@ def test_only_this_process_s_event_files_that_hold_nothing_are_dropped(tmp_path)
     from torch.utils.tensorboard import SummaryWriter
 
     from nvldb_pl.resume import drop_empty_event_files, event_records
+
     empty, logged, other = tmp_path / "empty", tmp_path / "logged", tmp_path / "other"
     for folder in (empty, logged):
         writer = SummaryWriter(str(folder))
@@ -284,19 +343,26 @@ def test_only_this_process_s_event_files_that_hold_nothing_are_dropped(tmp_path)
         writer.close()
     other.mkdir()  # another process's empty file (its pid in the name is not ours)
     (other / f"events.out.tfevents.1.{socket.gethostname()}.{os.getpid() + 1}.0").write_bytes(
-        next(empty.iterdir()).read_bytes())
+        next(empty.iterdir()).read_bytes()
+    )
     assert [event_records(str(next(f.iterdir()))) for f in (empty, logged, other)] == [1, 2, 1]
     for folder in (empty, logged, other):
         drop_empty_event_files(str(folder))
     assert [len(list(f.iterdir())) for f in (empty, logged, other)] == [0, 1, 1]
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--data.num_seeds=4"], "data.num_seeds: checkpoint 3, config 4"),
-    (["--data.first_seed_id=3"], "data.first_seed_id: checkpoint 0, config 3"),  # was blamed on the process count
-    (["--trainer.precision=bf16-mixed"], "trainer.precision: the checkpoint's rounds were computed in '32-true'; "
-                                         "going on in 'bf16-mixed' would give a run that equals neither"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--data.num_seeds=4"], "data.num_seeds: checkpoint 3, config 4"),
+        (["--data.first_seed_id=3"], "data.first_seed_id: checkpoint 0, config 3"),  # was blamed on the process count
+        (
+            ["--trainer.precision=bf16-mixed"],
+            "trainer.precision: the checkpoint's rounds were computed in '32-true'; "
+            "going on in 'bf16-mixed' would give a run that equals neither",
+        ),
+    ],
+)
 def test_a_refused_resume_leaves_the_run_folder_as_it_was(tmp_path, extra, message, capsys):
     root = tmp_path / "run"
     _made(str(root), *SHORT, "--data.rounds=16")
@@ -310,12 +376,15 @@ def _drop_first_bad_context(ckpt):
     ckpt["state_dict"].pop("first_bad_context")
 
 
-@pytest.mark.parametrize("edit,message", [
-    (_drop_first_bad_context, "it lacks ['first_bad_context']"),  # a buffer newer code added
-    (lambda ckpt: ckpt["state_dict"].update(old_buffer=torch.zeros(2)), "it holds ['old_buffer'] besides"),
-    (lambda ckpt: ckpt["state_dict"].update(V=torch.zeros(3, 3)), "other shapes: V [3, 3] (here [3, 5, 5])"),
-    (lambda ckpt: ckpt.pop("BanditDataModule"), "ckpt_path: the checkpoint holds no state of the round stream"),
-])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (_drop_first_bad_context, "it lacks ['first_bad_context']"),  # a buffer newer code added
+        (lambda ckpt: ckpt["state_dict"].update(old_buffer=torch.zeros(2)), "it holds ['old_buffer'] besides"),
+        (lambda ckpt: ckpt["state_dict"].update(V=torch.zeros(3, 3)), "other shapes: V [3, 3] (here [3, 5, 5])"),
+        (lambda ckpt: ckpt.pop("BanditDataModule"), "ckpt_path: the checkpoint holds no state of the round stream"),
+    ],
+)
 def test_a_checkpoint_of_another_version_is_refused_in_one_line(tmp_path, edit, message, capsys):
     """A file saved by another version of the package (its learner kept other buffers) ended in torch's
     load_state_dict RuntimeError traceback; one without the stream's state was resumed unchecked."""
@@ -339,8 +408,9 @@ def test_a_refused_resume_into_a_new_folder_leaves_no_folder_behind(tmp_path, ca
     again: they were left empty."""
     _made(str(tmp_path / "run"), *SHORT, "--data.rounds=8")
     ckpt = tmp_path / "run" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
-    out = _in_process(capsys, str(tmp_path / "new" / "root"), *SHORT, "--data.rounds=8", "--model.lr=0.5",
-                      f"--ckpt_path={ckpt}")
+    out = _in_process(
+        capsys, str(tmp_path / "new" / "root"), *SHORT, "--data.rounds=8", "--model.lr=0.5", f"--ckpt_path={ckpt}"
+    )
     assert out.returncode == 2 and "model.lr: checkpoint 0.001, config 0.5" in out.stderr, out.stderr[-2000:]
     assert sorted(os.listdir(tmp_path)) == ["run"]
 
@@ -355,8 +425,9 @@ def test_resuming_a_finished_run_at_its_horizon_runs_nothing_and_says_so(tmp_pat
     assert _files(root) == before
 
 
-@pytest.mark.parametrize("layout,field", [("no logger", "trainer.default_root_dir"),
-                                          ("checkpoint.dirpath", "checkpoint.dirpath")])
+@pytest.mark.parametrize(
+    "layout,field", [("no logger", "trainer.default_root_dir"), ("checkpoint.dirpath", "checkpoint.dirpath")]
+)
 def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp_path, layout, field, capsys):
     root = tmp_path / "run"
     flags = [f.format(root=root) for f in LAYOUTS[layout][0]]
@@ -370,10 +441,16 @@ def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp
     assert sorted(p.name for p in root.iterdir()) == sorted({p.relative_to(root).parts[0] for p in before})
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--data.rounds=8"], "data.rounds: the checkpoint holds a run of 16 rounds; resuming can go on to more rounds, not fewer"),
-    (["--data.rounds=24", "--model=VACDB"], "data.rounds: VACDB depends on the horizon T"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (
+            ["--data.rounds=8"],
+            "data.rounds: the checkpoint holds a run of 16 rounds; resuming can go on to more rounds, not fewer",
+        ),
+        (["--data.rounds=24", "--model=VACDB"], "data.rounds: VACDB depends on the horizon T"),
+    ],
+)
 def test_a_horizon_that_cannot_go_on_exactly_is_refused(tmp_path, extra, message, capsys):
     root = str(tmp_path / "run")
     model = ["--model=VACDB"] if "--model=VACDB" in extra else []
@@ -398,7 +475,12 @@ def test_a_tilde_in_a_path_field_is_the_home_folder(tmp_path, monkeypatch):
     summary = home / "runs" / "lightning_logs" / "version_0" / "summary.json"
     assert summary.is_file() and list(summary.parent.glob("events.out.tfevents.*"))
     (home / "more.yaml").write_text("data:\n  rounds: 32\n")  # --config=~/... too
-    _made("~/runs", "--config=~/more.yaml", "--checkpoint.every_n_rounds=8", "--checkpoint.dirpath=~/ck",
-          "--ckpt_path=~/ck/last.ckpt")
+    _made(
+        "~/runs",
+        "--config=~/more.yaml",
+        "--checkpoint.every_n_rounds=8",
+        "--checkpoint.dirpath=~/ck",
+        "--ckpt_path=~/ck/last.ckpt",
+    )
     assert os.listdir(work) == []
     assert _rounds_in(home / "ck" / "last.ckpt") == 32

@@ -1,5 +1,6 @@
 """Runs that stop before their horizon and go on exactly: a time limit (trainer.max_time), Ctrl-C, SIGTERM,
 SLURM's requeue signal; and the handlers they leave."""
+
 import glob
 import json
 import os
@@ -31,6 +32,7 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
     from lightning.pytorch.callbacks import timer
 
     from nvldb_pl.cli import run_cli
+
     short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
     ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
     assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
@@ -44,11 +46,16 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
     # the same command again (a requeued job): its limit is spent, and Lightning would skip every round and exit 0
     before = _files(tmp_path / "cut")
     monkeypatch.setattr(timer, "time", _Clock())
-    assert run_cli([*short, f"--trainer.default_root_dir={cut}", "--trainer.max_time=00:00:00:40", "--ckpt_path=last"]) == 2
+    assert (
+        run_cli([*short, f"--trainer.default_root_dir={cut}", "--trainer.max_time=00:00:00:40", "--ckpt_path=last"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "error: trainer.max_time: the earlier parts of this run have used 0:00:4" in err, err[-2000:]
-    assert f"of its 0:00:40 (Lightning counts max_time over every part of a run), so no round would be played; to go on " \
-           f"from round {stopped}, give a larger one, or none" in err
+    assert (
+        f"of its 0:00:40 (Lightning counts max_time over every part of a run), so no round would be played; to go on "
+        f"from round {stopped}, give a larger one, or none" in err
+    )
     assert _files(tmp_path / "cut") == before
     monkeypatch.undo()
     recwarn.clear()
@@ -62,15 +69,29 @@ def test_a_run_without_checkpoints_stopped_by_max_time_says_it_cannot_go_on(tmp_
     from lightning.pytorch.callbacks import timer
 
     from nvldb_pl.cli import run_cli
+
     monkeypatch.setattr(timer, "time", _Clock())
     root = str(tmp_path / "run")
-    assert run_cli(["fit", *ARGS[1:], "--data.rounds=60", f"--trainer.default_root_dir={root}",
-                    "--trainer.max_time=00:00:00:40", "--trainer.enable_checkpointing=false"]) == 0
+    assert (
+        run_cli(
+            [
+                "fit",
+                *ARGS[1:],
+                "--data.rounds=60",
+                f"--trainer.default_root_dir={root}",
+                "--trainer.max_time=00:00:00:40",
+                "--trainer.enable_checkpointing=false",
+            ]
+        )
+        == 0
+    )
     [summary] = glob.glob(os.path.join(root, "lightning_logs", "version_0", "summary.json"))
     stopped = json.load(open(summary))["rounds"]
     assert 30 < stopped < 50
-    assert (f"stopped at round {stopped} of data.rounds=60; this run saves no checkpoint (trainer.enable_checkpointing "
-            f"false), so it cannot go on: its summary holds the {stopped} rounds played") in capsys.readouterr().err
+    assert (
+        f"stopped at round {stopped} of data.rounds=60; this run saves no checkpoint (trainer.enable_checkpointing "
+        f"false), so it cannot go on: its summary holds the {stopped} rounds played"
+    ) in capsys.readouterr().err
     assert not glob.glob(os.path.join(root, "**", "*.ckpt"), recursive=True)
 
 
@@ -78,7 +99,10 @@ def test_a_run_without_checkpoints_stopped_by_max_time_says_it_cannot_go_on(tmp_
 def test_a_time_limit_of_zero_or_less_is_refused_and_writes_nothing(tmp_path, capsys, limit, shown):
     out = _in_process(capsys, str(tmp_path / "run"), *SHORT, f"--trainer.max_time={limit}")
     assert out.returncode == 2
-    assert f"error: trainer.max_time: {shown} leaves no time to play a round; give a positive duration, or none" in out.stderr
+    assert (
+        f"error: trainer.max_time: {shown} leaves no time to play a round; give a positive duration, or none"
+        in out.stderr
+    )
     assert not (tmp_path / "run").exists() or not [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
 
 
@@ -96,13 +120,18 @@ class SignalAt(pl.Callback):
 
 
 def _signal_at(at, times, signum, rank=None):
-    return "--trainer.callbacks+=" + json.dumps({"class_path": "tests.test_stops.SignalAt", "init_args": {
-        "at": at, "times": times, "signum": int(signum), "rank": rank}})
+    return "--trainer.callbacks+=" + json.dumps(
+        {
+            "class_path": "tests.test_stops.SignalAt",
+            "init_args": {"at": at, "times": times, "signum": int(signum), "rank": rank},
+        }
+    )
 
 
 @pytest.mark.parametrize("signum,name", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
 def test_a_signal_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp_path, capsys, signum, name):
     from nvldb_pl.cli import run_cli
+
     short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
     ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
     assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
@@ -127,13 +156,23 @@ def test_sigterm_in_a_run_without_checkpoints_says_it_cannot_go_on(tmp_path, cap
     """No RoundCheckpoint: Lightning's own SIGTERM handling stops the run (143); the line says there is nothing to
     go on from (it said "go on from the last checkpoint")."""
     from nvldb_pl.cli import run_cli
+
     root = tmp_path / "run"
-    code = run_cli(["fit", *ARGS[1:], "--data.rounds=60", f"--trainer.default_root_dir={root}",
-                    "--trainer.enable_checkpointing=false", _signal_at(20, 1, signal.SIGTERM)])
+    code = run_cli(
+        [
+            "fit",
+            *ARGS[1:],
+            "--data.rounds=60",
+            f"--trainer.default_root_dir={root}",
+            "--trainer.enable_checkpointing=false",
+            _signal_at(20, 1, signal.SIGTERM),
+        ]
+    )
     assert code == 128 + signal.SIGTERM
     err = capsys.readouterr().err
-    assert ("stopped by SIGTERM; this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go "
-            "on") in err and "--ckpt_path last" not in err, err[-2000:]
+    assert (
+        "stopped by SIGTERM; this run saves no checkpoint (trainer.enable_checkpointing false), so it cannot go on"
+    ) in err and "--ckpt_path last" not in err, err[-2000:]
     assert not list(root.rglob("*.ckpt"))
 
 
@@ -141,30 +180,50 @@ def test_ctrl_c_in_a_run_without_checkpoints_says_it_cannot_go_on(tmp_path, caps
     """No RoundCheckpoint: Lightning takes the Ctrl-C and exited 1, with only its info line "Detected
     KeyboardInterrupt, attempting graceful shutdown"; now 130, saying there is nothing to go on from."""
     from nvldb_pl.cli import run_cli
+
     root = tmp_path / "run"
     outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (not ignored)
     try:
-        code = run_cli(["fit", *ARGS[1:], "--data.rounds=60", f"--trainer.default_root_dir={root}",
-                        "--trainer.enable_checkpointing=false", _signal_at(20, 1, signal.SIGINT)])
+        code = run_cli(
+            [
+                "fit",
+                *ARGS[1:],
+                "--data.rounds=60",
+                f"--trainer.default_root_dir={root}",
+                "--trainer.enable_checkpointing=false",
+                _signal_at(20, 1, signal.SIGINT),
+            ]
+        )
     finally:
         signal.signal(signal.SIGINT, outside)
     assert code == 128 + signal.SIGINT
     err = capsys.readouterr().err
-    assert ("stopped by Ctrl-C at once; this run saves no checkpoint (trainer.enable_checkpointing false), so it "
-            "cannot go on") in err and "--ckpt_path last" not in err, err[-2000:]
+    assert (
+        "stopped by Ctrl-C at once; this run saves no checkpoint (trainer.enable_checkpointing false), so it "
+        "cannot go on"
+    ) in err and "--ckpt_path last" not in err, err[-2000:]
 
 
-SLURM_JOB = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "nvldb", "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0",
-             "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}
+SLURM_JOB = {
+    "SLURM_NTASKS": "1",
+    "SLURM_JOB_NAME": "nvldb",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+    "SLURM_NODELIST": "localhost",
+}
 
 
 def test_slurms_requeue_signal_stops_at_the_end_of_the_round_requeues_and_the_job_goes_on_exactly(
-        tmp_path, capsys, monkeypatch):
+    tmp_path, capsys, monkeypatch
+):
     """Under SLURM (``#SBATCH --signal=USR1@120``) Lightning's auto-requeue would save hpc_ckpt_N.ckpt
     from inside the signal handler, mid-round, and the requeued job would go on from it without a word.
     Here: the round ends, is saved, the job is requeued (a stand-in ``scontrol`` records the call), and
     the requeued command (with ``--ckpt_path last``) ends as the uninterrupted run."""
     from nvldb_pl.cli import run_cli
+
     short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
     ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
     assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
@@ -195,12 +254,15 @@ def test_slurms_requeue_signal_stops_at_the_end_of_the_round_requeues_and_the_jo
     HandlerDuringRun.seen.clear()
     record = "--trainer.callbacks+=" + json.dumps({"class_path": "tests.test_stops.HandlerDuringRun"})
     for extra in ([], ["--trainer.enable_checkpointing=false"]):
-        assert run_cli([*short, "--data.rounds=3", f"--trainer.default_root_dir={tmp_path / 'bare'}", *extra, record]) == 0
+        assert (
+            run_cli([*short, "--data.rounds=3", f"--trainer.default_root_dir={tmp_path / 'bare'}", *extra, record]) == 0
+        )
     assert HandlerDuringRun.seen[0] == RoundCheckpoint._on_signal and HandlerDuringRun.seen[1] == handler
 
 
 class HandlerDuringRun(pl.Callback):
     """Records what takes SIGUSR1 (SLURM's requeue signal) while the run plays its first round."""
+
     seen: list = []
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
@@ -212,10 +274,22 @@ class HandlerDuringRun(pl.Callback):
 def test_an_ignored_sigint_stays_ignored(tmp_path):
     """A background job's SIGINT is ignored by its shell: the run keeps it so and plays every round."""
     from nvldb_pl.cli import run_cli
+
     outside = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        assert run_cli(["fit", *ARGS[1:], "--data.rounds=40", "--checkpoint.every_n_rounds=25",
-                        f"--trainer.default_root_dir={tmp_path}", _signal_at(30, 1, signal.SIGINT)]) == 0
+        assert (
+            run_cli(
+                [
+                    "fit",
+                    *ARGS[1:],
+                    "--data.rounds=40",
+                    "--checkpoint.every_n_rounds=25",
+                    f"--trainer.default_root_dir={tmp_path}",
+                    _signal_at(30, 1, signal.SIGINT),
+                ]
+            )
+            == 0
+        )
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, outside)
@@ -228,20 +302,34 @@ def test_an_ignored_sigint_stays_ignored(tmp_path):
 @pytest.mark.parametrize("signum,code,saved", [(signal.SIGINT, 130, 25), (signal.SIGTERM, 143, 37)])
 def test_a_second_signal_goes_to_the_handler_from_before_the_run(tmp_path, signum, code, saved, capsys):
     from nvldb_pl.cli import run_cli
+
     cut = str(tmp_path / "cut")
     # Python's own Ctrl-C handler before the run (a process started in the background, as CI may start
     # pytest, inherits SIGINT ignored: then the second Ctrl-C is ignored too, rightly)
     outside = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-        assert run_cli(["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25",
-                        f"--trainer.default_root_dir={cut}", _signal_at(37, 2, signum)]) == code
+        assert (
+            run_cli(
+                [
+                    "fit",
+                    *ARGS[1:],
+                    "--data.rounds=60",
+                    "--checkpoint.every_n_rounds=25",
+                    f"--trainer.default_root_dir={cut}",
+                    _signal_at(37, 2, signum),
+                ]
+            )
+            == code
+        )
         assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
     finally:
         signal.signal(signal.SIGINT, outside)
     assert _rounds_in(os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")) == saved
     if signum == signal.SIGINT:
-        assert "stopped by Ctrl-C at once; go on from the last checkpoint with --ckpt_path last" in capsys.readouterr().err
+        assert (
+            "stopped by Ctrl-C at once; go on from the last checkpoint with --ckpt_path last" in capsys.readouterr().err
+        )
 
 
 @pytest.mark.parametrize("rank", [None, "1"])

@@ -1,5 +1,6 @@
 """scripts/sweep.py (paired hyperparameter sweeps: runs appended to a JSON-lines file, finished ones skipped,
 bad input and damaged files named) and scripts/pair.py (runs paired by seed over folders)."""
+
 import json
 import os
 
@@ -12,10 +13,24 @@ from tests.script_loader import load_script as _script
 
 def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
     import sys
+
     sweep = _script("sweep")
     out = str(tmp_path / "s.jsonl")
-    argv = ["sweep.py", "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--out", out,
-            "--grid", '[{"width": 4, "grad_steps": 1}]', "--vary", "distinct_arms=false,true"]
+    argv = [
+        "sweep.py",
+        "--rounds",
+        "6",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--out",
+        out,
+        "--grid",
+        '[{"width": 4, "grad_steps": 1}]',
+        "--vary",
+        "distinct_arms=false,true",
+    ]
     old, sys.argv = sys.argv, argv
     try:
         sweep.main()
@@ -42,42 +57,54 @@ def _sweep_exit(sweep, monkeypatch, *argv):
     return stop.value.code
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--grid", '[{"widht": 4}]'], "--grid/--vary: NVLDB takes no ['widht']"),
-    (["--grid", '[{"learner": "NDB", "strategy": "ucb_asym"}]'], "--grid/--vary: NDB takes no ['strategy']"),
-    (["--grid", '[{"learner": "Oracle"}]'], "--grid: unknown learner 'Oracle'"),
-    (["--grid", "{width: 4}"], "--grid: not JSON"),
-    (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),
-    (["--grid", "[]"], "--grid: an empty list runs nothing"),  # printed an empty table, exit 0
-    (["--vary", "width"], "--vary: 'width' is not key=value"),
-    (["--vary", "widht=4,8"], "--grid/--vary: NVLDB takes no ['widht']"),
-    (["--tasks", "cos", "sine"], "--tasks: unknown ['sine']"),
-    (["--rounds", "0"], "--rounds: must be >= 1"),
-    (["--threads", "-1"], "--threads: must be >= 0"),
-    # a value no learner takes, in the second entry: the first entry's run came before it
-    (["--grid", '[{"width": 4, "grad_steps": 1}, {"width": 0}]'],
-     '--grid/--vary {"width": 0} on cos: model.width: must be an integer >= 1, got 0'),
-    (["--vary", "beta=1,-1"], '"beta": -1} on cos: model.beta: must be a finite number > 0, got -1'),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--grid", '[{"widht": 4}]'], "--grid/--vary: NVLDB takes no ['widht']"),
+        (["--grid", '[{"learner": "NDB", "strategy": "ucb_asym"}]'], "--grid/--vary: NDB takes no ['strategy']"),
+        (["--grid", '[{"learner": "Oracle"}]'], "--grid: unknown learner 'Oracle'"),
+        (["--grid", "{width: 4}"], "--grid: not JSON"),
+        (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),
+        (["--grid", "[]"], "--grid: an empty list runs nothing"),  # printed an empty table, exit 0
+        (["--vary", "width"], "--vary: 'width' is not key=value"),
+        (["--vary", "widht=4,8"], "--grid/--vary: NVLDB takes no ['widht']"),
+        (["--tasks", "cos", "sine"], "--tasks: unknown ['sine']"),
+        (["--rounds", "0"], "--rounds: must be >= 1"),
+        (["--threads", "-1"], "--threads: must be >= 0"),
+        # a value no learner takes, in the second entry: the first entry's run came before it
+        (
+            ["--grid", '[{"width": 4, "grad_steps": 1}, {"width": 0}]'],
+            '--grid/--vary {"width": 0} on cos: model.width: must be an integer >= 1, got 0',
+        ),
+        (["--vary", "beta=1,-1"], '"beta": -1} on cos: model.beta: must be a finite number > 0, got -1'),
+    ],
+)
 def test_sweep_refuses_bad_input_before_running_naming_the_flag(tmp_path, capsys, monkeypatch, extra, message):
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
-    assert _sweep_exit(sweep, monkeypatch, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), *extra) == 2
+    assert (
+        _sweep_exit(sweep, monkeypatch, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), *extra)
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
     assert not out.exists()
 
 
-def test_a_sweep_file_that_is_a_folder_or_holds_a_line_that_is_no_run_is_named_with_the_line(tmp_path, capsys, monkeypatch):
+def test_a_sweep_file_that_is_a_folder_or_holds_a_line_that_is_no_run_is_named_with_the_line(
+    tmp_path, capsys, monkeypatch
+):
     sweep = _script("sweep")
     run = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"width": 4}]']
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"task": "cos", "config": {}, "rounds": 4, "per_seed": [1.0], "self_duels": [0.0]}\n{}\n')
-    for argv, said in (([*run, "--out", str(tmp_path)], f"--out: {tmp_path} is a folder; give a JSON-lines file"),
-                       (["--summarize", str(tmp_path)], f"--summarize: {tmp_path} is a folder"),
-                       ([*run, "--out", str(bad)], f"--out: {bad} line 2 is not a sweep run"),
-                       (["--summarize", str(bad)], f"--summarize: {bad} line 2 is not a sweep run"),
-                       (["--summarize", str(tmp_path / "none.jsonl")], f"--summarize: {tmp_path / 'none.jsonl'}: no such file")):
+    for argv, said in (
+        ([*run, "--out", str(tmp_path)], f"--out: {tmp_path} is a folder; give a JSON-lines file"),
+        (["--summarize", str(tmp_path)], f"--summarize: {tmp_path} is a folder"),
+        ([*run, "--out", str(bad)], f"--out: {bad} line 2 is not a sweep run"),
+        (["--summarize", str(bad)], f"--summarize: {bad} line 2 is not a sweep run"),
+        (["--summarize", str(tmp_path / "none.jsonl")], f"--summarize: {tmp_path / 'none.jsonl'}: no such file"),
+    ):
         assert _sweep_exit(sweep, monkeypatch, *argv) == 2
         got = capsys.readouterr()
         assert got.err.startswith(f"error: {said}") and "| cos |" not in got.out, got.err
@@ -89,8 +116,22 @@ def test_a_sweep_file_whose_last_line_was_cut_short_goes_on_without_it(tmp_path,
     summary leaves it out, saying so; the sweep run again removes it, saying so, and appends after the whole lines."""
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
-    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out),
-                                     "--grid", '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]'])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--out",
+            str(out),
+            "--grid",
+            '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]',
+        ],
+    )
     sweep.main()
     whole = out.read_text()
     first, second = whole.splitlines()
@@ -110,6 +151,7 @@ def test_a_sweep_file_whose_last_line_was_cut_short_goes_on_without_it(tmp_path,
 def _write_curves(path, rows):
     import csv
     import gzip
+
     with gzip.open(path, "wt", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["method", "seed", "round", "cum_avg_regret"])
@@ -118,6 +160,7 @@ def _write_curves(path, rows):
 
 def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad_input(tmp_path, capsys):
     import numpy as np
+
     pair = _script("pair")
     T, rng = 20, np.random.default_rng(3)
     final = {}  # (folder, seed) -> R(T)
@@ -143,11 +186,15 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
     whole = [final["a", 0], final["a", 1], final["a2", 2], final["a2", 3]]
     assert f"R(T)/T {np.mean(whole) / T:.3f} ± {np.std(whole, ddof=1) / T:.3f} over 4 seeds" in capsys.readouterr().out
     # bad input: the file, the method, the seeds and the flag are named, and no result is printed
-    bad = [(["--first", "NDB-UCB", a, "--second", "Random", b], f"no run of 'NDB-UCB' with T={T}; runs there: "
-            f"NVLDB-UCB-ASYM (T={T}), Random (T={T})"),  # what is there, with its T (was: the methods with this T)
-           (["--first", "Random", a, "--second", "Random", b, "--task", "square"], "curves_square.csv.gz: no such file"),
-           (["--first", "Random", a, a], "seeds 0-1 of 'Random' are also in an earlier folder"),
-           (["--first", a], "--first: give a method and at least one folder")]
+    bad = [
+        (
+            ["--first", "NDB-UCB", a, "--second", "Random", b],
+            f"no run of 'NDB-UCB' with T={T}; runs there: NVLDB-UCB-ASYM (T={T}), Random (T={T})",
+        ),  # what is there, with its T (was: the methods with this T)
+        (["--first", "Random", a, "--second", "Random", b, "--task", "square"], "curves_square.csv.gz: no such file"),
+        (["--first", "Random", a, a], "seeds 0-1 of 'Random' are also in an earlier folder"),
+        (["--first", a], "--first: give a method and at least one folder"),
+    ]
     for extra, message in bad:
         assert pair.main(["--task", "cos", "--rounds", str(T)] + extra) == 2
         captured = capsys.readouterr()
@@ -169,9 +216,13 @@ def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad
 
 def test_pair_script_reads_an_earlier_round_and_pairs_runs_of_different_lengths(tmp_path, capsys):
     import numpy as np
+
     pair = _script("pair")
     rng = np.random.default_rng(5)
-    kept = lambda T: [r for r in range(1, T + 1) if r <= 100 or r % 10 == 0]  # what reproduce.py commits
+
+    def kept(T):  # what reproduce.py commits
+        return [r for r in range(1, T + 1) if r <= 100 or r % 10 == 0]
+
     R = {}  # (folder, seed, round) -> R(t)
     for name, T in (("long", 150), ("short", 40)):
         (tmp_path / name).mkdir()
@@ -188,20 +239,47 @@ def test_pair_script_reads_an_earlier_round_and_pairs_runs_of_different_lengths(
     assert f"R(120)/120 {np.mean(v):.3f} ± {np.std(v, ddof=1):.3f} over 3 seeds (0-2)" in capsys.readouterr().out
     # runs of different T: read at the shorter one's end unless --at says otherwise
     for extra, t in (([], 40), (["--at", "30"], 30)):
-        argv = ["--task", "square", "--rounds", "150", "40", "--first", "NVLDB-UCB-ASYM", long,
-                "--second", "NVLDB-UCB-ASYM", short] + extra
+        argv = [
+            "--task",
+            "square",
+            "--rounds",
+            "150",
+            "40",
+            "--first",
+            "NVLDB-UCB-ASYM",
+            long,
+            "--second",
+            "NVLDB-UCB-ASYM",
+            short,
+        ] + extra
         assert pair.main(argv) == 0
         d = [(R["long", s, t] - R["short", s, t]) / t for s in range(3)]
         out = capsys.readouterr().out
         assert f"difference over 3 seeds (0-2): {np.mean(d):+.3f} ± {np.std(d, ddof=1) / np.sqrt(3):.3f}" in out
         assert f"R({t})/{t}" in out
     # bad input names the flag or the file and the round
-    bad = [(["--rounds", "150", "--at", "105", "--first", "NVLDB-UCB-ASYM", long], "has no round 105"),
-           (["--rounds", "150", "40", "--at", "60", "--first", "NVLDB-UCB-ASYM", long, "--second", "NVLDB-UCB-ASYM", short],
-            "--at: round 60 is past the end of a run"),
-           (["--rounds", "150", "40", "30", "--first", "NVLDB-UCB-ASYM", long], "--rounds: give one T, or two"),
-           (["--rounds", "150", "40", "--first", "NVLDB-UCB-ASYM", long], "give --second, or one T"),
-           (["--rounds", "150", "--at", "0", "--first", "NVLDB-UCB-ASYM", long], "--at")]
+    bad = [
+        (["--rounds", "150", "--at", "105", "--first", "NVLDB-UCB-ASYM", long], "has no round 105"),
+        (
+            [
+                "--rounds",
+                "150",
+                "40",
+                "--at",
+                "60",
+                "--first",
+                "NVLDB-UCB-ASYM",
+                long,
+                "--second",
+                "NVLDB-UCB-ASYM",
+                short,
+            ],
+            "--at: round 60 is past the end of a run",
+        ),
+        (["--rounds", "150", "40", "30", "--first", "NVLDB-UCB-ASYM", long], "--rounds: give one T, or two"),
+        (["--rounds", "150", "40", "--first", "NVLDB-UCB-ASYM", long], "give --second, or one T"),
+        (["--rounds", "150", "--at", "0", "--first", "NVLDB-UCB-ASYM", long], "--at"),
+    ]
     for argv, message in bad:
         assert pair.main(["--task", "square"] + argv) == 2
         captured = capsys.readouterr()
@@ -214,8 +292,22 @@ def test_sweep_runs_a_uci_task_in_its_shape(tmp_path, capsys, monkeypatch):
     stopped with data.arms' error."""
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
-    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "statlog", "--out", str(out),
-                                     "--grid", '[{"width": 4, "grad_steps": 1}]'])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "statlog",
+            "--out",
+            str(out),
+            "--grid",
+            '[{"width": 4, "grad_steps": 1}]',
+        ],
+    )
     sweep.main()
     [row] = [json.loads(line) for line in open(out)]
     assert row["task"] == "statlog" and len(row["per_seed"]) == 1
@@ -229,12 +321,27 @@ def test_the_scripts_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_pa
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(work)
     reproduce, sweep, pair = _script("reproduce"), _script("sweep"), _script("pair")
-    assert reproduce.main(["--out=~/rep", "--rounds", "5", "--seeds", "2", "--tasks", "cos", "--methods", "Random"]) == 0
+    assert (
+        reproduce.main(["--out=~/rep", "--rounds", "5", "--seeds", "2", "--tasks", "cos", "--methods", "Random"]) == 0
+    )
     assert (home / "rep" / "curves_cos.csv.gz").is_file()
     assert pair.main(["--task", "cos", "--rounds", "5", "--first", "Random", "~/rep"]) == 0  # a quoted ~ in a folder
     assert "Random in " + str(home / "rep") + ": R(T)/T" in capsys.readouterr().out
-    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out=~/s.jsonl",
-                                     "--grid", '[{"width": 4, "grad_steps": 1}]'])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--out=~/s.jsonl",
+            "--grid",
+            '[{"width": 4, "grad_steps": 1}]',
+        ],
+    )
     sweep.main()
     assert len((home / "s.jsonl").read_text().splitlines()) == 1
     capsys.readouterr()
@@ -250,6 +357,7 @@ def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(t
     import signal
 
     from tests.test_stops import SignalAt
+
     sweep = _script("sweep")
     run, calls = sweep.run_experiment, []
 
@@ -259,8 +367,21 @@ def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(t
 
     monkeypatch.setattr(sweep, "run_experiment", second_run_interrupted)
     out = tmp_path / "s.jsonl"
-    argv = ["sweep.py", "--rounds", "6", "--seeds", "2", "--tasks", "cos", "--out", str(out),
-            "--grid", '[{"width": 4, "grad_steps": 1}]', "--vary", "distinct_arms=false,true"]
+    argv = [
+        "sweep.py",
+        "--rounds",
+        "6",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--out",
+        str(out),
+        "--grid",
+        '[{"width": 4, "grad_steps": 1}]',
+        "--vary",
+        "distinct_arms=false,true",
+    ]
     monkeypatch.setattr("sys.argv", argv)
     outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (pytest may ignore it)
     try:
@@ -270,17 +391,21 @@ def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(t
     finally:
         signal.signal(signal.SIGINT, outside)
     assert stop.value.code == 130
-    assert (f'stopped by Ctrl-C: cos {{"width": 4, "grad_steps": 1, "distinct_arms": true}} was cut short and is not '
-            f"written; the runs finished (1 in this call) are in {out}, and the same command goes on from this one"
-            in capsys.readouterr().err)
+    assert (
+        f'stopped by Ctrl-C: cos {{"width": 4, "grad_steps": 1, "distinct_arms": true}} was cut short and is not '
+        f"written; the runs finished (1 in this call) are in {out}, and the same command goes on from this one"
+        in capsys.readouterr().err
+    )
     assert [json.loads(line)["config"]["distinct_arms"] for line in open(out)] == [False]
     sweep.main()  # the same command: the finished run skipped, the cut one run
     assert [json.loads(line)["config"]["distinct_arms"] for line in open(out)] == [False, True]
 
 
 def test_sweep_runs_on_the_device_asked_records_it_and_the_software_and_refuses_a_missing_gpu_up_front(
-        tmp_path, capsys, monkeypatch):
+    tmp_path, capsys, monkeypatch
+):
     import torch
+
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
     argv = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), "--grid", '[{"width": 4}]']
@@ -297,21 +422,36 @@ def test_sweep_runs_on_the_device_asked_records_it_and_the_software_and_refuses_
 
 def test_a_one_seed_sweep_says_one_seed_in_its_header(tmp_path, capsys, monkeypatch):
     sweep = _script("sweep")
-    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos",
-                                     "--grid", '[{"width": 4, "grad_steps": 1}]'])
+    monkeypatch.setattr(
+        "sys.argv",
+        ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"width": 4, "grad_steps": 1}]'],
+    )
     sweep.main()
     out = capsys.readouterr().out
     assert "(T=4, one seed)" in out and "1 seeds" not in out
 
 
-def test_a_sweep_run_again_says_which_runs_it_did_not_run_again_and_where_they_were_made(tmp_path, capsys,
-                                                                                         monkeypatch):
+def test_a_sweep_run_again_says_which_runs_it_did_not_run_again_and_where_they_were_made(tmp_path, capsys, monkeypatch):
     """Runs already in --out were skipped without a word: a sweep asked for on a GPU after one on the CPU printed
     an empty table. It now says how many, and on which device they were made."""
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
-    monkeypatch.setattr("sys.argv", ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out),
-                                     "--grid", '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]'])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--out",
+            str(out),
+            "--grid",
+            '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]',
+        ],
+    )
     sweep.main()
     assert "were not run again" not in capsys.readouterr().err
     lines = out.read_text().splitlines()
@@ -319,6 +459,8 @@ def test_a_sweep_run_again_says_which_runs_it_did_not_run_again_and_where_they_w
     out.write_text(json.dumps({**first, "device": "cuda: NVIDIA H200"}) + "\n" + lines[1] + "\n")
     sweep.main()
     said = capsys.readouterr()
-    assert (f"2 of the runs asked are already in {out} (1 on cpu, 1 on cuda: NVIDIA H200) and were not run again; "
-            f"--summarize {out} shows them") in said.err
+    assert (
+        f"2 of the runs asked are already in {out} (1 on cpu, 1 on cuda: NVIDIA H200) and were not run again; "
+        f"--summarize {out} shows them"
+    ) in said.err
     assert len(out.read_text().splitlines()) == 2

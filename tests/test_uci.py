@@ -1,4 +1,5 @@
 """UCI tasks: readers (real files when present, generated files always), bad files, encoding, a run."""
+
 import gzip
 import os
 
@@ -15,11 +16,14 @@ real = pytest.mark.skipif(not os.path.isdir(REAL), reason=f"UCI data folder {REA
 
 
 @real
-@pytest.mark.parametrize("task,shape,counts", [
-    ("statlog", (58000, 9), [45586, 50, 171, 8903, 3267, 10, 13]),
-    ("magic", (19020, 10), [12332, 6688]),
-    ("covertype", (20000, 54), [7310, 9687, 1293, 81, 303, 625, 701]),
-])
+@pytest.mark.parametrize(
+    "task,shape,counts",
+    [
+        ("statlog", (58000, 9), [45586, 50, 171, 8903, 3267, 10, 13]),
+        ("magic", (19020, 10), [12332, 6688]),
+        ("covertype", (20000, 54), [7310, 9687, 1293, 81, 303, 625, 701]),
+    ],
+)
 def test_real_files_have_the_readme_shapes_and_class_counts(task, shape, counts):
     X, y = uci.load(task)
     assert X.shape == shape
@@ -43,7 +47,7 @@ def _shuttle(root, n=40, seed=0, gz=False):
     rng = np.random.default_rng(seed)
     rows = [[*rng.integers(-50, 100, 9).tolist(), int(rng.integers(1, 8))] for _ in range(n)]
     _write(os.path.join(root, "shuttle", "shuttle.trn"), rows[: n // 2], " ", gz)
-    _write(os.path.join(root, "shuttle", "shuttle.tst"), rows[n // 2:], "\t", gz)
+    _write(os.path.join(root, "shuttle", "shuttle.tst"), rows[n // 2 :], "\t", gz)
     return rows
 
 
@@ -63,15 +67,18 @@ def test_generated_files_are_read_with_both_separators_and_gzip(tmp_path):
     assert np.all(Xm == 0)  # constant columns stay 0 after standardization
 
 
-@pytest.mark.parametrize("case,match", [
-    ("missing_dir", "data.data_dir: .* is not a folder"),
-    ("missing_file", "no data file found; looked for .*shuttle.trn"),
-    ("columns", r"shuttle.tst, line 3: expected 10 columns .* found 9"),
-    ("non_numeric", r"shuttle.trn, line 2, column 4: non-numeric value 'abc'"),
-    ("label", r"shuttle.trn, line 5: unknown label '9'"),
-    ("truncated_gz", "cannot be read as a text table"),
-    ("empty", "no data rows"),
-])
+@pytest.mark.parametrize(
+    "case,match",
+    [
+        ("missing_dir", "data.data_dir: .* is not a folder"),
+        ("missing_file", "no data file found; looked for .*shuttle.trn"),
+        ("columns", r"shuttle.tst, line 3: expected 10 columns .* found 9"),
+        ("non_numeric", r"shuttle.trn, line 2, column 4: non-numeric value 'abc'"),
+        ("label", r"shuttle.trn, line 5: unknown label '9'"),
+        ("truncated_gz", "cannot be read as a text table"),
+        ("empty", "no data rows"),
+    ],
+)
 def test_bad_files_get_a_message_naming_file_and_problem(tmp_path, case, match):
     root = str(tmp_path / "d")
     rows = _shuttle(root, gz=(case == "truncated_gz"))
@@ -130,14 +137,18 @@ def test_block_encoding_norm_and_utilities(tmp_path):
             ctx = batch["contexts"][s].double().numpy()
             for k in range(7):
                 expect = np.zeros(63)
-                expect[9 * k: 9 * k + 9] = x / np.linalg.norm(x)
+                expect[9 * k : 9 * k + 9] = x / np.linalg.norm(x)
                 np.testing.assert_allclose(ctx[k], expect, atol=1e-6)
             assert batch["utilities"][s].tolist() == [1.0 if k == y[rows[s][t]] else 0.0 for k in range(7)]
     # past the end of the data, a fresh shuffle begins; a seed alone sees the same rows
-    alone = RoundStream(BanditDataModule(task="statlog", dim=63, arms=7, rounds=40, num_seeds=1, first_seed_id=1,
-                                         data_dir=root).spec, dataset=dm.dataset)
+    alone = RoundStream(
+        BanditDataModule(task="statlog", dim=63, arms=7, rounds=40, num_seeds=1, first_seed_id=1, data_dir=root).spec,
+        dataset=dm.dataset,
+    )
     assert alone._instances(1, np.arange(1, 81)).tolist()[:40] == rows[1].tolist()
-    disjoint = BanditDataModule(task="statlog", dim=63, arms=7, rounds=13, num_seeds=3, data_dir=root, sampling="disjoint")
+    disjoint = BanditDataModule(
+        task="statlog", dim=63, arms=7, rounds=13, num_seeds=3, data_dir=root, sampling="disjoint"
+    )
     st = RoundStream(disjoint.spec, dataset=disjoint.dataset)
     used = [set(st._instances(i, np.arange(1, 14)).tolist()) for i in range(3)]
     assert all(len(u) == 13 for u in used) and not (used[0] & used[1] or used[1] & used[2] or used[0] & used[2])
@@ -148,8 +159,15 @@ def test_deterministic_preference_and_a_short_statlog_run(tmp_path):
     assert dm.preference_prob(torch.tensor([-0.3, 0.0, 2.0])).tolist() == [0.0, 0.5, 1.0]
     root = str(tmp_path)
     _shuttle(root, n=60)
-    data = {"task": "statlog", "dim": 63, "arms": 7, "rounds": 25, "num_seeds": 2, "preference": "deterministic",
-            "data_dir": root}
+    data = {
+        "task": "statlog",
+        "dim": 63,
+        "arms": 7,
+        "rounds": 25,
+        "num_seeds": 2,
+        "preference": "deterministic",
+        "data_dir": root,
+    }
     summary, m = run_experiment(data, {"width": 8, "grad_steps": 2})
     assert summary["rounds"] == 25 and len(summary["seeds"]) == 2
     # deterministic feedback: o = 1 exactly when the first arm is the true class and the second is not

@@ -3,6 +3,7 @@
 Choose one on the command line with ``--model <Name>``, e.g.
 ``python scripts/main.py fit --config configs/cos.yaml --model CoLSTIM``.
 """
+
 from .linear import CoLSTIM, LinearDueling, MaxInP
 from .ndb import NDB
 from .random_pair import RandomPair

@@ -5,6 +5,7 @@ with z_i = x_{i,a1} - x_{i,a2}, solved to optimality each round (Newton, float64
 the public code uses BFGS to the same optimum), and the Gram matrix Sigma_t = lam I + sum z_i z_i^T.
 Contexts are the task's raw d-dimensional contexts; selection is batched over seeds.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,8 +27,17 @@ class LinearDueling(DuelingLearner):
     :meth:`default_beta`); refit_iterations: Newton iterations per round.
     """
 
-    def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20,
-                 link: str = "logistic", lam: float = 1.0, beta: Optional[float] = None, refit_iterations: int = 8):
+    def __init__(
+        self,
+        dim: int = 5,
+        arms: int = 5,
+        rounds: int = 2000,
+        num_seeds: int = 20,
+        link: str = "logistic",
+        lam: float = 1.0,
+        beta: Optional[float] = None,
+        refit_iterations: int = 8,
+    ):
         super().__init__(dim, arms, rounds, num_seeds, link)
         check_number(lam, "lam")
         if beta is not None:
@@ -35,8 +45,18 @@ class LinearDueling(DuelingLearner):
         check_integer(refit_iterations, "refit_iterations", 1)
         beta = self.default_beta(dim, rounds) if beta is None else beta
         # named explicitly, with the beta in force (LightningCLI would otherwise save the given None)
-        self.save_hyperparameters(dict(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, lam=lam,
-                                       beta=beta, refit_iterations=refit_iterations))
+        self.save_hyperparameters(
+            dict(
+                dim=dim,
+                arms=arms,
+                rounds=rounds,
+                num_seeds=num_seeds,
+                link=link,
+                lam=lam,
+                beta=beta,
+                refit_iterations=refit_iterations,
+            )
+        )
         self.automatic_optimization = False
         self.register_buffer("theta", torch.zeros(num_seeds, dim, dtype=torch.float64))
         self.register_buffer("Sigma", lam * torch.eye(dim, dtype=torch.float64).repeat(num_seeds, 1, 1))
@@ -64,14 +84,23 @@ class LinearDueling(DuelingLearner):
         t = self.t
         with self._timed("gram"):
             z = (self.hist_xt[:, :, 2 * t - 2] - self.hist_xt[:, :, 2 * t - 1]).to(torch.float64)
-            self.Sigma = gram.rank_one_update(self.Sigma, z, torch.ones(z.shape[0], dtype=torch.float64, device=z.device))
+            self.Sigma = gram.rank_one_update(
+                self.Sigma, z, torch.ones(z.shape[0], dtype=torch.float64, device=z.device)
+            )
         with self._timed("refit"):
             pairs = self.history().to(torch.float64)
             Z = pairs[:, :, 0] - pairs[:, :, 1]
             o = self.hist_o[:, :t].to(torch.float64)
-            self.theta = objective.refit_theta(self.hparams.link, self.theta, Z, o, torch.ones_like(o),
-                                               torch.zeros_like(self.theta), self.hparams.lam,
-                                               self.hparams.refit_iterations)
+            self.theta = objective.refit_theta(
+                self.hparams.link,
+                self.theta,
+                Z,
+                o,
+                torch.ones_like(o),
+                torch.zeros_like(self.theta),
+                self.hparams.lam,
+                self.hparams.refit_iterations,
+            )
             self._flag_bad(~torch.isfinite(self.theta).all(dim=1), t)
 
 

@@ -16,6 +16,7 @@ Sherman-Morrison rank-one updates, O(p^2) per round, since a Cholesky of a p x p
 would cost O(p^3)) or ``diag`` (the diagonal approximation neural-bandit codes use at larger widths:
 ||z||^2 ~ sum_j z_j^2 / U_j, U = diag(V)).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -42,10 +43,26 @@ class NDB(NeuralLearner):
 
     LEGACY_STATE = ("V",)  # saved before 2026-11, when NDB subclassed NVLDB and kept its (unused) V
 
-    def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
-                 rule: str = "ucb", gram: str = "full", width: int = 32, depth: int = 3, parametrization: str = "standard",
-                 bias: Optional[bool] = None, init: Optional[str] = None, lr: float = 1e-3, lam: float = 1.0, beta: Optional[float] = None,
-                 grad_steps: int = 20, distinct_arms: bool = True):
+    def __init__(
+        self,
+        dim: int = 5,
+        arms: int = 5,
+        rounds: int = 2000,
+        num_seeds: int = 20,
+        link: str = "logistic",
+        rule: str = "ucb",
+        gram: str = "full",
+        width: int = 32,
+        depth: int = 3,
+        parametrization: str = "standard",
+        bias: Optional[bool] = None,
+        init: Optional[str] = None,
+        lr: float = 1e-3,
+        lam: float = 1.0,
+        beta: Optional[float] = None,
+        grad_steps: int = 20,
+        distinct_arms: bool = True,
+    ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_linked(dim, arms, rounds, num_seeds, link)
         check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
@@ -55,11 +72,14 @@ class NDB(NeuralLearner):
         check_number(beta, "beta")
         sizes = layer_sizes(dim, width, depth)
         p = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + dim + (sum(sizes[1:]) if bias else 0)  # |W|+|theta|+|b|
-        check_memory(history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
-                     f"history and V^-1 of {num_seeds} x {p} x {p} float64")
+        check_memory(
+            history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
+            f"history and V^-1 of {num_seeds} x {p} x {p} float64",
+        )
         # the unweighted likelihood (zeta = 1) and lam/2 ||W - W_0||^2 on every layer (the NDB paper's loss)
-        super().__init__({**args, "bias": bias, "init": init, "beta": beta, "feature_dim": None},
-                         variance_mode="none", w_reg=lam)
+        super().__init__(
+            {**args, "bias": bias, "init": init, "beta": beta, "feature_dim": None}, variance_mode="none", w_reg=lam
+        )
         self.strategy = f"{rule}_asym"
         self.selection_rule = selection.make_rule(self.strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
         self.method = f"NDB-{rule.upper()}"
@@ -81,8 +101,9 @@ class NDB(NeuralLearner):
     def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
         """g(x_k) = df(x_k)/d(W, theta) at the current parameters: [S, K, d] -> [S, K, p] (float64)."""
         net = self.net
-        return per_point_gradients(list(net.weights), net.theta, contexts.float().transpose(1, 2),
-                                   list(net.biases), net.scale).to(torch.float64)
+        return per_point_gradients(
+            list(net.weights), net.theta, contexts.float().transpose(1, 2), list(net.biases), net.scale
+        ).to(torch.float64)
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):

@@ -1,4 +1,5 @@
 """A uniformly random pair: the reference point every learner must beat."""
+
 from __future__ import annotations
 
 import torch

@@ -1,14 +1,34 @@
 """A researcher's learner: NVLDB with other defaults (named by class_path; nothing of NVLDB's may be inherited silently)."""
+
 from nvldb_pl.module import NVLDB
 
 
 class FastNVLDB(NVLDB):
     """NVLDB with a larger step, fewer steps and a narrower network by default."""
 
-    def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
-                 lr: float = 0.01, grad_steps: int = 5, width: int = 16, strategy: str = "ucb_osym"):
-        super().__init__(dim=dim, arms=arms, rounds=rounds, num_seeds=num_seeds, link=link, lr=lr,
-                         grad_steps=grad_steps, width=width, strategy=strategy)
+    def __init__(
+        self,
+        dim: int = 5,
+        arms: int = 5,
+        rounds: int = 2000,
+        num_seeds: int = 20,
+        link: str = "logistic",
+        lr: float = 0.01,
+        grad_steps: int = 5,
+        width: int = 16,
+        strategy: str = "ucb_osym",
+    ):
+        super().__init__(
+            dim=dim,
+            arms=arms,
+            rounds=rounds,
+            num_seeds=num_seeds,
+            link=link,
+            lr=lr,
+            grad_steps=grad_steps,
+            width=width,
+            strategy=strategy,
+        )
 
 
 import torch  # noqa: E402
@@ -22,8 +42,16 @@ class OnlineLogistic(DuelingLearner):
 
     method = "OnlineLogistic"
 
-    def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic",
-                 lr: float = 0.5, c: float = 1.0):
+    def __init__(
+        self,
+        dim: int = 5,
+        arms: int = 5,
+        rounds: int = 2000,
+        num_seeds: int = 20,
+        link: str = "logistic",
+        lr: float = 0.5,
+        c: float = 1.0,
+    ):
         super().__init__(dim, arms, rounds, num_seeds, link)
         self.save_hyperparameters()
         self.automatic_optimization = False
@@ -36,7 +64,7 @@ class OnlineLogistic(DuelingLearner):
     def select(self, contexts, noise, t):
         f = self.scores(contexts)
         a1 = torch.argmax(f, dim=1)
-        perturbed = f + self.hparams.c / t ** 0.5 * noise[:, 1, :]
+        perturbed = f + self.hparams.c / t**0.5 * noise[:, 1, :]
         return a1, torch.argmax(perturbed.scatter(1, a1.unsqueeze(1), -torch.inf), dim=1)
 
     @torch.no_grad()

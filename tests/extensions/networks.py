@@ -1,4 +1,5 @@
 """A researcher's network for phi: one seed's module, with LayerNorm (which the hand-written gradient does not know)."""
+
 from torch import nn
 
 

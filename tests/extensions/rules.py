@@ -1,4 +1,5 @@
 """A researcher's second-arm rule: the greedy arm against its most uncertain challenger."""
+
 import torch
 
 from nvldb_pl.selection import SelectionRule

@@ -1,4 +1,5 @@
 """A researcher's own task: u(x) = sin(freq * Theta^T x), Theta ~ N(0, I / d) per seed."""
+
 import numpy as np
 
 from nvldb_pl.tasks import Task
