@@ -26,6 +26,7 @@ import torch
 from . import uci
 from .data import ALL_TASKS, BanditDataModule, StreamSpec
 from .checks import LINKED_FROM_DATA
+from .neural import saved_hparams
 from .registry import init_args, learner_class, method_spec
 from .tasks import make_task
 from .host import hold_folder
@@ -66,6 +67,7 @@ def run_settings(method: str, hparams: dict) -> dict:
         return {}
     if not hparams:
         return {}
+    hparams = saved_hparams(hparams, learner)  # a run made before a setting existed: as it ran then
     params = inspect.signature(cls.__init__).parameters
     own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
     changed = {

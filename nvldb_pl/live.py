@@ -135,6 +135,10 @@ class DuelingBandit:
         if learner.num_local != 1:
             raise ValueError(f"model: a live bandit holds one seed, this learner holds {learner.num_local}")
         self.learner = learner
+        if hasattr(
+            learner, "self_duels_allowed"
+        ):  # a fit's default may self-duel when sure; a person is never asked "A or A?"
+            learner.self_duels_allowed = False
         self.seed = int(seed)
         learner.attach_optimizer(optimizer_state)
         self._gen = torch.Generator().manual_seed(self.seed)  # Thompson-sampling draws

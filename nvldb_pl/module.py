@@ -73,8 +73,16 @@ class NVLDB(NeuralLearner):
         refit_theta: refit theta with W fixed (Alg. 1 line 10).
         refit_iterations: Newton iterations of that refit.
         gram_mode: ``recompute`` or ``incremental``.
-        distinct_arms: never duel an arm with itself, as NDB's public code (the equations allow it;
-            see :mod:`nvldb_pl.selection`).
+        distinct_arms: the rule itself never duels an arm with itself, as NDB's public code (the
+            equations allow it; see :mod:`nvldb_pl.selection`); ``self_duel_test`` may then still play the
+            greedy arm's self-duel.
+        self_duel_test: when the greedy arm's self-duel replaces the rule's distinct pair
+            (:mod:`nvldb_pl.selfduel`): ``deep_diag`` (where c = argmax f clears every other arm under the
+            whole network's gradient width, NDB's diagonal Gram), ``deep_full`` (its full Gram), ``escape``
+            (the rule with self-duels allowed, a self-duel replaced by the distinct pair with probability
+            min(1, escape_rate / sqrt(t))) or ``none`` (today's a2 != a1). ``None``: ``deep_diag`` where
+            distinct_arms and the built-in MLP, else ``none``.
+        escape_rate: c of ``escape``.
         backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.backward`, faster) or
             ``autograd``; both give the same gradient up to float rounding. Under ``16-mixed``
             (a GradScaler) autograd is used whatever this says.
@@ -132,7 +140,7 @@ class NVLDB(NeuralLearner):
         sample_size: Optional[int] = None,
         sample_weighting: str = "uniform",
         history_pass: str = "auto",
-        self_duel_test: str = "none",
+        self_duel_test: Optional[str] = None,
         escape_rate: float = 1.0,
         network: Optional[Union[str, dict]] = None,
     ):
@@ -150,6 +158,8 @@ class NVLDB(NeuralLearner):
         for name, value in (("beta", beta), ("epsilon", epsilon)):
             check_number(value, name)
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
+        if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1 and the MLP is ours
+            self_duel_test = "deep_diag" if distinct_arms and network is None else "none"
         _check(
             self_duel_test in selfduel.SELF_DUEL_TESTS,
             "self_duel_test",
@@ -167,10 +177,12 @@ class NVLDB(NeuralLearner):
             f"{self_duel_test} takes the built-in MLP's per-point gradients; with model.network use none or escape",
         )
         # saved with the values in force, also where they came from a default
-        args.update(epsilon=epsilon, init=init, bias=bias, beta=beta)
+        args.update(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel_test=self_duel_test)
         variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
         super().__init__(args, variance_mode, w_reg)
         self.strategy = strategy
+        # False: the self-duel test never replaces the rule's distinct pair (live use: nobody is asked "A or A?")
+        self.self_duels_allowed = True
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # built once (an acquisition object)
         if self_duel_test == "escape":  # the rule with self-duels allowed; the distinct one replaces some of them
             self.allowed_rule = selection.make_rule(strategy, beta, False)
@@ -207,15 +219,16 @@ class NVLDB(NeuralLearner):
             f, norm = est["f"], est["norm"]
             a1, a2 = self.selection_rule(f, norm, noise, t)
             extra = {}
-            if test == "escape":
+            if test == "escape" and self.self_duels_allowed:
                 allowed = self.allowed_rule(f, norm, noise, t)
                 a1, a2 = selfduel.escape(
                     allowed, (a1, a2), torch.special.ndtr(noise[:, -1, 0]), t, self.hparams.escape_rate
                 )
-            elif test != "none":
+            elif test.startswith("deep"):  # Z gains every duel's gradient difference, played or asked
                 g = self._gradients(contexts)
-                D = selfduel.gradient_pair_norms(g, getattr(self, "Zinv", None), getattr(self, "U", None))
-                a1, a2 = selfduel.deep_test((a1, a2), f, D, self.hparams.beta)
+                if self.self_duels_allowed:
+                    D = selfduel.gradient_pair_norms(g, getattr(self, "Zinv", None), getattr(self, "U", None))
+                    a1, a2 = selfduel.deep_test((a1, a2), f, D, self.hparams.beta)
                 extra["dg"] = pair_difference(g, a1, a2)
             self._flag_bad(~est["ok"] | ~torch.isfinite(f).all(dim=1), t)
         return {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2), **extra}

@@ -50,11 +50,17 @@ def pair_difference(x: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torc
     return x[rows, a1] - x[rows, a2]
 
 
+# NVLDB runs saved before the self-duel test existed played the rule's own pair (today's self_duel_test=none).
+BEFORE_SELF_DUEL_TEST = {"self_duel_test": "none"}
+
+
 def saved_hparams(hparams: dict, learner: str) -> dict:
-    """A checkpoint's hyperparameters, with the settings it predates filled in as they were then."""
+    """A checkpoint's (or a run's hparams.yaml) hyperparameters, with the settings it predates filled in as
+    they were then."""
     if learner not in ("NVLDB", "NDB"):
         return dict(hparams)
-    return {**BEFORE_PARAMETRIZATION, **hparams}
+    before = {**BEFORE_PARAMETRIZATION, **(BEFORE_SELF_DUEL_TEST if learner == "NVLDB" else {})}
+    return {**before, **hparams}
 
 
 def resolve_network(

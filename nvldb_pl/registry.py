@@ -18,7 +18,10 @@ from .selection import STRATEGIES, SelectionRule
 
 LEARNERS = {
     "NVLDB": NVLDB,
-    **{name: getattr(baselines, name) for name in ("NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair")},
+    **{
+        name: getattr(baselines, name)
+        for name in ("NDB", "CoLSTIM", "VACDB", "MaxInP", "RandomPair", "PairwiseGPLearner")
+    },
 }
 
 
@@ -37,6 +40,7 @@ METHODS: dict[str, tuple[str, dict]] = {
     "VACDB": ("VACDB", {}),
     "MaxInP": ("MaxInP", {}),
     "Random": ("RandomPair", {}),
+    "PairwiseGP": ("PairwiseGPLearner", {}),  # the gp extra; short horizons only (refused past its max_rounds)
 }
 
 # The strict reading of the equations (see LITERAL in nvldb_pl/module.py): "<method>-literal".
@@ -52,7 +56,9 @@ METHODS.update(
 
 # The default grid (issue "baselines"): six NVLDB rules, NLDB-UCB-ASYM, and every baseline.
 DEFAULT_METHODS = [
-    m for m in METHODS if (not m.startswith("NLDB-") or m == "NLDB-UCB-ASYM") and not m.endswith(LITERAL_SUFFIX)
+    m
+    for m in METHODS
+    if (not m.startswith("NLDB-") or m == "NLDB-UCB-ASYM") and not m.endswith(LITERAL_SUFFIX) and m != "PairwiseGP"
 ]
 
 

@@ -35,7 +35,7 @@ def confident_greedy(f: torch.Tensor, D: torch.Tensor, beta: float) -> tuple[tor
     c = torch.argmax(f, dim=1)
     rows = torch.arange(f.shape[0], device=f.device)
     lead = f[rows, c].unsqueeze(1) - f  # f_c - f_k  [S, K]
-    clears = lead >= beta * D[rows, c]  # k = c: 0 >= 0
+    clears = (lead >= beta * D[rows, c]) | torch.nn.functional.one_hot(c, f.shape[1]).bool()  # k = c: no condition
     return c, clears.all(dim=1)
 
 

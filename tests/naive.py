@@ -103,8 +103,16 @@ def run_seed(
     grad_steps=20,
     refit_iterations=8,
     distinct_arms=True,
+    self_duel_test=None,
 ):
-    """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret)."""
+    """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret).
+
+    ``self_duel_test`` deep_diag / deep_full (``None``: deep_diag where distinct_arms, else none): the
+    distinct pair is replaced by the greedy arm's self-duel where f_c - f_k >= beta ||g_c - g_k||_{Z^-1}
+    for every k != c, g the gradient of f over every parameter (autograd, one arm at a time) and
+    Z = lam I + sum of the played pairs' (g_a1 - g_a2)(...)^T at selection time (its diagonal for deep_diag)."""
+    if self_duel_test is None:
+        self_duel_test = "deep_diag" if distinct_arms else "none"
     epsilon = 1.0 / math.sqrt(spec.dim) if epsilon is None else epsilon
     init = init or INITS_OF[parametrization][0]
     bias = parametrization == "standard" if bias is None else bias
@@ -122,6 +130,8 @@ def run_seed(
     theta = theta0.clone().requires_grad_(True)
     opt = torch.optim.Adam(weights + [theta] + biases, lr=lr)
     V = lam * torch.eye(len(theta0), dtype=torch.float64)
+    n_params = sum(p.numel() for p in weights + [theta] + biases)
+    Z = lam * torch.eye(n_params, dtype=torch.float64)  # the deep test's Gram (full; deep_diag reads its diagonal)
     hist_x1, hist_x2, hist_o = [], [], []
     pairs, cum = [], 0.0
     for t, batch in enumerate(RoundStream(one), start=1):
@@ -131,6 +141,22 @@ def run_seed(
             grads = [_phi(weights, x[k], scale, biases).double() for k in range(spec.arms)]  # d f / d theta
             f = [float(g @ theta.double()) for g in grads]
         a1, a2 = _select(strategy, f, grads, torch.inverse(V), beta, noise, t, distinct_arms)
+        if self_duel_test != "none":
+            g = []
+            for k in range(spec.arms):  # d f(x_k) / d(W, theta, b), one arm at a time
+                fk = _phi(weights, x[k], scale, biases) @ theta
+                g.append(torch.cat([d.flatten() for d in torch.autograd.grad(fk, weights + [theta] + biases)]).double())
+            Zinv = torch.inverse(Z) if self_duel_test == "deep_full" else torch.diag(1.0 / torch.diagonal(Z))
+            c = int(np.argmax(f))
+            sure = all(
+                f[c] - f[k] >= beta * math.sqrt(max(float((g[c] - g[k]) @ Zinv @ (g[c] - g[k])), 0.0))
+                for k in range(spec.arms)
+                if k != c
+            )
+            if sure:
+                a1, a2 = c, c
+            z = g[a1] - g[a2]
+            Z = Z + torch.outer(z, z)
         du = float(u[a1] - u[a2])
         o = 1.0 if uniform < 1.0 / (1.0 + math.exp(-du)) else 0.0
         cum += (2 * float(u.max()) - float(u[a1]) - float(u[a2])) / 2

@@ -1,0 +1,104 @@
+"""The self-duel tests of nvldb_pl.selfduel on hand-made estimates, against loops written from their definitions."""
+
+import math
+
+import pytest
+import torch
+
+from nvldb_pl import selection, selfduel
+
+
+def _loop_sure(f, D, beta):
+    """c = argmax f (first), sure iff f_c - f_k >= beta D[c, k] for every k != c: one seed, plain Python."""
+    c = max(range(len(f)), key=lambda k: (f[k], -k))
+    return c, all(f[c] - f[k] >= beta * D[c][k] for k in range(len(f)) if k != c)
+
+
+def test_confident_greedy_matches_its_definition_on_random_estimates():
+    gen = torch.Generator().manual_seed(3)
+    f = torch.randn(200, 4, generator=gen, dtype=torch.float64)
+    D = torch.rand(200, 4, 4, generator=gen, dtype=torch.float64)
+    D = D + D.transpose(1, 2)
+    c, sure = selfduel.confident_greedy(f, D, 0.5)
+    for s in range(200):
+        assert (int(c[s]), bool(sure[s])) == _loop_sure(f[s].tolist(), D[s].tolist(), 0.5)
+    assert 0 < int(sure.sum()) < 200  # both outcomes occur
+
+
+def test_a_collapsed_shallow_width_no_longer_sticks_the_learner_on_its_greedy_arm():
+    """The stuck case: the last-layer norms have collapsed (0), so the literal ASYM rule self-duels arm 0 for
+    good; where the whole network's width still covers arm 1, the deep test keeps the informative distinct pair."""
+    f = torch.tensor([[1.0, 0.9, 0.0]], dtype=torch.float64)
+    norm = torch.zeros(1, 3, 3, dtype=torch.float64)
+    literal = selection.make_rule("ucb_asym", 1.0, distinct=False)(f, norm, None, 10)
+    assert [int(a) for a in literal] == [0, 0]
+    distinct = selection.make_rule("ucb_asym", 1.0, distinct=True)(f, norm, None, 10)
+    wide = torch.full((1, 3, 3), 0.5, dtype=torch.float64)  # ||g_0 - g_1|| = 0.5 > the lead 0.1
+    assert [int(a) for a in selfduel.deep_test(distinct, f, wide, 1.0)] == [0, 1]
+    narrow = torch.full((1, 3, 3), 0.05, dtype=torch.float64)  # the lead clears every width: the free self-duel
+    assert [int(a) for a in selfduel.deep_test(distinct, f, narrow, 1.0)] == [0, 0]
+
+
+def test_escape_replaces_a_self_duel_with_probability_c_over_sqrt_t():
+    allowed = (torch.tensor([2, 2, 1]), torch.tensor([2, 2, 0]))
+    distinct = (torch.tensor([2, 2, 1]), torch.tensor([0, 1, 0]))
+    uniform = torch.tensor([0.1, 0.6, 0.0])
+    a1, a2 = selfduel.escape(allowed, distinct, uniform, t=4, c=1.0)  # c / sqrt(t) = 0.5
+    assert a1.tolist() == [2, 2, 1] and a2.tolist() == [0, 2, 0]  # seed 0 escapes, seed 1 not, seed 2 was distinct
+    a1, a2 = selfduel.escape(allowed, distinct, uniform, t=1, c=1.0)  # min(1, c) = 1: every self-duel replaced
+    assert a2.tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize("form", ["full", "diag"])
+def test_gradient_pair_norms_match_a_loop_over_pairs(form):
+    gen = torch.Generator().manual_seed(1)
+    S, K, p = 3, 4, 6
+    g = torch.randn(S, K, p, generator=gen, dtype=torch.float64)
+    A = torch.randn(S, p, p, generator=gen, dtype=torch.float64)
+    Z = A @ A.transpose(1, 2) + torch.eye(p, dtype=torch.float64)
+    U = torch.rand(S, p, generator=gen, dtype=torch.float64) + 0.5
+    N = selfduel.gradient_pair_norms(g, torch.linalg.inv(Z) if form == "full" else None, U if form == "diag" else None)
+    for s in range(S):
+        for i in range(K):
+            for j in range(K):
+                z = g[s, i] - g[s, j]
+                q = z @ torch.linalg.solve(Z[s], z) if form == "full" else (z * z / U[s]).sum()
+                assert float(N[s, i, j]) == pytest.approx(math.sqrt(float(q)), rel=1e-9, abs=1e-12)
+
+
+def test_sherman_morrison_keeps_the_inverse_of_the_growing_gram():
+    gen = torch.Generator().manual_seed(2)
+    S, p = 2, 5
+    Zinv = torch.eye(p, dtype=torch.float64).repeat(S, 1, 1)
+    Z = torch.eye(p, dtype=torch.float64).repeat(S, 1, 1)
+    for _ in range(20):
+        z = torch.randn(S, p, generator=gen, dtype=torch.float64)
+        selfduel.sherman_morrison_(Zinv, z)
+        Z = Z + z.unsqueeze(2) * z.unsqueeze(1)
+    assert torch.allclose(Zinv, torch.linalg.inv(Z), rtol=1e-9, atol=1e-12)
+
+
+def test_nvldbs_default_is_the_deep_test_where_the_rule_keeps_a2_distinct():
+    from nvldb_pl.module import NVLDB
+
+    assert NVLDB(num_seeds=1, rounds=5).hparams.self_duel_test == "deep_diag"
+    assert NVLDB(num_seeds=1, rounds=5, distinct_arms=False).hparams.self_duel_test == "none"  # the literal reading
+    with pytest.raises(ValueError, match="model.self_duel_test: deep_full decides the self-duels itself"):
+        NVLDB(num_seeds=1, rounds=5, distinct_arms=False, self_duel_test="deep_full")
+
+
+def test_the_live_api_never_asks_a_to_duel_with_itself_under_the_fit_default():
+    import numpy as np
+
+    from nvldb_pl.live import DuelingBandit
+
+    bandit = DuelingBandit.create(dim=3, grad_steps=5, seed=1)
+    assert bandit.learner.hparams.self_duel_test == "deep_diag"
+    taste = np.array([3.0, -1.0, 0.5])
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        x = rng.standard_normal((4, 3))
+        i, j = bandit.select(x)
+        assert i != j
+        bandit.observe(x, i, j, int(x[i] @ taste > x[j] @ taste))
+    assert float(bandit.learner.U.sum()) > bandit.learner.hparams.lam * bandit.learner.U.numel()  # Z gains the duels
