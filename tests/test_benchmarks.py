@@ -57,7 +57,7 @@ def test_benchmark_refuses_bad_settings_in_one_line_before_any_run():
     )
     results = _two_at_a_time(
         [("benchmark.py", ["--rounds", "3", "--seeds", "2", "--naive-seeds", "0", *args]) for args, _ in cases]
-        + [("benchmark_horizon.py", ["--rounds", "0"])]
+        + [("diagnostics/benchmark_horizon.py", ["--rounds", "0"])]
     )
     for (_, message), res in zip(cases, results):
         assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
@@ -67,15 +67,17 @@ def test_benchmark_refuses_bad_settings_in_one_line_before_any_run():
 
 
 def test_benchmark_horizon_prints_one_row_per_mode():
-    out = _run("benchmark_horizon.py", "--at", "300", "--modes", "exact", "long", "--seeds", "2", "--rounds", "2")
+    out = _run(
+        "diagnostics/benchmark_horizon.py", "--at", "300", "--modes", "exact", "long", "--seeds", "2", "--rounds", "2"
+    )
     rows = re.findall(r"^\s+300 (exact|long)\s+[0-9.]+\s+[0-9.]+", out, re.M)
     assert rows == ["exact", "long"], out
 
 
 def _device_check_commands():
-    """The benchmark commands of scripts/device_checks.sh (step or background NAME LIMIT python3
+    """The benchmark commands of scripts/diagnostics/device_checks.sh (step or background NAME LIMIT python3
     scripts/X.py ARGS, a fallback step indented)."""
-    with open(os.path.join(ROOT, "scripts", "device_checks.sh")) as fh:
+    with open(os.path.join(ROOT, "scripts", "diagnostics", "device_checks.sh")) as fh:
         steps = re.findall(
             r"^\s*(?:step|background) (\S+) \S+ python3 scripts/(benchmark\S*\.py) (.*?)(?: \|\||&)?$", fh.read(), re.M
         )
@@ -129,11 +131,15 @@ def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_co
 
 
 def test_gpu_profile_counts_the_updates_kernels_and_refuses_a_missing_gpu_in_one_line():
-    """scripts/gpu_profile.py on a CPU: per part (Adam steps, theta refit) a count of computing operations
+    """scripts/diagnostics/gpu_profile.py on a CPU: per part (Adam steps, theta refit) a count of computing operations
     that grows with the steps asked for, and the most numerous ones named (on a GPU: its kernels)."""
     args = ["--device", "cpu", "--seeds", "2", "--at", "40", "--grad-steps"]
-    no_gpu = [("gpu_profile.py", [])] if not torch.cuda.is_available() else []  # its default device is the GPU
-    results = _two_at_a_time([("gpu_profile.py", [*args, "1"]), ("gpu_profile.py", [*args, "3"]), *no_gpu])
+    no_gpu = (
+        [("diagnostics/gpu_profile.py", [])] if not torch.cuda.is_available() else []
+    )  # its default device is the GPU
+    results = _two_at_a_time(
+        [("diagnostics/gpu_profile.py", [*args, "1"]), ("diagnostics/gpu_profile.py", [*args, "3"]), *no_gpu]
+    )
     counts = []
     for res in results[:2]:
         assert res.returncode == 0, res.stderr[-2000:]

@@ -372,7 +372,7 @@ def test_a_baseline_swapped_in_on_the_command_line_keeps_its_own_default_beta(tm
 
 def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs_nor_between_batch_sizes():
     res = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "gpu_drift.py"), "--other", "cpu"],
+        [sys.executable, os.path.join(ROOT, "scripts", "diagnostics", "gpu_drift.py"), "--other", "cpu"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -387,7 +387,7 @@ def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs_nor_betwe
     assert all(r[1:] == ["True", "0.00e+00", "0.00e+00", "0.00e+00"] for r in seeds), res.stdout
     # the pass a row names is the one its runs took on that device (read from a learner after its run, it was
     # the CPU's: Lightning's teardown moves it back there, and the H200's graphed row read chunked/chunked)
-    drift = load_script("gpu_drift")
+    drift = load_script("diagnostics/gpu_drift")
     assert drift.passes("auto", "gpu") == "graphed" and drift.passes("auto", "cpu") == "chunked"
     assert drift.passes("chunked", "gpu") == "chunked"
 
@@ -395,7 +395,7 @@ def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs_nor_betwe
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
 def test_the_gpu_drift_script_without_a_gpu_says_so_in_one_line():
     res = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "gpu_drift.py"), "--other", "gpu"],
+        [sys.executable, os.path.join(ROOT, "scripts", "diagnostics", "gpu_drift.py"), "--other", "gpu"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -408,7 +408,7 @@ def test_the_gpu_drift_script_without_a_gpu_says_so_in_one_line():
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
 def test_the_gpu_capture_probe_without_a_gpu_says_so_in_one_line():
     res = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "gpu_capture_probe.py")],
+        [sys.executable, os.path.join(ROOT, "scripts", "diagnostics", "gpu_capture_probe.py")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -428,7 +428,7 @@ def test_the_capture_probe_reports_torchs_error_where_the_package_wraps_it(monke
 
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", broken)
-    probe = load_script("gpu_capture_probe")
+    probe = load_script("diagnostics/gpu_capture_probe")
     with pytest.raises(graphs.CaptureFailed) as caught:
         graphs.CapturedSteps()("rows", lambda: None)
     line = probe.failure(caught.value)  # at the package's last frame before torch's (here the capture's call)
@@ -438,13 +438,13 @@ def test_the_capture_probe_reports_torchs_error_where_the_package_wraps_it(monke
 
 
 def test_the_capture_probes_mends_compute_the_same_and_are_undone_after():
-    """Each candidate mend of the one-seed capture (scripts/gpu_capture_probe.py) keeps seedwise's one-seed
+    """Each candidate mend of the one-seed capture (scripts/diagnostics/gpu_capture_probe.py) keeps seedwise's one-seed
     products what they were, and leaves the package as it found it."""
     import torch
 
     from nvldb_pl import graphs, seedwise
 
-    probe = load_script("gpu_capture_probe")
+    probe = load_script("diagnostics/gpu_capture_probe")
 
     def patched():  # what a mend may replace
         return (
@@ -475,7 +475,7 @@ def test_the_gpu_wait_finder_prints_host_times_and_finds_the_stall_on_a_cpu():
     res = subprocess.run(
         [
             sys.executable,
-            os.path.join(ROOT, "scripts", "gpu_wait_finder.py"),
+            os.path.join(ROOT, "scripts", "diagnostics", "gpu_wait_finder.py"),
             "--device",
             "cpu",
             "--seeds",

@@ -585,11 +585,11 @@ def test_report_names_the_seeds_whose_features_died(tmp_path, capsys):
 
 
 def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, capsys):
-    """scripts/feature_trace.py: its run is the method's run of that seed (the same regret and live units at the
+    """scripts/diagnostics/feature_trace.py: its run is the method's run of that seed (the same regret and live units at the
     end); a baseline without a network, or an existing --out, is refused naming the flag."""
     from nvldb_pl.run import run_experiment
 
-    trace = _script("feature_trace")
+    trace = _script("diagnostics/feature_trace")
     out = str(tmp_path / "trace.jsonl")
     argv = [
         "--task",
@@ -637,7 +637,7 @@ def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, 
 def test_ctrl_c_in_a_trace_or_a_benchmark_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
     """A Ctrl-C inside a run ended in Lightning's sys.exit(1) without a word, and feature_trace.py left an empty
     --out that blocked the next call. Now one line and 130; a trace keeps the lines written before."""
-    trace, bench = _script("feature_trace"), _script("benchmark")
+    trace, bench = _script("diagnostics/feature_trace"), _script("benchmark")
     out = tmp_path / "trace.jsonl"
 
     def cut(*args, **kwargs):
@@ -880,7 +880,7 @@ def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(
     with pytest.raises(SystemExit) as stop:  # argparse's own refusal: its status, not a Ctrl-C
         stop_at_ctrl_c_in_one_line(lambda: sys.exit(2), "gpu_drift.py")
     assert stop.value.code == 2 and capsys.readouterr().err == ""
-    scripts = os.path.join(os.path.dirname(__file__), "..", "scripts")
+    scripts = os.path.join(os.path.dirname(__file__), "..", "scripts", "diagnostics")
     for name in ("gpu_capture_probe", "gpu_drift", "gpu_profile", "gpu_wait_finder", "benchmark_horizon"):
         source = open(os.path.join(scripts, f"{name}.py")).read()
         assert source.endswith(f'if __name__ == "__main__":\n    stop_at_ctrl_c_in_one_line(main, "{name}.py")\n')

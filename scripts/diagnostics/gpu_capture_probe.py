@@ -1,6 +1,6 @@
 """Which operation of the update breaks a CUDA graph's capture with one seed, and what mends it.
 
-    python scripts/gpu_capture_probe.py          # on the GPU torch sees; one line per capture tried
+    python scripts/diagnostics/gpu_capture_probe.py          # on the GPU torch sees; one line per capture tried
 
 With one seed in a process the graphed update failed to capture on an H200 in two calls (torch 2.11,
 cudaErrorStreamCaptureInvalidated reported at the theta refit's Hessian einsum, the operation at fault
@@ -17,7 +17,7 @@ then the capture and a replay):
    (no batch of two), and the capture modes "thread_local" (another thread's call at fault) and
    "relaxed" (an allowed-if-relaxed call, such as an allocation, of this thread at fault).
 
-A failure names the last frame of this package in its traceback. Part of ``scripts/device_checks.sh``.
+A failure names the last frame of this package in its traceback. Part of ``scripts/diagnostics/device_checks.sh``.
 """
 
 import argparse
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import torch  # noqa: E402
 

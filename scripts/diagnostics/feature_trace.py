@@ -1,6 +1,6 @@
 """Follow one network learner's estimate round by round: is it still learning, or has phi died?
 
-    python scripts/feature_trace.py --task square --seed 12 --rounds 3200 --method NVLDB-UCB-ASYM \
+    python scripts/diagnostics/feature_trace.py --task square --seed 12 --rounds 3200 --method NVLDB-UCB-ASYM \
         --set width=1000 sample_size=256 episode=10 gram_mode=incremental --out trace.jsonl
 
 Runs the method (``scripts/reproduce.py``'s names and ``--set``) on one seed, and every ``--every``
@@ -20,7 +20,7 @@ import sys
 import lightning.pytorch as pl
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from nvldb_pl.grid import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides  # noqa: E402
 from nvldb_pl.host import CannotWrite  # noqa: E402

@@ -1,7 +1,7 @@
 """Where a round makes the host wait for the GPU, found by stalling the device.
 
-    python scripts/gpu_wait_finder.py                  # the cos run's loop on the GPU torch sees
-    python scripts/gpu_wait_finder.py --device cpu     # the same table on a CPU (the stall a host sleep)
+    python scripts/diagnostics/gpu_wait_finder.py                  # the cos run's loop on the GPU torch sees
+    python scripts/diagnostics/gpu_wait_finder.py --device cpu     # the same table on a CPU (the stall a host sleep)
 
 A round should only queue work on the GPU, so the host runs ahead of the device and a run takes
 about max(host, device) time. On an H200 (results/gpu/README.md) the cos run took about the sum,
@@ -23,7 +23,7 @@ import time
 import warnings
 from collections import defaultdict
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402

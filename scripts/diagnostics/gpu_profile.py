@@ -1,7 +1,7 @@
 """Which kernels one round's update launches, and where its device time goes.
 
-    python scripts/gpu_profile.py                     # on the GPU torch sees
-    python scripts/gpu_profile.py --device cpu        # the same operations counted on a CPU
+    python scripts/diagnostics/gpu_profile.py                     # on the GPU torch sees
+    python scripts/diagnostics/gpu_profile.py --device cpu        # the same operations counted on a CPU
 
 Builds an NVLDB learner (cos-like: d=5, K=5, S seeds, width m, L=3, n Adam steps, the graphed
 pass: the whole history rounded up to 256 rounds, masked) whose history holds t random duels,
@@ -19,7 +19,7 @@ import os
 import sys
 from collections import Counter
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU checks, prepared to run as one call of the workplace's device machine:
-#   device call:  command "bash scripts/device_checks.sh", timeout_s 600, carry [".whl"] (below)
+#   device call:  command "bash scripts/diagnostics/device_checks.sh", timeout_s 600, carry [".whl"] (below)
 # Steps in order of what matters most, each with its own limit and all inside BUDGET seconds (a
 # step that would start past it is skipped, one that hangs costs only its own limit):
 # 1. tests/test_cuda.py (float32 GPU against CPU, bf16-mixed, 16-mixed warning, no host sync in a
@@ -10,13 +10,13 @@
 #    then the same with the progress bar's R/t on the device, as the package logged it until call 4 (Lightning
 #    reads it on the host after every batch: the wait a round that costs, paired), and through cuBLASLt
 #    (--blas cublaslt: may split the weight gradient's long inner dimension);
-# 3. scripts/gpu_wait_finder.py: where a round makes the host wait for the device (the cos run took about
+# 3. scripts/diagnostics/gpu_wait_finder.py: where a round makes the host wait for the device (the cos run took about
 #    host + device time on an H200, not the larger of the two);
-#    scripts/gpu_drift.py: where the float32 GPU run leaves the CPU run, and S=4 against four S=1 (and again
+#    scripts/diagnostics/gpu_drift.py: where the float32 GPU run leaves the CPU run, and S=4 against four S=1 (and again
 #    through cuBLASLt: whether its choices keep a seed's results independent of the seeds beside it);
 # 4. the history passes side by side (chunked, full, masked, graphed) with the time split;
-# 5. scripts/gpu_profile.py: the kernels one round's graphed update launches, and their time;
-#    scripts/gpu_capture_probe.py: whether one seed's graphed fit captures (it failed in calls 3-4, not since),
+# 5. scripts/diagnostics/gpu_profile.py: the kernels one round's graphed update launches, and their time;
+#    scripts/diagnostics/gpu_capture_probe.py: whether one seed's graphed fit captures (it failed in calls 3-4, not since),
 #    and if not, which operation breaks it and which of four candidate mends lets it capture;
 # 6. the second target, square at m=500 (20 seeds x 2000 rounds): with TF32 matmuls, in bf16-mixed (whether
 #    bf16 pays where the matmuls, not the launches, set the pace), and in plain float32 (the slowest, last).
@@ -79,12 +79,12 @@ step target_cos 70 python3 scripts/benchmark.py --accelerator gpu --history-pass
   step target_cos_full 100 python3 scripts/benchmark.py --accelerator gpu --history-pass full --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 step target_cos_wait 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --progress-value device --seeds 20 --rounds 2000 --naive-seeds 0
 step target_cos_lt 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --blas cublaslt --seeds 20 --rounds 2000 --naive-seeds 0
-step wait_finder 60 python3 scripts/gpu_wait_finder.py
-step drift 70 python3 scripts/gpu_drift.py
-step drift_lt 70 python3 scripts/gpu_drift.py --blas cublaslt
+step wait_finder 60 python3 scripts/diagnostics/gpu_wait_finder.py
+step drift 70 python3 scripts/diagnostics/gpu_drift.py
+step drift_lt 70 python3 scripts/diagnostics/gpu_drift.py --blas cublaslt
 step bench_gpu_walk 60 python3 scripts/benchmark.py --accelerator gpu --history-pass chunked full masked graphed --seeds 20 --rounds 200 --naive-seeds 0
-step profile 40 python3 scripts/gpu_profile.py
-step capture_probe 90 python3 scripts/gpu_capture_probe.py
+step profile 40 python3 scripts/diagnostics/gpu_profile.py
+step capture_probe 90 python3 scripts/diagnostics/gpu_capture_probe.py
 step tf32_square 120 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --matmul-precision high --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 step bf16_square 120 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --precision bf16-mixed --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 step target_square 200 python3 scripts/benchmark.py --accelerator gpu --task square --width 500 --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0

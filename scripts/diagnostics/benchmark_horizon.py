@@ -1,6 +1,6 @@
 """The cost of one round as the history grows: exact loop against the bounded options.
 
-    python scripts/benchmark_horizon.py --at 1000 10000 100000 --seeds 20
+    python scripts/diagnostics/benchmark_horizon.py --at 1000 10000 100000 --seeds 20
 
 For each round t and mode, builds an NVLDB learner (S seeds, m=32, L=3, n=20, cos-like unit
 contexts, d=5, K=5) whose history already holds t random duels, then times the next rounds
@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -1,9 +1,9 @@
 """Where a float32 GPU run leaves the CPU run (issue: V differs 2-3% after 25 rounds on an H100),
 and how far S=4 seeds in one GPU run are from four S=1 runs.
 
-    python scripts/gpu_drift.py                 # CPU against GPU
-    python scripts/gpu_drift.py --other cpu     # CPU against CPU: every difference must be 0
-    python scripts/gpu_drift.py --blas cublaslt  # the GPU runs' products through cuBLASLt
+    python scripts/diagnostics/gpu_drift.py                 # CPU against GPU
+    python scripts/diagnostics/gpu_drift.py --other cpu     # CPU against CPU: every difference must be 0
+    python scripts/diagnostics/gpu_drift.py --blas cublaslt  # the GPU runs' products through cuBLASLt
 
 Runs the same config on both devices with parts of the update switched off, and prints per
 variant whether the arm pairs agree and the largest relative difference of V, theta and the
@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import torch  # noqa: E402
 
