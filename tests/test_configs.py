@@ -27,11 +27,11 @@ def test_literal_config_is_its_twin_with_the_literal_settings(path):
 
 
 def test_default_configs_write_out_the_learners_defaults():
-    """The synthetic configs spell the learner's defaults out; the UCI configs run the literal
-    reading (their best duel is the best arm's self-duel; see the configs' comments)."""
+    """Every task's config, synthetic and UCI alike, spells the learner's defaults out (one rule for every task:
+    the deep self-duel test lets the UCI tasks' best duel, the best arm's self-duel, be played)."""
     defaults = NVLDB(num_seeds=1).hparams  # the values in force (None resolved)
     for task in ("cos", "square", "quadratic", "statlog", "magic", "covertype"):
         model = yaml.safe_load(open(os.path.join(ROOT, "configs", f"{task}.yaml")))["model"]
-        uci = task in ("statlog", "magic", "covertype")
         for key in LITERAL:
-            assert model[key] == (LITERAL[key] if uci else defaults[key]), (task, key)
+            assert model[key] == defaults[key], (task, key)
+        assert "self_duel_test" not in model and defaults["self_duel_test"] == "deep_diag"
