@@ -100,3 +100,69 @@ def refuse_other_config(*differences: list[str]) -> None:
     differ = [d for found in differences for d in found]
     if differ:
         raise ValueError("the checkpoint was made with another config: " + "; ".join(differ))
+
+
+def typed_value(cls: type, name: str, value, field: str):
+    """``value`` for argument ``name`` of ``cls.__init__``, parsed by the argument's annotated type, one way
+    wherever a value arrives as text (``--set``, ``--vary``, ``--grid``, the live API's keyword arguments):
+    a bool is ``true``/``false`` (any case) or a bool, an int an integer, a float a number, a str a string,
+    ``null``/``none`` an Optional's None; anything that is not clearly a value of the type is refused naming
+    ``field``. Arguments of other types (unions of classes, dicts) are passed as given."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an annotation that does not resolve: take the value as given
+        return value
+    hint = hints.get(name)
+    if hint is None:
+        return value
+    args = typing.get_args(hint)
+    optional = (
+        typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", None))
+        and type(None) in args
+    )
+    if optional:
+        rest = [a for a in args if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none")):
+            return None
+        if len(rest) != 1:
+            return value
+        hint = rest[0]
+    text = isinstance(value, str)
+    shown = f"{name}={value!r}"
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if text and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise ValueError(f"{field}: {shown} is not a bool; give true or false")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if text:
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise ValueError(f"{field}: {shown} is not an integer")
+    if hint is float:  # an int is a float's value too, kept as given (a sweep's row identity)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        if text:
+            for parse in (int, float):
+                try:
+                    return parse(value.strip())
+                except ValueError:
+                    pass
+        raise ValueError(f"{field}: {shown} is not a number")
+    if hint is str:
+        if text:
+            return value
+        raise ValueError(f"{field}: {shown} is not a string")
+    return value
+
+
+def typed_args(cls: type, args: dict, field: str) -> dict:
+    """:func:`typed_value` for every entry of ``args`` that ``cls.__init__`` takes (the others as given)."""
+    return {k: typed_value(cls, k, v, field) for k, v in args.items()}

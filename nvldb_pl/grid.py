@@ -25,7 +25,7 @@ import torch
 
 from . import uci
 from .data import ALL_TASKS, BanditDataModule, StreamSpec
-from .checks import LINKED_FROM_DATA
+from .checks import LINKED_FROM_DATA, typed_args
 from .neural import saved_hparams
 from .registry import init_args, learner_class, method_spec
 from .tasks import make_task
@@ -220,7 +220,7 @@ def run_grid(
     for task in tasks:
         for method in methods:
             learner, model = method_spec(method)
-            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in accepts(learner)}}
+            model = {**model, **given_settings(method, overrides)}
             run_dir = os.path.join(out, "runs", task, method)
             shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
             # reused only if made with these settings: another --set or --dim runs anew, beside it
@@ -271,6 +271,23 @@ def run_grid(
     return done
 
 
+def given_settings(method: str, overrides: Optional[dict]) -> dict:
+    """The ``--set`` values ``method``'s learner takes, each parsed by the argument's type (``False`` is
+    refused, not read as the text "False", which counts as true); a value that would change what defines the
+    method (its rule, its variance weighting, the literal reading's settings) is refused: the run would be
+    reported under a name it did not run."""
+    learner, own = method_spec(method)
+    cls = learner_class(learner)
+    taken = typed_args(cls, {k: v for k, v in (overrides or {}).items() if k in accepts(learner)}, "--set")
+    for key, value in taken.items():
+        if key in own and value != own[key]:
+            raise ValueError(
+                f"--set: {key}={value!r} changes what {method} is ({key}={own[key]!r}); run the method that names "
+                f"that setting instead (the report would show this run under {method}'s name)"
+            )
+    return taken
+
+
 def check_settings(
     tasks: list[str],
     methods: list[str],
@@ -291,7 +308,7 @@ def check_settings(
             BanditDataModule(task=task, rounds=rounds, num_seeds=num_seeds, **shape)
         for method in methods:
             learner, model = method_spec(method)
-            model = {**model, **{k: v for k, v in (overrides or {}).items() if k in accepts(learner)}}
+            model = {**model, **given_settings(method, overrides)}
             check_learner(f"{method} on {task}", learner, model, shape, rounds, num_seeds)
 
 

@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from .checks import LINKED_FROM_DATA, refuse_other_state
+from .checks import typed_args, LINKED_FROM_DATA, refuse_other_state
 from .data import BanditDataModule
 from .host import atomic_open, open_text
 from .learner import DuelingLearner
@@ -111,7 +111,7 @@ def _learner_args(cls: type, args: dict, where: str) -> dict:
         raise ValueError(
             f"{where}: {cls.__name__} has no argument(s) {unknown}; it takes {sorted(accepted - set(LINKED_FROM_DATA))}"
         )
-    return dict(args)
+    return typed_args(cls, dict(args), where)  # "false" is false, not a true string
 
 
 class DuelingBandit:

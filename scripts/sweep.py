@@ -27,6 +27,7 @@ import torch  # noqa: E402
 from nvldb_pl.grid import TASK_DATA, check_learner, check_positive, check_tasks  # noqa: E402
 from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.module import LITERAL  # noqa: E402
+from nvldb_pl.checks import typed_args  # noqa: E402
 from nvldb_pl.registry import init_args, learner_class  # noqa: E402
 from nvldb_pl.run import check_placement, run_experiment  # noqa: E402
 
@@ -82,6 +83,8 @@ def check_grid(grid: list) -> None:
         unknown = sorted(set(g) - {"learner"} - takes)
         if unknown:
             raise ValueError(f"--grid/--vary: {learner} takes no {unknown} ({json.dumps(g)}); it takes {sorted(takes)}")
+        # each value parsed by its argument's type (a "False" is refused, not run as the true text "False")
+        g.update(typed_args(cls, {k: v for k, v in g.items() if k != "learner"}, "--grid/--vary"))
 
 
 def key_of(task: str, config: dict, rounds, seeds: int) -> str:

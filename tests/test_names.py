@@ -1,0 +1,66 @@
+"""No run under another's name: a value given as text is parsed by its field's type, one way everywhere, and a
+setting that defines a method cannot be changed under that method's name."""
+
+import pytest
+
+from tests.script_loader import load_script
+
+
+def _reproduce(tmp_path, *args):
+    return load_script("reproduce").main(["--out", str(tmp_path / "rep"), "--rounds", "4", "--seeds", "1", *args])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--methods", "NVLDB-UCB-ASYM", "--set", "strategy=ts_csym"],
+            "--set: strategy='ts_csym' changes what NVLDB-UCB-ASYM is",
+        ),
+        (
+            ["--methods", "NLDB-UCB-ASYM", "--set", "variance_aware=true"],
+            "--set: variance_aware=True changes what NLDB-UCB-ASYM is",
+        ),
+        (["--methods", "NVLDB-UCB-ASYM-literal", "--set", "bias=true"], "changes what NVLDB-UCB-ASYM-literal is"),
+        (
+            ["--methods", "NVLDB-UCB-ASYM", "--set", "variance_aware=Flase"],
+            "--set: variance_aware='Flase' is not a bool",
+        ),
+        (["--methods", "NVLDB-UCB-ASYM", "--set", "width=8.5"], "--set: width=8.5 is not an integer"),
+    ],
+)
+def test_reproduce_refuses_a_setting_that_would_run_under_another_name(tmp_path, capsys, args, message):
+    assert _reproduce(tmp_path, *args) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "rep" / "runs").exists()
+
+
+def test_pythons_false_in_set_is_false_not_the_true_text_false(tmp_path):
+    import yaml
+
+    assert (
+        _reproduce(
+            tmp_path, "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM", "--set", "variance_aware=False", "width=4"
+        )
+        == 0
+    )
+    [hparams] = (tmp_path / "rep" / "runs" / "cos" / "NVLDB-UCB-ASYM" / "lightning_logs").glob("*/hparams.yaml")
+    assert yaml.safe_load(hparams.read_text())["variance_aware"] is False
+    assert "variance_aware=False" in (tmp_path / "rep" / "report.md").read_text()  # named in the row's settings
+
+
+def test_the_sweeps_grid_values_are_parsed_by_type(tmp_path, monkeypatch):
+    sweep = load_script("sweep")
+    grid = [{"variance_aware": "false", "width": "4"}]
+    sweep.check_grid(grid)
+    assert grid == [{"variance_aware": False, "width": 4}]
+    with pytest.raises(ValueError, match="--grid/--vary: variance_aware='no' is not a bool"):
+        sweep.check_grid([{"variance_aware": "no"}])
+
+
+def test_the_live_apis_keyword_text_is_parsed_by_type():
+    from nvldb_pl.live import DuelingBandit
+
+    assert DuelingBandit.create(dim=3, variance_aware="false").learner.variance_mode == "none"
+    with pytest.raises(ValueError, match="model: variance_aware='maybe' is not a bool"):
+        DuelingBandit.create(dim=3, variance_aware="maybe")
