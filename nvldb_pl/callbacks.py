@@ -29,7 +29,7 @@ from .metrics import instant_regret
 
 
 def device_name(device: torch.device) -> str:
-    """ "cpu", or the accelerator's model ("cuda: NVIDIA H100 80GB HBM3"): wall times depend on it."""
+    """ "cpu", or the accelerator's model ("cuda: <the device's name>"): wall times depend on it."""
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
     return device.type
@@ -107,7 +107,7 @@ class DuelingLoop(pl.Callback):
         self._unlogged.append((module.t, module.regret.cum_avg.clone(), module.regret.cum_weak.clone()))
         if len(self._unlogged) >= self.log_every_n_rounds or module.t == module.hparams.rounds:
             self.flush(trainer, module)
-            # the progress bar's R/t, refreshed when it changes (self.log costs ~1-2 ms a call). A host tensor:
+            # the progress bar's R/t, refreshed when it changes (self.log is not free). A host tensor:
             # Lightning reads every progress-bar value on the host after every batch (its logger connector's
             # on_batch_end), and a float would be put on the module's device: on CUDA a wait for the device a round
             if not trainer.barebones:  # where Lightning warns that self.log does nothing

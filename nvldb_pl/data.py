@@ -311,7 +311,7 @@ class BanditDataModule(pl.LightningDataModule):
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         """The stream yields CPU tensors: on CPU there is nothing to move (skips Lightning's
-        walk over the batch, about 1-3 ms a round, which matters at 10^5 rounds). On CUDA each
+        walk over the batch, a cost every round). On CUDA each
         tensor is copied into pinned memory first: a copy from pageable memory makes the host wait
         until the device has run everything queued before it (the graphed update of the last round),
         one wait a round; from pinned memory the copy is queued like a kernel (docs/performance.md)."""

@@ -181,8 +181,7 @@ def keep_freed_memory() -> bool:
     A CPU round frees and allocates the same large temporaries (a history block's activations and
     gradients, about 1.3 MB each at S=20, m=32) thousands of times. glibc by default gives such
     blocks back to the system on free (mmap and heap trimming) and the next allocation faults every page
-    in again. With the thresholds above the blocks are reused (cos, 20 seeds, 1000 rounds, 2 CPU cores,
-    paired: 131-134 -> 161-169 seed-rounds/s, page faults 13-17 million -> 0.1 million; docs/performance.md).
+    in again. With the thresholds above the blocks are reused (the figures: docs/performance.md).
     The cost: the process keeps up to its peak heap, as a caching allocator does. Only speed changes;
     every result is the same to the bit.
     Returns whether the settings are in force (False where the C library is not glibc)."""

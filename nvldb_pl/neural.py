@@ -32,8 +32,8 @@ HISTORY_PASSES = ("auto", "chunked", "full", "masked", "graphed")
 
 def resolve_history_pass(mode: str, device: torch.device, sample_size: Optional[int], scaled: bool = False) -> str:
     """``auto``: ``graphed`` on a CUDA device where the whole history is walked and no GradScaler
-    (16-mixed) reads its inf checks on the host (measured on an H200: 5.7x the chunked pass's rounds/s with
-    20 seeds, 6.7x with one; docs/performance.md), else ``chunked`` (fastest on a CPU); any other value as given."""
+    (16-mixed) reads its inf checks on the host (the faster pass there: docs/performance.md), else ``chunked``
+    (fastest on a CPU); any other value as given."""
     if mode != "auto":
         return mode
     graphed = graphs.available(device) and sample_size is None and not scaled
@@ -257,7 +257,7 @@ class NeuralLearner(DuelingLearner):
 
     def training_block_bytes(self, rows: int) -> int:
         """About the activations of one Adam step over a block of ``rows`` history rounds: four [S, m, 2n]
-        float32 tensors a hidden layer (measured on a CPU, depth 3: 6-8 such tensors at the step's peak)."""
+        float32 tensors a hidden layer (an estimate: docs/performance.md gives the measured peak)."""
         return 4 * (self.hparams.depth - 1) * self.num_local * self.hparams.width * 2 * rows * 4
 
     def _check_training_memory(self) -> None:

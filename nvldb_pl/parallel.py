@@ -43,8 +43,7 @@ def end_process_group() -> None:
 
     Lightning does this at exit for NCCL only. A gloo group left to the interpreter's finalization
     can abort its process as its worker threads are torn down ("terminate called without an active
-    exception", SIGABRT: torch's issue #190489), which a torchrun-launched CI run once hit at the
-    very end of a finished run."""
+    exception", SIGABRT: torch's issue #190489) at the very end of a finished run."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 

@@ -2,8 +2,7 @@
 
 The package stacks S seeds along the first dimension and promises each seed the same result
 whatever S is (``tests/test_loop.py``). Two things of the CPU's BLAS (MKL) break that in the
-last bit, which Adam and the arm choices then amplify (measured on cos, S=4 against four S=1
-runs: the first different pair at rounds 100-320):
+last bit, which Adam and the arm choices then amplify into other pairs (docs/performance.md):
 
 * MKL picks its kernel by the operands' memory alignment, which depends on where a seed sits in
   the batch. Its conditional numerical reproducibility (``MKL_CBWR=AVX2,STRICT``, set here for
@@ -16,8 +15,8 @@ runs: the first different pair at rounds 100-320):
 
 On CUDA the same holds for the factorizations (:func:`cholesky_ex`, :func:`solve_triangular`):
 a batch of one goes to cuSOLVER's and cuBLAS's single-matrix routines, other kernels than the
-batched ones every larger batch gets (and the single-matrix Cholesky broke a CUDA graph's
-capture on an H200); there too a batch of one runs as two.
+batched ones every larger batch gets (and the single-matrix Cholesky can break a CUDA graph's
+capture); there too a batch of one runs as two.
 """
 
 from __future__ import annotations
