@@ -75,11 +75,14 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) 
     if not os.path.exists(path):
         return {}
     rows: dict[str, dict[int, dict[int, float]]] = {}
-    with gzip.open(path, "rt") as fh:
-        for row in csv.DictReader(fh):
-            rows.setdefault(row["method"], {}).setdefault(int(row["round"]), {})[int(row["seed"])] = float(
-                row["cum_avg_regret"]
-            )
+    try:
+        with gzip.open(path, "rt") as fh:
+            for row in csv.DictReader(fh):
+                rows.setdefault(row["method"], {}).setdefault(int(row["round"]), {})[int(row["seed"])] = float(
+                    row["cum_avg_regret"]
+                )
+    except (OSError, EOFError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:  # cut short, not gzip
+        raise ValueError(f"{path}: damaged or not a curves file ({type(err).__name__}: {err})") from None
     out = {}
     for method, by_round in rows.items():
         rs = np.array(sorted(by_round))

@@ -937,3 +937,52 @@ def test_the_software_line_names_earlier_parts_of_a_resumed_run_made_with_other_
         f"nvldb_pl 0.1.0 at commit aaaaaaaaaaaa, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7.",
     ]
     assert software_lines({"A": one}, {"A": parts[1:]}) == ["", f"Made with {text}."]  # the same software: nothing
+
+
+def test_the_curves_figure_draws_committed_runs_paired_by_seed(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from tests.script_loader import load_script
+
+    fig = load_script("diagnostics/curves_figure")
+    root = os.path.join(os.path.dirname(__file__), "..", "results", "probe", "long10k")
+    out = tmp_path / "f.png"
+    runs = [
+        "--run",
+        "a",
+        "NVLDB-UCB-ASYM",
+        os.path.join(root, "m32"),
+        "--run",
+        "b",
+        "NVLDB-UCB-ASYM",
+        os.path.join(root, "m32-self"),
+    ]
+    assert fig.main(["--out", str(out), "--tasks", "square", "--rounds", "10000", *runs]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (
+        fig.main(
+            [
+                "--out",
+                str(out),
+                "--tasks",
+                "square",
+                "--rounds",
+                "10000",
+                "--run",
+                "c",
+                "NDB-UCB",
+                os.path.join(root, "m32"),
+            ]
+        )
+        == 2
+    )
+    assert "has no run of 'NDB-UCB' to T=10000" in capsys.readouterr().err
+
+
+def test_a_truncated_curves_file_is_named_in_one_line(tmp_path):
+    from nvldb_pl.report import committed_curves
+
+    src = os.path.join(os.path.dirname(__file__), "..", "results", "probe", "long10k", "m32", "curves_square.csv.gz")
+    data = open(src, "rb").read()
+    (tmp_path / "curves_square.csv.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"curves_square\.csv\.gz: damaged or not a curves file \(EOFError"):
+        committed_curves(str(tmp_path), "square", 10000, None)
