@@ -34,7 +34,7 @@ import torch
 
 from .checks import typed_args, LINKED_FROM_DATA, refuse_other_state
 from .data import BanditDataModule
-from .host import atomic_open, open_text
+from .host import atomic_open, checkpoint_problem, open_text
 from .learner import DuelingLearner
 from .neural import saved_hparams
 from .registry import init_args, learner_class, learner_path
@@ -229,6 +229,9 @@ class DuelingBandit:
         of its S seeds: its network, Gram matrix, optimizer state and history go on learning)."""
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such checkpoint")
+        problem = checkpoint_problem(path)  # torch's zip checks its members' CRCs only where asked to
+        if problem is not None:
+            raise ValueError(f"{path}: damaged, not read ({problem}); load an earlier save")
         try:
             ckpt = torch.load(path, map_location="cpu", weights_only=False)
         except Exception as err:  # a truncated or foreign file
