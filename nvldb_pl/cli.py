@@ -30,7 +30,16 @@ from .parallel import (
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
-from .host import CannotWrite, check_writable, claim_new_folder, folders_to_make, open_text, software, software_text
+from .host import (
+    CannotWrite,
+    check_writable,
+    claim_new_folder,
+    folders_to_make,
+    hold_folder,
+    open_text,
+    software,
+    software_text,
+)
 from .checks import LINKED_FROM_DATA
 from .learner import DuelingLearner
 from .messages import BanditArgumentParser, user_message
@@ -98,12 +107,20 @@ PATH_FIELDS = ("trainer.default_root_dir", "checkpoint.dirpath", "data.data_dir"
 RUN_FOLDERS: list[tuple[str, bool]] = []  # this process's run folder, and whether it created it (a new run)
 MADE_FOLDERS: list[str] = []  # default_root_dir (and its parents) and lightning_logs, where this process made them
 WITHOUT_CHECKPOINTS: list[bool] = []  # [True] once this process's trainer is made with enable_checkpointing false
+HELD: list = []  # (run folder, its .lock held open): no second process goes on with the run meanwhile
 
 
 def release_run_folder() -> None:
     """At the end of ``run_cli``: remove the empty TensorBoard event files this process opened in its run
     folder (a refused run, a resume with nothing left to run), and the folder itself if this process
     created it (a new run) and nothing else is in it but the logger's hparams.yaml."""
+    while HELD:  # let go of the run: the lock file removed where this process made it hold
+        folder, held = HELD.pop()
+        try:
+            os.remove(os.path.join(folder, ".lock"))
+        except OSError:
+            pass
+        held.close()
     while RUN_FOLDERS:
         folder, claimed = RUN_FOLDERS.pop()
         if not os.path.isdir(folder):
@@ -227,7 +244,16 @@ class NVLDBCLI(LightningCLI):
             if claimed:  # a new run: its own folder, even beside another run starting at the same moment
                 version = claim_new_folder(logs)
             if version is not None:
-                RUN_FOLDERS.append((os.path.join(logs, f"version_{version}"), claimed))
+                folder = os.path.join(logs, f"version_{version}")
+                RUN_FOLDERS.append((folder, claimed))
+                if started_as_first_process() and os.path.isdir(folder):  # one process at a time goes on with a run
+                    held = hold_folder(folder)
+                    if held is None:
+                        raise ValueError(
+                            f"ckpt_path: {folder} is being run by another process now (it holds {folder}/.lock); "
+                            f"go on with it once that process has ended"
+                        )
+                    HELD.append((folder, held))
             kwargs["logger"] = tensorboard_logger(root, version)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
         return super().instantiate_trainer(**kwargs)

@@ -37,6 +37,16 @@ SAMPLINGS = ("per_seed", "disjoint")
 PREFERENCES = links.LINKS + ("deterministic",)
 
 
+def dataset_digest(dataset: tuple[np.ndarray, np.ndarray]) -> str:
+    """sha256 of a table task's rows (X as read and standardized, y), first 16 hex digits."""
+    import hashlib
+
+    X, y = dataset
+    h = hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(y, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
 def task_and_args(task) -> tuple[str, Optional[dict]]:
     """``data.task`` as (name or class path, init_args or None): a string, or ``{class_path, init_args}``."""
     if isinstance(task, dict):
@@ -268,7 +278,10 @@ class BanditDataModule(pl.LightningDataModule):
 
     def state_dict(self) -> dict:
         spec = {k: v for k, v in vars(self.spec).items() if k != "task_args" or v is not None}  # as saved before it
-        return {"spec": spec, "link": self.link, "preference": self.preference}
+        state = {"spec": spec, "link": self.link, "preference": self.preference}
+        if self.dataset is not None:  # the rows themselves: a resume reads the same data, whatever the file is called
+            state["data_digest"] = dataset_digest(self.dataset)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Refuse to resume a checkpoint whose stream differs from this config's (naming the fields)."""
@@ -280,7 +293,8 @@ class BanditDataModule(pl.LightningDataModule):
 
         def flat(st: dict) -> dict:  # base_seed is what the config calls data.seed
             spec = {("seed" if k == "base_seed" else k): v for k, v in st.get("spec", {}).items()}
-            return {**spec, "link": st.get("link"), "preference": st.get("preference")}
+            digest = {"data_file (its rows' sha256)": st["data_digest"]} if "data_digest" in st else {}
+            return {**spec, "link": st.get("link"), "preference": st.get("preference"), **digest}
 
         saved, current = flat(state), flat(self.state_dict())
         if (

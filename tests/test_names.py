@@ -90,3 +90,60 @@ def test_a_live_save_with_one_byte_flipped_is_refused_not_loaded(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=r"b\.pt: damaged, not read \(member .* fails its CRC check\)"):
         DuelingBandit.from_checkpoint(str(path))
+
+
+def test_a_second_process_going_on_with_a_run_another_is_running_is_refused(tmp_path, capsys):
+    """Two `--ckpt_path last` of one run at once: the second is refused naming the holder, before it writes."""
+    from nvldb_pl.cli import run_cli
+    from nvldb_pl.host import hold_folder
+    from tests.runs import ARGS
+
+    root = tmp_path / "r"
+    assert (
+        run_cli([*ARGS, f"--trainer.default_root_dir={root}", "--data.rounds=16", "--checkpoint.every_n_rounds=8"]) == 0
+    )
+    folder = root / "lightning_logs" / "version_0"
+    assert not (folder / ".lock").exists()  # let go of when the run ended
+    other = hold_folder(str(folder))  # another process, going on with it now
+    try:
+        before = sorted(p.name for p in folder.iterdir())
+        code = run_cli([*ARGS, f"--trainer.default_root_dir={root}", "--data.rounds=24", "--ckpt_path=last"])
+        assert code == 2
+        assert f"ckpt_path: {folder} is being run by another process now" in capsys.readouterr().err
+        assert sorted(p.name for p in folder.iterdir()) == before  # nothing written
+    finally:
+        other.close()
+    assert run_cli([*ARGS, f"--trainer.default_root_dir={root}", "--data.rounds=24", "--ckpt_path=last"]) == 0
+
+
+def test_a_resume_on_other_data_under_the_same_settings_is_refused_naming_the_file(tmp_path, capsys):
+    """The resume check compared the settings, not the data: another file of the same shape went on silently."""
+    import os
+
+    from nvldb_pl.cli import run_cli
+
+    src = os.path.join(os.path.dirname(__file__), "extensions", "flowers.csv")
+    lines = open(src).read().splitlines()
+    mine, other = tmp_path / "a.csv", tmp_path / "b.csv"
+    mine.write_text("\n".join(lines) + "\n")
+    other.write_text("\n".join(lines[:1] + lines[2:] + lines[1:2]) + "\n")  # the same rows, another order
+    root = tmp_path / "r"
+    common = [
+        "fit",
+        "--config",
+        os.path.join(os.path.dirname(__file__), "..", "configs", "cos.yaml"),
+        "--data.task=table",
+        "--data.dim=12",
+        "--data.arms=3",
+        "--data.num_seeds=2",
+        "--model.width=4",
+        "--model.grad_steps=1",
+        "--trainer.enable_progress_bar=false",
+        "--checkpoint.every_n_rounds=8",
+        f"--trainer.default_root_dir={root}",
+    ]
+    assert run_cli([*common, f"--data.data_file={mine}", "--data.rounds=16"]) == 0
+    capsys.readouterr()
+    assert run_cli([*common, f"--data.data_file={other}", "--data.rounds=24", "--ckpt_path=last"]) == 2
+    assert "data.data_file (its rows' sha256): checkpoint" in capsys.readouterr().err
+    assert run_cli([*common, f"--data.data_file={mine}", "--data.rounds=24", "--ckpt_path=last"]) == 0
