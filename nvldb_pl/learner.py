@@ -36,6 +36,7 @@ from .checks import (
 )
 from .host import check_memory, keep_freed_memory, run_parts, software, software_change
 from .metrics import CumulativeRegret
+from .shards import SHARED_BUFFERS
 
 
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
@@ -60,7 +61,7 @@ class DuelingLearner(pl.LightningModule):
 
     method = "learner"
     TIMED = ("select", "train", "refit", "gram")
-    SHARED_BUFFERS = ("rounds_done", "reg", "base_seed")  # tensors without a leading seed dimension
+    SHARED_BUFFERS = SHARED_BUFFERS  # tensors without a leading seed dimension
     HISTORY_BUFFERS = ("hist_xt", "hist_o", "hist_du")  # last dimension: one (hist_xt: two) per duel
     LIVE = True  # usable by nvldb_pl.live.DuelingBandit (answers late, in any order)
     EXTENDABLE = True  # nothing depends on the horizon T: a run can be resumed with a larger data.rounds

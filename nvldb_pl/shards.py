@@ -5,7 +5,7 @@ Under ``seed_parallel`` every process saves its own seeds (rank 0 to ``last.ckpt
 processes goes on exactly with another number W': the W files at a round they all hold are merged
 into one checkpoint of every seed (rank order is seed-id order) and each new process takes its
 contiguous share (:func:`nvldb_pl.streams.shard`). Per seed are the learner's tensors with a
-leading seed dimension (all but ``DuelingLearner.SHARED_BUFFERS`` and 0-d ones), Adam's moments and
+leading seed dimension (all but ``SHARED_BUFFERS`` and 0-d ones), Adam's moments and
 the DuelingLoop's rounds not yet logged; everything else (round counter, loops, curves gathered
 over all seeds) is the same in every file and taken from rank 0's.
 """
@@ -18,7 +18,9 @@ from typing import Callable
 import torch
 
 from .host import checkpoint_problem
-from .learner import DuelingLearner
+
+# a learner's tensors without a leading seed dimension (DuelingLearner.SHARED_BUFFERS is this tuple)
+SHARED_BUFFERS = ("rounds_done", "reg", "base_seed")
 
 Loader = Callable[[str], dict]
 
@@ -49,12 +51,7 @@ def seed_count(ckpt: dict) -> int:
 
 
 def _per_seed(name: str, x, n: int) -> bool:
-    return (
-        torch.is_tensor(x)
-        and x.dim() > 0
-        and x.shape[0] == n
-        and name.rsplit(".", 1)[-1] not in DuelingLearner.SHARED_BUFFERS
-    )
+    return torch.is_tensor(x) and x.dim() > 0 and x.shape[0] == n and name.rsplit(".", 1)[-1] not in SHARED_BUFFERS
 
 
 def _map_seeds(ckpts: list[dict], join: Callable[[list[torch.Tensor]], torch.Tensor]) -> dict:
