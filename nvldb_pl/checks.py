@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
 
@@ -33,6 +34,22 @@ def import_class(path: str, base: type, field: str, what: str) -> type:
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise ValueError(f"{field}: {path!r} is not {what}")
     return cls
+
+
+def class_path_and_args(value, field: str) -> tuple[str, Optional[dict]]:
+    """A part named in the config (``data.task``, ``model.network``) as (name or class path, init_args or None):
+    a string, or a mapping ``{class_path, init_args}``; anything else in a mapping is refused naming ``field``."""
+    if not isinstance(value, dict):
+        return value, None
+    unknown = sorted(set(value) - {"class_path", "init_args"})
+    require(
+        not unknown and isinstance(value.get("class_path"), str),
+        field,
+        f"a class given as a mapping has class_path (and init_args), got {sorted(value)}",
+    )
+    args = value.get("init_args") or None
+    require(args is None or isinstance(args, dict), field, f"init_args must be a mapping, got {args!r}")
+    return value["class_path"], dict(args) if args else None
 
 
 def check(cond: bool, field: str, msg: str) -> None:

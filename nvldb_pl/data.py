@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from . import links, uci
-from .checks import config_differences, refuse_other_config, require
+from .checks import class_path_and_args, config_differences, refuse_other_config, require
 from .host import check_memory
 from .links import check_link
 from .streams import CHUNK_ROUNDS, TAG_DISJOINT, TAG_ROUNDS, TAG_TASK, rng_for, resolve_base_seed, shard
@@ -49,17 +49,7 @@ def dataset_digest(dataset: tuple[np.ndarray, np.ndarray]) -> str:
 
 def task_and_args(task) -> tuple[str, Optional[dict]]:
     """``data.task`` as (name or class path, init_args or None): a string, or ``{class_path, init_args}``."""
-    if isinstance(task, dict):
-        unknown = sorted(set(task) - {"class_path", "init_args"})
-        require(
-            not unknown and isinstance(task.get("class_path"), str),
-            "data.task",
-            f"a task given as a mapping has class_path (and init_args), got {sorted(task)}",
-        )
-        args = task.get("init_args") or None
-        require(args is None or isinstance(args, dict), "data.task", f"init_args must be a mapping, got {args!r}")
-        return task["class_path"], dict(args) if args else None
-    return task, None
+    return class_path_and_args(task, "data.task")
 
 
 @dataclass

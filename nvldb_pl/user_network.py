@@ -23,20 +23,13 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .checks import import_class, require
+from .checks import class_path_and_args, import_class, require
 
 
 def network_and_args(network) -> tuple[str, dict]:
     """``model.network`` as (class path, init_args): a string, or ``{class_path, init_args}``."""
-    if isinstance(network, dict):
-        unknown = sorted(set(network) - {"class_path", "init_args"})
-        require(
-            not unknown and isinstance(network.get("class_path"), str),
-            "model.network",
-            f"a network given as a mapping has class_path (and init_args), got {sorted(network)}",
-        )
-        return network["class_path"], dict(network.get("init_args") or {})
-    return network, {}
+    path, args = class_path_and_args(network, "model.network")
+    return path, args or {}
 
 
 class StackedNetwork(nn.Module):
