@@ -214,6 +214,12 @@ class BanditDataModule(pl.LightningDataModule):
     ):
         super().__init__()
         task, task_args = task_and_args(task)
+        require(
+            seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= 2**32 - 1),
+            "data.seed",
+            f"must be an integer between 0 and {2**32 - 1} (the seeds numpy takes), or null for seed_everything's; "
+            f"got {seed!r}",
+        )
         table_args = {"label_column": label_column, "feature_columns": feature_columns, "header": header}
         given = [f"data.{k}" for k, v in table_args.items() if v is not None]
         require(task == TABLE or not given, given[0] if given else "data.task", f"applies to data.task={TABLE} only")

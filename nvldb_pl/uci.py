@@ -117,7 +117,8 @@ def files(task: str, data_dir: Optional[str] = None, data_file: Optional[str] = 
     """The files a UCI task reads (found, not read: a missing folder or file is named at once)."""
     if data_file is not None:
         if not os.path.isfile(data_file):
-            raise FileNotFoundError(f"data.data_file: {data_file} does not exist")
+            what = "is a folder; give the file in it" if os.path.isdir(data_file) else "does not exist"
+            raise FileNotFoundError(f"data.data_file: {data_file} {what}")
         return [data_file]
     data_dir = data_dir or default_data_dir()
     if not os.path.isdir(data_dir):
