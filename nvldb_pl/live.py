@@ -27,6 +27,7 @@ of answers, as in the paper's loop. Checkpoints are pickles: load only files you
 from __future__ import annotations
 
 import os
+import zipfile
 from typing import Optional, Sequence
 
 import numpy as np
@@ -135,9 +136,13 @@ class DuelingBandit:
         if learner.num_local != 1:
             raise ValueError(f"model: a live bandit holds one seed, this learner holds {learner.num_local}")
         self.learner = learner
-        if hasattr(
-            learner, "self_duels_allowed"
-        ):  # a fit's default may self-duel when sure; a person is never asked "A or A?"
+        if learner.hparams.get("distinct_arms") is False:
+            raise ValueError(
+                "model.distinct_arms: false lets the rule pick an item against itself, which no person can answer; "
+                "a live bandit needs true (the default)"
+            )
+        # a fit's default may self-duel where sure; a person is never asked "A or A?"
+        if hasattr(learner, "self_duels_allowed"):
             learner.self_duels_allowed = False
         self.seed = int(seed)
         learner.attach_optimizer(optimizer_state)
@@ -229,7 +234,7 @@ class DuelingBandit:
         of its S seeds: its network, Gram matrix, optimizer state and history go on learning)."""
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such checkpoint")
-        problem = checkpoint_problem(path)  # torch's zip checks its members' CRCs only where asked to
+        problem = checkpoint_problem(path) if zipfile.is_zipfile(path) else None  # torch reads no CRC itself
         if problem is not None:
             raise ValueError(f"{path}: damaged, not read ({problem}); load an earlier save")
         try:
@@ -314,6 +319,8 @@ class DuelingBandit:
         if outcome not in (0, 1):
             raise ValueError(f"outcome: must be 1 (item i preferred) or 0 (item j preferred), got {outcome!r}")
         i, j = _as_index(i), _as_index(j)
+        if i == j:
+            raise ValueError(f"i, j: both are item {i}; an answer compares two different items (nothing was recorded)")
         L = self.learner
         if L.t >= L.hist_o.shape[-1]:
             L.grow_history(2 * L.hist_o.shape[-1])

@@ -153,9 +153,6 @@ def main(argv=None, stdin=None, out=None) -> int:
         while asked < a.questions:
             offer = rng.choice(len(names), size=a.offer, replace=False)
             i, j = bandit.select(contexts[offer])
-            if i == j:  # only with distinct_arms off: nothing to ask, the learner duels an item with itself
-                bandit.observe(contexts[offer], i, j, 1)
-                continue
             out.write(
                 f"\nQuestion {asked + 1}: which do you prefer?\n  1) {describe(names[offer[i]], raw[offer[i]])}\n"
                 f"  2) {describe(names[offer[j]], raw[offer[j]])}\n"

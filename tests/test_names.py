@@ -147,3 +147,16 @@ def test_a_resume_on_other_data_under_the_same_settings_is_refused_naming_the_fi
     assert run_cli([*common, f"--data.data_file={other}", "--data.rounds=24", "--ckpt_path=last"]) == 2
     assert "data.data_file (its rows' sha256): checkpoint" in capsys.readouterr().err
     assert run_cli([*common, f"--data.data_file={mine}", "--data.rounds=24", "--ckpt_path=last"]) == 0
+
+
+def test_the_live_api_refuses_an_answer_comparing_an_item_with_itself():
+    import numpy as np
+
+    from nvldb_pl.live import DuelingBandit
+
+    bandit = DuelingBandit.create(dim=3)
+    with pytest.raises(ValueError, match="i, j: both are item 2; an answer compares two different items"):
+        bandit.observe(np.eye(3), 2, 2, 1)
+    assert bandit.learner.t == 0  # not counted
+    with pytest.raises(ValueError, match="model.distinct_arms: false lets the rule pick an item against itself"):
+        DuelingBandit.create(dim=3, distinct_arms=False)
