@@ -37,3 +37,17 @@ def test_a_seed_runs_the_same_alone_or_beside_another_across_a_hyperparameter_re
 def test_a_horizon_beyond_where_it_is_affordable_is_refused_naming_the_field():
     with pytest.raises(ValueError, match=r"data.rounds .*data.rounds=2000 is beyond model.max_rounds=1000"):
         PairwiseGPLearner(rounds=2000)
+
+
+def test_a_hyperparameter_fit_that_fails_every_attempt_keeps_the_defaults_and_the_run_goes_on(monkeypatch):
+    import botorch.fit
+    from botorch.exceptions.errors import ModelFittingError
+
+    def fails(*args, **kwargs):
+        raise ModelFittingError("All attempts to fit the model have failed.")
+
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", fails)
+    summary, learner = run_experiment(
+        {"task": "square", "rounds": 12, "num_seeds": 2, "seed": 1}, {"refit_every": 5}, learner="PairwiseGPLearner"
+    )
+    assert learner.failed_fits >= 2 and summary["rounds"] == 12

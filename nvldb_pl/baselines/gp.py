@@ -10,7 +10,8 @@ answer a comparison. The pair:
 from the posterior's joint mean and covariance over the round's K contexts. The hyperparameters are fit
 from their defaults on the history every ``refit_every`` rounds (so they are a function of the history:
 a resumed run rebuilds them exactly), the posterior mode after every answer. Cost grows as (2t)^3 a
-round, so runs beyond ``max_rounds`` rounds are refused. Needs the ``gp`` extra: ``pip install -e '.[gp]'``.
+round, so runs beyond ``max_rounds`` rounds are refused. A hyperparameter fit whose every attempt fails keeps
+the default hyperparameters (``failed_fits`` counts them). Needs the ``gp`` extra: ``pip install -e '.[gp]'``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ MAX_ROUNDS = 1000  # 2000 datapoints: a Laplace solve of that size per round and
 
 def _botorch():
     try:
+        from botorch.exceptions.errors import ModelFittingError  # noqa: F401 (imported where used)
         from botorch.fit import fit_gpytorch_mll
         from botorch.models.likelihoods.pairwise import PairwiseLogitLikelihood
         from botorch.models.pairwise_gp import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
@@ -70,6 +72,7 @@ class PairwiseGPLearner(DuelingLearner):
         self.save_hyperparameters()
         self.automatic_optimization = False
         self._models: list | None = None  # rebuilt from the history where missing (a resumed run)
+        self.failed_fits = 0  # hyperparameter fits where every attempt failed (the defaults kept)
 
     def on_load_checkpoint(self, checkpoint) -> None:
         super().on_load_checkpoint(checkpoint)
@@ -89,6 +92,8 @@ class PairwiseGPLearner(DuelingLearner):
         """Seed s's GP at round t: hyperparameters fit from their defaults on the duels up to the last
         multiple of refit_every, posterior mode on all t duels."""
         PairwiseGP, Logit, LaplaceMLL, fit = _botorch()
+        from botorch.exceptions.errors import ModelFittingError
+
         every = self.hparams.refit_every
         fit_at = (t // every) * every
         x, c = self._data(s, fit_at if fit_at > 0 else t)
@@ -96,7 +101,12 @@ class PairwiseGPLearner(DuelingLearner):
             return None
         model = PairwiseGP(x, c, likelihood=Logit())
         if fit_at > 0:
-            fit(LaplaceMLL(model.likelihood, model))
+            start = {k: v.clone() for k, v in model.state_dict().items()}
+            try:
+                fit(LaplaceMLL(model.likelihood, model))
+            except ModelFittingError:  # every attempt failed: the default hyperparameters stay (a function of
+                model.load_state_dict(start)  # the history still, so a resumed run rebuilds the same model)
+                self.failed_fits += 1
             if fit_at != t:
                 x, c = self._data(s, t)
                 model.set_train_data(x, c, update_model=True)
