@@ -231,6 +231,8 @@ class BanditDataModule(pl.LightningDataModule):
         )
         if task not in ALL_TASKS:  # a Task class: imported and built now, so that a bad path stops before the run
             make_task(task, task_args)
+        if task not in uci.UCI_TASKS and task != TABLE:
+            self._refuse_a_task_every_policy_wins()
         # the K x K arrays of a round: the stream's Thompson normals (a block of CHUNK_ROUNDS rounds) and
         # the learner's pairwise norms and scores (a handful of [S, K, K] float64 temporaries)
         check_memory(
@@ -271,6 +273,20 @@ class BanditDataModule(pl.LightningDataModule):
                 )
         elif sampling != "per_seed":
             raise ValueError(f"data.sampling: {sampling!r} applies to the UCI tasks only")
+
+    def _refuse_a_task_every_policy_wins(self) -> None:
+        """A synthetic stream whose arms all have the same utility in every round of its first block (e.g. d=1:
+        the paper's contexts are then +-1, and cos, square and quadratic give both the same value): every
+        policy would end with R(T)/T = 0, as if learning were perfect. Refused naming data.dim."""
+        first = replace(self.spec, num_seeds=1, rounds=min(self.spec.rounds, CHUNK_ROUNDS))
+        u = np.stack([b["utilities"].numpy() for b in RoundStream(first)])  # [rounds, 1, K]
+        spread = float((u.max(axis=-1) - u.min(axis=-1)).max())
+        require(
+            spread > 1e-12 * max(1.0, float(np.abs(u).max())),
+            "data.dim",
+            f"with dim={self.spec.dim} every arm of {self.spec.task} has the same utility in every round (a policy's "
+            f"regret is 0 whatever it does); give a larger dim",
+        )
 
     def state_dict(self) -> dict:
         spec = {k: v for k, v in vars(self.spec).items() if k != "task_args" or v is not None}  # as saved before it
