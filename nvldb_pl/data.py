@@ -231,8 +231,6 @@ class BanditDataModule(pl.LightningDataModule):
         )
         if task not in ALL_TASKS:  # a Task class: imported and built now, so that a bad path stops before the run
             make_task(task, task_args)
-        if task not in uci.UCI_TASKS and task != TABLE:
-            self._refuse_a_task_every_policy_wins()
         # the K x K arrays of a round: the stream's Thompson normals (a block of CHUNK_ROUNDS rounds) and
         # the learner's pairwise norms and scores (a handful of [S, K, K] float64 temporaries)
         check_memory(
@@ -240,6 +238,8 @@ class BanditDataModule(pl.LightningDataModule):
             f"{CHUNK_ROUNDS + 8} arrays of num_seeds x arms x arms = {num_seeds} x {arms} x {arms} float64",
             "data.arms / data.num_seeds",
         )
+        if task not in uci.UCI_TASKS and task != TABLE:
+            self._refuse_a_task_every_policy_wins()
         self.start_round = 0  # set by DuelingLoop.on_load_checkpoint when resuming
         self.local_spec = self.spec  # this process's shard of seeds (see setup)
         self.dataset = None
@@ -275,17 +275,21 @@ class BanditDataModule(pl.LightningDataModule):
             raise ValueError(f"data.sampling: {sampling!r} applies to the UCI tasks only")
 
     def _refuse_a_task_every_policy_wins(self) -> None:
-        """A synthetic stream whose arms all have the same utility in every round of its first block (e.g. d=1:
-        the paper's contexts are then +-1, and cos, square and quadratic give both the same value): every
+        """A synthetic stream whose arms all have the same utility in each of the first seed's first rounds (e.g.
+        d=1: the paper's contexts are then +-1, and cos, square and quadratic give both the same value): every
         policy would end with R(T)/T = 0, as if learning were perfect. Refused naming data.dim."""
-        first = replace(self.spec, num_seeds=1, rounds=min(self.spec.rounds, CHUNK_ROUNDS))
-        u = np.stack([b["utilities"].numpy() for b in RoundStream(first)])  # [rounds, 1, K]
+        sp = self.spec
+        task = make_task(sp.task, sp.task_args)
+        seed = sp.seed_ids[0]
+        theta = task.draw_parameter(sp.dim, rng_for(sp.base_seed, seed, TAG_TASK))[None]
+        x = task.draw_contexts(min(sp.rounds, 64), sp.arms, sp.dim, rng_for(sp.base_seed, seed, TAG_ROUNDS, 0))
+        u = np.stack([task.utility(theta, x[r][None])[0] for r in range(len(x))])  # [rounds, K]
         spread = float((u.max(axis=-1) - u.min(axis=-1)).max())
         require(
             spread > 1e-12 * max(1.0, float(np.abs(u).max())),
             "data.dim",
-            f"with dim={self.spec.dim} every arm of {self.spec.task} has the same utility in every round (a policy's "
-            f"regret is 0 whatever it does); give a larger dim",
+            f"with dim={sp.dim} every arm of {sp.task} has the same utility in every round (a policy's regret is 0 "
+            f"whatever it does); give a larger dim",
         )
 
     def state_dict(self) -> dict:

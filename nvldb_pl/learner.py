@@ -129,6 +129,11 @@ class DuelingLearner(pl.LightningModule):
                 f"across processes, coupling the seeds; use --trainer.strategy seed_parallel"
             )
         dm = self.trainer.datamodule
+        if dm is not None and getattr(self, "variance_mode", None) == "oracle" and dm.preference != dm.link:
+            raise ValueError(
+                f"model.oracle_variance: the true variance follows data.link={dm.link}, but the environment answers "
+                f"by data.preference={dm.preference}; the 'true' sigma would be another model's"
+            )
         if dm is not None and self._t == 0:
             for name in ("dim", "arms", "rounds", "num_seeds"):
                 if getattr(dm.spec, name) != self.hparams[name]:

@@ -193,6 +193,8 @@ class NVLDB(NeuralLearner):
             else:
                 self.register_buffer("U", torch.full((num_seeds, n), lam, dtype=torch.float64))
         self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + selection.rule_label(strategy)
+        if oracle_variance:  # not the estimate NVLDB is: said in its name (summaries, the CLI's last line)
+            self.method += "-oracle"
         p = dim if feature_dim is None else feature_dim
         self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1))  # V_0 = lambda I
 

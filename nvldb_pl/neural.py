@@ -133,6 +133,12 @@ class NeuralLearner(DuelingLearner):
             "sample_weighting",
             f"{hp.get('sample_weighting')!r} is not one of {list(SAMPLE_WEIGHTINGS)}",
         )
+        _check(
+            hp.get("sample_weighting", "uniform") == "uniform" or sample_size is not None,
+            "sample_weighting",
+            f"{hp.get('sample_weighting')} weights the rows of a bounded training set; without model.sample_size "
+            f"every Adam step uses the whole history and it would change nothing",
+        )
         for name in ("lr", "lam"):
             check_number(hp[name], name)
         self.save_hyperparameters(hp)
