@@ -160,3 +160,14 @@ def test_the_live_api_refuses_an_answer_comparing_an_item_with_itself():
     assert bandit.learner.t == 0  # not counted
     with pytest.raises(ValueError, match="model.distinct_arms: false lets the rule pick an item against itself"):
         DuelingBandit.create(dim=3, distinct_arms=False)
+
+
+def test_a_text_value_that_is_a_choice_is_kept_as_text():
+    """self_duel_test's "none" is a value, not Python's None (which takes the default, deep_diag)."""
+    from nvldb_pl.checks import typed_args
+    from nvldb_pl.module import NVLDB
+
+    assert typed_args(NVLDB, {"self_duel_test": "none", "beta": None}, "--grid") == {
+        "self_duel_test": "none",
+        "beta": None,
+    }
