@@ -60,7 +60,19 @@ FORMAT = "nvldb_pl.live/1"
 def _as_contexts(contexts, dim: int, min_items: int = 2) -> torch.Tensor:
     """contexts as a float32 [K, d] tensor, checked: K >= min_items (2 for a duel), d = the
     learner's dim, all finite."""
-    x = torch.as_tensor(np.asarray(contexts, dtype=np.float64) if not torch.is_tensor(contexts) else contexts)
+    x = contexts
+    if not torch.is_tensor(x):
+        try:
+            x = np.asarray(x)
+            if np.iscomplexobj(x):
+                raise ValueError("contexts: complex numbers; the features are real")
+            x = x.astype(np.float64)
+        except (ValueError, TypeError) as err:  # ragged rows, text
+            msg = str(err) if str(err).startswith("contexts:") else f"contexts: not a [K, d] array of numbers ({err})"
+            raise ValueError(msg) from None
+        x = torch.as_tensor(x)
+    elif x.is_complex():
+        raise ValueError("contexts: complex numbers; the features are real")
     if x.dim() != 2 or x.shape[0] < min_items or x.shape[1] != dim:
         raise ValueError(
             f"contexts: expected a [K, d] array with K >= {min_items} item{'s' * (min_items > 1)} "
@@ -313,6 +325,10 @@ class DuelingBandit:
             if index is None or not 0 <= index < K:
                 raise ValueError(f"{name}: must be an item index in [0, {K}), got {k!r}")
         if torch.is_tensor(outcome) and outcome.numel() == 1:
+            outcome = outcome.item()
+        if isinstance(outcome, np.ndarray):
+            if outcome.size != 1:
+                raise ValueError(f"outcome: one answer, 1 or 0; got an array of shape {list(outcome.shape)}")
             outcome = outcome.item()
         if isinstance(outcome, (bool, np.bool_)):
             outcome = int(outcome)

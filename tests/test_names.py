@@ -171,3 +171,26 @@ def test_a_text_value_that_is_a_choice_is_kept_as_text():
         "self_duel_test": "none",
         "beta": None,
     }
+
+
+@pytest.mark.parametrize(
+    "contexts, message",
+    [
+        ([[1, 2, 3], [1, 2]], "contexts: not a \\[K, d\\] array of numbers"),
+        ([[1 + 1j, 2, 3], [1, 2, 3]], "contexts: complex numbers; the features are real"),
+    ],
+)
+def test_the_live_api_names_the_argument_of_ragged_or_complex_contexts(contexts, message):
+    from nvldb_pl.live import DuelingBandit
+
+    with pytest.raises(ValueError, match=message):
+        DuelingBandit.create(dim=3).select(contexts)
+
+
+def test_the_live_api_names_an_array_valued_outcome():
+    import numpy as np
+
+    from nvldb_pl.live import DuelingBandit
+
+    with pytest.raises(ValueError, match=r"outcome: one answer, 1 or 0; got an array of shape \[2\]"):
+        DuelingBandit.create(dim=3).observe(np.eye(3), 0, 1, np.array([1, 0]))
