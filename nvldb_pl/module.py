@@ -32,7 +32,6 @@ from typing import Optional, Union
 import torch
 
 from . import gram, objective, seedwise, selection, selfduel
-from .backward import per_point_gradients
 from .checks import LINKED_FROM_DATA, check_integer, check_linked, check_number
 from .checks import check as _check
 from .learner import as_pairs
@@ -234,14 +233,6 @@ class NVLDB(NeuralLearner):
                 extra["dg"] = pair_difference(g, a1, a2)
             self._flag_bad(~est["ok"] | ~torch.isfinite(f).all(dim=1), t)
         return {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2), **extra}
-
-    def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
-        """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters: [S, K, d] -> [S, K, p] (float64)."""
-        net = self.net
-        with torch.autocast(self.device.type, enabled=False):
-            return per_point_gradients(
-                list(net.weights), net.theta, contexts.float().transpose(1, 2), list(net.biases), net.scale
-            ).to(torch.float64)
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):

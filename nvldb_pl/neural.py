@@ -16,7 +16,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from . import graphs, host, objective
-from .backward import accumulate_nll_grad
+from .backward import accumulate_nll_grad, per_point_gradients
 from .learner import DuelingLearner, as_pairs
 from .checks import check as _check
 from .checks import check_integer, check_number
@@ -288,6 +288,15 @@ class NeuralLearner(DuelingLearner):
             f"(blocks of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or "
             f"a smaller width",
         )
+
+    def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
+        """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters (the built-in MLP): [S, K, d] -> [S, K, p]
+        (float64); NDB's exploration features and the deep self-duel test's."""
+        net = self.net
+        with torch.autocast(self.device.type, enabled=False):
+            return per_point_gradients(
+                list(net.weights), net.theta, contexts.float().transpose(1, 2), list(net.biases), net.scale
+            ).to(torch.float64)
 
     @torch.no_grad()
     def scores(self, contexts):

@@ -23,8 +23,8 @@ from typing import Optional
 
 import torch
 
-from ..backward import per_point_gradients
-from .. import seedwise, selection
+from ..selfduel import gradient_pair_norms, sherman_morrison_
+from .. import selection
 from ..host import check_memory
 from ..checks import check, check_linked, check_number
 from ..learner import history_bytes
@@ -91,19 +91,8 @@ class NDB(NeuralLearner):
 
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
-        if self.hparams.gram == "full":
-            M = seedwise.bmm(seedwise.bmm(g, self.Vinv), g.transpose(1, 2))  # g_k^T V^-1 g_k'
-        else:
-            M = seedwise.bmm(g / self.U.unsqueeze(1), g.transpose(1, 2))
-        diag = torch.diagonal(M, dim1=1, dim2=2)
-        return (diag.unsqueeze(2) + diag.unsqueeze(1) - 2 * M).clamp(min=0).sqrt()
-
-    def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
-        """g(x_k) = df(x_k)/d(W, theta) at the current parameters: [S, K, d] -> [S, K, p] (float64)."""
-        net = self.net
-        return per_point_gradients(
-            list(net.weights), net.theta, contexts.float().transpose(1, 2), list(net.biases), net.scale
-        ).to(torch.float64)
+        full = self.hparams.gram == "full"
+        return gradient_pair_norms(g, self.Vinv if full else None, None if full else self.U)
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):
@@ -133,10 +122,8 @@ class NDB(NeuralLearner):
         t = self.t
         with self._timed("gram"), torch.no_grad():
             z = duel["dg"]
-            if self.hparams.gram == "full":  # Sherman-Morrison: (V + z z^T)^-1
-                vz = seedwise.bmm(self.Vinv, z.unsqueeze(2))  # [S, p, 1]
-                u = vz / (1.0 + (z.unsqueeze(2) * vz).sum(1, keepdim=True)).sqrt()
-                self.Vinv.baddbmm_(u, u.transpose(1, 2), alpha=-1.0)  # in place: one pass over V^-1
+            if self.hparams.gram == "full":  # Sherman-Morrison: (V + z z^T)^-1, in place
+                sherman_morrison_(self.Vinv, z)
             else:
                 self.U = self.U + z.pow(2)
         if self.hparams.grad_steps > 0:
