@@ -22,43 +22,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from nvldb_pl.host import CannotWrite, open_text  # noqa: E402
 from nvldb_pl.live import DuelingBandit, rank  # noqa: E402
+from nvldb_pl.serve.items import FEATURES, builtin_catalog, kendall_tau  # noqa: E402
 
-FEATURES = ("sweetness", "acidity", "body", "bitterness", "price")
-NAMES = (
-    "Aurora",
-    "Basalt",
-    "Cinder",
-    "Delta",
-    "Ember",
-    "Fjord",
-    "Granite",
-    "Harbor",
-    "Indigo",
-    "Juniper",
-    "Kestrel",
-    "Lumen",
-)
 TASTE = np.array([1.0, -0.5, 0.8, -1.0, -0.7])  # the simulated person's hidden weights per feature
 
 
 def catalog(seed: int = 2026) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(names, raw features [N, 5] in [0, 1] with one decimal, contexts [N, 5] of unit norm)."""
-    raw = np.round(np.random.default_rng(seed).uniform(0, 1, (len(NAMES), len(FEATURES))), 1)
-    z = (raw - raw.mean(0)) / raw.std(0)
-    return list(NAMES), raw, z / np.linalg.norm(z, axis=1, keepdims=True)
+    c = builtin_catalog(seed)
+    return c.names, c.raw, c.contexts
 
 
 def describe(name: str, raw: np.ndarray) -> str:
     return f"{name:<8s} " + "  ".join(f"{f} {v:.1f}" for f, v in zip(FEATURES, raw))
-
-
-def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
-    """Kendall's tau-a between two score vectors (pairs tied in either count as 0)."""
-    n, s = len(a), 0.0
-    for i in range(n):
-        for j in range(i + 1, n):
-            s += np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])
-    return s / (n * (n - 1) / 2)
 
 
 class Answers:

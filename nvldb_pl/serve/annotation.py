@@ -1,0 +1,280 @@
+"""People answer "A or B?" about a catalog's items; learners pick the pairs and learn from every answer.
+
+No web code here: :class:`Annotation` is what the HTTP routes of :mod:`.app` call, and what tests
+drive directly. One learner (:class:`nvldb_pl.live.DuelingBandit`, so the same ``select`` and
+``observe`` as the simulated experiments) takes every session's answers, or, with
+``per_annotator``, one learner an annotator (a session without an annotator name is its own). A lock
+serializes select and observe; answers may come late and in any order.
+
+Nothing is lost: an answer is committed to the :class:`~.store.Store` before it is learned from, and
+the learners are saved every ``save_every`` answers (and on :meth:`close`). On start, each learner is
+rebuilt from its last saved file whose sha256 the database vouches for (else from the config) and then
+takes, in the order given, every answer after those the file holds: the state an uninterrupted server
+would have reached.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import uuid
+from typing import Optional
+
+import numpy as np
+
+from ..live import DuelingBandit
+from .items import Catalog, kendall_tau
+from .store import Store
+
+SHARED = "shared"
+
+
+class BadRequest(ValueError):
+    """A request that changes nothing: ``status`` is the HTTP status to answer with (4xx)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+class Annotation:
+    """The catalog ``items``, the answers in ``store``, the learners built from ``config`` (a path).
+
+    ``offer``: items offered a question, drawn at random (the learner picks two of them; capped at the
+    number of items), ``None`` = all; ``seed``: the
+    learners' seed and the offers' draws. Refuses a ``store`` made with other items, config, seed or offer."""
+
+    def __init__(
+        self,
+        items: Catalog,
+        store: Store,
+        config: str,
+        seed: int = 0,
+        offer: Optional[int] = 4,
+        per_annotator: bool = False,
+        save_every: int = 10,
+    ):
+        N = len(items.names)
+        if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
+            raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
+        if save_every < 1:
+            raise ValueError(f"--save-every: must be >= 1, got {save_every}")
+        if seed < 0:
+            raise ValueError(f"--seed: must be >= 0, got {seed}")
+        self.items, self.store, self.config, self.seed = items, store, config, int(seed)
+        self.offer, self.per_annotator, self.save_every = min(offer or N, N), bool(per_annotator), int(save_every)
+        with open(config, "rb") as fh:
+            config_text = fh.read().decode("utf-8", "replace")
+        store.claim(
+            {
+                "items_sha256": items.sha256,
+                "config": config_text,
+                "seed": self.seed,
+                "offer": self.offer,
+                "per_annotator": self.per_annotator,
+            }
+        )
+        self.lock = store.lock
+        self.bandits: dict = {}
+        self.previous: dict = {}  # the scores after each learner's latest answer
+        self.restored = {k: self._restore(k) for k in store.learners()}
+
+    # ------------------------------------------------------------------ learners
+    def snapshot_path(self, key: str) -> str:
+        tag = "" if key == SHARED else "-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        return f"{self.store.path}.learner{tag}.pt"
+
+    def _fresh(self) -> DuelingBandit:
+        return DuelingBandit.from_config(self.config, dim=self.items.contexts.shape[1], seed=self.seed)
+
+    def _restore(self, key: str) -> int:
+        """Rebuild learner ``key`` from its saved file and the answers after it; the answers replayed."""
+        bandit, held = None, 0
+        snap = self.store.snapshot(key)
+        if snap is not None and os.path.isfile(snap[2]) and _sha256(snap[2]) == snap[1]:
+            bandit, held = DuelingBandit.from_checkpoint(snap[2]), int(snap[0])
+        todo = self.store.to_learn(key)
+        if bandit is None or held > len(todo) or bandit.num_observed != held:
+            bandit, held = self._fresh(), 0  # no file the database vouches for: from the config
+        self.bandits[key] = bandit
+        self.previous[key] = bandit.scores(self.items.contexts)
+        for seq, offer, i, j, choice, _ in todo[held:]:
+            self._learn(key, seq, offer, i, j, choice)
+        if len(todo) > held:
+            self.save(key)
+        return len(todo) - held
+
+    def _bandit(self, key: str) -> DuelingBandit:
+        if key not in self.bandits:
+            self.bandits[key] = self._fresh()
+            self.previous[key] = self.bandits[key].scores(self.items.contexts)
+        return self.bandits[key]
+
+    def _learn(self, key: str, seq: int, offer: list, i: int, j: int, choice: int) -> Optional[str]:
+        """Learner ``key`` takes answer ``seq``; its reason where it refuses (the learner unchanged)."""
+        bandit = self._bandit(key)
+        try:
+            bandit.observe(self.items.contexts[offer], i, j, int(choice == 1))
+        except (ValueError, FloatingPointError) as err:
+            self.store.mark(seq, False, str(err))
+            return str(err)
+        self.store.mark(seq, True)
+        scores = bandit.scores(self.items.contexts)
+        self.store.add_tau(key, bandit.num_observed, kendall_tau(self.previous[key], scores))
+        self.previous[key] = scores
+        return None
+
+    def save(self, key: str) -> None:
+        """Save learner ``key`` (atomically), then record its file's sha256 and answers held."""
+        path = self.snapshot_path(key)
+        self.bandits[key].save(path)
+        self.store.set_snapshot(key, self.bandits[key].num_observed, _sha256(path), path)
+
+    def close(self) -> None:
+        with self.lock:
+            for key in self.bandits:
+                self.save(key)
+
+    # ------------------------------------------------------------------ sessions, questions, answers
+    def new_session(self, annotator: Optional[str] = None) -> str:
+        if annotator is not None and not (isinstance(annotator, str) and 0 < len(annotator.strip()) <= 100):
+            raise BadRequest(422, "annotator: a name of 1 to 100 characters, or none")
+        sid = uuid.uuid4().hex
+        self.store.add_session(sid, annotator.strip() if annotator else None)
+        return sid
+
+    def _session(self, sid) -> tuple:
+        found = self.store.session(sid) if isinstance(sid, str) else None
+        if found is None:
+            raise BadRequest(404, f"session: no session {sid!r}; start one with POST /api/session")
+        return found
+
+    def learner_of(self, sid: str) -> str:
+        _, annotator = self._session(sid)
+        return (annotator or sid) if self.per_annotator else SHARED
+
+    def _item(self, k: int) -> dict:
+        it = self.items
+        return {
+            "index": int(k),
+            "name": it.names[k],
+            "text": it.text[k] if it.text else None,
+            "image": it.image[k] if it.image else None,
+            "features": {f: float(v) for f, v in zip(it.features, it.raw[k])},
+        }
+
+    def question(self, sid: str) -> dict:
+        """The session's unanswered question if it has one, else a new one the learner picks."""
+        with self.lock:
+            key = self.learner_of(sid)
+            pending = self.store.pending(sid)
+            if pending is None:
+                qn = self.store.rows("SELECT COALESCE(MAX(id), 0) FROM questions")[0][0] + 1
+                N = len(self.items.names)
+                rng = np.random.default_rng([self.seed, qn])
+                offer = (
+                    sorted(rng.choice(N, size=self.offer, replace=False).tolist()) if self.offer < N else list(range(N))
+                )
+                i, j = self._bandit(key).select(self.items.contexts[offer])
+                pending = (self.store.add_question(sid, key, offer, i, j), offer, i, j)
+            qid, offer, i, j = pending
+            return {"question": qid, "first": self._item(offer[i]), "second": self._item(offer[j]), **self.counts(key)}
+
+    def answer(self, sid: str, qid, choice) -> dict:
+        """Record ``choice`` (1: the first item shown, 2: the second, 0: can't decide) to question ``qid`` of
+        session ``sid``, then learn from it. Refused (nothing changed): an unknown session or question, another
+        session's question, one already answered, a choice not 0, 1 or 2."""
+        if isinstance(qid, bool) or not isinstance(qid, int):
+            raise BadRequest(422, f"question: a question number, got {qid!r}")
+        if isinstance(choice, bool) or choice not in (0, 1, 2):
+            raise BadRequest(422, f"choice: 1 (the first item), 2 (the second) or 0 (can't decide), got {choice!r}")
+        with self.lock:
+            self._session(sid)
+            q = self.store.question(qid)
+            if q is None:
+                raise BadRequest(404, f"question: {qid} was never asked")
+            session, key, offer, i, j, answered = q
+            if session != sid:
+                raise BadRequest(403, f"question: {qid} was asked in another session")
+            if answered:
+                raise BadRequest(409, f"question: {qid} is already answered")
+            seq = self.store.add_answer(qid, sid, key, choice)  # committed: from here on the answer is kept
+            refused = self._learn(key, seq, offer, i, j, choice) if choice else None
+            if choice and self.bandits[key].num_observed % self.save_every == 0:
+                self.save(key)
+            return {"answer": seq, "refused": refused, **self.counts(key)}
+
+    def counts(self, key: str) -> dict:
+        learned = self.bandits[key].num_observed if key in self.bandits else 0
+        return {"answers": self.store.count_answers(), "learned": learned}
+
+    # ------------------------------------------------------------------ what was learned
+    def learner_for_view(self, sid: Optional[str]) -> str:
+        return self.learner_of(sid) if sid is not None and self.per_annotator else SHARED
+
+    def ranking(self, key: str = SHARED) -> dict:
+        """The items best first by learner ``key``'s estimated utility, and how its ranking settled."""
+        with self.lock:
+            scores = (
+                self.bandits[key].scores(self.items.contexts)
+                if key in self.bandits
+                else np.zeros(len(self.items.names))
+            )
+            order = np.argsort(-scores, kind="stable")
+            return {
+                "ranking": [{"rank": r + 1, **self._item(k), "score": float(scores[k])} for r, k in enumerate(order)],
+                "settle": [{"answers": n, "tau": t} for n, t in self.store.taus(key)],
+                **self.counts(key),
+            }
+
+    def answers_csv(self) -> str:
+        out = io.StringIO()
+        w = csv.writer(out)
+        w.writerow(
+            [
+                "answer",
+                "session",
+                "annotator",
+                "learner",
+                "first",
+                "second",
+                "choice",
+                "preferred",
+                "answered_unix",
+                "learned",
+            ]
+        )
+        for seq, sid, annotator, key, offer, i, j, choice, t, learned in self.store.answers():
+            offer = json.loads(offer)
+            a, b = self.items.names[offer[i]], self.items.names[offer[j]]
+            w.writerow(
+                [
+                    seq,
+                    sid,
+                    annotator or "",
+                    key,
+                    a,
+                    b,
+                    choice,
+                    {1: a, 2: b}.get(choice, ""),
+                    f"{t:.3f}",
+                    "" if learned is None else learned,
+                ]
+            )
+        return out.getvalue()
+
+    def ranking_csv(self, key: str = SHARED) -> str:
+        out = io.StringIO()
+        w = csv.writer(out)
+        w.writerow(["rank", "name", "score"])
+        for row in self.ranking(key)["ranking"]:
+            w.writerow([row["rank"], row["name"], f"{row['score']:.6f}"])
+        return out.getvalue()

@@ -1,0 +1,170 @@
+"""Every question asked and every answer given, in one SQLite file (write-ahead log, synced on commit).
+
+Tables: ``meta`` (what the file was made with: the items' sha256, the learner's config, seed, offer),
+``sessions`` (one a browser), ``questions`` (the offer, as item indices, and the pair shown),
+``answers`` (one a question at most; ``choice`` 1: the first item shown, 2: the second, 0: can't
+decide; ``learned`` NULL until the learner has taken it, 1 then, 0 where the learner refused it),
+``settle`` (Kendall tau between the rankings before and after each learned answer) and ``snapshots``
+(the learner files saved, with the number of answers each holds and its sha256).
+An answer is committed before :meth:`Store.answer` returns: a killed server loses none.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from typing import Optional
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, annotator TEXT, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS questions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL REFERENCES sessions(id), learner TEXT NOT NULL,
+    offer TEXT NOT NULL, i INTEGER NOT NULL, j INTEGER NOT NULL, asked REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS answers (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, question INTEGER NOT NULL UNIQUE REFERENCES questions(id),
+    session TEXT NOT NULL, learner TEXT NOT NULL, choice INTEGER NOT NULL CHECK (choice IN (0, 1, 2)),
+    answered REAL NOT NULL, learned INTEGER, refused TEXT);
+CREATE TABLE IF NOT EXISTS settle (learner TEXT NOT NULL, answers INTEGER NOT NULL, tau REAL NOT NULL,
+    PRIMARY KEY (learner, answers));
+CREATE TABLE IF NOT EXISTS snapshots (learner TEXT PRIMARY KEY, answers INTEGER NOT NULL, sha256 TEXT NOT NULL,
+    path TEXT NOT NULL);
+"""
+FORMAT = "nvldb_pl.serve/1"
+
+
+class Store:
+    """The database at ``path`` (made if absent). Safe to share between threads (one lock)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and "meta" not in tables:
+                raise ValueError(f"--db: {path} is an SQLite file of something else (tables {sorted(tables)})")
+            self.db.executescript(SCHEMA)
+            self.db.execute("PRAGMA integrity_check").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise ValueError(f"--db: {path} is not a readable database ({err})") from None
+        self.lock = threading.RLock()
+
+    def _write(self, sql: str, args=()) -> sqlite3.Cursor:
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self.db.execute(sql, args)
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            return cur
+
+    def rows(self, sql: str, args=()) -> list:
+        with self.lock:
+            return self.db.execute(sql, args).fetchall()
+
+    # ------------------------------------------------------------------ what the file was made with
+    def meta(self) -> dict:
+        return {k: json.loads(v) for k, v in self.rows("SELECT key, value FROM meta")}
+
+    def claim(self, made_with: dict) -> None:
+        """Record ``made_with`` in a new file; in a used one, refuse any value that differs (naming it)."""
+        with self.lock:
+            old = self.meta()
+            if not old:
+                for k, v in {"format": FORMAT, **made_with}.items():
+                    self._write("INSERT INTO meta VALUES (?, ?)", (k, json.dumps(v)))
+                return
+            for k, v in made_with.items():
+                if k in old and old[k] != v:
+                    raise ValueError(
+                        f"--db: {self.path} was made with {k} = {old[k]!r}, this server has {v!r}; "
+                        f"start with those, or give another --db"
+                    )
+
+    # ------------------------------------------------------------------ sessions, questions, answers
+    def add_session(self, sid: str, annotator: Optional[str]) -> None:
+        self._write("INSERT INTO sessions VALUES (?, ?, ?)", (sid, annotator, time.time()))
+
+    def session(self, sid: str) -> Optional[tuple]:
+        r = self.rows("SELECT id, annotator FROM sessions WHERE id = ?", (sid,))
+        return r[0] if r else None
+
+    def pending(self, sid: str) -> Optional[tuple]:
+        """The session's latest question without an answer: (id, offer, i, j), else None."""
+        r = self.rows(
+            "SELECT q.id, q.offer, q.i, q.j FROM questions q LEFT JOIN answers a ON a.question = q.id "
+            "WHERE q.session = ? AND a.seq IS NULL ORDER BY q.id DESC LIMIT 1",
+            (sid,),
+        )
+        return (r[0][0], json.loads(r[0][1]), r[0][2], r[0][3]) if r else None
+
+    def add_question(self, sid: str, learner: str, offer: list, i: int, j: int) -> int:
+        return self._write(
+            "INSERT INTO questions (session, learner, offer, i, j, asked) VALUES (?, ?, ?, ?, ?, ?)",
+            (sid, learner, json.dumps([int(k) for k in offer]), int(i), int(j), time.time()),
+        ).lastrowid
+
+    def question(self, qid: int) -> Optional[tuple]:
+        """(session, learner, offer, i, j, answered: bool) of question ``qid``, else None."""
+        r = self.rows(
+            "SELECT q.session, q.learner, q.offer, q.i, q.j, a.seq IS NOT NULL FROM questions q "
+            "LEFT JOIN answers a ON a.question = q.id WHERE q.id = ?",
+            (qid,),
+        )
+        return (r[0][0], r[0][1], json.loads(r[0][2]), r[0][3], r[0][4], bool(r[0][5])) if r else None
+
+    def add_answer(self, qid: int, sid: str, learner: str, choice: int) -> int:
+        return self._write(
+            "INSERT INTO answers (question, session, learner, choice, answered) VALUES (?, ?, ?, ?, ?)",
+            (qid, sid, learner, int(choice), time.time()),
+        ).lastrowid
+
+    def mark(self, seq: int, learned: bool, refused: Optional[str] = None) -> None:
+        self._write("UPDATE answers SET learned = ?, refused = ? WHERE seq = ?", (int(learned), refused, seq))
+
+    def to_learn(self, learner: str) -> list:
+        """The learner's decided answers not refused, in the order given: (seq, offer, i, j, choice, learned)."""
+        r = self.rows(
+            "SELECT a.seq, q.offer, q.i, q.j, a.choice, a.learned FROM answers a JOIN questions q ON q.id = a.question "
+            "WHERE a.learner = ? AND a.choice != 0 AND (a.learned IS NULL OR a.learned = 1) ORDER BY a.seq",
+            (learner,),
+        )
+        return [(s, json.loads(o), i, j, c, lr) for s, o, i, j, c, lr in r]
+
+    def learners(self) -> list:
+        return [r[0] for r in self.rows("SELECT DISTINCT learner FROM questions ORDER BY learner")]
+
+    def count_answers(self) -> int:
+        return self.rows("SELECT COUNT(*) FROM answers")[0][0]
+
+    def answers(self) -> list:
+        """Every answer, in the order given: (seq, session, annotator, learner, first, second, choice, answered, learned)."""
+        return self.rows(
+            "SELECT a.seq, a.session, s.annotator, a.learner, q.offer, q.i, q.j, a.choice, a.answered, a.learned "
+            "FROM answers a JOIN questions q ON q.id = a.question JOIN sessions s ON s.id = a.session ORDER BY a.seq"
+        )
+
+    # ------------------------------------------------------------------ how the ranking settled; saved learners
+    def add_tau(self, learner: str, answers: int, tau: float) -> None:
+        self._write("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), float(tau)))
+
+    def taus(self, learner: str) -> list:
+        return self.rows("SELECT answers, tau FROM settle WHERE learner = ? ORDER BY answers", (learner,))
+
+    def snapshot(self, learner: str) -> Optional[tuple]:
+        r = self.rows("SELECT answers, sha256, path FROM snapshots WHERE learner = ?", (learner,))
+        return r[0] if r else None
+
+    def set_snapshot(self, learner: str, answers: int, sha256: str, path: str) -> None:
+        self._write("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (learner, int(answers), sha256, path))
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()

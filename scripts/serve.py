@@ -1,0 +1,111 @@
+"""A web page that asks people "A or B?" about items, learns as they answer, and shows the learned ranking.
+
+    python scripts/serve.py                         # the built-in catalog of scripts/duel.py
+    python scripts/serve.py --items items.csv --db answers.db --port 8000
+    python scripts/serve.py --token SECRET          # annotators open http://HOST:PORT/?token=SECRET
+
+Items file: a CSV with a header: ``name``, optional ``text`` and ``image`` (URL) columns shown to people,
+every other column a numeric feature (see nvldb_pl.serve.items). Every answer is in ``--db`` (SQLite)
+before the page gets its reply; starting again on the same ``--db`` goes on from every answer given.
+Needs the serve extra: pip install -e '.[serve]'.
+"""
+
+import argparse
+import os
+import signal
+import socket
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from nvldb_pl.serve.items import builtin_catalog, read_items  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--items", type=os.path.expanduser, help="the items CSV (default: the built-in catalog)")
+    p.add_argument(
+        "--config",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "live.yaml"),
+        type=os.path.expanduser,
+        help="the learner's config (default configs/live.yaml)",
+    )
+    p.add_argument(
+        "--db", default="answers.db", type=os.path.expanduser, help="the answers' SQLite file (default answers.db)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
+    p.add_argument(
+        "--offer", type=int, default=4, help="items offered a question, at random; the learner picks two (default 4)"
+    )
+    p.add_argument(
+        "--offer-all", action="store_true", help="offer every item each question (the learner picks any two)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="the learner's seed and the offers' draws (default 0)")
+    p.add_argument(
+        "--per-annotator", action="store_true", help="one learner an annotator (?annotator=NAME), not one for all"
+    )
+    p.add_argument("--save-every", type=int, default=10, help="save the learners every this many answers (default 10)")
+    p.add_argument("--token", help="an access token annotators must give (?token=...)")
+    a = p.parse_args(argv)
+    try:
+        import uvicorn
+
+        from nvldb_pl.serve.app import make_app
+    except ImportError as err:
+        print(
+            f"error: scripts/serve.py needs the serve extra ({err.name} is missing): pip install -e '.[serve]'",
+            file=sys.stderr,
+        )
+        return 2
+    from nvldb_pl.serve.annotation import Annotation
+    from nvldb_pl.serve.store import Store
+
+    try:
+        if not 0 <= a.port <= 65535:
+            raise ValueError(f"--port: must be between 0 and 65535, got {a.port}")
+        if not os.path.isfile(a.config):
+            raise FileNotFoundError(f"--config: {a.config}: no such file")
+        folder = os.path.dirname(os.path.abspath(a.db))
+        if not os.path.isdir(folder):
+            raise ValueError(f"--db: {a.db}: folder {folder} does not exist")
+        if os.path.isdir(a.db):
+            raise ValueError(f"--db: {a.db} is a folder; give a file name in it")
+        items = read_items(a.items) if a.items else builtin_catalog()
+        annotation = Annotation(
+            items, Store(a.db), a.config, a.seed, None if a.offer_all else a.offer, a.per_annotator, a.save_every
+        )
+        sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((a.host, a.port))
+            sock.listen(128)  # connections wait from now on, before the address is printed
+        except OSError as err:
+            raise ValueError(f"--host/--port: cannot listen on {a.host}:{a.port} ({err.strerror})") from None
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    host, port = sock.getsockname()[:2]
+    restored = sum(annotation.restored.values())
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"serving {len(items.names)} items ({items.source}) at http://{shown}:{port}/"
+        + (f"?token={a.token}" if a.token else "")
+        + f"\nanswers in {a.db}: {annotation.store.count_answers()} kept, {restored} restored into the learner(s)",
+        flush=True,
+    )
+    server = uvicorn.Server(uvicorn.Config(make_app(annotation, a.token), log_level="warning"))
+    # uvicorn stops gracefully on SIGINT/SIGTERM, then raises the signal again with the handlers it found: these,
+    # which let the learners be saved below instead of ending the process there
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        annotation.close()
+        print(f"stopped; {annotation.store.count_answers()} answers in {a.db}, learners saved", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
