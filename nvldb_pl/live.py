@@ -14,7 +14,8 @@ Answers may come late, in batches and in any order. ``select`` changes nothing i
 (only the Thompson-sampling draws advance), so several pairs can be shown before any answer;
 ``observe`` first recomputes, with the current parameters, what the update needs from its pair
 (``memo``: Delta phi for the incremental Gram, NDB's gradient difference), then ``learn``s the
-duel (appends it and runs one update). With each answer given at once, this is exactly the loop's round
+duel (appends it and runs one update); an answer that would leave the learner non-finite, or an
+interrupt during the update, leaves it as it was before the call. With each answer given at once, this is exactly the loop's round
 (``tests/test_live.py`` checks a live bandit fed the stream's contexts and answers against a
 ``fit`` run, selection by selection). VACDB is not offered live: a duel's layer and weight are
 decided at selection time for that round only. ``oracle_variance`` needs the true utilities,
@@ -26,6 +27,7 @@ of answers, as in the paper's loop. Checkpoints are pickles: load only files you
 
 from __future__ import annotations
 
+import copy
 import os
 import zipfile
 from typing import Optional, Sequence
@@ -338,20 +340,36 @@ class DuelingBandit:
         if i == j:
             raise ValueError(f"i, j: both are item {i}; an answer compares two different items (nothing was recorded)")
         L = self.learner
-        if L.t >= L.hist_o.shape[-1]:
-            L.grow_history(2 * L.hist_o.shape[-1])
-        a1, a2, contexts = torch.tensor([int(i)]), torch.tensor([int(j)]), x.unsqueeze(0)
-        L.learn(
-            {
-                "a1": a1,
-                "a2": a2,
-                **L.memo(contexts, a1, a2),
-                "contexts": contexts,
-                "o": torch.tensor([float(outcome)]),
-                "du": torch.zeros(1, dtype=torch.float64),
-            }
-        )
-        L.check_finite()
+        before = copy.deepcopy(L)  # the learner as it was, should this answer make it non-finite
+        try:
+            if L.t >= L.hist_o.shape[-1]:
+                L.grow_history(2 * L.hist_o.shape[-1])
+            a1, a2, contexts = torch.tensor([int(i)]), torch.tensor([int(j)]), x.unsqueeze(0)
+            L.learn(
+                {
+                    "a1": a1,
+                    "a2": a2,
+                    **L.memo(contexts, a1, a2),
+                    "contexts": contexts,
+                    "o": torch.tensor([float(outcome)]),
+                    "du": torch.zeros(1, dtype=torch.float64),
+                }
+            )
+            L.check_finite()
+            # the next selection must be possible too: a probe on these contexts (no Thompson draw spent)
+            L.select(contexts, torch.zeros(1, K, K, dtype=torch.float64), L.t + 1)
+            L.check_finite()
+            if not bool(torch.isfinite(L.scores(contexts)).all()):
+                raise FloatingPointError("non-finite estimated utilities")
+        except (FloatingPointError, torch.linalg.LinAlgError) as err:
+            self.learner = before
+            raise ValueError(
+                f"contexts: learning from this answer would leave the learner non-finite ({err}); "
+                f"nothing was recorded, the learner is as before"
+            ) from None
+        except BaseException:  # an interrupt mid-update: the learner as before, not half-updated
+            self.learner = before
+            raise
 
     def scores(self, contexts) -> np.ndarray:
         """Estimated utilities f(x_k) of ``contexts`` [K, d] (K >= 1): sort them for the learned ranking."""
@@ -362,6 +380,7 @@ class DuelingBandit:
     def save(self, path: str) -> None:
         """Everything needed to go on exactly where this bandit stands (written atomically)."""
         L = self.learner
+        L.check_finite()  # never a broken state over a good file
         opt = L.optimizer()
         payload = {
             "format": FORMAT,

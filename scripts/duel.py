@@ -3,7 +3,7 @@
     python scripts/duel.py                          # interactive: answer 1 or 2 (q or Ctrl-C stops)
     python scripts/duel.py --answers answers.txt    # answers from a file, one per line: 1, 2 or q
     python scripts/duel.py --simulate               # a simulated person with a hidden taste
-    python scripts/duel.py --questions 30 --save me.pt   # ... and keep the learner
+    python scripts/duel.py --questions 30 --save me.pt   # ... and keep the learner (answers also in me.pt.answers)
     python scripts/duel.py --load me.pt             # go on from a saved learner
 
 Each question offers ``--offer`` random items of the catalog (the round's context set X_t); the
@@ -13,8 +13,12 @@ Item contexts: the catalog's features standardized over the catalog, each item s
 """
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -35,6 +39,46 @@ def catalog(seed: int = 2026) -> tuple[list[str], np.ndarray, np.ndarray]:
 
 def describe(name: str, raw: np.ndarray) -> str:
     return f"{name:<8s} " + "  ".join(f"{f} {v:.1f}" for f, v in zip(FEATURES, raw))
+
+
+class Journal:
+    """Every answer appended to ``path`` as it is given (flushed and synced), in the --answers format: after
+    any end of the process, ``--answers PATH`` with the same --seed (and --load) gives them again."""
+
+    def __init__(self, path: str, seed: int, load=None):
+        self.path = path
+        try:
+            self.fh = open(path, "a", encoding="utf-8")
+        except OSError as err:
+            raise ValueError(f"--save: cannot write its answers journal {path} ({err.strerror})") from None
+        self.fh.write(
+            f"# scripts/duel.py --seed {seed}{f' --load {load}' if load else ''}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+        )
+        self._sync()
+
+    def add(self, answer: int) -> None:
+        self.fh.write(f"{answer}\n")
+        self._sync()
+
+    def _sync(self) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+
+
+@contextlib.contextmanager
+def deferred_interrupt():
+    """Ctrl-C (SIGINT) inside the block is held until the block ends, then raised as KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda sig, frame: held.append(sig))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
 
 
 class Answers:
@@ -126,21 +170,28 @@ def main(argv=None, stdin=None, out=None) -> int:
             bandit = DuelingBandit.from_config(a.config, dim=contexts.shape[1], seed=a.seed)
         rng = np.random.default_rng([a.seed, bandit.num_observed])
         asked, given = 0, []
-        while asked < a.questions:
-            offer = rng.choice(len(names), size=a.offer, replace=False)
-            i, j = bandit.select(contexts[offer])
-            out.write(
-                f"\nQuestion {asked + 1}: which do you prefer?\n  1) {describe(names[offer[i]], raw[offer[i]])}\n"
-                f"  2) {describe(names[offer[j]], raw[offer[j]])}\n"
-            )
-            o = answers.next(raw[offer[i]], raw[offer[j]])
-            if o is None:
-                break
-            if a.simulate or a.answers:
-                out.write(f"answer: {1 if o else 2}\n")
-            bandit.observe(contexts[offer], i, j, o)
-            given.append(1 if o else 2)
-            asked += 1
+        journal = Journal(a.save + ".answers", a.seed, a.load) if a.save else None
+        try:
+            while asked < a.questions:
+                offer = rng.choice(len(names), size=a.offer, replace=False)
+                i, j = bandit.select(contexts[offer])
+                out.write(
+                    f"\nQuestion {asked + 1}: which do you prefer?\n  1) {describe(names[offer[i]], raw[offer[i]])}\n"
+                    f"  2) {describe(names[offer[j]], raw[offer[j]])}\n"
+                )
+                o = answers.next(raw[offer[i]], raw[offer[j]])
+                if o is None:
+                    break
+                if a.simulate or a.answers:
+                    out.write(f"answer: {1 if o else 2}\n")
+                if journal is not None:
+                    journal.add(1 if o else 2)  # on disk before the learner takes it
+                with deferred_interrupt():  # Ctrl-C here stops after this answer is learned, not halfway
+                    bandit.observe(contexts[offer], i, j, o)
+                given.append(1 if o else 2)
+                asked += 1
+        except KeyboardInterrupt:  # stops like q: the ranking is shown, --save keeps the answers
+            out.write("\ninterrupted\n")
         out.write(f"\nLearned ranking after {bandit.num_observed} answers (estimated utility):\n")
         ranking = rank(bandit, contexts, names)
         for n, (name, score) in enumerate(ranking, 1):
