@@ -29,7 +29,7 @@ from .checks import LINKED_FROM_DATA, typed_args
 from .neural import saved_hparams
 from .registry import init_args, learner_class, method_spec
 from .tasks import make_task
-from .host import hold_folder
+from .host import hold_folder, read_json
 from .resume import whole_checkpoint
 from .run import RunStopped, check_placement, run_experiment
 
@@ -107,8 +107,7 @@ def find_run(
         path = os.path.join(folder, "summary.json")
         if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
             continue
-        with open(path) as fh:
-            s = json.load(fh)
+        s = read_json(path)
         if (
             (s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
             and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))

@@ -94,6 +94,15 @@ def write_json_atomic(path: str, payload: dict) -> None:
         json.dump(payload, fh, indent=2)
 
 
+def read_json(path: str):
+    """The JSON value of the file ``path``; a damaged or cut-short file raises ValueError naming it, in one line."""
+    try:
+        with open(path, "rb") as fh:
+            return json.loads(fh.read().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: damaged, not read (not valid JSON: {err})") from None
+
+
 def checkpoint_problem(path: str) -> Optional[str]:
     """Why the checkpoint file at ``path`` cannot be read whole (None if it can): torch writes a zip
     archive, so a truncated or corrupted file fails to open or fails a member's CRC check."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
 import os
 from typing import Optional
 
@@ -15,7 +14,7 @@ import numpy as np
 import torch
 
 from .grid import TASK_DATA, run_hparams, run_settings
-from .host import atomic_open, software_text, write_json_atomic
+from .host import atomic_open, read_json, software_text, write_json_atomic
 from .module import LITERAL
 from .registry import LITERAL_SUFFIX, METHODS
 
@@ -59,11 +58,25 @@ def wall_cell(summary: dict) -> str:
 def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
     """(rounds [T], seed ids, R^a_t [T, S]) from a run's curves.csv."""
     rows: dict[int, dict[int, float]] = {}
-    with open(os.path.join(folder, "curves.csv")) as fh:
-        for row in csv.DictReader(fh):
+    path = os.path.join(folder, "curves.csv")
+    try:
+        with open(path) as fh:
+            text = fh.read()
+        if text and not text.endswith("\n"):  # every row is written whole, newline included
+            raise ValueError("its last row is cut short")
+        for row in csv.DictReader(text.splitlines()):
+            if None in row.values() or None in row:
+                raise ValueError(f"a row of {len([v for v in row.values() if v is not None])} fields: {row}")
             rows.setdefault(int(row["round"]), {})[int(row["seed"])] = float(row["cum_avg_regret"])
+    except (UnicodeDecodeError, KeyError, TypeError, ValueError) as err:  # a cut-short row reads None or ''
+        raise ValueError(f"{path}: damaged or not a curves file ({type(err).__name__}: {err})") from None
+    if not rows:
+        raise ValueError(f"{path}: no rounds")
     rounds = np.array(sorted(rows))
     seeds = sorted(rows[rounds[0]])
+    short = next((int(r) for r in rounds if sorted(rows[r]) != seeds), None)
+    if short is not None:
+        raise ValueError(f"{path}: damaged: round {short} lacks some of the seeds {seeds}")
     return rounds, seeds, np.array([[rows[r][s] for s in seeds] for r in rounds])
 
 
@@ -186,8 +199,7 @@ def write_report(
             if t_ != task:
                 continue
             rounds, seeds, R = load_curves(folder)
-            with open(os.path.join(folder, "summary.json")) as fh:
-                summary = json.load(fh)
+            summary = read_json(os.path.join(folder, "summary.json"))
             base_seed = bases[method] = summary.get("base_seed", 0)
             hparams = run_hparams(folder)
             dim = hparams.get("dim") or dim

@@ -20,7 +20,6 @@ with a shorter one on the same streams at the shorter one's end:
 import argparse
 import csv
 import gzip
-import json
 import os
 import sys
 from typing import Optional
@@ -30,6 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from nvldb_pl.grid import check_positive  # noqa: E402
+from nvldb_pl.host import read_json  # noqa: E402
 from nvldb_pl.report import committed_curves, mean_std, paired_cell  # noqa: E402
 
 
@@ -58,8 +58,7 @@ def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[
     base = 0
     report = os.path.join(folder, "report.json")
     if os.path.exists(report):
-        with open(report) as fh:
-            base = int(json.load(fh).get(f"{task}/{method}", {}).get("base_seed", 0))
+        base = int(read_json(report).get(f"{task}/{method}", {}).get("base_seed", 0))
     rs, seeds, R = curves[method]
     t = rounds if at is None else at
     where = np.flatnonzero(rs == t)
