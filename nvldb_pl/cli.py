@@ -45,6 +45,7 @@ from .learner import DuelingLearner
 from .messages import BanditArgumentParser, user_message
 from .module import NVLDB
 from .own_defaults import class_of, given_keys, restore_own_defaults
+from .registry import LEARNERS
 from .resume import (
     MergedSeeds,
     RunConfig,
@@ -321,13 +322,17 @@ class NVLDBCLI(LightningCLI):
             self.trainer.strategy.checkpoint_io = MergedSeeds(self.trainer.strategy.checkpoint_io)
 
 
+class _Parser(BanditArgumentParser):
+    learner_names = tuple(LEARNERS)  # what a wrong --model is told of
+
+
 def main(args=None) -> NVLDBCLI:
     quiet_lightning()
     return NVLDBCLI(
         DuelingLearner,
         BanditDataModule,
         subclass_mode_model=True,
-        parser_class=BanditArgumentParser,
+        parser_class=_Parser,
         seed_everything_default=0,
         save_config_callback=RunConfig,
         save_config_kwargs={"overwrite": True},  # a new run's folder is its own (NVLDBCLI.before_fit); see RunConfig

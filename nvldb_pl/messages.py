@@ -13,8 +13,6 @@ import sys
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from .registry import LEARNERS
-
 _NOISE = (
     "Does not validate against any of the Union subtypes",
     "Subtypes:",
@@ -32,7 +30,7 @@ _NOISE = (
 )
 
 
-def parser_message(message: str) -> str:
+def parser_message(message: str, learners: tuple = ()) -> str:
     """jsonargparse's report of a value the parser refused, as ``field: reason; field: reason``.
 
     >>> parser_message('Parser key "model":\\n  Errors:\\n    - Problem with given class_path \\'nvldb_pl.NVLDB\\':\\n'
@@ -94,9 +92,8 @@ def parser_message(message: str) -> str:
             continue
         said = [r for r in reasons if not r.startswith(("Expected a <class", "Expected a typing", "Expected a path"))]
         if field == "model" and any(r.startswith("Expected a dot import path") for r in reasons):
-            said = [
-                f"{given.get(field, 'the value')} is not a learner: give one of {', '.join(LEARNERS)}, or a class path"
-            ]
+            names = f"one of {', '.join(learners)}, or " if learners else ""
+            said = [f"{given.get(field, 'the value')} is not a learner: give {names}a class path"]
         reasons = said or [r for r in reasons if not r.startswith("Expected a path")] or reasons
         text = "; ".join(_lower_first(r) for r in reasons)
         if field in given and "Got value" not in text and given[field] not in text:
@@ -131,7 +128,10 @@ def user_message(err: Exception) -> str:
 
 
 class BanditArgumentParser(LightningArgumentParser):
-    """Lightning's parser, with its refusals as one ``error:`` line (no usage block of every option)."""
+    """Lightning's parser, with its refusals as one ``error:`` line (no usage block of every option).
+    ``learner_names``: the names a wrong ``--model`` is told of (the CLI's subclass sets them)."""
+
+    learner_names: tuple = ()
 
     def error(self, message: str, ex: Exception | None = None):
         if not self.exit_on_error:  # a parser inside another (a Union's class): the outer one reports
@@ -139,6 +139,6 @@ class BanditArgumentParser(LightningArgumentParser):
         parser = getattr(ex, "subcommand_parser", None) or self
         prog = parser.prog.replace(" [options]", "")
         help_command = f"{prog if prog.endswith(' fit') else prog + ' fit'} --help"  # fit: the one subcommand
-        sys.stderr.write(f"error: {parser_message(message)} ({help_command} lists the options)\n")
+        sys.stderr.write(f"error: {parser_message(message, self.learner_names)} ({help_command} lists the options)\n")
         sys.stderr.flush()
         self.exit(2)

@@ -7,7 +7,7 @@ import pytest
 
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nvldb_pl")
 MATHS = {"links", "network", "backward", "objective", "gram", "selection", "selfduel", "seedwise", "checks"}
-MACHINERY = {"host", "devices", "checkpoint", "resume", "shards", "parallel", "graphs", "streams"}
+MACHINERY = {"host", "devices", "checkpoint", "resume", "shards", "parallel", "graphs", "streams", "messages"}
 LEARNERS = {"learner", "neural", "module", "baselines", "registry", "user_network", "live"}
 LOOP = {"callbacks", "data", "run", "cli", "grid", "report"}
 
