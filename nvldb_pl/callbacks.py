@@ -2,8 +2,8 @@
 (:class:`RunSummary`).
 
 :class:`DuelingLoop` is the environment's side of each round: before the training step it asks
-the learner for a pair (``propose``), draws the preference o_t ~ Bernoulli(g(u_a1 - u_a2)) from
-the round's own uniform, and puts the answered duel into the batch (``batch["duel"]``, which
+the learner for a pair (``propose``), takes the environment's answer (``BanditDataModule.answer``:
+o_t ~ Bernoulli(g(u_a1 - u_a2)) from the round's own uniform, and the round's regret), and puts the answered duel into the batch (``batch["duel"]``, which
 ``training_step`` learns from) with the round's regret (``batch["regret"]``); after the step it
 accumulates that regret. Per-round
 curves stay on the device and are written to the logger every ``log_every_n_rounds`` rounds
@@ -25,7 +25,6 @@ from lightning.pytorch.utilities import rank_zero_warn
 import torch
 
 from .host import atomic_open, software, write_json_atomic
-from .metrics import instant_regret
 
 
 def device_name(device: torch.device) -> str:
@@ -92,15 +91,12 @@ class DuelingLoop(pl.Callback):
         t = module.t + 1
         if batch["round"] != t:
             raise RuntimeError(f"data stream is at round {batch['round']} but the learner expects round {t}")
-        x, u = batch["contexts"], batch["utilities"]
+        x = batch["contexts"]
         module.flag_bad_contexts(x, t)
         duel = module.propose(x, batch["noise"], t)
-        a1, a2 = duel["a1"], duel["a2"]
-        rows = torch.arange(x.shape[0], device=x.device)
-        du = u[rows, a1] - u[rows, a2]
-        o = (batch["uniform"] < trainer.datamodule.preference_prob(du)).to(torch.float32)
-        batch["duel"] = {**duel, "contexts": x, "o": o, "du": du}
-        batch["regret"] = instant_regret(u, a1, a2)
+        answer = trainer.datamodule.answer(batch, duel["a1"], duel["a2"])  # the environment's o_t and regret
+        batch["duel"] = {**duel, "contexts": x, "o": answer["o"], "du": answer["du"]}
+        batch["regret"] = answer["regret"]
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         module.regret.update(*batch["regret"])

@@ -28,6 +28,7 @@ from . import links, uci
 from .checks import class_path_and_args, config_differences, refuse_other_config, require
 from .host import check_memory
 from .links import check_link
+from .metrics import instant_regret
 from .streams import CHUNK_ROUNDS, TAG_DISJOINT, TAG_ROUNDS, TAG_TASK, rng_for, resolve_base_seed, shard
 from .tasks import TASKS, make_task
 
@@ -320,6 +321,16 @@ class BanditDataModule(pl.LightningDataModule):
         ):
             saved["rounds"] = current["rounds"]  # a longer run on the same stream: rounds 1..T_saved are the same
         return config_differences(saved, current, "data.")
+
+    def answer(self, batch: dict, a1: torch.Tensor, a2: torch.Tensor) -> dict:
+        """The environment's answer to round ``batch``'s pair (a1, a2) [S]: ``o`` [S] (1: a1 preferred), drawn
+        o_t = 1{U_t < P(a1 beats a2)} from the round's own uniform U_t; ``du`` = u_a1 - u_a2 [S]; ``regret`` =
+        (r^a_t, r^w_t) [S] each (the Objective section)."""
+        u = batch["utilities"]
+        rows = torch.arange(u.shape[0], device=u.device)
+        du = u[rows, a1] - u[rows, a2]
+        o = (batch["uniform"] < self.preference_prob(du)).to(torch.float32)
+        return {"o": o, "du": du, "regret": instant_regret(u, a1, a2)}
 
     def preference_prob(self, du: torch.Tensor) -> torch.Tensor:
         """P(o = 1) = P(a1 beats a2) given u_a1 - u_a2 under the environment's preference model."""
