@@ -30,6 +30,7 @@ import math
 from typing import Optional, Union
 
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 
 from . import gram, objective, seedwise, selection, selfduel
 from .checks import LINKED_FROM_DATA, check_integer, check_linked, check_number
@@ -150,12 +151,23 @@ class NVLDB(NeuralLearner):
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
         for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
             check_integer(value, name, 1)
+        given_epsilon = epsilon is not None
         if epsilon is None:
             epsilon = 1.0 / math.sqrt(dim)  # the order Theorem (Variance-aware UCB methods) asks for
         if beta is None:
             beta = 1.0  # the paper's a_t (appendix "Hyperparameters")
         for name, value in (("beta", beta), ("epsilon", epsilon)):
             check_number(value, name)
+        if variance_aware and epsilon >= 0.5:  # sigma_i = sqrt(g(1 - g)) <= 1/2: zeta_i = epsilon for every duel
+            said = f"{epsilon:g} >= 0.5, the largest sigma_i can be, so zeta_i = epsilon for every duel and "
+            _check(not given_epsilon, "epsilon", said + "variance_aware does nothing (NLDB); give epsilon < 0.5")
+            rank_zero_warn(
+                "model.epsilon: "
+                + said
+                + f"variance_aware does nothing (the default 1/sqrt(d) at d={dim}); give model.epsilon < 0.5 "
+                "to weight duels by their variance",
+                category=UserWarning,
+            )
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
         if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1 and the MLP is ours
             self_duel_test = "deep_diag" if distinct_arms and network is None else "none"

@@ -194,3 +194,23 @@ def test_the_live_api_names_an_array_valued_outcome():
 
     with pytest.raises(ValueError, match=r"outcome: one answer, 1 or 0; got an array of shape \[2\]"):
         DuelingBandit.create(dim=3).observe(np.eye(3), 0, 1, np.array([1, 0]))
+
+
+def test_an_epsilon_that_turns_the_variance_weighting_off_is_refused_or_said():
+    """sigma_i <= 1/2, so epsilon >= 1/2 makes zeta_i = epsilon for every duel: NVLDB would run as NLDB."""
+    import warnings
+
+    from nvldb_pl.module import NVLDB
+
+    with pytest.raises(ValueError, match=r"model.epsilon: 0.6 >= 0.5, .* variance_aware does nothing \(NLDB\)"):
+        NVLDB(dim=5, arms=5, rounds=10, num_seeds=1, epsilon=0.6)
+    NVLDB(dim=5, arms=5, rounds=10, num_seeds=1, epsilon=0.6, variance_aware=False)  # NLDB: nothing to say
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        NVLDB(dim=3, arms=5, rounds=10, num_seeds=1)  # the default 1/sqrt(3) = 0.577
+        NVLDB(dim=5, arms=5, rounds=10, num_seeds=1)  # 1/sqrt(5) = 0.447: weighted
+    assert [str(w.message) for w in said if "epsilon" in str(w.message)] == [
+        "model.epsilon: 0.57735 >= 0.5, the largest sigma_i can be, so zeta_i = epsilon for every duel and "
+        "variance_aware does nothing (the default 1/sqrt(d) at d=3); give model.epsilon < 0.5 to weight duels by "
+        "their variance"
+    ]
