@@ -214,3 +214,10 @@ def test_an_epsilon_that_turns_the_variance_weighting_off_is_refused_or_said():
         "variance_aware does nothing (the default 1/sqrt(d) at d=3); give model.epsilon < 0.5 to weight duels by "
         "their variance"
     ]
+
+
+def test_ndb_at_a_width_whose_gram_cannot_fit_names_the_width_not_the_rounds():
+    from nvldb_pl.baselines.ndb import NDB
+
+    with pytest.raises(ValueError, match=r"^model.width / model.depth \(p = 9036010 network parameters; model.gram diag"):
+        NDB(dim=5, arms=5, rounds=100, num_seeds=20, link="logistic", width=3000)

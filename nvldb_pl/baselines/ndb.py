@@ -75,6 +75,10 @@ class NDB(NeuralLearner):
         check_memory(
             history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
             f"history and V^-1 of {num_seeds} x {p} x {p} float64",
+            "model.width / model.depth (p = {p} network parameters; model.gram diag keeps {num_seeds} x {p}), "
+            "or data.num_seeds".format(p=p, num_seeds=num_seeds)
+            if gram == "full"
+            else "data.num_seeds / data.rounds",
         )
         # the unweighted likelihood (zeta = 1) and lam/2 ||W - W_0||^2 on every layer (the NDB paper's loss)
         super().__init__(
