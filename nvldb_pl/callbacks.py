@@ -278,6 +278,7 @@ class RunSummary(pl.Callback):
             "wall_seconds": wall,  # of this process's part: rounds resumed_at_round + 1 .. T when it went on
             **({"resumed_at_round": self._start_round} if self._start_round else {}),
             "device": device_name(module.device),
+            "cpu_threads": torch.get_num_threads(),
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),
             "software": self._software,  # of the process that ran rounds resumed_at_round + 1 .. T

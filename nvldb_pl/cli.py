@@ -17,7 +17,9 @@ import os
 import signal
 import sys
 import warnings
+from typing import Optional
 
+import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -30,6 +32,7 @@ from .parallel import (
 from .callbacks import DuelingLoop, RunSummary
 from .checkpoint import RoundCheckpoint, slurm_requeue_off
 from .data import BanditDataModule
+from .devices import cpu_threads
 from .host import (
     CannotWrite,
     check_writable,
@@ -175,6 +178,13 @@ class NVLDBCLI(LightningCLI):
         parser.set_defaults({"model": {"class_path": "nvldb_pl.module.NVLDB"}})
         parser.add_lightning_class_args(DuelingLoop, "loop")
         parser.add_lightning_class_args(RoundCheckpoint, "checkpoint")
+        parser.add_argument(
+            "--threads",
+            type=Optional[int],
+            default=None,
+            help="CPU threads of this run (default: 1 for a small problem, num_seeds x width^2 below 1e6, "
+            "else torch's own choice; OMP_NUM_THREADS, where set, is kept)",
+        )
 
     def parse_arguments(self, parser, args) -> None:
         """Lightning's parsing, then the chosen model class's own defaults for every argument the user did
@@ -222,6 +232,11 @@ class NVLDBCLI(LightningCLI):
             value = cfg.get(key)
             if isinstance(value, str) and value.startswith("~"):
                 cfg[key] = os.path.expanduser(value)
+        model = cfg.get("model")
+        width = model.get("init_args", {}).get("width") if model is not None else None
+        threads = cpu_threads(cfg.get("threads"), int(cfg["data"]["num_seeds"]), int(width or 32))
+        if threads is not None:  # a second thread stalls a small run beside another (docs/performance.md)
+            torch.set_num_threads(threads)
 
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})

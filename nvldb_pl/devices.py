@@ -97,3 +97,22 @@ def use_blas_library(library: str, accelerator, field: str = "--blas") -> None:
     if not uses_gpu(accelerator):
         raise ValueError(f"{_named(field, library)}: a CUDA setting, and this run is on the CPU; leave it at default")
     torch.backends.cuda.preferred_blas_library(library)
+
+
+# below this many multiply-adds per sample in a seed batch's widest layer product (S * m^2), a second CPU
+# thread buys little alone and stalls a run beside another (docs/performance.md, "Threads")
+ONE_THREAD_BELOW = 1_000_000
+
+
+def cpu_threads(given, num_seeds: int, width: int) -> int | None:
+    """The CPU threads a run takes: ``given`` (``--threads``) if set; None (torch's own choice: one a core, or
+    OMP_NUM_THREADS) where that variable is set or the problem is large; else 1."""
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+            raise ValueError(f"threads: must be an integer >= 1 (or null: chosen by the problem's size), got {given!r}")
+        return given
+    import os
+
+    if os.environ.get("OMP_NUM_THREADS"):
+        return None
+    return 1 if num_seeds * width * width < ONE_THREAD_BELOW else None

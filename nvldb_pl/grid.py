@@ -254,6 +254,7 @@ def run_grid(
                         accelerator=accelerator,
                         checkpoint_every=checkpoint_every or CHECKPOINT_EVERY,
                         resume=stopped and stopped[:2],
+                        threads="auto",
                     )
                 except RunStopped as stop:
                     stop.where = f"{task} {method}"

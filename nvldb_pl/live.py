@@ -54,6 +54,7 @@ FIT_CONFIG_KEYS = {
     "optimizer",
     "lr_scheduler",
     "weights_only",
+    "threads",
 }
 
 FORMAT = "nvldb_pl.live/1"

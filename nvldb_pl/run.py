@@ -12,6 +12,7 @@ import warnings
 from typing import Optional
 
 import lightning.pytorch as pl
+import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from . import devices
@@ -132,6 +133,7 @@ def run_experiment(
     callbacks: tuple = (),
     checkpoint_every: Optional[int] = None,
     resume: Optional[tuple[int, str]] = None,
+    threads: Optional[int] | str = None,
 ) -> tuple[dict, DuelingLearner]:
     """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
     returns (summary dict, trained module). No logger unless root_dir. ``sync_timings``: on CUDA,
@@ -140,13 +142,21 @@ def run_experiment(
     Lightning callbacks, after the loop's own (e.g. ``scripts/diagnostics/feature_trace.py``'s trace).
     ``checkpoint_every`` (with root_dir): ``last.ckpt`` every that many rounds (:class:`RoundCheckpoint`),
     and a first Ctrl-C or SIGTERM stops the run at the end of a round, saved, raising :class:`RunStopped`.
-    ``resume`` = (N, checkpoint): go on from that checkpoint, logging into ``root_dir``'s version_N."""
+    ``resume`` = (N, checkpoint): go on from that checkpoint, logging into ``root_dir``'s version_N.
+    ``threads``: CPU threads (torch.set_num_threads); "auto": as the CLI picks them (:func:`devices.cpu_threads`);
+    None: as they are."""
     check_placement(accelerator)
     devices.check_precision(precision, field="--precision")
     if resume is not None and (root_dir is None or not checkpoint_every):
         raise ValueError("resume: a run goes on from a checkpoint with root_dir and checkpoint_every given")
     dm, module = build(data, model, learner)
     module.sync_timings = sync_timings
+    if threads is not None:
+        n = devices.cpu_threads(
+            None if threads == "auto" else threads, dm.spec.num_seeds, module.hparams.get("width") or 32
+        )
+        if n is not None:
+            torch.set_num_threads(n)
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)
     with lightning_quieted(quiet):  # Lightning's info lines and warnings, for this run only
         saver = [GridCheckpoint(checkpoint_every)] if checkpoint_every and root_dir is not None else []

@@ -21,6 +21,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault(
+    "OMP_WAIT_POLICY", "PASSIVE"
+)  # before torch: a waiting thread sleeps, not spins (docs/performance.md)
 
 import torch  # noqa: E402
 
@@ -254,7 +257,9 @@ def sweep(a, grid: list[dict]) -> None:
             learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
             data = {"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0, **TASK_DATA.get(task, {})}
             try:
-                s, _ = run_experiment(data, model, learner=learner, accelerator=a.accelerator)
+                s, _ = run_experiment(
+                    data, model, learner=learner, accelerator=a.accelerator, threads=a.threads or "auto"
+                )
             except KeyboardInterrupt:
                 kept = (
                     f"; the runs finished ({finished} in this call) are in {a.out}, and the same command goes "

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -153,3 +154,16 @@ def test_gpu_profile_counts_the_updates_kernels_and_refuses_a_missing_gpu_in_one
         res = results[2]
         assert res.returncode == 2 and "error: --device gpu: torch sees no CUDA GPU" in res.stderr, res.stderr
         assert "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+def test_the_side_by_side_script_prints_a_row_per_thread_setting():
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "diagnostics", "side_by_side.py")
+    res = subprocess.run(
+        [sys.executable, script, "--rounds", "4", "--seeds", "1", "--width", "4", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.startswith("cores: ") and res.stdout.splitlines()[-1].split()[0] == "1"

@@ -59,6 +59,8 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
     summary = json.loads((version / "summary.json").read_text())
     assert summary["task"] == "square" and summary["strategy"] == "ts_csym"
     assert summary["variance_aware"] is False and summary["rounds"] == 12 and summary["num_seeds"] == 3
+    if not os.environ.get("OMP_NUM_THREADS"):  # a small problem takes one thread (devices.cpu_threads)
+        assert summary["cpu_threads"] == 1
     assert summary["base_seed"] == 7
     assert [s["seed"] for s in summary["seeds"]] == [0, 1, 2]
     assert all(s["cum_avg_regret"] >= s["cum_weak_regret"] >= 0 for s in summary["seeds"])

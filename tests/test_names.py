@@ -219,5 +219,21 @@ def test_an_epsilon_that_turns_the_variance_weighting_off_is_refused_or_said():
 def test_ndb_at_a_width_whose_gram_cannot_fit_names_the_width_not_the_rounds():
     from nvldb_pl.baselines.ndb import NDB
 
-    with pytest.raises(ValueError, match=r"^model.width / model.depth \(p = 9036010 network parameters; model.gram diag"):
+    with pytest.raises(
+        ValueError, match=r"^model.width / model.depth \(p = 9036010 network parameters; model.gram diag"
+    ):
         NDB(dim=5, arms=5, rounds=100, num_seeds=20, link="logistic", width=3000)
+
+
+def test_a_run_takes_one_thread_where_a_second_buys_little_and_the_threads_given_otherwise(monkeypatch):
+    from nvldb_pl.devices import ONE_THREAD_BELOW, cpu_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cpu_threads(None, 20, 32) == 1  # cos.yaml's run: 20 x 32^2
+    assert cpu_threads(None, 20, 500) is None and 20 * 500**2 >= ONE_THREAD_BELOW  # torch's own choice
+    assert cpu_threads(3, 20, 32) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cpu_threads(None, 20, 32) is None  # the variable, where set, is kept
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="threads: must be an integer >= 1"):
+            cpu_threads(bad, 20, 32)
