@@ -151,7 +151,8 @@ class NVLDB(NeuralLearner):
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
         for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
             check_integer(value, name, 1)
-        given_epsilon = epsilon is not None
+        # the default's value, as a checkpoint or save holds it, is still the default
+        given_epsilon = epsilon is not None and not math.isclose(epsilon, 1.0 / math.sqrt(dim))
         if epsilon is None:
             epsilon = 1.0 / math.sqrt(dim)  # the order Theorem (Variance-aware UCB methods) asks for
         if beta is None:

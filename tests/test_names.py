@@ -237,3 +237,16 @@ def test_a_run_takes_one_thread_where_a_second_buys_little_and_the_threads_given
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="threads: must be an integer >= 1"):
             cpu_threads(bad, 20, 32)
+
+
+def test_a_saved_learner_at_d_3_loads_with_its_default_epsilon(tmp_path):
+    """The default 1/sqrt(3), as a save holds it, is not refused as an epsilon one gave (it is said, as at the start)."""
+    import numpy as np
+
+    from nvldb_pl.live import DuelingBandit
+
+    b = DuelingBandit.create(dim=3)
+    x = np.eye(3)
+    b.observe(x, 0, 1, 1)
+    b.save(str(tmp_path / "b.pt"))
+    assert DuelingBandit.from_checkpoint(str(tmp_path / "b.pt")).num_observed == 1
