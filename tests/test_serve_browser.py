@@ -58,11 +58,15 @@ def _start(items, db, port):
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
-    first, second = proc.stdout.readline(), proc.stdout.readline()
-    assert first.startswith("serving 6 items") and f"http://127.0.0.1:{port}/" in first, (
-        first + second + proc.stdout.read()
-    )
-    return proc, second
+    said = []
+    while not (said and said[-1].startswith("serving")) and len(said) < 20:  # warnings may come first
+        said.append(proc.stdout.readline())
+        if not said[-1]:  # the process ended
+            break
+    if not said[-1].startswith("serving 6 items") or f"http://127.0.0.1:{port}/" not in said[-1]:
+        proc.kill()
+        raise AssertionError("".join(said) + proc.communicate()[0])
+    return proc, proc.stdout.readline()
 
 
 def _answer(page, n):
