@@ -119,6 +119,7 @@ def _values(args, flag, default):
     return rest[: next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))]
 
 
+@pytest.mark.slow  # the GPU check script's benchmark commands on a CPU (44 s)
 def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_collects():
     commands = _device_check_commands()
     results = _two_at_a_time([(script, _shortened(args)) for script, args in commands.values()])
@@ -131,6 +132,7 @@ def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_co
         assert len(rows) == combos, (name, out)
 
 
+@pytest.mark.slow  # a GPU diagnostic, run on a CPU
 def test_gpu_profile_counts_the_updates_kernels_and_refuses_a_missing_gpu_in_one_line():
     """scripts/diagnostics/gpu_profile.py on a CPU: per part (Adam steps, theta refit) a count of computing operations
     that grows with the steps asked for, and the most numerous ones named (on a GPU: its kernels)."""

@@ -472,6 +472,7 @@ def test_the_capture_probes_mends_compute_the_same_and_are_undone_after():
         assert patched() == before, how
 
 
+@pytest.mark.slow  # a GPU diagnostic, run on a CPU
 def test_the_gpu_wait_finder_prints_host_times_and_finds_the_stall_on_a_cpu():
     """On a CPU the stall is a host sleep in the stalling callback: its own row must grow by about the stall."""
     res = subprocess.run(

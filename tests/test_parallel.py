@@ -104,7 +104,15 @@ def six_seeds_longer(tmp_path_factory):
     return longer
 
 
-@pytest.mark.parametrize("saved_by,resumed_by,old", [(1, 2, False), (2, 1, False), (2, 2, True), (2, 1, True)])
+@pytest.mark.parametrize(
+    "saved_by,resumed_by,old",
+    [
+        pytest.param(1, 2, False, marks=pytest.mark.slow),  # the default suite keeps 2 -> 1 and 2 -> 2
+        (2, 1, False),
+        (2, 2, True),
+        pytest.param(2, 1, True, marks=pytest.mark.slow),
+    ],
+)
 def test_a_run_goes_on_exactly_with_another_number_of_processes(
     six_seeds, six_seeds_longer, tmp_path, saved_by, resumed_by, old
 ):
@@ -419,7 +427,7 @@ def test_the_plain_command_runs_where_no_launcher_started_more_than_one_process(
     assert check_trainer({"accelerator": "cpu"}) == 1
 
 
-@pytest.mark.parametrize("launcher", ["by_hand", "torchrun"])
+@pytest.mark.parametrize("launcher", [pytest.param("by_hand", marks=pytest.mark.slow), "torchrun"])
 def test_two_nodes_equal_one_process_per_seed(tmp_path, launcher):
     """--trainer.num_nodes 2: two node ranks on this host, gloo over localhost, give per seed what one
     process gives; started by hand (MASTER_ADDR, MASTER_PORT, NODE_RANK set on each machine) and by
