@@ -234,7 +234,7 @@ class NVLDBCLI(LightningCLI):
                 cfg[key] = os.path.expanduser(value)
         model = cfg.get("model")
         width = model.get("init_args", {}).get("width") if model is not None else None
-        threads = cpu_threads(cfg.get("threads"), int(cfg["data"]["num_seeds"]), int(width or 32))
+        threads = cpu_threads(cfg.get("threads"), int(cfg["data"]["num_seeds"]), width)
         if threads is not None:  # a second thread stalls a small run beside another (docs/performance.md)
             torch.set_num_threads(threads)
 

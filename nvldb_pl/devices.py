@@ -10,6 +10,8 @@ parameters themselves, which the float32 history cannot feed, so they are refuse
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
@@ -104,15 +106,15 @@ def use_blas_library(library: str, accelerator, field: str = "--blas") -> None:
 ONE_THREAD_BELOW = 1_000_000
 
 
-def cpu_threads(given, num_seeds: int, width: int) -> int | None:
+def cpu_threads(given, num_seeds: int, width: int | None) -> int | None:
     """The CPU threads a run takes: ``given`` (``--threads``) if set; None (torch's own choice: one a core, or
-    OMP_NUM_THREADS) where that variable is set or the problem is large; else 1."""
+    OMP_NUM_THREADS) where that variable is set or the problem is large; else 1. ``width``: m (None: the
+    default MLP's 32, as for a network of one's own)."""
     if given is not None:
         if isinstance(given, bool) or not isinstance(given, int) or given < 1:
             raise ValueError(f"threads: must be an integer >= 1 (or null: chosen by the problem's size), got {given!r}")
         return given
-    import os
-
     if os.environ.get("OMP_NUM_THREADS"):
         return None
-    return 1 if num_seeds * width * width < ONE_THREAD_BELOW else None
+    m = 32 if width is None else width
+    return 1 if num_seeds * m * m < ONE_THREAD_BELOW else None

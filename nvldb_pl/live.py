@@ -356,20 +356,18 @@ class DuelingBandit:
                     "du": torch.zeros(1, dtype=torch.float64),
                 }
             )
-            L.check_finite()
             # the next selection must be possible too: a probe on these contexts (no Thompson draw spent)
             L.select(contexts, torch.zeros(1, K, K, dtype=torch.float64), L.t + 1)
-            L.check_finite()
+            L.check_finite()  # the update's and the probe's flags alike
             if not bool(torch.isfinite(L.scores(contexts)).all()):
                 raise FloatingPointError("non-finite estimated utilities")
-        except (FloatingPointError, torch.linalg.LinAlgError) as err:
+        except BaseException as err:  # a non-finite update, or an interrupt halfway: the learner as before
             self.learner = before
-            raise ValueError(
-                f"contexts: learning from this answer would leave the learner non-finite ({err}); "
-                f"nothing was recorded, the learner is as before"
-            ) from None
-        except BaseException:  # an interrupt mid-update: the learner as before, not half-updated
-            self.learner = before
+            if isinstance(err, (FloatingPointError, torch.linalg.LinAlgError)):
+                raise ValueError(
+                    f"contexts: learning from this answer would leave the learner non-finite ({err}); "
+                    f"nothing was recorded, the learner is as before"
+                ) from None
             raise
 
     def scores(self, contexts) -> np.ndarray:

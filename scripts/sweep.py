@@ -25,7 +25,6 @@ os.environ.setdefault(
     "OMP_WAIT_POLICY", "PASSIVE"
 )  # before torch: a waiting thread sleeps, not spins (docs/performance.md)
 
-import torch  # noqa: E402
 
 from nvldb_pl.grid import TASK_DATA, check_learner, check_positive, check_tasks  # noqa: E402
 from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
@@ -206,7 +205,9 @@ def main():
         check_positive("--rounds", a.rounds)
         check_positive("--seeds", a.seeds)
         if a.threads < 0:
-            raise ValueError(f"--threads: must be >= 0 (0: torch's own choice), got {a.threads}")
+            raise ValueError(
+                f"--threads: must be >= 0 (0: chosen by the problem's size, nvldb_pl.devices.cpu_threads), got {a.threads}"
+            )
         check_tasks(a.tasks)
         check_placement(a.accelerator)  # up front: not after the runs before the first on a missing GPU
         if a.out:
@@ -241,8 +242,6 @@ def main():
 
 def sweep(a, grid: list[dict]) -> None:
     """Run every (task, grid entry) not yet in ``a.out``, printing a row each and appending it."""
-    if a.threads:
-        torch.set_num_threads(a.threads)
     done, finished, skipped = done_keys(a.out), 0, []
     seeds = "one seed" if a.seeds == 1 else f"{a.seeds} seeds"
     print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {seeds}) | self-duels | wall s |")

@@ -103,18 +103,18 @@ class Annotation:
             bandit, held = DuelingBandit.from_checkpoint(snap[2]), int(snap[0])
         todo = self.store.to_learn(key)
         if bandit is None or held > len(todo) or bandit.num_observed != held:
-            bandit, held = self._fresh(), 0  # no file the database vouches for: from the config
-        self.bandits[key] = bandit
-        self.previous[key] = bandit.scores(self.items.contexts)
+            bandit, held = None, 0  # no file the database vouches for: from the config
+        self._bandit(key, bandit)
         for seq, offer, i, j, choice, _ in todo[held:]:
             self._learn(key, seq, offer, i, j, choice)
         if len(todo) > held:
             self.save(key)
         return len(todo) - held
 
-    def _bandit(self, key: str) -> DuelingBandit:
+    def _bandit(self, key: str, bandit: Optional[DuelingBandit] = None) -> DuelingBandit:
+        """Learner ``key``; one not held yet is ``bandit``, else a fresh one from the config."""
         if key not in self.bandits:
-            self.bandits[key] = self._fresh()
+            self.bandits[key] = bandit or self._fresh()
             self.previous[key] = self.bandits[key].scores(self.items.contexts)
         return self.bandits[key]
 
