@@ -356,9 +356,10 @@ class DuelingBandit:
                     "du": torch.zeros(1, dtype=torch.float64),
                 }
             )
+            L.check_finite()  # before the probe: a non-finite update is named as such
             # the next selection must be possible too: a probe on these contexts (no Thompson draw spent)
             L.select(contexts, torch.zeros(1, K, K, dtype=torch.float64), L.t + 1)
-            L.check_finite()  # the update's and the probe's flags alike
+            L.check_finite()
             if not bool(torch.isfinite(L.scores(contexts)).all()):
                 raise FloatingPointError("non-finite estimated utilities")
         except BaseException as err:  # a non-finite update, or an interrupt halfway: the learner as before
