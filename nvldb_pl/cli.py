@@ -182,7 +182,7 @@ class NVLDBCLI(LightningCLI):
             "--threads",
             type=Optional[int],
             default=None,
-            help="CPU threads of this run (default: 1 for a small problem, num_seeds x width^2 below 1e6, "
+            help="CPU threads of this run (default: 1 for a small problem, num_seeds x rounds x width^2 below 1e7, "
             "else torch's own choice; OMP_NUM_THREADS, where set, is kept)",
         )
 
@@ -234,7 +234,7 @@ class NVLDBCLI(LightningCLI):
                 cfg[key] = os.path.expanduser(value)
         model = cfg.get("model")
         width = model.get("init_args", {}).get("width") if model is not None else None
-        threads = cpu_threads(cfg.get("threads"), int(cfg["data"]["num_seeds"]), width)
+        threads = cpu_threads(cfg.get("threads"), int(cfg["data"]["num_seeds"]), width, int(cfg["data"]["rounds"]))
         if threads is not None:  # a second thread stalls a small run beside another (docs/performance.md)
             torch.set_num_threads(threads)
 

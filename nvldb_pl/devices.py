@@ -101,12 +101,12 @@ def use_blas_library(library: str, accelerator, field: str = "--blas") -> None:
     torch.backends.cuda.preferred_blas_library(library)
 
 
-# below this many multiply-adds per sample in a seed batch's widest layer product (S * m^2), a second CPU
-# thread buys little alone and stalls a run beside another (docs/performance.md, "Threads")
-ONE_THREAD_BELOW = 1_000_000
+# below this S * T * m^2 (an Adam step's work over a whole history, at its widest layer), a second CPU thread
+# buys little alone and stalls a run beside another (docs/performance.md, "Threads")
+ONE_THREAD_BELOW = 10_000_000
 
 
-def cpu_threads(given, num_seeds: int, width: int | None) -> int | None:
+def cpu_threads(given, num_seeds: int, width: int | None, rounds: int = 1) -> int | None:
     """The CPU threads a run takes: ``given`` (``--threads``) if set; None (torch's own choice: one a core, or
     OMP_NUM_THREADS) where that variable is set or the problem is large; else 1. ``width``: m (None: the
     default MLP's 32, as for a network of one's own)."""
@@ -117,4 +117,4 @@ def cpu_threads(given, num_seeds: int, width: int | None) -> int | None:
     if os.environ.get("OMP_NUM_THREADS"):
         return None
     m = 32 if width is None else width
-    return 1 if num_seeds * m * m < ONE_THREAD_BELOW else None
+    return 1 if num_seeds * rounds * m * m < ONE_THREAD_BELOW else None

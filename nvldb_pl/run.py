@@ -152,7 +152,9 @@ def run_experiment(
     dm, module = build(data, model, learner)
     module.sync_timings = sync_timings
     if threads is not None:
-        n = devices.cpu_threads(None if threads == "auto" else threads, dm.spec.num_seeds, module.hparams.get("width"))
+        n = devices.cpu_threads(
+            None if threads == "auto" else threads, dm.spec.num_seeds, module.hparams.get("width"), dm.spec.rounds
+        )
         if n is not None:
             torch.set_num_threads(n)
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)

@@ -9,9 +9,6 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-os.environ.setdefault(
-    "OMP_WAIT_POLICY", "PASSIVE"
-)  # before torch: a waiting thread sleeps, not spins (docs/performance.md)
 
 from nvldb_pl.cli import run_cli  # noqa: E402
 

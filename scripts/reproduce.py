@@ -23,9 +23,6 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-os.environ.setdefault(
-    "OMP_WAIT_POLICY", "PASSIVE"
-)  # before torch: a waiting thread sleeps, not spins (docs/performance.md)
 
 from nvldb_pl.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS  # noqa: E402
 from nvldb_pl.grid import check_positive, finished_runs, parse_overrides, run_grid  # noqa: E402

@@ -229,11 +229,11 @@ def test_a_run_takes_one_thread_where_a_second_buys_little_and_the_threads_given
     from nvldb_pl.devices import ONE_THREAD_BELOW, cpu_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert cpu_threads(None, 20, 32) == 1  # cos.yaml's run: 20 x 32^2
-    assert cpu_threads(None, 20, 500) is None and 20 * 500**2 >= ONE_THREAD_BELOW  # torch's own choice
-    assert cpu_threads(3, 20, 32) == 3
+    assert cpu_threads(None, 5, 32, 300) == 1  # 5 seeds x 300 rounds x 32^2
+    assert cpu_threads(None, 20, 32, 2000) is None and 20 * 2000 * 32**2 >= ONE_THREAD_BELOW  # cos.yaml: torch's
+    assert cpu_threads(3, 20, 32, 2000) == 3
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert cpu_threads(None, 20, 32) is None  # the variable, where set, is kept
+    assert cpu_threads(None, 5, 32, 300) is None  # the variable, where set, is kept
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="threads: must be an integer >= 1"):
             cpu_threads(bad, 20, 32)
