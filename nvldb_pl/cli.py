@@ -1,12 +1,12 @@
 """``python scripts/main.py fit --config configs/cos.yaml``: the LightningCLI of the package.
 
-The model is any :class:`~nvldb_pl.learner.DuelingLearner`: NVLDB by default, or a baseline
-chosen with ``--model CoLSTIM`` (a class name of :mod:`nvldb_pl.baselines`, or a full import
+The model is any :class:`~nvldb_pl.learners.base.DuelingLearner`: NVLDB by default, or a baseline
+chosen with ``--model CoLSTIM`` (a class name of :mod:`nvldb_pl.learners`, or a full import
 path); ``--model.<arg>`` sets that class's arguments. One source of truth for what both sides
 need: ``data.{dim,arms,rounds,num_seeds,link}`` are linked into the model. ``checkpoint.*``
-configures :class:`~nvldb_pl.checkpoint.RoundCheckpoint` (``last.ckpt`` every 50 rounds by
+configures :class:`~nvldb_pl.machinery.checkpoint.RoundCheckpoint` (``last.ckpt`` every 50 rounds by
 default, in the run's log dir); ``fit --ckpt_path last`` resumes the newest run under
-``default_root_dir`` that has one, logging into that same run's folder. ``loop.*`` configures the :class:`~nvldb_pl.callbacks.DuelingLoop`
+``default_root_dir`` that has one, logging into that same run's folder. ``loop.*`` configures the :class:`~nvldb_pl.loop.callbacks.DuelingLoop`
 callback. Everything a run writes goes under ``trainer.default_root_dir``.
 """
 
@@ -24,16 +24,16 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
-from .parallel import (
+from . import learners  # noqa: F401  (imports the baseline classes, so that ``--model Name`` finds them)
+from .machinery.parallel import (
     end_process_group,
     started_as_first_process,
 )  # (importing it registers ``--trainer.strategy seed_parallel``)
-from .callbacks import DuelingLoop, RunSummary
-from .checkpoint import RoundCheckpoint, slurm_requeue_off
-from .data import BanditDataModule
-from .devices import cpu_threads
-from .host import (
+from .loop.callbacks import DuelingLoop, RunSummary
+from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
+from .loop.data import BanditDataModule
+from .machinery.devices import cpu_threads
+from .machinery.host import (
     CannotWrite,
     check_writable,
     claim_new_folder,
@@ -43,13 +43,13 @@ from .host import (
     software,
     software_text,
 )
-from .checks import LINKED_FROM_DATA
-from .learner import DuelingLearner
-from .messages import BanditArgumentParser, user_message
-from .module import NVLDB
-from .own_defaults import class_of, given_keys, restore_own_defaults
-from .registry import LEARNERS
-from .resume import (
+from .maths.checks import LINKED_FROM_DATA
+from .learners.base import DuelingLearner
+from .machinery.messages import BanditArgumentParser, user_message
+from .learners.nvldb import NVLDB
+from .machinery.own_defaults import class_of, given_keys, restore_own_defaults
+from .learners.registry import LEARNERS
+from .machinery.resume import (
     MergedSeeds,
     RunConfig,
     drop_empty_event_files,
@@ -62,9 +62,9 @@ from .resume import (
     resumed_version,
     whole_checkpoint,
 )
-from .run import stopped_by_ctrl_c, tensorboard_logger
-from .streams import shard
-from .trainer_checks import check_trainer
+from .loop.run import stopped_by_ctrl_c, tensorboard_logger
+from .environments.streams import shard
+from .loop.trainer_checks import check_trainer
 
 
 # Warnings from inside Lightning that a user of this package can do nothing about, filtered by
@@ -175,7 +175,7 @@ class NVLDBCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         for key in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}")
-        parser.set_defaults({"model": {"class_path": "nvldb_pl.module.NVLDB"}})
+        parser.set_defaults({"model": {"class_path": "nvldb_pl.learners.nvldb.NVLDB"}})
         parser.add_lightning_class_args(DuelingLoop, "loop")
         parser.add_lightning_class_args(RoundCheckpoint, "checkpoint")
         parser.add_argument(
@@ -188,7 +188,7 @@ class NVLDBCLI(LightningCLI):
 
     def parse_arguments(self, parser, args) -> None:
         """Lightning's parsing, then the chosen model class's own defaults for every argument the user did
-        not give (jsonargparse would carry NVLDB's over: :mod:`nvldb_pl.own_defaults`)."""
+        not give (jsonargparse would carry NVLDB's over: :mod:`nvldb_pl.machinery.own_defaults`)."""
         argv = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
         printed = [a for a in argv if a == "--print_config"]  # (with flags, jsonargparse's own print)
         if printed:  # printed after the defaults are put right (jsonargparse prints from inside its parse)
@@ -305,7 +305,7 @@ class NVLDBCLI(LightningCLI):
     def before_fit(self) -> None:
         """Resolve ``--ckpt_path`` (``last``: the newest run under default_root_dir) to a file that
         reads whole, falling back to the previous checkpoint (under seed_parallel every rank does
-        this for its own file, :mod:`nvldb_pl.parallel`)."""
+        this for its own file, :mod:`nvldb_pl.machinery.parallel`)."""
         cfg = self.config_init[self.subcommand]
         ckpt = cfg.get("ckpt_path")
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
