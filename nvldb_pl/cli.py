@@ -29,7 +29,7 @@ from .machinery.parallel import (
     end_process_group,
     started_as_first_process,
 )  # (importing it registers ``--trainer.strategy seed_parallel``)
-from .loop.callbacks import DuelingLoop, RunSummary
+from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
 from .machinery.devices import cpu_threads
@@ -183,12 +183,14 @@ class NVLDBCLI(LightningCLI):
             type=Optional[int],
             default=None,
             help="CPU threads of this run (default: 1 for a small problem, num_seeds x rounds x width^2 below 1e7, "
-            "else torch's own choice; OMP_NUM_THREADS, where set, is kept)",
+            "else torch's own choice, shared with the package's other runs on this machine; OMP_NUM_THREADS, where "
+            "set, is kept)",
         )
 
     def parse_arguments(self, parser, args) -> None:
         """Lightning's parsing, then the chosen model class's own defaults for every argument the user did
-        not give (jsonargparse would carry NVLDB's over: :mod:`nvldb_pl.machinery.own_defaults`)."""
+        not give (jsonargparse would carry NVLDB's over: :mod:`nvldb_pl.machinery.own_defaults`); a seed out of
+        numpy's range is refused here, before Lightning seeds with it."""
         argv = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
         printed = [a for a in argv if a == "--print_config"]  # (with flags, jsonargparse's own print)
         if printed:  # printed after the defaults are put right (jsonargparse prints from inside its parse)
@@ -205,6 +207,12 @@ class NVLDBCLI(LightningCLI):
             chosen = class_of(model.class_path)
             if chosen is not None:
                 restore_own_defaults(model.init_args, chosen, NVLDB, given_keys(argv, "model"), LINKED_FROM_DATA)
+        seed = cfg.get("seed_everything") if cfg is not None else None  # Lightning's message would name no field
+        if not isinstance(seed, bool) and isinstance(seed, int) and not 0 <= seed <= 2**32 - 1:
+            raise ValueError(
+                f"seed_everything: must be between 0 and {2**32 - 1} (the seeds numpy takes), or "
+                f"true (a random one) or false, got {seed}"
+            )
         if printed:
             import yaml
 
@@ -237,6 +245,8 @@ class NVLDBCLI(LightningCLI):
         threads = cpu_threads(cfg.get("threads"), int(cfg["data"]["num_seeds"]), width, int(cfg["data"]["rounds"]))
         if threads is not None:  # a second thread stalls a small run beside another (docs/performance.md)
             torch.set_num_threads(threads)
+        # torch's count, chosen for the run: shared with the runs beside it (nvldb_pl/machinery/cores.py)
+        self.share_cores = ShareCores(auto=threads is None and not os.environ.get("OMP_NUM_THREADS"))
 
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
@@ -272,7 +282,10 @@ class NVLDBCLI(LightningCLI):
                     HELD.append((folder, held))
             kwargs["logger"] = tensorboard_logger(root, version)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        if getattr(self, "share_cores", None) is not None:
+            trainer.callbacks.append(self.share_cores)
+        return trainer
 
     def _instantiate_trainer(self, config, callbacks):
         """``--trainer.enable_checkpointing false``: a run without checkpoints (no RoundCheckpoint), and
@@ -284,16 +297,6 @@ class NVLDBCLI(LightningCLI):
         trainer = super()._instantiate_trainer(config, [c for c in callbacks if not isinstance(c, RoundCheckpoint)])
         slurm_requeue_off(trainer)
         return trainer
-
-    def _set_seed(self) -> None:
-        """Lightning's seeding, with an out-of-range seed named by its field (Lightning's message names none)."""
-        seed = self._get(self.config, "seed_everything")
-        if not isinstance(seed, bool) and isinstance(seed, int) and not 0 <= seed <= 2**32 - 1:
-            raise ValueError(
-                f"seed_everything: must be between 0 and {2**32 - 1} (the seeds numpy takes), or "
-                f"true (a random one) or false, got {seed}"
-            )
-        super()._set_seed()
 
     def _parse_ckpt_path(self) -> None:
         """Lightning's CLI would load an explicit ``--ckpt_path`` file here, before anything is

@@ -24,6 +24,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_warn
 import torch
 
+from ..machinery.cores import AUTO, SharedCores
 from ..machinery.host import atomic_open, software, write_json_atomic
 
 
@@ -215,6 +216,47 @@ def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
                     fh.write(f"{r},{seed},{float(cum_avg[b, s]):.6g},{float(cum_weak[b, s]):.6g}\n")
 
 
+class ShareCores(pl.Callback):
+    """A CPU run's share of the machine's cores (:mod:`nvldb_pl.machinery.cores`), taken before each round.
+
+    ``auto``: take a share of what the other runs leave (at most the count the run started with); else keep the
+    count it started with, registered so that the auto runs beside it count it."""
+
+    def __init__(self, auto: bool = True, folder=None, every_s: float = 2.0):
+        self.auto, self.folder, self.every_s = auto, folder, every_s
+        self.used: list[int] = []
+        self._cores = None
+
+    def on_train_start(self, trainer, module):
+        if module.device.type != "cpu":
+            return
+        self._start = torch.get_num_threads()
+        threads = AUTO if self.auto else self._start
+        self._cores = SharedCores(threads, self._start, self.folder, every_s=self.every_s)
+        self._cores.join()
+        self.used = [self._start]
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if self._cores is None:
+            return
+        n = self._cores.share()
+        if n != torch.get_num_threads():
+            torch.set_num_threads(n)  # results do not depend on it: only the speed does
+            self.used.append(n)
+
+    def on_train_end(self, trainer, module):
+        self._leave()
+
+    def on_exception(self, trainer, module, exception):
+        self._leave()
+
+    def _leave(self):
+        if self._cores is not None:
+            self._cores.leave()
+            self._cores = None
+            torch.set_num_threads(self._start)
+
+
 class RunSummary(pl.Callback):
     """At the end of training: ``summary.json`` in the log dir and the HPARAMS-tab final metrics.
 
@@ -235,6 +277,14 @@ class RunSummary(pl.Callback):
         self._start = time.perf_counter()
         self._start_round = module.t
         self._software = software()  # read once a process, at its first run: the code it imported
+
+    @staticmethod
+    def _threads(trainer):
+        """The CPU threads the run took: a number, or the counts in order where it shared the cores (ShareCores)."""
+        shared = next((c for c in trainer.callbacks if isinstance(c, ShareCores) and c.used), None)
+        if shared is None or len(set(shared.used)) == 1:
+            return torch.get_num_threads() if shared is None else shared.used[0]
+        return shared.used
 
     def on_train_end(self, trainer, module):
         if module.t == self._start_round > 0:  # a finished run resumed at its horizon: its summary stays
@@ -278,7 +328,7 @@ class RunSummary(pl.Callback):
             "wall_seconds": wall,  # of this process's part: rounds resumed_at_round + 1 .. T when it went on
             **({"resumed_at_round": self._start_round} if self._start_round else {}),
             "device": device_name(module.device),
-            "cpu_threads": torch.get_num_threads(),
+            "cpu_threads": self._threads(trainer),
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),
             "software": self._software,  # of the process that ran rounds resumed_at_round + 1 .. T

@@ -16,7 +16,7 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from ..machinery import devices
-from .callbacks import DuelingLoop, RunSummary
+from .callbacks import DuelingLoop, RunSummary, ShareCores
 from ..machinery.checkpoint import RoundCheckpoint
 from .data import BanditDataModule
 from ..machinery.host import claim_new_folder, hold_folder
@@ -143,20 +143,23 @@ def run_experiment(
     ``checkpoint_every`` (with root_dir): ``last.ckpt`` every that many rounds (:class:`RoundCheckpoint`),
     and a first Ctrl-C or SIGTERM stops the run at the end of a round, saved, raising :class:`RunStopped`.
     ``resume`` = (N, checkpoint): go on from that checkpoint, logging into ``root_dir``'s version_N.
-    ``threads``: CPU threads (torch.set_num_threads); "auto": as the CLI picks them (:func:`devices.cpu_threads`);
-    None: as they are."""
+    ``threads``: CPU threads (torch.set_num_threads); "auto": as the CLI picks them (:func:`devices.cpu_threads`,
+    torch's count shared with the runs beside it: :class:`ShareCores`); None: as they are, not shared."""
     check_placement(accelerator)
     devices.check_precision(precision, field="--precision")
     if resume is not None and (root_dir is None or not checkpoint_every):
         raise ValueError("resume: a run goes on from a checkpoint with root_dir and checkpoint_every given")
     dm, module = build(data, model, learner)
     module.sync_timings = sync_timings
+    share = []
     if threads is not None:
         n = devices.cpu_threads(
             None if threads == "auto" else threads, dm.spec.num_seeds, module.hparams.get("width"), dm.spec.rounds
         )
         if n is not None:
             torch.set_num_threads(n)
+        # torch's count, chosen for the run: shared with the runs beside it (nvldb_pl/machinery/cores.py)
+        share = [ShareCores(auto=n is None and not os.environ.get("OMP_NUM_THREADS"))]
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)
     with lightning_quieted(quiet):  # Lightning's info lines and warnings, for this run only
         saver = [GridCheckpoint(checkpoint_every)] if checkpoint_every and root_dir is not None else []
@@ -178,7 +181,13 @@ def run_experiment(
             enable_progress_bar=False,
             enable_model_summary=False,
             num_sanity_val_steps=0,
-            callbacks=[DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None), summary, *saver, *callbacks],
+            callbacks=[
+                DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None),
+                summary,
+                *saver,
+                *share,
+                *callbacks,
+            ],
         )
         handler, held = signal.getsignal(signal.SIGINT), None
         if saver:  # a run another process could go on with (scripts/reproduce.py): held while this one runs
