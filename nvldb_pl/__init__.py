@@ -1,10 +1,18 @@
 """nvldb_pl: Neural Variance-aware Dueling Bandits with Deep Representation and Shallow Exploration (NVLDB,
-AISTATS 2026) on PyTorch Lightning."""
+AISTATS 2026) on PyTorch Lightning.
 
-from . import seedwise  # noqa: F401  first: sets MKL_CBWR before any BLAS call (per-seed results independent of S)
-from .data import BanditDataModule, RoundStream, StreamSpec
-from .module import NVLDB
-from .selection import STRATEGIES
+The parts by role, imports running one way: :mod:`.maths` → :mod:`.environments` → :mod:`.learners` →
+:mod:`.loop` → :mod:`.cli` (and :mod:`.experiments`, :mod:`.live`, :mod:`.serve`); :mod:`.machinery` (files,
+devices, checkpoints) imports no learner and not the loop."""
+
+from .maths import seedwise  # noqa: F401  first: sets MKL_CBWR before any BLAS call (per-seed results independent of S)
+from . import _moved
+from .environments.stream import RoundStream, StreamSpec
+from .loop.data import BanditDataModule
+from .learners.nvldb import NVLDB
+from .maths.selection import STRATEGIES
 
 __all__ = ["BanditDataModule", "RoundStream", "StreamSpec", "NVLDB", "STRATEGIES"]
 __version__ = "0.1.0"
+
+_moved.install()  # the modules' names before the layout by role (nvldb_pl/_moved.py)

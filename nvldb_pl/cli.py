@@ -1,12 +1,12 @@
 """``python scripts/main.py fit --config configs/cos.yaml``: the LightningCLI of the package.
 
-The model is any :class:`~nvldb_pl.learner.DuelingLearner`: NVLDB by default, or a baseline
-chosen with ``--model CoLSTIM`` (a class name of :mod:`nvldb_pl.baselines`, or a full import
+The model is any :class:`~nvldb_pl.learners.base.DuelingLearner`: NVLDB by default, or a baseline
+chosen with ``--model CoLSTIM`` (a class name of :mod:`nvldb_pl.learners`, or a full import
 path); ``--model.<arg>`` sets that class's arguments. One source of truth for what both sides
 need: ``data.{dim,arms,rounds,num_seeds,link}`` are linked into the model. ``checkpoint.*``
-configures :class:`~nvldb_pl.checkpoint.RoundCheckpoint` (``last.ckpt`` every 50 rounds by
+configures :class:`~nvldb_pl.machinery.checkpoint.RoundCheckpoint` (``last.ckpt`` every 50 rounds by
 default, in the run's log dir); ``fit --ckpt_path last`` resumes the newest run under
-``default_root_dir`` that has one, logging into that same run's folder. ``loop.*`` configures the :class:`~nvldb_pl.callbacks.DuelingLoop`
+``default_root_dir`` that has one, logging into that same run's folder. ``loop.*`` configures the :class:`~nvldb_pl.loop.callbacks.DuelingLoop`
 callback. Everything a run writes goes under ``trainer.default_root_dir``.
 """
 
@@ -24,16 +24,16 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from . import baselines  # noqa: F401  (registers the baseline classes for ``--model Name``)
-from .parallel import (
+from . import learners  # noqa: F401  (imports the baseline classes, so that ``--model Name`` finds them)
+from .machinery.parallel import (
     end_process_group,
     started_as_first_process,
 )  # (importing it registers ``--trainer.strategy seed_parallel``)
-from .callbacks import DuelingLoop, RunSummary
-from .checkpoint import RoundCheckpoint, slurm_requeue_off
-from .data import BanditDataModule
-from .devices import cpu_threads
-from .host import (
+from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
+from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
+from .loop.data import BanditDataModule
+from .machinery.devices import cpu_threads
+from .machinery.host import (
     CannotWrite,
     check_writable,
     claim_new_folder,
@@ -43,13 +43,13 @@ from .host import (
     software,
     software_text,
 )
-from .checks import LINKED_FROM_DATA
-from .learner import DuelingLearner
-from .messages import BanditArgumentParser, user_message
-from .module import NVLDB
-from .own_defaults import class_of, given_keys, restore_own_defaults
-from .registry import LEARNERS
-from .resume import (
+from .maths.checks import LINKED_FROM_DATA
+from .learners.base import DuelingLearner
+from .machinery.messages import BanditArgumentParser, user_message
+from .learners.nvldb import NVLDB
+from .machinery.own_defaults import class_of, given_keys, restore_own_defaults
+from .learners.registry import LEARNERS
+from .machinery.resume import (
     MergedSeeds,
     RunConfig,
     drop_empty_event_files,
@@ -62,9 +62,9 @@ from .resume import (
     resumed_version,
     whole_checkpoint,
 )
-from .run import stopped_by_ctrl_c, tensorboard_logger
-from .streams import shard
-from .trainer_checks import check_trainer
+from .loop.run import stopped_by_ctrl_c, tensorboard_logger
+from .environments.streams import shard
+from .loop.trainer_checks import check_trainer
 
 
 # Warnings from inside Lightning that a user of this package can do nothing about, filtered by
@@ -175,7 +175,7 @@ class NVLDBCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         for key in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}")
-        parser.set_defaults({"model": {"class_path": "nvldb_pl.module.NVLDB"}})
+        parser.set_defaults({"model": {"class_path": "nvldb_pl.learners.nvldb.NVLDB"}})
         parser.add_lightning_class_args(DuelingLoop, "loop")
         parser.add_lightning_class_args(RoundCheckpoint, "checkpoint")
         parser.add_argument(
@@ -183,12 +183,14 @@ class NVLDBCLI(LightningCLI):
             type=Optional[int],
             default=None,
             help="CPU threads of this run (default: 1 for a small problem, num_seeds x rounds x width^2 below 1e7, "
-            "else torch's own choice; OMP_NUM_THREADS, where set, is kept)",
+            "else torch's own choice, shared with the package's other runs on this machine; OMP_NUM_THREADS, where "
+            "set, is kept)",
         )
 
     def parse_arguments(self, parser, args) -> None:
         """Lightning's parsing, then the chosen model class's own defaults for every argument the user did
-        not give (jsonargparse would carry NVLDB's over: :mod:`nvldb_pl.own_defaults`)."""
+        not give (jsonargparse would carry NVLDB's over: :mod:`nvldb_pl.machinery.own_defaults`); a seed out of
+        numpy's range is refused here, before Lightning seeds with it."""
         argv = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
         printed = [a for a in argv if a == "--print_config"]  # (with flags, jsonargparse's own print)
         if printed:  # printed after the defaults are put right (jsonargparse prints from inside its parse)
@@ -205,6 +207,12 @@ class NVLDBCLI(LightningCLI):
             chosen = class_of(model.class_path)
             if chosen is not None:
                 restore_own_defaults(model.init_args, chosen, NVLDB, given_keys(argv, "model"), LINKED_FROM_DATA)
+        seed = cfg.get("seed_everything") if cfg is not None else None  # Lightning's message would name no field
+        if not isinstance(seed, bool) and isinstance(seed, int) and not 0 <= seed <= 2**32 - 1:
+            raise ValueError(
+                f"seed_everything: must be between 0 and {2**32 - 1} (the seeds numpy takes), or "
+                f"true (a random one) or false, got {seed}"
+            )
         if printed:
             import yaml
 
@@ -237,6 +245,8 @@ class NVLDBCLI(LightningCLI):
         threads = cpu_threads(cfg.get("threads"), int(cfg["data"]["num_seeds"]), width, int(cfg["data"]["rounds"]))
         if threads is not None:  # a second thread stalls a small run beside another (docs/performance.md)
             torch.set_num_threads(threads)
+        # torch's count, chosen for the run: shared with the runs beside it (nvldb_pl/machinery/cores.py)
+        self.share_cores = ShareCores(auto=threads is None and not os.environ.get("OMP_NUM_THREADS"))
 
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})
@@ -272,7 +282,10 @@ class NVLDBCLI(LightningCLI):
                     HELD.append((folder, held))
             kwargs["logger"] = tensorboard_logger(root, version)
         # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        if getattr(self, "share_cores", None) is not None:
+            trainer.callbacks.append(self.share_cores)
+        return trainer
 
     def _instantiate_trainer(self, config, callbacks):
         """``--trainer.enable_checkpointing false``: a run without checkpoints (no RoundCheckpoint), and
@@ -285,16 +298,6 @@ class NVLDBCLI(LightningCLI):
         slurm_requeue_off(trainer)
         return trainer
 
-    def _set_seed(self) -> None:
-        """Lightning's seeding, with an out-of-range seed named by its field (Lightning's message names none)."""
-        seed = self._get(self.config, "seed_everything")
-        if not isinstance(seed, bool) and isinstance(seed, int) and not 0 <= seed <= 2**32 - 1:
-            raise ValueError(
-                f"seed_everything: must be between 0 and {2**32 - 1} (the seeds numpy takes), or "
-                f"true (a random one) or false, got {seed}"
-            )
-        super()._set_seed()
-
     def _parse_ckpt_path(self) -> None:
         """Lightning's CLI would load an explicit ``--ckpt_path`` file here, before anything is
         checked (a damaged or foreign file: a raw traceback), and let the checkpoint's hyperparameters
@@ -305,7 +308,7 @@ class NVLDBCLI(LightningCLI):
     def before_fit(self) -> None:
         """Resolve ``--ckpt_path`` (``last``: the newest run under default_root_dir) to a file that
         reads whole, falling back to the previous checkpoint (under seed_parallel every rank does
-        this for its own file, :mod:`nvldb_pl.parallel`)."""
+        this for its own file, :mod:`nvldb_pl.machinery.parallel`)."""
         cfg = self.config_init[self.subcommand]
         ckpt = cfg.get("ckpt_path")
         strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")

@@ -7,7 +7,7 @@
     bandit.save("bandit.pt")
 
 One learner (S = 1 seed) of the package, driven through the very methods the Lightning loop
-calls each round (``propose``, ``learn``; see :mod:`nvldb_pl.learner`): every line of selection,
+calls each round (``propose``, ``learn``; see :mod:`nvldb_pl.learners.base`): every line of selection,
 loss, refit and Gram upkeep is shared, nothing is re-implemented here.
 
 Answers may come late, in batches and in any order. ``select`` changes nothing in the learner
@@ -35,12 +35,12 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from .checks import typed_args, LINKED_FROM_DATA, refuse_other_state
-from .data import BanditDataModule
-from .host import atomic_open, checkpoint_problem, open_text
-from .learner import DuelingLearner
-from .neural import saved_hparams
-from .registry import init_args, learner_class, learner_path
+from .maths.checks import typed_args, LINKED_FROM_DATA, refuse_other_state
+from .loop.data import BanditDataModule
+from .machinery.host import atomic_open, checkpoint_problem, open_text
+from .learners.base import DuelingLearner
+from .learners.neural import saved_hparams
+from .learners.registry import init_args, learner_class, learner_path
 
 # the sections of a fit config: configs/*.yaml, and the config.yaml a run writes
 FIT_CONFIG_KEYS = {
@@ -170,8 +170,8 @@ class DuelingBandit:
     def create(
         cls, learner: str = "NVLDB", dim: int = 5, horizon: int = 1000, link: str = "logistic", seed: int = 0, **model
     ) -> "DuelingBandit":
-        """A fresh learner (a name of :data:`nvldb_pl.registry.LEARNERS`, or the import path of one's own
-        :class:`~nvldb_pl.learner.DuelingLearner` subclass) with its initial parameters drawn
+        """A fresh learner (a name of :data:`nvldb_pl.learners.registry.LEARNERS`, or the import path of one's own
+        :class:`~nvldb_pl.learners.base.DuelingLearner` subclass) with its initial parameters drawn
         from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
         T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T)."""
         _check_seed(seed)

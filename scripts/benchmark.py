@@ -20,12 +20,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 
-from nvldb_pl.data import StreamSpec  # noqa: E402
+from nvldb_pl.environments.stream import StreamSpec  # noqa: E402
 from tests.naive import run_seed  # noqa: E402
-from nvldb_pl.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
-from nvldb_pl.grid import check_positive  # noqa: E402
-from nvldb_pl.neural import resolve_history_pass  # noqa: E402
-from nvldb_pl.run import check_placement, run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
+from nvldb_pl.experiments.grid import check_positive  # noqa: E402
+from nvldb_pl.learners.neural import resolve_history_pass  # noqa: E402
+from nvldb_pl.loop.run import check_placement, run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 
 def main():

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.host import CannotWrite, open_text  # noqa: E402
+from nvldb_pl.machinery.host import CannotWrite, open_text  # noqa: E402
 from nvldb_pl.live import DuelingBandit, rank  # noqa: E402
 from nvldb_pl.serve.items import FEATURES, builtin_catalog, kendall_tau  # noqa: E402
 

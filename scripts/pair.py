@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.grid import check_positive  # noqa: E402
-from nvldb_pl.host import read_json  # noqa: E402
-from nvldb_pl.report import committed_curves, mean_std, paired_cell  # noqa: E402
+from nvldb_pl.experiments.grid import check_positive  # noqa: E402
+from nvldb_pl.machinery.host import read_json  # noqa: E402
+from nvldb_pl.experiments.report import committed_curves, mean_std, paired_cell  # noqa: E402
 
 
 def runs_in(path: str) -> str:

@@ -5,7 +5,7 @@
     python scripts/reproduce.py --out results/synthetic --report-only        # tables/figures only
 
 Methods (default): the six NVLDB rules, NLDB-UCB-ASYM, NDB-UCB, NDB-TS, CoLSTIM, VACDB, MaxInP,
-Random; the other five NLDB rules on request (see nvldb_pl/registry.py); a method may also be the import
+Random; the other five NLDB rules on request (see nvldb_pl/learners/registry.py); a method may also be the import
 path of one's own DuelingLearner subclass, or of a SelectionRule subclass (NVLDB with that rule). Tasks: cos,
 square, quadratic, statlog, magic, covertype, or the import path of a Task subclass (docs/extending.md). A finished run under <out>/runs made with the same T, seeds, base seed,
 --set and --dim is reused (other settings run anew beside it); a run stopped by Ctrl-C, SIGTERM or a killed job goes on
@@ -24,11 +24,11 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nvldb_pl.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS  # noqa: E402
-from nvldb_pl.grid import check_positive, finished_runs, parse_overrides, run_grid  # noqa: E402
-from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
-from nvldb_pl.report import committed_curves, write_report  # noqa: E402
-from nvldb_pl.run import RunStopped, check_placement  # noqa: E402
+from nvldb_pl.learners.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS  # noqa: E402
+from nvldb_pl.experiments.grid import check_positive, finished_runs, parse_overrides, run_grid  # noqa: E402
+from nvldb_pl.machinery.host import check_folder_can_be_made  # noqa: E402
+from nvldb_pl.experiments.report import committed_curves, write_report  # noqa: E402
+from nvldb_pl.loop.run import RunStopped, check_placement  # noqa: E402
 
 
 def main(argv=None):

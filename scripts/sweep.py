@@ -23,12 +23,12 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-from nvldb_pl.grid import TASK_DATA, check_learner, check_positive, check_tasks  # noqa: E402
-from nvldb_pl.host import check_folder_can_be_made  # noqa: E402
-from nvldb_pl.module import LITERAL  # noqa: E402
-from nvldb_pl.checks import typed_args  # noqa: E402
-from nvldb_pl.registry import init_args, learner_class  # noqa: E402
-from nvldb_pl.run import check_placement, run_experiment  # noqa: E402
+from nvldb_pl.experiments.grid import TASK_DATA, check_learner, check_positive, check_tasks  # noqa: E402
+from nvldb_pl.machinery.host import check_folder_can_be_made  # noqa: E402
+from nvldb_pl.learners.nvldb import LITERAL  # noqa: E402
+from nvldb_pl.maths.checks import typed_args  # noqa: E402
+from nvldb_pl.learners.registry import init_args, learner_class  # noqa: E402
+from nvldb_pl.loop.run import check_placement, run_experiment  # noqa: E402
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
@@ -203,7 +203,7 @@ def main():
         check_positive("--seeds", a.seeds)
         if a.threads < 0:
             raise ValueError(
-                f"--threads: must be >= 0 (0: chosen by the problem's size, nvldb_pl.devices.cpu_threads), got {a.threads}"
+                f"--threads: must be >= 0 (0: chosen by the problem's size, nvldb_pl.machinery.devices.cpu_threads), got {a.threads}"
             )
         check_tasks(a.tasks)
         check_placement(a.accelerator)  # up front: not after the runs before the first on a missing GPU

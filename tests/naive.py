@@ -13,10 +13,10 @@ import math
 import numpy as np
 import torch
 
-from nvldb_pl.data import RoundStream, StreamSpec
-from nvldb_pl.streams import TAG_INIT, rng_for
-from nvldb_pl.network import INITS_OF, init_biases, init_weights
-from nvldb_pl.objective import refit_theta
+from nvldb_pl.environments.stream import RoundStream, StreamSpec
+from nvldb_pl.environments.streams import TAG_INIT, rng_for
+from nvldb_pl.maths.network import INITS_OF, init_biases, init_weights
+from nvldb_pl.maths.objective import refit_theta
 
 
 def _phi(weights, x, scale, biases=()):

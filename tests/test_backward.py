@@ -1,14 +1,14 @@
-"""The hand-written gradient (nvldb_pl.backward) against autograd on per-seed losses."""
+"""The hand-written gradient (nvldb_pl.maths.backward) against autograd on per-seed losses."""
 
 import math
 
 import pytest
 import torch
 
-from nvldb_pl import links, objective
-from nvldb_pl.backward import accumulate_nll_grad
-from nvldb_pl.module import NVLDB
-from nvldb_pl.network import init_weights
+from nvldb_pl.maths import links, objective
+from nvldb_pl.maths.backward import accumulate_nll_grad
+from nvldb_pl.learners.nvldb import NVLDB
+from nvldb_pl.maths.network import init_weights
 
 
 def _params(S=3, d=4, m=6, L=3, seed=0):
@@ -107,7 +107,7 @@ def test_unknown_backward_is_named():
 def test_the_backward_pass_s_cuda_forms_equal_the_plain_ones_on_a_cpu():
     """The two forms the backward pass takes on CUDA, checked where they run here: the duel columns'
     +-scale product is bit for bit scale * stack([g, -g]); the first layer's (h g^T)^T is g h^T to rounding."""
-    from nvldb_pl.backward import _plus_minus, _weight_grad
+    from nvldb_pl.maths.backward import _plus_minus, _weight_grad
 
     gen = torch.Generator().manual_seed(3)
     g_df = torch.randn(4, 37, generator=gen)
@@ -123,7 +123,7 @@ def test_a_bias_gradient_s_duel_sums_are_the_sums_over_each_duel_s_two_columns_b
     """_duel_sums (two strided slices added) against torch's sum over a last dimension of 2, the form it
     replaced: the same values (exact cancellations included; a duel of two -0.0 gives -0.0 where the sum gave
     +0.0), and the bias gradients summed from them the same to the bit, signed zeros included."""
-    from nvldb_pl.backward import _duel_sums
+    from nvldb_pl.maths.backward import _duel_sums
 
     gen = torch.Generator().manual_seed(5)
     g = torch.randn(3, 7, 2 * 301, generator=gen)

@@ -33,7 +33,7 @@ ROWS = [
     ("--model.width=32.0", "model.width: expected a <class 'int'>, got 32.0"),
     ("--model.bias=maybe", "model.bias: expected a <class 'bool'>; got maybe"),
     ("--model.widht=3", "model.widht: not an option of nvldb_pl.NVLDB"),
-    ("--model=NDB --model.strategy=ucb_asym", "model.strategy: not an option of nvldb_pl.baselines.NDB"),
+    ("--model=NDB --model.strategy=ucb_asym", "model.strategy: not an option of nvldb_pl.learners.NDB"),
     ("--trainer.logger=foo.Bar", "trainer.logger: foo.Bar: No module named 'foo'"),
     ("--data.dimm=3", "unrecognized arguments: --data.dimm=3"),
     ("--data.task=sine", "data.task"),
@@ -138,10 +138,13 @@ ROWS = [
         "OnExceptionCheckpoint saves in the middle",
     ),
     (
-        "--trainer.callbacks+=nvldb_pl.checkpoint.RoundCheckpoint",  # a traceback at the first save, rounds in
+        "--trainer.callbacks+=nvldb_pl.machinery.checkpoint.RoundCheckpoint",  # a traceback at the first save, rounds in
         "trainer.callbacks: RoundCheckpoint is the run's own callback, already there; set it through checkpoint.",
     ),
-    ("--trainer.callbacks+=nvldb_pl.callbacks.DuelingLoop", "trainer.callbacks: DuelingLoop is the run's own callback"),
+    (
+        "--trainer.callbacks+=nvldb_pl.loop.callbacks.DuelingLoop",
+        "trainer.callbacks: DuelingLoop is the run's own callback",
+    ),
     (
         "--trainer.callbacks+=Timer",
         "trainer.callbacks: Timer's <Interval.step: 'step'> cannot be written into the run's "
@@ -344,7 +347,7 @@ def test_a_config_file_that_is_no_mapping_of_settings_is_named(content, said, tm
 
 def test_several_nodes_without_a_launcher_are_refused_instead_of_waiting(tmp_path, capsys, monkeypatch):
     """--trainer.num_nodes 2 on a machine no launcher set up: rank 0 would listen on a port no other node knows."""
-    from nvldb_pl.trainer_checks import LAUNCHER_VARIABLES, check_nodes
+    from nvldb_pl.loop.trainer_checks import LAUNCHER_VARIABLES, check_nodes
 
     for name in LAUNCHER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -388,7 +391,7 @@ def test_missing_uci_folder_is_named(tmp_path, capsys):
 def test_a_new_run_refused_once_fit_has_begun_leaves_no_folder(tmp_path, capsys, monkeypatch):
     """A refusal raised inside fit, after Lightning's logger wrote hparams.yaml into the new run's folder
     (as Lightning's own val_check_interval check did): the folder, which holds nothing of the run, is removed."""
-    from nvldb_pl.callbacks import DuelingLoop
+    from nvldb_pl.loop.callbacks import DuelingLoop
 
     def refuse(self, trainer, module):
         raise ValueError("refused at the start of fit")
@@ -416,7 +419,7 @@ def test_several_processes_without_seed_parallel_are_refused_by_the_learner_too(
     """The learner's own check, for trainers built outside the CLI (e.g. Trainer(strategy="ddp"))."""
     from types import SimpleNamespace
 
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     module = NVLDB(rounds=4, num_seeds=2, width=4)
     module._trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(), datamodule=None)
@@ -437,8 +440,8 @@ class _NaNContexts(pl.Callback):
 
 
 def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
-    from nvldb_pl.callbacks import DuelingLoop, RunSummary
-    from nvldb_pl.run import build
+    from nvldb_pl.loop.callbacks import DuelingLoop, RunSummary
+    from nvldb_pl.loop.run import build
 
     dm, module = build({"rounds": 12, "num_seeds": 3, "seed": 0}, {"width": 4, "grad_steps": 1})
     trainer = pl.Trainer(
@@ -462,7 +465,7 @@ def test_gpu_accelerator_without_a_gpu_is_refused_by_the_cli_and_the_scripts(tmp
     )
     assert code == 2 and "trainer.accelerator='gpu': torch sees no CUDA GPU here" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*"))
-    from nvldb_pl.run import run_experiment
+    from nvldb_pl.loop.run import run_experiment
 
     with pytest.raises(ValueError, match="--accelerator gpu: torch sees no CUDA GPU here"):
         run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {}, accelerator="gpu")
@@ -476,7 +479,7 @@ def test_gpu_accelerator_without_a_gpu_is_refused_by_the_cli_and_the_scripts(tmp
     ],
 )
 def test_the_scripts_refuse_an_accelerator_or_precision_before_running(kw, message):
-    from nvldb_pl.run import run_experiment
+    from nvldb_pl.loop.run import run_experiment
 
     with pytest.raises(ValueError, match=message):
         run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {}, **kw)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from nvldb_pl.backward import per_point_gradients
-from nvldb_pl.baselines import NDB, VACDB, CoLSTIM, MaxInP, RandomPair
-from nvldb_pl.network import init_weights
-from nvldb_pl.run import run_experiment
+from nvldb_pl.maths.backward import per_point_gradients
+from nvldb_pl.learners import NDB, VACDB, CoLSTIM, MaxInP, RandomPair
+from nvldb_pl.maths.network import init_weights
+from nvldb_pl.loop.run import run_experiment
 
 S, K, D = 3, 5, 4
 

@@ -22,7 +22,7 @@ def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_in_one_line_and_keeps_t
     _made(full, *SHORT)
     import builtins
 
-    import nvldb_pl.checkpoint as checkpoint_module
+    import nvldb_pl.machinery.checkpoint as checkpoint_module
 
     saves = []
 
@@ -68,7 +68,7 @@ def test_a_checkpoint_the_disk_cannot_hold_stops_the_run_in_one_line_and_keeps_t
 def test_a_run_file_the_disk_cannot_hold_is_named_and_the_old_one_kept(tmp_path):
     import errno
 
-    from nvldb_pl.host import CannotWrite, atomic_open
+    from nvldb_pl.machinery.host import CannotWrite, atomic_open
 
     path = tmp_path / "summary.json"
     path.write_text("{}")

@@ -209,7 +209,8 @@ def test_a_new_run_creates_its_version_folder_before_its_logger_uses_it(tmp_path
     share a folder. Lightning picks the next version from a listing and creates the folder later, so
     both took version_0 and wrote over each other's summary and checkpoints (seen by hand); the CLI
     and the scripts' run_experiment claim the folder (atomically, next test) before the logger is made."""
-    from nvldb_pl import cli, run
+    from nvldb_pl import cli
+    from nvldb_pl.loop import run
 
     made = []
     module = run  # both entries make their logger through run.tensorboard_logger
@@ -244,7 +245,7 @@ def test_a_new_run_creates_its_version_folder_before_its_logger_uses_it(tmp_path
 def test_a_new_run_folder_is_claimed_atomically(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from nvldb_pl.host import claim_new_folder
+    from nvldb_pl.machinery.host import claim_new_folder
 
     (tmp_path / "version_0").mkdir()
     (tmp_path / "version_3").mkdir()
@@ -287,7 +288,7 @@ def test_the_end_line_of_a_one_seed_run_gives_no_spread(capsys):
     """It said "R(T)/T 9.409 ± 0.000 over 1 seeds": the std of one value, and a plural."""
     from types import SimpleNamespace
 
-    from nvldb_pl.callbacks import RunSummary
+    from nvldb_pl.loop.callbacks import RunSummary
 
     end = RunSummary(announce=True)
     end.summary = {
@@ -423,7 +424,7 @@ def test_the_gpu_capture_probe_without_a_gpu_says_so_in_one_line():
 def test_the_capture_probe_reports_torchs_error_where_the_package_wraps_it(monkeypatch):
     """A failed capture reaches a run as graphs.CaptureFailed (one line naming the setting); the probe's line gives
     torch's error under it, the one that says which operation broke the capture."""
-    from nvldb_pl import graphs
+    from nvldb_pl.machinery import graphs
 
     def broken(self, fn):
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
@@ -444,7 +445,9 @@ def test_the_capture_probes_mends_compute_the_same_and_are_undone_after():
     products what they were, and leaves the package as it found it."""
     import torch
 
-    from nvldb_pl import graphs, seedwise
+    from nvldb_pl.machinery import graphs
+
+    from nvldb_pl.maths import seedwise
 
     probe = load_script("diagnostics/gpu_capture_probe")
 
@@ -511,7 +514,7 @@ def test_a_quiet_run_experiment_leaves_lightnings_log_and_warnings_as_they_were(
     import warnings
 
     from nvldb_pl.cli import run_cli
-    from nvldb_pl.run import run_experiment
+    from nvldb_pl.loop.run import run_experiment
 
     lightning_log = logging.getLogger("lightning.pytorch")
     level, filters = lightning_log.level, list(warnings.filters)

@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from nvldb_pl.module import LITERAL, NVLDB
+from nvldb_pl.learners.nvldb import LITERAL, NVLDB
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LITERAL_CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "literal", "*.yaml")))

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from nvldb_pl.run import run_experiment
+from nvldb_pl.loop.run import run_experiment
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -58,7 +58,7 @@ def test_the_default_history_pass_on_cuda_is_the_graphed_one():
 def test_float32_gpu_gradient_is_the_cpu_gradient(history_pass):
     """One Adam step's gradient of eq. (total_loss) on the same parameters and history: the GPU's
     equals the CPU's to float32 rounding, relative to each tensor's norm."""
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     t, T = 300, 400
     grads = []
@@ -133,8 +133,8 @@ def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
     (its logger connector reads the progress-bar values after every batch); none may."""
     import warnings
 
-    from nvldb_pl.callbacks import DuelingLoop
-    from nvldb_pl.graphs import CapturedSteps
+    from nvldb_pl.loop.callbacks import DuelingLoop
+    from nvldb_pl.machinery.graphs import CapturedSteps
 
     replay_or_capture = CapturedSteps.__call__
 
@@ -188,7 +188,7 @@ def test_the_graphed_update_replays_what_the_eager_update_computes():
     """history_pass=graphed: the n Adam steps and the theta refit, captured once per 256-round bucket
     and replayed, give the parameters and V that the same update gives eagerly (same kernels, same
     capturable Adam), across a bucket change."""
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     t0, T = 250, 600
     models = []

@@ -74,7 +74,7 @@ def test_a_full_disk_at_the_save_keeps_the_answers_to_give_again(tmp_path, capsy
     printed; given again from a file, they make the same learner."""
     import errno
 
-    from nvldb_pl.host import CannotWrite, atomic_open
+    from nvldb_pl.machinery.host import CannotWrite, atomic_open
 
     saved, real_save = str(tmp_path / "me.pt"), DuelingBandit.save
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from nvldb_pl.cli import run_cli
-from nvldb_pl.data import BanditDataModule, RoundStream
-from nvldb_pl.tasks import make_task
+from nvldb_pl.environments.stream import RoundStream
+from nvldb_pl.loop.data import BanditDataModule
+from nvldb_pl.environments.tasks import make_task
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 COS = os.path.join(ROOT, "configs", "cos.yaml")
@@ -166,7 +167,7 @@ def test_a_table_runs_from_the_cli(tmp_path):
 def test_a_rule_of_ones_own_is_named_by_import_path_and_makes_the_choices(tmp_path):
     import torch
 
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     learner = NVLDB(num_seeds=2, rounds=5, strategy="tests.extensions.rules.MostUncertainChallenger")
     assert learner.method == "NVLDB-MostUncertainChallenger"
@@ -192,10 +193,11 @@ def test_a_rule_of_ones_own_is_named_by_import_path_and_makes_the_choices(tmp_pa
 
 
 def test_a_rule_path_that_is_not_a_rule_is_refused_naming_the_field():
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     with pytest.raises(
-        ValueError, match="model.strategy: 'tests.extensions.tasks.Sine' is not a nvldb_pl.selection.SelectionRule"
+        ValueError,
+        match="model.strategy: 'tests.extensions.tasks.Sine' is not a nvldb_pl.maths.selection.SelectionRule",
     ):
         NVLDB(num_seeds=1, rounds=5, strategy="tests.extensions.tasks.Sine")
 
@@ -242,7 +244,7 @@ def test_a_network_of_ones_own_gives_a_seed_the_same_result_alone_or_beside_anot
     ],
 )
 def test_a_bad_network_is_refused_naming_the_field(network, message):
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     with pytest.raises(ValueError, match="model.network: .*" + message):
         NVLDB(num_seeds=1, rounds=5, network=network)

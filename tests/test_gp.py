@@ -5,8 +5,8 @@ import torch
 
 pytest.importorskip("botorch", reason="the GP baseline needs the gp extra: pip install -e '.[gp]'")
 
-from nvldb_pl.baselines.gp import PairwiseGPLearner  # noqa: E402
-from nvldb_pl.run import run_experiment  # noqa: E402
+from nvldb_pl.learners.gp import PairwiseGPLearner  # noqa: E402
+from nvldb_pl.loop.run import run_experiment  # noqa: E402
 
 
 def test_its_pair_is_the_posterior_mean_leader_and_the_widest_optimistic_challenger():

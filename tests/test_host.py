@@ -1,4 +1,4 @@
-"""nvldb_pl.host: freed blocks reused, not faulted in again (speed only); the software a run records."""
+"""nvldb_pl.machinery.host: freed blocks reused, not faulted in again (speed only); the software a run records."""
 
 import os
 import platform
@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CYCLES = """
 import resource, sys, torch
 if sys.argv[1] == "keep":
-    from nvldb_pl.host import keep_freed_memory
+    from nvldb_pl.machinery.host import keep_freed_memory
     assert keep_freed_memory() and keep_freed_memory()  # in force, and a second call changes nothing
 torch.ones(10_000_000)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -54,8 +54,8 @@ def test_kept_freed_memory_is_reused_instead_of_faulted_in_again():
 
 
 def test_a_learner_keeps_freed_memory_where_the_c_library_is_glibc():
-    from nvldb_pl import host
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.machinery import host
+    from nvldb_pl.learners.nvldb import NVLDB
 
     NVLDB(dim=3, arms=3, rounds=5, num_seeds=1, width=4)
     assert host._kept == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
@@ -69,7 +69,7 @@ def _git(cwd, *args):
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_git_commit_is_the_checkouts_head_marked_where_the_package_differs_from_it(tmp_path):
-    from nvldb_pl.host import git_commit
+    from nvldb_pl.machinery.host import git_commit
 
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
@@ -103,7 +103,7 @@ def test_git_commit_is_the_checkouts_head_marked_where_the_package_differs_from_
 
 
 def test_git_commit_without_git_is_none(tmp_path, monkeypatch):
-    from nvldb_pl.host import git_commit
+    from nvldb_pl.machinery.host import git_commit
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no git to run
     assert git_commit(ROOT + "/nvldb_pl") is None

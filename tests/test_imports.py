@@ -1,35 +1,123 @@
-"""Imports run one way: the maths imports nothing above it, and the machinery no learner and not the loop."""
+"""Imports run one way: maths → environments → learners → loop → cli, experiments, live, serve; the machinery
+imports no learner and not the loop; and the modules' old names (before the layout by role) still import."""
 
 import ast
+import importlib
 import os
+import subprocess
+import sys
 
 import pytest
 
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nvldb_pl")
-MATHS = {"links", "network", "backward", "objective", "gram", "selection", "selfduel", "seedwise", "checks"}
-MACHINERY = {"host", "devices", "checkpoint", "resume", "shards", "parallel", "graphs", "streams", "messages"}
-LEARNERS = {"learner", "neural", "module", "baselines", "registry", "user_network", "live"}
-LOOP = {"callbacks", "data", "run", "cli", "grid", "report"}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(ROOT, "nvldb_pl")
+# what each folder may import from the package besides itself
+MAY_IMPORT = {
+    "maths": set(),
+    "environments": {"maths", "machinery"},
+    "machinery": {"maths"},
+    "learners": {"maths", "environments", "machinery"},
+    "loop": {"maths", "environments", "machinery", "learners"},
+    "experiments": {"maths", "environments", "machinery", "learners", "loop"},
+}
 
 
-def package_imports(module: str) -> set[str]:
-    """The nvldb_pl modules ``module`` imports (relative ``from . import x`` / ``from .x import``), at any depth."""
-    tree = ast.parse(open(os.path.join(PACKAGE, f"{module}.py")).read())
+def modules():
+    """(folder, dotted name, path) of every module of the package."""
+    for folder, _, files in os.walk(PACKAGE):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                yield os.path.relpath(folder, PACKAGE).split(os.sep)[0], rel.removesuffix(".__init__"), path
+
+
+def package_imports(name: str, path: str) -> set[tuple[str, tuple[str, ...]]]:
+    """(absolute module, names) of every nvldb_pl import in the file, at any depth (lazy imports too)."""
+    package = name if path.endswith("__init__.py") else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
             if node.module:
-                found.add(node.module.split(".")[0])
+                found.add((target, tuple(a.name for a in node.names)))
             else:
-                found.update(alias.name for alias in node.names)
+                found.update((f"{target}.{a.name}", ()) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nvldb_pl"):
+            found.add((node.module, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.Import):
+            found.update((a.name, ()) for a in node.names if a.name.startswith("nvldb_pl"))
     return found
 
 
-@pytest.mark.parametrize("module", sorted(MATHS))
-def test_the_maths_imports_only_the_maths(module):
-    assert package_imports(module) <= MATHS, package_imports(module) - MATHS
+def folders_imported(name: str, path: str) -> set[str]:
+    out = set()
+    for target, names in package_imports(name, path):
+        parts = target.split(".")
+        if len(parts) == 1 and set(names) <= {"__version__"}:
+            continue  # the package's version, from its root (loaded before any of its modules anyway)
+        out.add(parts[1] if len(parts) > 1 else "nvldb_pl")
+    return out
 
 
-@pytest.mark.parametrize("module", sorted(MACHINERY))
-def test_the_machinery_imports_no_learner_and_not_the_loop(module):
-    assert not package_imports(module) & (LEARNERS | LOOP)
+LAYERED = [(folder, name, path) for folder, name, path in modules() if folder in MAY_IMPORT]
+
+
+@pytest.mark.parametrize("folder,name,path", LAYERED, ids=[n for _, n, _ in LAYERED])
+def test_a_folder_imports_only_the_folders_below_it(folder, name, path):
+    above = folders_imported(name, path) - {folder} - MAY_IMPORT[folder]
+    assert not above, f"{name} imports {sorted(above)}"
+
+
+def test_the_checker_sees_an_upward_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from ..loop.run import run_experiment\n    from nvldb_pl.learners import NVLDB\n")
+    assert folders_imported("nvldb_pl.maths.bad", str(bad)) == {"loop", "learners"}
+
+
+def test_no_module_is_left_at_the_top_but_the_entry_points():
+    top = {f[:-3] for f in os.listdir(PACKAGE) if f.endswith(".py")}
+    assert top == {"__init__", "_moved", "cli", "live"}
+
+
+OLD_NAMES = [
+    ("nvldb_pl.module", "NVLDB", "nvldb_pl.learners.nvldb"),
+    ("nvldb_pl.baselines", "NDB", "nvldb_pl.learners"),
+    ("nvldb_pl.baselines.ndb", "NDB", "nvldb_pl.learners.ndb"),
+    ("nvldb_pl.data", "BanditDataModule", "nvldb_pl.loop.data"),
+    ("nvldb_pl.selection", "SelectionRule", "nvldb_pl.maths.selection"),
+    ("nvldb_pl.tasks", "Task", "nvldb_pl.environments.tasks"),
+    ("nvldb_pl.parallel", "SeedParallelStrategy", "nvldb_pl.machinery.parallel"),
+]
+
+
+@pytest.mark.parametrize("old,attr,new", OLD_NAMES, ids=[o for o, _, _ in OLD_NAMES])
+def test_an_old_module_name_is_the_new_module(old, attr, new):
+    assert importlib.import_module(old) is importlib.import_module(new)
+    assert getattr(importlib.import_module(old), attr) is getattr(importlib.import_module(new), attr)
+
+
+def test_every_old_name_imports_in_a_fresh_process_even_beside_a_stale_folder(tmp_path):
+    """A checkout updated in place keeps the old folder ``nvldb_pl/baselines/__pycache__``: Python would import it
+    as an empty namespace package were the old names not looked up first."""
+    from nvldb_pl._moved import MOVED
+
+    code = (
+        "import importlib, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import nvldb_pl\n"
+        "from nvldb_pl._moved import MOVED\n"
+        "for old, new in MOVED.items():\n"
+        "    assert importlib.import_module('nvldb_pl.' + old) is importlib.import_module('nvldb_pl.' + new), old\n"
+        "from nvldb_pl.baselines import CoLSTIM\n"
+        "print(len(MOVED))\n"
+    )
+    # a copy of the package with a stale folder of an old name
+    import shutil
+
+    shutil.copytree(PACKAGE, tmp_path / "nvldb_pl", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "nvldb_pl" / "baselines" / "__pycache__").mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str(len(MOVED))

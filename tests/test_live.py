@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from nvldb_pl.data import BanditDataModule, RoundStream
+from nvldb_pl.environments.stream import RoundStream
+from nvldb_pl.loop.data import BanditDataModule
 from nvldb_pl.live import DuelingBandit
-from nvldb_pl.run import run_experiment
+from nvldb_pl.loop.run import run_experiment
 from tests.gpu_saved import as_saved_by_a_graphed_cuda_run
 
 T = 24
@@ -151,7 +152,7 @@ def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
     assert torch.equal(bandit.learner.V[0], state["V"][1])
     assert bandit.num_observed == 12 and bandit.learner.seed_ids == [1]
     x = _unit_rows(np.random.default_rng(2), 5, 5)
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     hp = torch.load(ckpt, weights_only=False)["hyper_parameters"]
     m3 = NVLDB(**{k: v for k, v in hp.items() if not k.startswith("_")})
@@ -291,7 +292,7 @@ def test_from_config_reads_every_shipped_config_and_a_run_s_own(tmp_path):
     run = {
         "seed_everything": 0,
         "trainer": {},
-        "model": {"class_path": "nvldb_pl.module.NVLDB", "init_args": {"width": 8}},
+        "model": {"class_path": "nvldb_pl.learners.nvldb.NVLDB", "init_args": {"width": 8}},
         "data": {
             "task": "cos",
             "dim": 3,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from nvldb_pl.module import NVLDB
-from nvldb_pl.run import run_experiment
+from nvldb_pl.learners.nvldb import NVLDB
+from nvldb_pl.loop.run import run_experiment
 
 
 def _filled(t, seeds=(0, 1, 2), **kw):
@@ -106,7 +106,7 @@ def test_bad_values_are_named(kw, message):
 def test_refit_uses_the_first_steps_rows_and_solves_that_problem():
     """With the network fixed (no Adam steps), the sampled refit's theta zeroes the gradient of
     (t / B) sum_{first draw} -log g(s_i theta^T dphi_i) / zeta_i^2 + lam/2 ||theta - theta_0||^2."""
-    from nvldb_pl import objective
+    from nvldb_pl.maths import objective
 
     t, B = 300, 32
     m = _filled(t, grad_steps=0, sample_size=B, refit_iterations=30, variance_aware=False)
@@ -220,7 +220,7 @@ def test_a_graph_replay_of_the_update_reads_no_round_number_baked_at_its_capture
     replay re-runs the update as captured at the bucket's first round. If the graphed update read the
     round from Python anywhere (not from the rounds_done buffer), the replays would drift from the
     eager run; they must give it bit for bit, capturing once per bucket."""
-    from nvldb_pl import graphs
+    from nvldb_pl.machinery import graphs
 
     monkeypatch.setattr(graphs, "BUCKET_ROUNDS", 8)  # 30 rounds: buckets 8, 16, 24, 30
     data = {"task": "cos", "rounds": 30, "num_seeds": 2}
@@ -240,8 +240,8 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     """history_pass=auto (the default): on a CPU the chunked pass, bit for bit; where CUDA graphs exist
     (simulated on the CPU as above) the graphed pass, bit for bit, with its captures; with a sample of
     rows (shapes that change) chunked there too."""
-    from nvldb_pl import graphs
-    from nvldb_pl.neural import resolve_history_pass
+    from nvldb_pl.machinery import graphs
+    from nvldb_pl.learners.neural import resolve_history_pass
 
     cuda = torch.device("cuda")
     assert resolve_history_pass("auto", cuda, None) == "graphed"
@@ -272,7 +272,7 @@ def test_one_seed_runs_graphed_where_graphs_exist_and_plays_what_it_plays_among_
     """Where CUDA graphs exist (simulated), one seed in a process walks its history graphed too (auto), one
     capture per bucket, and ends where the same seed ends among three in one run, bit for bit. (On an H200, in
     two calls, one seed's capture failed; since call 5 it captures: results/gpu/README.md.)"""
-    from nvldb_pl import graphs
+    from nvldb_pl.machinery import graphs
 
     monkeypatch.setattr(graphs, "BUCKET_ROUNDS", 8)
     monkeypatch.setattr(graphs, "available", lambda device: True)
@@ -294,7 +294,7 @@ def test_a_graph_that_cannot_be_captured_stops_the_run_in_one_line_naming_the_pa
     avoids graphs, not a traceback of torch's CUDA error."""
     import os
 
-    from nvldb_pl import graphs
+    from nvldb_pl.machinery import graphs
     from nvldb_pl.cli import run_cli
 
     def broken(self, fn):
@@ -337,7 +337,7 @@ def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_
     """full, masked and graphed walk all T rounds in one block: at T=200000, width 64, two seeds, about 1.5 GiB
     of activations an Adam step, refused where 1 GiB is free (it would have run out of memory hours in);
     chunked (256-round blocks) and a bounded sample run."""
-    from nvldb_pl import host
+    from nvldb_pl.machinery import host
     from nvldb_pl.cli import run_cli
 
     monkeypatch.setattr(host, "available_memory_bytes", lambda: 2**30)
@@ -380,7 +380,7 @@ def test_processes_on_one_host_check_the_history_block_against_their_share_of_it
     two processes whose blocks together could not fit both passed the check. Each now gets its share (on CUDA
     each process has a GPU of its own)."""
     from types import SimpleNamespace
-    from nvldb_pl import host
+    from nvldb_pl.machinery import host
 
     with torch.device("cpu"):
         learner = NVLDB(rounds=200000, num_seeds=2, width=64, history_pass="full")

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from nvldb_pl.data import RoundStream, StreamSpec
-from nvldb_pl.run import run_experiment
-from nvldb_pl import gram, objective
+from nvldb_pl.environments.stream import RoundStream, StreamSpec
+from nvldb_pl.loop.run import run_experiment
+from nvldb_pl.maths import gram, objective
 
 SMALL = {"width": 8, "depth": 3, "grad_steps": 3}
 
@@ -31,7 +31,7 @@ def test_four_seeds_together_equal_four_single_seed_runs(strategy):
 
 def test_every_seed_gets_the_same_parameters_bit_for_bit_whatever_the_batch():
     """W, theta, V and the pairs of each seed, S=4 in one batch against S=1 alone and S=3 starting at
-    seed 1 (other memory offsets): equal bit for bit over 110 rounds (CPU BLAS: nvldb_pl.seedwise).
+    seed 1 (other memory offsets): equal bit for bit over 110 rounds (CPU BLAS: nvldb_pl.maths.seedwise).
     Without MKL's alignment-independent mode or with a one-seed mat-vec taking another routine, they
     differ in the last bit from round 3 or 100 on, and Adam and the arm choices carry it further."""
     data = {"task": "cos", "rounds": 110, "seed": 3}
@@ -106,8 +106,8 @@ class _PoisonTheta(pl.Callback):
 
 
 def test_non_finite_training_stops_with_seed_and_round(tmp_path):
-    from nvldb_pl.callbacks import DuelingLoop, RunSummary
-    from nvldb_pl.run import build
+    from nvldb_pl.loop.callbacks import DuelingLoop, RunSummary
+    from nvldb_pl.loop.run import build
 
     dm, module = build({"rounds": 30, "num_seeds": 3, "seed": 0}, SMALL)
     trainer = pl.Trainer(
@@ -135,7 +135,7 @@ def test_non_finite_training_stops_with_seed_and_round(tmp_path):
     ],
 )
 def test_bad_data_config_names_the_field(field, value, match):
-    from nvldb_pl.data import BanditDataModule
+    from nvldb_pl.loop.data import BanditDataModule
 
     with pytest.raises(ValueError, match=match):
         BanditDataModule(**{field: value})
@@ -156,7 +156,7 @@ def test_bad_data_config_names_the_field(field, value, match):
     ],
 )
 def test_bad_model_config_names_the_field(field, value):
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     with pytest.raises(ValueError, match=f"model.{field}"):
         NVLDB(**{field: value})

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from nvldb_pl import gram, links, objective
-from nvldb_pl.metrics import CumulativeRegret, instant_regret
-from nvldb_pl.network import StackedMLP, init_weights
+from nvldb_pl.maths import gram, links, objective
+from nvldb_pl.environments.regret import CumulativeRegret, instant_regret
+from nvldb_pl.maths.network import StackedMLP, init_weights
 from tests import reference as ref
 
 
@@ -158,7 +158,7 @@ def test_training_gradient_of_a_seed_does_not_depend_on_the_number_of_seeds():
     With torch.sigmoid this differed in the last bit after one duel, and 3-seed runs left the
     20-seed run's trajectories after 34-155 rounds.
     """
-    from nvldb_pl.backward import accumulate_nll_grad
+    from nvldb_pl.maths.backward import accumulate_nll_grad
 
     g = torch.Generator().manual_seed(0)
     S, d, m = 20, 378, 32
@@ -200,7 +200,7 @@ def test_regret_arithmetic():
 
 
 def test_task_utilities_match_the_appendix_formulas():
-    from nvldb_pl.tasks import draw_contexts, draw_theta, utility
+    from nvldb_pl.environments.tasks import draw_contexts, draw_theta, utility
 
     rng = np.random.default_rng(0)
     x = draw_contexts(4, 3, 5, rng)  # [rounds=4 used as seeds, K=3, d=5]
@@ -226,7 +226,7 @@ def test_the_learners_adam_step_of_a_seed_does_not_depend_on_the_number_of_seeds
 
     torch's fused CPU Adam failed this for theta [S, 378] (the last bit of some elements).
     """
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     g = torch.Generator().manual_seed(0)
     shapes = [w.shape[1:] for w in NVLDB(dim=378, arms=7, rounds=10, num_seeds=1, width=32).net.parameters()]

@@ -2,9 +2,9 @@
 
 import pytest
 
-from nvldb_pl.data import RoundStream, StreamSpec
+from nvldb_pl.environments.stream import RoundStream, StreamSpec
 from tests.naive import run_seed
-from nvldb_pl.run import run_experiment
+from nvldb_pl.loop.run import run_experiment
 
 
 NETWORKS = {

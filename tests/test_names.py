@@ -95,7 +95,7 @@ def test_a_live_save_with_one_byte_flipped_is_refused_not_loaded(tmp_path):
 def test_a_second_process_going_on_with_a_run_another_is_running_is_refused(tmp_path, capsys):
     """Two `--ckpt_path last` of one run at once: the second is refused naming the holder, before it writes."""
     from nvldb_pl.cli import run_cli
-    from nvldb_pl.host import hold_folder
+    from nvldb_pl.machinery.host import hold_folder
     from tests.runs import ARGS
 
     root = tmp_path / "r"
@@ -164,8 +164,8 @@ def test_the_live_api_refuses_an_answer_comparing_an_item_with_itself():
 
 def test_a_text_value_that_is_a_choice_is_kept_as_text():
     """self_duel_test's "none" is a value, not Python's None (which takes the default, deep_diag)."""
-    from nvldb_pl.checks import typed_args
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.maths.checks import typed_args
+    from nvldb_pl.learners.nvldb import NVLDB
 
     assert typed_args(NVLDB, {"self_duel_test": "none", "beta": None}, "--grid") == {
         "self_duel_test": "none",
@@ -200,7 +200,7 @@ def test_an_epsilon_that_turns_the_variance_weighting_off_is_refused_or_said():
     """sigma_i <= 1/2, so epsilon >= 1/2 makes zeta_i = epsilon for every duel: NVLDB would run as NLDB."""
     import warnings
 
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     with pytest.raises(ValueError, match=r"model.epsilon: 0.6 >= 0.5, .* variance_aware does nothing \(NLDB\)"):
         NVLDB(dim=5, arms=5, rounds=10, num_seeds=1, epsilon=0.6)
@@ -217,7 +217,7 @@ def test_an_epsilon_that_turns_the_variance_weighting_off_is_refused_or_said():
 
 
 def test_ndb_at_a_width_whose_gram_cannot_fit_names_the_width_not_the_rounds():
-    from nvldb_pl.baselines.ndb import NDB
+    from nvldb_pl.learners.ndb import NDB
 
     with pytest.raises(
         ValueError, match=r"^model.width / model.depth \(p = 9036010 network parameters; model.gram diag"
@@ -226,7 +226,7 @@ def test_ndb_at_a_width_whose_gram_cannot_fit_names_the_width_not_the_rounds():
 
 
 def test_a_run_takes_one_thread_where_a_second_buys_little_and_the_threads_given_otherwise(monkeypatch):
-    from nvldb_pl.devices import ONE_THREAD_BELOW, cpu_threads
+    from nvldb_pl.machinery.devices import ONE_THREAD_BELOW, cpu_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert cpu_threads(None, 5, 32, 300) == 1  # 5 seeds x 300 rounds x 32^2

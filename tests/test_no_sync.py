@@ -6,7 +6,7 @@ tensor from host data (``torch.tensor``: a blocking copy); a round that does eit
 ahead of the GPU (nor be captured in a CUDA graph). Here every such call made from the package's
 own code while a round runs (from the loop's ``on_train_batch_start`` to the end of its
 ``on_train_batch_end``, the every-N-rounds flush excepted) is recorded, with
-:func:`nvldb_pl.host.reads_without_sync` answering False as on an accelerator.
+:func:`nvldb_pl.machinery.host.reads_without_sync` answering False as on an accelerator.
 """
 
 import os
@@ -16,10 +16,10 @@ import pytest
 import torch
 
 import nvldb_pl
-from nvldb_pl import host
-from nvldb_pl.callbacks import DuelingLoop
-from nvldb_pl.registry import METHODS
-from nvldb_pl.run import run_experiment
+from nvldb_pl.machinery import host
+from nvldb_pl.loop.callbacks import DuelingLoop
+from nvldb_pl.learners.registry import METHODS
+from nvldb_pl.loop.run import run_experiment
 
 PACKAGE = os.path.dirname(nvldb_pl.__file__)
 TENSOR_READS = ("item", "tolist", "numpy", "cpu", "nonzero", "unique", "__bool__", "__int__", "__float__", "__index__")
@@ -51,7 +51,7 @@ def host_reads(monkeypatch):
     for name in ("tensor", "as_tensor"):  # a tensor from host data on a device: on CUDA a blocking host-to-device copy
         monkeypatch.setattr(torch, name, recording(f"torch.{name}", getattr(torch, name), on_device_only=True))
     monkeypatch.setattr(host, "reads_without_sync", lambda x: False)  # as on an accelerator
-    monkeypatch.setattr("nvldb_pl.baselines.vacdb.reads_without_sync", lambda x: False)
+    monkeypatch.setattr("nvldb_pl.learners.vacdb.reads_without_sync", lambda x: False)
 
     def spanning(hook, on_entry, on_exit):
         def wrapper(self, *args, **kwargs):
@@ -127,10 +127,10 @@ def test_the_progress_bar_value_is_logged_as_a_host_tensor(monkeypatch):
 def test_the_recorder_sees_a_host_read_inside_a_round(host_reads, monkeypatch):
     """The check above could fail: with host reads allowed (as in host memory), VACDB's read of the
     round's layers (``layer_of.tolist()``, once a round) is caught, and only that."""
-    monkeypatch.setattr("nvldb_pl.baselines.vacdb.reads_without_sync", lambda x: True)
+    monkeypatch.setattr("nvldb_pl.learners.vacdb.reads_without_sync", lambda x: True)
     run_experiment({"task": "cos", "rounds": 6, "num_seeds": 2}, {}, learner="VACDB", log_every_n_rounds=10)
     assert len(host_reads) == 6 and {r.split(" ")[0].split(":")[0] for r in host_reads} == {
-        os.path.join("baselines", "vacdb.py")
+        os.path.join("learners", "vacdb.py")
     }
     assert all(r.endswith("(tolist)") for r in host_reads)
 
@@ -140,7 +140,7 @@ def test_vacdb_refits_the_same_per_seed_whether_or_not_it_may_read_the_layers(mo
     layer and keeps, per seed, only the one its duel went to: the same result bit for bit."""
     data = {"task": "square", "rounds": 60, "num_seeds": 3}
     _, skipping = run_experiment(data, {}, learner="VACDB")
-    monkeypatch.setattr("nvldb_pl.baselines.vacdb.reads_without_sync", lambda x: False)
+    monkeypatch.setattr("nvldb_pl.learners.vacdb.reads_without_sync", lambda x: False)
     _, all_layers = run_experiment(data, {}, learner="VACDB")
     assert torch.equal(skipping.theta, all_layers.theta)
     assert torch.equal(skipping.hist_xt, all_layers.hist_xt)
@@ -148,7 +148,7 @@ def test_vacdb_refits_the_same_per_seed_whether_or_not_it_may_read_the_layers(mo
 
 
 def test_the_step_sizes_made_on_the_device_are_the_listed_ones():
-    from nvldb_pl.objective import STEP_SIZES, _step_sizes
+    from nvldb_pl.maths.objective import STEP_SIZES, _step_sizes
 
     assert _step_sizes(torch.device("cpu")).tolist() == list(STEP_SIZES)
 
@@ -156,7 +156,7 @@ def test_the_step_sizes_made_on_the_device_are_the_listed_ones():
 def test_the_host_mirrors_of_the_seed_buffers_follow_load_and_take_seeds():
     """_sample_rows draws from (base seed, seed id) read on the host: those copies must follow the
     buffers through a checkpoint load and take_seeds, or a resumed bounded run would draw other rows."""
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     trained = NVLDB(dim=3, arms=3, rounds=10, num_seeds=2, width=4)
     trained.init_parameters(7, [3, 4])

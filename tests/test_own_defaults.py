@@ -5,7 +5,7 @@ import os
 import yaml
 
 from nvldb_pl.cli import run_cli
-from nvldb_pl.own_defaults import given_keys
+from nvldb_pl.machinery.own_defaults import given_keys
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 SHORT = ["--data.rounds=6", "--data.num_seeds=2", "--trainer.enable_progress_bar=false"]

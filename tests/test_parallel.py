@@ -164,7 +164,7 @@ def _fake_rank_file(ids, rounds=5):
 
 
 def test_merging_the_ranks_files_and_taking_shares_moves_every_per_seed_entry_and_nothing_else():
-    from nvldb_pl import shards
+    from nvldb_pl.machinery import shards
 
     a, b = _fake_rank_file([0, 1, 2]), _fake_rank_file([3, 4, 5])
     merged = shards.merge([a, b])
@@ -393,7 +393,7 @@ def test_torchrun_starting_more_processes_than_the_config_runs_is_refused_by_eac
     ],
 )
 def test_a_config_whose_process_count_is_not_the_launchers_is_refused_naming_the_fix(monkeypatch, env, config, message):
-    from nvldb_pl.trainer_checks import check_trainer
+    from nvldb_pl.loop.trainer_checks import check_trainer
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -420,7 +420,7 @@ def test_a_config_whose_process_count_is_not_the_launchers_is_refused_naming_the
     ],
 )
 def test_the_plain_command_runs_where_no_launcher_started_more_than_one_process(monkeypatch, env):
-    from nvldb_pl.trainer_checks import check_trainer
+    from nvldb_pl.loop.trainer_checks import check_trainer
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from nvldb_pl import links, objective
-from nvldb_pl.backward import accumulate_nll_grad, per_point_gradients
-from nvldb_pl.module import NVLDB
-from nvldb_pl.network import StackedMLP, init_biases, init_weights
-from nvldb_pl.run import run_experiment
+from nvldb_pl.maths import links, objective
+from nvldb_pl.maths.backward import accumulate_nll_grad, per_point_gradients
+from nvldb_pl.learners.nvldb import NVLDB
+from nvldb_pl.maths.network import StackedMLP, init_biases, init_weights
+from nvldb_pl.loop.run import run_experiment
 
 S, D, M, L = 3, 4, 6, 3
 

@@ -2,8 +2,8 @@
 
 import torch
 
-from nvldb_pl import gram
-from nvldb_pl.run import run_experiment
+from nvldb_pl.maths import gram
+from nvldb_pl.loop.run import run_experiment
 
 
 def test_bf16_mixed_trains_network_in_bf16_and_keeps_gram_refit_selection_in_float64():

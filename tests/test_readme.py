@@ -41,6 +41,18 @@ def test_the_readme_shows_main_commands():
     )
 
 
+def test_the_readmes_layout_table_is_the_tree():
+    """The README's "Layout" table lists every folder of the package, and no folder that is not there."""
+    layout = open(os.path.join(ROOT, "README.md")).read().split("## Layout", 1)[1]
+    listed = set(re.findall(r"^\| `nvldb_pl/([a-z_]+)/`", layout, flags=re.M))
+    folders = {
+        d
+        for d in os.listdir(os.path.join(ROOT, "nvldb_pl"))
+        if os.path.isfile(os.path.join(ROOT, "nvldb_pl", d, "__init__.py"))
+    }
+    assert listed == folders
+
+
 def test_the_readme_is_a_doorway():
     assert len(open(os.path.join(ROOT, "README.md")).read().splitlines()) <= 200
 
@@ -50,7 +62,7 @@ def test_the_layout_table_names_every_module():
     layout = open(os.path.join(ROOT, "docs", "usage.md")).read().split("## Layout", 1)[1]
     modules = [
         os.path.relpath(p, ROOT)
-        for p in glob.glob(os.path.join(ROOT, "nvldb_pl", "*.py"))
+        for p in glob.glob(os.path.join(ROOT, "nvldb_pl", "**", "*.py"), recursive=True)
         if not p.endswith("__init__.py")
     ]
     assert [m for m in sorted(modules) if f"`{m}`" not in layout] == []

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from nvldb_pl.registry import DEFAULT_METHODS
+from nvldb_pl.learners.registry import DEFAULT_METHODS
 from tests.script_loader import load_script as _script
 
 
@@ -219,7 +219,7 @@ def test_the_scripts_started_as_several_processes_are_refused_before_anything_is
     """Under torchrun --nproc-per-node 2, each process of sweep.py ran every row and appended it (each row twice
     in --out); reproduce.py's and benchmark.py's runs alike. A script's runs each run in one process: refused."""
     import sys
-    from nvldb_pl.run import run_experiment
+    from nvldb_pl.loop.run import run_experiment
 
     for key, value in TORCHRUN_2.items():
         monkeypatch.setenv(key, value)
@@ -272,7 +272,7 @@ def test_the_scripts_started_as_several_processes_are_refused_before_anything_is
 
 
 def test_wall_cell_names_a_non_cpu_device(tmp_path, capsys):
-    from nvldb_pl.report import wall_cell
+    from nvldb_pl.experiments.report import wall_cell
 
     assert wall_cell({"wall_seconds": 12.4}) == "12"  # made before the device was recorded: CPU
     assert wall_cell({"wall_seconds": 12.6, "device": "cpu"}) == "13"
@@ -288,7 +288,7 @@ def test_wall_cell_names_a_non_cpu_device(tmp_path, capsys):
 def test_paired_differences_match_a_seed_by_seed_loop():
     import math
     import numpy as np
-    from nvldb_pl.report import paired_lines
+    from nvldb_pl.experiments.report import paired_lines
 
     T = 10
     rng = np.random.default_rng(0)
@@ -355,9 +355,9 @@ def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap()
     """distinct_floor is the mean over rounds and seeds of (best - second best) / 2; a run that never
     duels an arm with itself has at least that average regret, whatever its rule."""
     import numpy as np
-    from nvldb_pl.data import RoundStream, StreamSpec
-    from nvldb_pl.report import distinct_floor
-    from nvldb_pl.run import run_experiment
+    from nvldb_pl.environments.stream import RoundStream, StreamSpec
+    from nvldb_pl.experiments.report import distinct_floor
+    from nvldb_pl.loop.run import run_experiment
 
     floor = distinct_floor("square", 30, 3, base_seed=4)
     gaps = []
@@ -372,7 +372,7 @@ def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap()
             {"width": 8, "grad_steps": 2, "strategy": strategy, "distinct_arms": True},
         )
         assert summary["R_T_over_T_mean"] >= floor
-    from nvldb_pl.uci import default_data_dir
+    from nvldb_pl.environments.uci import default_data_dir
 
     if os.path.isdir(default_data_dir()):  # one arm has u = 1, the rest 0: every distinct pair costs 0.5
         assert distinct_floor("statlog", 30, 3) == pytest.approx(0.5)
@@ -408,7 +408,7 @@ def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
     [hparams] = glob.glob(os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "*", "hparams.yaml"))
     assert "dim: 3\n" in open(hparams).read()
     # the report names d, and its a2 != a1 floor is that of the d = 3 streams (not the default d = 5)
-    from nvldb_pl.report import distinct_floor
+    from nvldb_pl.experiments.report import distinct_floor
 
     report = open(os.path.join(out, "report.md")).read()
     assert "## cos (T=4, 1 seeds, d=3)" in report
@@ -417,7 +417,7 @@ def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
 
 
 def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_only(tmp_path, monkeypatch):
-    from nvldb_pl.report import PAPER, paper_value
+    from nvldb_pl.experiments.report import PAPER, paper_value
 
     # the appendix's width table: R(T)/T at T = 2000 and 10000 differ, and no T=300 value exists
     assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 2000) == "1.66 ± 0.78"
@@ -454,8 +454,8 @@ def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_onl
 
 
 def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colours():
-    from nvldb_pl.registry import LITERAL_SUFFIX
-    from nvldb_pl.report import figure_panels, method_style
+    from nvldb_pl.learners.registry import LITERAL_SUFFIX
+    from nvldb_pl.experiments.report import figure_panels, method_style
 
     methods = [
         "NVLDB-UCB-ASYM",
@@ -507,9 +507,9 @@ def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_
 
 
 def test_run_settings_name_what_set_changed_and_nothing_a_method_or_the_data_sets_itself():
-    from nvldb_pl.module import NVLDB
-    from nvldb_pl.grid import run_settings
-    from nvldb_pl.report import settings_lines
+    from nvldb_pl.learners.nvldb import NVLDB
+    from nvldb_pl.experiments.grid import run_settings
+    from nvldb_pl.experiments.report import settings_lines
 
     # a default run's hparams on other data (linked fields) with its derived values (β, ε, init, bias)
     data = {"dim": 20, "arms": 7, "rounds": 300, "num_seeds": 3, "link": "probit"}
@@ -535,8 +535,8 @@ def test_run_settings_name_what_set_changed_and_nothing_a_method_or_the_data_set
 
 def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_path):
     """A run split in parts: --first-seed 1 --seeds 2 gives seeds 1 and 2 of a 3-seed run, curve for curve."""
-    from nvldb_pl.grid import find_run
-    from nvldb_pl.report import load_curves
+    from nvldb_pl.experiments.grid import find_run
+    from nvldb_pl.experiments.report import load_curves
 
     common = ["--rounds", "10", "--tasks", "square", "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=2"]
     whole, part = str(tmp_path / "whole"), str(tmp_path / "part")
@@ -587,7 +587,7 @@ def test_report_names_the_seeds_whose_features_died(tmp_path, capsys):
 def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, capsys):
     """scripts/diagnostics/feature_trace.py: its run is the method's run of that seed (the same regret and live units at the
     end); a baseline without a network, or an existing --out, is refused naming the flag."""
-    from nvldb_pl.run import run_experiment
+    from nvldb_pl.loop.run import run_experiment
 
     trace = _script("diagnostics/feature_trace")
     out = str(tmp_path / "trace.jsonl")
@@ -696,7 +696,7 @@ def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have
     saved, and the same command goes on from there; a killed run goes on from its last save."""
     import signal
 
-    from nvldb_pl import grid
+    from nvldb_pl.experiments import grid
 
     argv = [
         "--rounds",
@@ -769,9 +769,9 @@ def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_
     was going on with, two processes writing one folder. A run holds its folder (an flock) while it runs."""
     import signal
 
-    from nvldb_pl import grid
-    from nvldb_pl.host import hold_folder
-    from nvldb_pl.run import run_experiment
+    from nvldb_pl.experiments import grid
+    from nvldb_pl.machinery.host import hold_folder
+    from nvldb_pl.loop.run import run_experiment
 
     monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 10)
     monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, signal.SIGTERM))
@@ -818,7 +818,7 @@ def test_a_grid_run_whose_last_save_is_damaged_goes_on_from_the_one_before_sayin
 ):
     """A job killed while it wrote last.ckpt: the grid goes on from last.ckpt.prev and says so. The line named
     ``ckpt_path:``, an option reproduce.py does not have; it now names only the files."""
-    from nvldb_pl import grid
+    from nvldb_pl.experiments import grid
 
     argv = [
         "--rounds",
@@ -862,7 +862,7 @@ def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(
     Lightning's silent exit 1). Every script's entry now goes through one helper; other exits pass through."""
     import sys
 
-    from nvldb_pl.run import stop_at_ctrl_c_in_one_line
+    from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line
 
     def interrupted():
         raise KeyboardInterrupt
@@ -887,7 +887,7 @@ def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(
 
 
 def test_the_software_line_says_it_once_when_shared_else_per_method_and_names_runs_without_it():
-    from nvldb_pl.report import software_lines
+    from nvldb_pl.experiments.report import software_lines
 
     one = {
         "nvldb_pl": "0.1.0",
@@ -915,7 +915,7 @@ def test_the_software_line_says_it_once_when_shared_else_per_method_and_names_ru
 
 
 def test_the_software_line_names_earlier_parts_of_a_resumed_run_made_with_other_software():
-    from nvldb_pl.report import software_lines
+    from nvldb_pl.experiments.report import software_lines
 
     one = {
         "nvldb_pl": "0.1.0",
@@ -979,7 +979,7 @@ def test_the_curves_figure_draws_committed_runs_paired_by_seed(tmp_path, capsys)
 
 
 def test_a_truncated_curves_file_is_named_in_one_line(tmp_path):
-    from nvldb_pl.report import committed_curves
+    from nvldb_pl.experiments.report import committed_curves
 
     src = os.path.join(os.path.dirname(__file__), "..", "results", "probe", "long10k", "m32", "curves_square.csv.gz")
     data = open(src, "rb").read()

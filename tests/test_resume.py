@@ -22,7 +22,7 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_result(tmp_path):
     _run(full)
     proc = subprocess.Popen(_cmd(cut), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt = os.path.join(cut, "lightning_logs", "version_0", "checkpoints", "last.ckpt")
-    from nvldb_pl.callbacks import logged_rounds
+    from nvldb_pl.loop.callbacks import logged_rounds
 
     folder = os.path.join(cut, "lightning_logs", "version_0")
 
@@ -89,7 +89,7 @@ def test_logged_rounds_is_per_tag_so_a_half_written_flush_is_completed(tmp_path)
     # a SIGKILL in the middle of a flush can leave round 5 written for one tag only: resume must
     # re-log round 5 for the other tags (and only for them), so it reads the last round per tag
     from lightning.pytorch.loggers import TensorBoardLogger
-    from nvldb_pl.callbacks import logged_rounds
+    from nvldb_pl.loop.callbacks import logged_rounds
 
     logger = TensorBoardLogger(str(tmp_path), name="", version=0)
     for r in range(1, 5):
@@ -107,7 +107,7 @@ def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn()
     """Checkpoints written before ``parametrization``, ``bias``, ``feature_dim`` and ``distinct_arms``
     were saved were made with eq. (nn) and self-duels allowed: resuming one under today's defaults
     is refused naming those fields; under the literal reading it is accepted."""
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     old = {"dim": 5, "arms": 5, "rounds": 20, "num_seeds": 2, "link": "logistic", "width": 8}
     state = {**NVLDB(**old, parametrization="ntk", distinct_arms=False).state_dict(), "rounds_done": torch.tensor(3)}
@@ -265,7 +265,7 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
     assert (
         "computed on" not in out.stderr and "were made with" not in out.stderr
     )  # same device, software: nothing to say
-    from nvldb_pl.host import software_text
+    from nvldb_pl.machinery.host import software_text
 
     went_on = _run(older, *SHORT, "--ckpt_path=last")
     assert (
@@ -291,7 +291,7 @@ def test_a_finished_run_goes_on_to_a_larger_horizon_exactly(tmp_path):
 
 
 def test_a_run_made_in_parts_keeps_the_software_and_device_of_each_part(tmp_path):
-    from nvldb_pl.host import software
+    from nvldb_pl.machinery.host import software
 
     now = software()
     one, parts = str(tmp_path / "one"), str(tmp_path / "parts")
@@ -333,7 +333,7 @@ def test_a_run_made_in_parts_keeps_the_software_and_device_of_each_part(tmp_path
 def test_only_this_process_s_event_files_that_hold_nothing_are_dropped(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
-    from nvldb_pl.resume import drop_empty_event_files, event_records
+    from nvldb_pl.machinery.resume import drop_empty_event_files, event_records
 
     empty, logged, other = tmp_path / "empty", tmp_path / "logged", tmp_path / "other"
     for folder in (empty, logged):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from nvldb_pl import gram, selection
+from nvldb_pl.maths import gram, selection
 from tests import reference as ref
 
 

@@ -1,11 +1,11 @@
-"""The self-duel tests of nvldb_pl.selfduel on hand-made estimates, against loops written from their definitions."""
+"""The self-duel tests of nvldb_pl.maths.selfduel on hand-made estimates, against loops written from their definitions."""
 
 import math
 
 import pytest
 import torch
 
-from nvldb_pl import selection, selfduel
+from nvldb_pl.maths import selection, selfduel
 
 
 def _loop_sure(f, D, beta):
@@ -79,7 +79,7 @@ def test_sherman_morrison_keeps_the_inverse_of_the_growing_gram():
 
 
 def test_nvldbs_default_is_the_deep_test_where_the_rule_keeps_a2_distinct():
-    from nvldb_pl.module import NVLDB
+    from nvldb_pl.learners.nvldb import NVLDB
 
     assert NVLDB(num_seeds=1, rounds=5).hparams.self_duel_test == "deep_diag"
     assert NVLDB(num_seeds=1, rounds=5, distinct_arms=False).hparams.self_duel_test == "none"  # the literal reading

@@ -12,7 +12,7 @@ from typing import Optional
 import lightning.pytorch as pl
 import pytest
 
-from nvldb_pl.checkpoint import RoundCheckpoint
+from nvldb_pl.machinery.checkpoint import RoundCheckpoint
 from tests.runs import ARGS, SHORT, _curve_rows, _files, _in_process, _per_seed, _rounds_in
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from nvldb_pl.uci import default_data_dir
+from nvldb_pl.environments.uci import default_data_dir
 
 from tests.script_loader import load_script as _script
 

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from nvldb_pl import uci
-from nvldb_pl.data import BanditDataModule, RoundStream
-from nvldb_pl.run import run_experiment
+from nvldb_pl.environments import uci
+from nvldb_pl.environments.stream import RoundStream
+from nvldb_pl.loop.data import BanditDataModule
+from nvldb_pl.loop.run import run_experiment
 
 REAL = uci.default_data_dir()
 real = pytest.mark.skipif(not os.path.isdir(REAL), reason=f"UCI data folder {REAL} absent")

@@ -24,10 +24,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from nvldb_pl.grid import check_positive  # noqa: E402
-from nvldb_pl.module import NVLDB  # noqa: E402
-from nvldb_pl.tasks import draw_contexts  # noqa: E402
-from nvldb_pl.run import stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.experiments.grid import check_positive  # noqa: E402
+from nvldb_pl.learners.nvldb import NVLDB  # noqa: E402
+from nvldb_pl.environments.tasks import draw_contexts  # noqa: E402
+from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line  # noqa: E402
 
 MODES = {
     "exact": {},

@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from nvldb_pl.report import committed_curves  # noqa: E402
+from nvldb_pl.experiments.report import committed_curves  # noqa: E402
 
 
 def curves(folder: str, task: str, method: str, T: int) -> tuple[np.ndarray, dict]:

@@ -22,11 +22,11 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from nvldb_pl.grid import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides  # noqa: E402
-from nvldb_pl.host import CannotWrite  # noqa: E402
-from nvldb_pl.registry import METHODS  # noqa: E402
+from nvldb_pl.experiments.grid import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides  # noqa: E402
+from nvldb_pl.machinery.host import CannotWrite  # noqa: E402
+from nvldb_pl.learners.registry import METHODS  # noqa: E402
 from nvldb_pl.cli import quiet_lightning  # noqa: E402
-from nvldb_pl.run import run_experiment  # noqa: E402
+from nvldb_pl.loop.run import run_experiment  # noqa: E402
 
 
 class Trace(pl.Callback):

@@ -31,11 +31,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from nvldb_pl import graphs, neural, objective, seedwise  # noqa: E402
-from nvldb_pl.devices import check_accelerator  # noqa: E402
-from nvldb_pl.run import stop_at_ctrl_c_in_one_line  # noqa: E402
+import nvldb_pl  # noqa: E402
+from nvldb_pl.machinery import graphs  # noqa: E402
+from nvldb_pl.maths import objective, seedwise  # noqa: E402
+from nvldb_pl.machinery.devices import check_accelerator  # noqa: E402
+from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line  # noqa: E402
 
-PACKAGE = os.path.dirname(os.path.abspath(neural.__file__))
+PACKAGE = os.path.dirname(os.path.abspath(nvldb_pl.__file__))
 
 
 def failure(err: BaseException) -> str:
@@ -131,7 +133,7 @@ MENDS = ("as is", "two as copies", "plain torch at S=1", "thread_local", "relaxe
 
 def one_seed_fit(rounds: int = 20, width: int = 32) -> str:
     """A one-seed graphed fit (cos, as cos.yaml's network): 'ok (captures N)' or :func:`failure`."""
-    from nvldb_pl.run import run_experiment
+    from nvldb_pl.loop.run import run_experiment
 
     try:
         data = {"task": "cos", "dim": 5, "arms": 5, "rounds": rounds, "num_seeds": 1, "seed": 0}

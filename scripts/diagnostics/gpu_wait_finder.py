@@ -29,10 +29,10 @@ import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 from lightning.pytorch.profilers import SimpleProfiler  # noqa: E402
 
-from nvldb_pl.callbacks import DuelingLoop, RunSummary  # noqa: E402
-from nvldb_pl.devices import check_accelerator  # noqa: E402
-from nvldb_pl.grid import check_positive  # noqa: E402
-from nvldb_pl.run import build, stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.loop.callbacks import DuelingLoop, RunSummary  # noqa: E402
+from nvldb_pl.machinery.devices import check_accelerator  # noqa: E402
+from nvldb_pl.experiments.grid import check_positive  # noqa: E402
+from nvldb_pl.loop.run import build, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 
 class Stall(pl.Callback):

@@ -8,7 +8,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from nvldb_pl.run import run_experiment  # noqa: E402
+from nvldb_pl.loop.run import run_experiment  # noqa: E402
 
 out = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "results", "selfduel", "variance_deterministic_T1000.jsonl"

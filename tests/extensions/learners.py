@@ -1,6 +1,6 @@
 """A researcher's learner: NVLDB with other defaults (named by class_path; nothing of NVLDB's may be inherited silently)."""
 
-from nvldb_pl.module import NVLDB
+from nvldb_pl.learners.nvldb import NVLDB
 
 
 class FastNVLDB(NVLDB):
@@ -33,7 +33,7 @@ class FastNVLDB(NVLDB):
 
 import torch  # noqa: E402
 
-from nvldb_pl.learner import DuelingLearner  # noqa: E402
+from nvldb_pl.learners.base import DuelingLearner  # noqa: E402
 
 
 class OnlineLogistic(DuelingLearner):

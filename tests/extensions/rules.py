@@ -2,7 +2,7 @@
 
 import torch
 
-from nvldb_pl.selection import SelectionRule
+from nvldb_pl.maths.selection import SelectionRule
 
 
 class MostUncertainChallenger(SelectionRule):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from nvldb_pl.tasks import Task
+from nvldb_pl.environments.tasks import Task
 
 
 class Sine(Task):

@@ -1,0 +1,363 @@
+"""The reproduction grid (methods x tasks x seeds): run or reuse each (task, method), find the
+finished runs, and read what a run was made with.
+
+Every run goes through :func:`nvldb_pl.loop.run.run_experiment` (the same loop, streams and seeds as
+the CLI) and writes TensorBoard events, ``summary.json`` and ``curves.csv`` under
+``<out>/runs/<task>/<method>/lightning_logs/version_N``. A finished run with the same rounds,
+seeds, base seed, model settings (``--set``) and dimension is reused, and a run stopped before its
+horizon (Ctrl-C, SIGTERM, a killed job) goes on from its ``last.ckpt`` (saved every
+:data:`CHECKPOINT_EVERY` rounds) to the run it would have been, so an interrupted grid resumes where it
+stopped; other settings run anew, in the next version folder.
+:mod:`nvldb_pl.experiments.report` turns the runs into the report.
+"""
+
+from __future__ import annotations
+
+import glob
+import inspect
+import json
+import os
+import shutil
+import time
+from typing import Optional
+
+import torch
+
+from ..environments import uci
+from ..environments.stream import ALL_TASKS, StreamSpec
+from ..loop.data import BanditDataModule
+from ..maths.checks import LINKED_FROM_DATA, typed_args
+from ..learners.neural import saved_hparams
+from ..learners.registry import init_args, learner_class, method_spec
+from ..environments.tasks import make_task
+from ..machinery.host import hold_folder, read_json
+from ..machinery.resume import whole_checkpoint
+from ..loop.run import RunStopped, check_placement, run_experiment
+
+SYNTHETIC_DIM = StreamSpec.dim  # d of the synthetic tasks unless --dim (the paper's 5)
+CHECKPOINT_EVERY = 100  # rounds between a grid run's saves: what a stopped run goes on from
+# Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
+TASK_DATA = {
+    "statlog": {"dim": 63, "arms": 7, "preference": "deterministic"},
+    "magic": {"dim": 20, "arms": 2},
+    "covertype": {"dim": 378, "arms": 7},
+}
+
+
+def run_hparams(folder: str) -> dict:
+    """The hyperparameters a run was made with (its hparams.yaml; empty if not recorded)."""
+    import yaml
+
+    path = os.path.join(folder, "hparams.yaml")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def run_settings(method: str, hparams: dict) -> dict:
+    """The model settings a run changed from its method's defaults (what ``--set`` gave it): the
+    ``hparams`` entries that differ from the learner's constructor defaults, leaving out the
+    method's own arguments (its rule, the literal reading's) and the fields linked from the data.
+    An argument whose default is None (derived, as β, ε, init; or off, as sample_size) is compared
+    with what the learner makes of it given the rest. {} for an unknown method."""
+    try:
+        learner, model = method_spec(method)
+        cls = learner_class(learner)
+    except ValueError:
+        return {}
+    if not hparams:
+        return {}
+    hparams = saved_hparams(hparams, learner)  # a run made before a setting existed: as it ran then
+    params = inspect.signature(cls.__init__).parameters
+    own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
+    changed = {
+        k: hparams[k]
+        for k in own
+        if params[k].default not in (None, inspect.Parameter.empty) and hparams[k] != params[k].default
+    }
+    derived = [k for k in own if params[k].default is None]
+    if derived:
+        linked = {k: hparams[k] for k in LINKED_FROM_DATA if k in hparams}
+        try:
+            with torch.random.fork_rng():  # building the learner draws its initial weights
+                made = cls(**{**linked, "num_seeds": 1}, **model, **changed).hparams
+        except (TypeError, ValueError):  # a run made by older code: its plain settings only
+            return changed
+        # None recorded: the default itself (runs made before hparams held the derived value)
+        changed.update({k: hparams[k] for k in derived if hparams[k] is not None and hparams[k] != made.get(k)})
+    return changed
+
+
+def accepts(learner: str) -> set[str]:
+    return init_args(learner_class(learner))
+
+
+def find_run(
+    run_dir: str,
+    rounds: int,
+    num_seeds: int,
+    base_seed: int,
+    first_seed: int = 0,
+    made_with: Optional[tuple[str, dict, dict]] = None,
+) -> Optional[str]:
+    """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None.
+    ``made_with`` = (method, model settings given, data settings): the run must also have been made with
+    exactly those (:func:`made_with_settings`); None: any."""
+    for folder in _versions(run_dir):
+        path = os.path.join(folder, "summary.json")
+        if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
+            continue
+        s = read_json(path)
+        if (
+            (s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
+            and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))
+            and (made_with is None or made_with_settings(folder, *made_with))
+        ):
+            return folder
+    return None
+
+
+def _versions(run_dir: str) -> list[str]:
+    """``run_dir``'s lightning_logs/version_N folders, newest first."""
+    return sorted(
+        glob.glob(os.path.join(glob.escape(run_dir), "lightning_logs", "version_*")),
+        key=lambda p: int(p.rsplit("_", 1)[1]) if p.rsplit("_", 1)[1].isdigit() else -1,
+        reverse=True,
+    )
+
+
+def unfinished_run(
+    run_dir: str, data: dict, made_with: tuple[str, dict, dict], accelerator: str = "cpu"
+) -> Optional[tuple[int, str, int]]:
+    """The newest run in ``run_dir`` stopped before its horizon with a checkpoint to go on from, made with
+    the model settings ``made_with`` (as :func:`find_run`) on the stream ``data`` (all of it: task, rounds,
+    seeds, base seed) on the device ``accelerator`` ("cpu" or "gpu": another device's last bits would make
+    a run that equals neither): (N of its version_N, the checkpoint, the rounds it holds), or None. A damaged
+    ``last.ckpt`` falls back to the previous one (said on stderr); a run with neither whole is passed over, and
+    so is one another process is running now (:func:`~nvldb_pl.machinery.host.hold_folder`: two grids started at once)."""
+    stream, device = BanditDataModule(**data), {"cpu": "cpu", "gpu": "cuda"}.get(accelerator, accelerator)
+    for folder in _versions(run_dir):
+        ckpt = os.path.join(folder, "checkpoints", "last.ckpt")
+        if not (os.path.exists(ckpt) or os.path.exists(f"{ckpt}.prev")) or not made_with_settings(folder, *made_with):
+            continue
+        held = hold_folder(folder)
+        if held is None:
+            continue
+        held.close()  # (taken again for the run by run_experiment)
+        try:
+            ckpt = whole_checkpoint(ckpt, field="")
+        except ValueError:
+            continue
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+        spec = saved.get("BanditDataModule", {})
+        t = int(saved["state_dict"]["rounds_done"])
+        if (
+            spec.get("spec", {}).get("rounds") == stream.spec.rounds
+            and not stream.config_differences(spec)
+            and t < stream.spec.rounds
+            and saved.get("accelerator") == device
+        ):
+            return int(folder.rsplit("_", 1)[1]), ckpt, t
+    return None
+
+
+def made_with_settings(folder: str, method: str, model: dict, data: dict) -> bool:
+    """Whether the run in ``folder`` was made with exactly the model settings ``model`` (``--set``: every
+    one as given, and no other change from the method's defaults) and the data settings ``data``."""
+    hp = run_hparams(folder)
+    if not hp:  # a run from before hparams.yaml: its settings are unknown, so it stands for the defaults only
+        return not model and not data
+    given = {**method_spec(method)[1], **model}
+    return all(hp.get(k) == v for k, v in {**given, **data}.items()) and set(run_settings(method, hp)) <= set(model)
+
+
+def finished_runs(
+    out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0, first_seed: int = 0
+) -> dict[tuple[str, str], str]:
+    """{(task, method): log dir} of every finished run under ``out/runs`` made with these settings."""
+    runs = {
+        (t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed, first_seed)
+        for t in tasks
+        for m in methods
+    }
+    return {k: v for k, v in runs.items() if v}
+
+
+def run_grid(
+    out: str,
+    tasks: list[str],
+    methods: list[str],
+    rounds: int,
+    num_seeds: int,
+    base_seed: int = 0,
+    overrides: Optional[dict] = None,
+    log=print,
+    accelerator: str = "cpu",
+    data_overrides: Optional[dict] = None,
+    first_seed: int = 0,
+    checkpoint_every: Optional[int] = None,
+) -> dict[tuple[str, str], str]:
+    """Run (or reuse, or go on with) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their
+    log dirs. ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
+    first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0. A run stopped by a
+    signal raises :class:`~nvldb_pl.loop.run.RunStopped` (``where``: its task and method), saved. ``checkpoint_every``:
+    rounds between saves (default :data:`CHECKPOINT_EVERY`)."""
+    for m in methods:
+        method_spec(m)
+    check_tasks(tasks)
+    check_placement(accelerator)  # up front: not after the first tasks' runs
+    # a key no learner run here takes (a typo: widht=5) would otherwise be dropped silently
+    taken = set().union(*(accepts(method_spec(m)[0]) for m in methods)) if methods else set()
+    ignored = sorted(set(overrides or {}) - taken)
+    if ignored:
+        raise ValueError(
+            f"--set: {ignored} is not an argument of any method run here ({', '.join(methods)}); "
+            f"they take {sorted(taken)}"
+        )
+    check_settings(tasks, methods, rounds, num_seeds, overrides, data_overrides)
+    done = {}
+    for task in tasks:
+        for method in methods:
+            learner, model = method_spec(method)
+            model = {**model, **given_settings(method, overrides)}
+            run_dir = os.path.join(out, "runs", task, method)
+            shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
+            # reused only if made with these settings: another --set or --dim runs anew, beside it
+            own = method_spec(method)[1]  # the method's own arguments; --set may override them
+            settings = (
+                method,
+                {k: v for k, v in model.items() if k not in own or own[k] != v},
+                {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms)},
+            )
+            found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
+            if found:
+                log(f"[reuse] {task:<10s} {method:<16s} {found}")
+            else:
+                start = time.perf_counter()
+                data = {
+                    "task": task,
+                    "rounds": rounds,
+                    "num_seeds": num_seeds,
+                    "seed": base_seed,
+                    "first_seed_id": first_seed,
+                    **shape,
+                }
+                stopped = unfinished_run(run_dir, data, settings, accelerator)
+                if stopped:
+                    log(f"[go on] {task:<10s} {method:<16s} from round {stopped[2]} ({stopped[1]})")
+                try:
+                    summary, _ = run_experiment(
+                        data,
+                        model,
+                        root_dir=run_dir,
+                        learner=learner,
+                        accelerator=accelerator,
+                        checkpoint_every=checkpoint_every or CHECKPOINT_EVERY,
+                        resume=stopped and stopped[:2],
+                        threads="auto",
+                    )
+                except RunStopped as stop:
+                    stop.where = f"{task} {method}"
+                    raise
+                found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
+                if found:  # finished: its summary and curves are what a grid reuses (NDB's V^-1 alone: 291 MB a save)
+                    shutil.rmtree(os.path.join(found, "checkpoints"), ignore_errors=True)
+                log(
+                    f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
+                    f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s"
+                    + (f" (rounds {stopped[2] + 1}-{rounds})" if stopped else "")
+                )
+            done[task, method] = found
+    return done
+
+
+def given_settings(method: str, overrides: Optional[dict]) -> dict:
+    """The ``--set`` values ``method``'s learner takes, each parsed by the argument's type (``False`` is
+    refused, not read as the text "False", which counts as true); a value that would change what defines the
+    method (its rule, its variance weighting, the literal reading's settings) is refused: the run would be
+    reported under a name it did not run."""
+    learner, own = method_spec(method)
+    cls = learner_class(learner)
+    taken = typed_args(cls, {k: v for k, v in (overrides or {}).items() if k in accepts(learner)}, "--set")
+    for key, value in taken.items():
+        if key in own and value != own[key]:
+            raise ValueError(
+                f"--set: {key}={value!r} changes what {method} is ({key}={own[key]!r}); run the method that names "
+                f"that setting instead (the report would show this run under {method}'s name)"
+            )
+    return taken
+
+
+def check_settings(
+    tasks: list[str],
+    methods: list[str],
+    rounds: int,
+    num_seeds: int,
+    overrides: Optional[dict] = None,
+    data_overrides: Optional[dict] = None,
+) -> None:
+    """Every (task, method) of a grid built once, before any run: a bad ``--set`` value (``width=0``,
+    ``beta=.inf``), a ``--dim`` or a memory need a method cannot meet, or a missing UCI file, is named now,
+    not after the runs before it (hours at full size). The learners are built on torch's meta device:
+    their checks run, nothing is allocated or drawn."""
+    for task in tasks:
+        shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
+        if task in uci.UCI_TASKS:
+            uci.files(task)
+        else:
+            BanditDataModule(task=task, rounds=rounds, num_seeds=num_seeds, **shape)
+        for method in methods:
+            learner, model = method_spec(method)
+            model = {**model, **given_settings(method, overrides)}
+            check_learner(f"{method} on {task}", learner, model, shape, rounds, num_seeds)
+
+
+def check_learner(where: str, learner: str, model: dict, shape: dict, rounds: int, num_seeds: int) -> None:
+    """``learner`` built with ``model`` on torch's meta device (its checks run; nothing is allocated or
+    drawn); a bad value is raised as a ValueError starting with ``where``."""
+    linked = {
+        "dim": shape.get("dim", SYNTHETIC_DIM),
+        "arms": shape.get("arms", StreamSpec.arms),
+        "rounds": rounds,
+        "num_seeds": num_seeds,
+        "link": "logistic",
+    }
+    try:
+        with torch.device("meta"):
+            learner_class(learner)(**linked, **model)
+    except (ValueError, TypeError) as err:  # TypeError: a value of another type (width="abc")
+        raise ValueError(f"{where}: {err}") from None
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``key=value`` strings -> dict, values parsed as JSON where they parse (numbers, true/false)."""
+    result = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--set: expected key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            result[key] = json.loads(value)
+        except json.JSONDecodeError:
+            result[key] = value
+    return result
+
+
+def check_tasks(tasks: list[str]) -> None:
+    """Up front, not after the runs of the tasks before a misspelt one."""
+    unknown = [t for t in tasks if t not in ALL_TASKS and "." not in t]
+    if unknown:
+        raise ValueError(
+            f"--tasks: unknown {unknown}; choose from {list(ALL_TASKS)} or give the import path of a "
+            f"nvldb_pl.environments.tasks.Task subclass"
+        )
+    for t in tasks:
+        if t not in ALL_TASKS:
+            make_task(t, field="--tasks")
+
+
+def check_positive(name: str, value: int) -> int:
+    if value < 1:
+        raise ValueError(f"{name}: must be >= 1, got {value}")
+    return value

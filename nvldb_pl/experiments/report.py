@@ -1,0 +1,480 @@
+"""The report of a grid of runs (:mod:`nvldb_pl.experiments.grid`): per task a table of R(T)/T with the
+paper's values, paired differences seed by seed, figures, and the curves as ``curves_<task>.csv.gz``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .grid import TASK_DATA, run_hparams, run_settings
+from ..machinery.host import atomic_open, read_json, software_text, write_json_atomic
+from ..learners.nvldb import LITERAL
+from ..learners.registry import LITERAL_SUFFIX, METHODS
+
+# What the paper states in numbers, by (task, method, context dimension d, width m; None: any m), then
+# by horizon T (None: any T; the value names its own). Figure 1 (d=5, K=5, m=32, T=2000) is given as
+# plots only; the square task has R(T)/T at T = 2000, 6000, 10000 for NVLDB-UCB at widths 500 and 1000
+# (appendix table "Network Width Sensitivity") and at d=20 (appendix table "High-Dimensional
+# Experiments", m=100). A run of another T gets no value: R(T)/T falls with T.
+PAPER = {
+    ("square", "NVLDB-UCB-ASYM", 5, 500): {2000: "1.66 ± 0.78", 6000: "0.82 ± 0.39", 10000: "0.54 ± 0.19"},
+    ("square", "NVLDB-UCB-OSYM", 5, 500): {2000: "0.97 ± 0.17", 6000: "0.51 ± 0.07", 10000: "0.39 ± 0.04"},
+    ("square", "NVLDB-UCB-CSYM", 5, 500): {2000: "1.13 ± 0.35", 6000: "0.61 ± 0.13", 10000: "0.46 ± 0.07"},
+    ("square", "NVLDB-UCB-ASYM", 5, 1000): {2000: "1.37 ± 0.22", 6000: "0.65 ± 0.09", 10000: "0.42 ± 0.04"},
+    ("square", "NVLDB-UCB-OSYM", 5, 1000): {2000: "1.73 ± 0.65", 6000: "0.81 ± 0.27", 10000: "0.52 ± 0.13"},
+    ("square", "NVLDB-UCB-CSYM", 5, 1000): {2000: "1.54 ± 0.65", 6000: "0.73 ± 0.27", 10000: "0.51 ± 0.14"},
+    ("square", "NVLDB-UCB-ASYM", 20, 100): {2000: "9.33 ± 1.89", 6000: "6.79 ± 1.09", 10000: "6.05 ± 0.74"},
+    ("square", "NVLDB-UCB-OSYM", 20, 100): {2000: "9.49 ± 2.05", 6000: "6.82 ± 1.11", 10000: "6.07 ± 0.83"},
+    ("square", "NVLDB-UCB-CSYM", 20, 100): {2000: "10.76 ± 1.29", 6000: "7.69 ± 0.80", 10000: "6.73 ± 0.58"},
+    ("statlog", "NVLDB-UCB-OSYM", 63, None): {None: "0.017 at T=200 (main text)"},
+    ("statlog", "NLDB-UCB-OSYM", 63, None): {None: "0.199 at T=200 (main text)"},
+}
+
+
+def paper_value(task: str, method: str, dim: int, width: Optional[int], rounds: int) -> str:
+    """The paper's R(T)/T for this row, if it states one for this d, width m (or any m) and T (or any T)."""
+    by_T = PAPER.get((task, method, dim, width), PAPER.get((task, method, dim, None), {}))
+    return by_T.get(rounds, by_T.get(None, ""))
+
+
+def wall_cell(summary: dict) -> str:
+    """A run's wall seconds, with its device when not the CPU (runs made before it was recorded: CPU), and the
+    rounds they cover when the run went on from a checkpoint (its earlier part's time is not known)."""
+    device, t0 = summary.get("device", "cpu"), summary.get("resumed_at_round")
+    return (
+        f"{summary['wall_seconds']:.0f}"
+        + ("" if device == "cpu" else f" ({device})")
+        + ("" if not t0 else f" (rounds {t0 + 1}-{summary['rounds']})")
+    )
+
+
+def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """(rounds [T], seed ids, R^a_t [T, S]) from a run's curves.csv."""
+    rows: dict[int, dict[int, float]] = {}
+    path = os.path.join(folder, "curves.csv")
+    try:
+        with open(path) as fh:
+            text = fh.read()
+        if text and not text.endswith("\n"):  # every row is written whole, newline included
+            raise ValueError("its last row is cut short")
+        for row in csv.DictReader(text.splitlines()):
+            if None in row.values() or None in row:
+                raise ValueError(f"a row of {len([v for v in row.values() if v is not None])} fields: {row}")
+            rows.setdefault(int(row["round"]), {})[int(row["seed"])] = float(row["cum_avg_regret"])
+    except (UnicodeDecodeError, KeyError, TypeError, ValueError) as err:  # a cut-short row reads None or ''
+        raise ValueError(f"{path}: damaged or not a curves file ({type(err).__name__}: {err})") from None
+    if not rows:
+        raise ValueError(f"{path}: no rounds")
+    rounds = np.array(sorted(rows))
+    seeds = sorted(rows[rounds[0]])
+    short = next((int(r) for r in rounds if sorted(rows[r]) != seeds), None)
+    if short is not None:
+        raise ValueError(f"{path}: damaged: round {short} lacks some of the seeds {seeds}")
+    return rounds, seeds, np.array([[rows[r][s] for s in seeds] for r in rounds])
+
+
+def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) -> dict:
+    """{method: (rounds, seed ids, R^a_t)} from a report's ``curves_<task>.csv.gz`` (every
+    round to 100, then every 10th): runs of another report, compared here seed by seed. Only runs
+    of the same T and (unless ``seeds`` is None) number of seeds are kept; {} if the file is absent."""
+    path = os.path.join(folder, f"curves_{task}.csv.gz")
+    if not os.path.exists(path):
+        return {}
+    rows: dict[str, dict[int, dict[int, float]]] = {}
+    try:
+        with gzip.open(path, "rt") as fh:
+            for row in csv.DictReader(fh):
+                rows.setdefault(row["method"], {}).setdefault(int(row["round"]), {})[int(row["seed"])] = float(
+                    row["cum_avg_regret"]
+                )
+    except (OSError, EOFError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:  # cut short, not gzip
+        raise ValueError(f"{path}: damaged or not a curves file ({type(err).__name__}: {err})") from None
+    out = {}
+    for method, by_round in rows.items():
+        rs = np.array(sorted(by_round))
+        ids = sorted(by_round[rs[0]])
+        if int(rs[-1]) != rounds or (seeds is not None and len(ids) != seeds):
+            continue
+        out[method] = (rs, ids, np.array([[by_round[r][i] for i in ids] for r in rs]))
+    return out
+
+
+def distinct_floor(
+    task: str,
+    rounds: int,
+    num_seeds: int,
+    base_seed: int = 0,
+    dim: int = 5,
+    first_seed: int = 0,
+    arms: Optional[int] = None,
+) -> Optional[float]:
+    """E[(u_(1) - u_(2)) / 2] over the streams of any task (the built-in ones, the UCI tables in their own
+    shape, a Task class by import path): the least average regret per round of any policy that never duels
+    an arm with itself (its best pair is the two best arms), so a lower bound on R(T)/T under
+    ``distinct_arms`` (0.5 on the UCI tasks, where one arm has u = 1 and the rest 0). None where the
+    stream cannot be made here (a UCI file absent)."""
+    from ..environments.stream import RoundStream
+    from ..loop.data import BanditDataModule
+
+    shape = {
+        k: v
+        for k, v in TASK_DATA.get(task, {"dim": dim, **({"arms": arms} if arms else {})}).items()
+        if k in ("dim", "arms")
+    }
+    try:
+        dm = BanditDataModule(
+            task=task, rounds=rounds, num_seeds=num_seeds, first_seed_id=first_seed, seed=base_seed, **shape
+        )
+    except (FileNotFoundError, ValueError):
+        return None
+    gaps = []
+    for batch in RoundStream(dm.spec, 0, dm.dataset):
+        top = torch.topk(batch["utilities"].double(), 2, dim=1).values
+        gaps.append((top[:, 0] - top[:, 1]) / 2)
+    return float(torch.stack(gaps).mean())
+
+
+def mean_std(x: np.ndarray) -> tuple[float, float]:
+    return float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else 0.0
+
+
+def _table_row(method: str, rounds: np.ndarray, seeds: list, R: np.ndarray, wall: str, duels: str) -> tuple:
+    """(sort key, method, R(T)/T mean and std, {q: R(qT/4) mean and std}, wall, seeds, self-duels)."""
+    T = int(rounds[-1])
+    at = {q: R[min(len(rounds) - 1, int(np.searchsorted(rounds, max(1, T * q // 4))))] for q in (1, 2, 4)}
+    return (
+        R[-1].mean() / T,
+        method,
+        mean_std(R[-1] / T),
+        {q: mean_std(v) for q, v in at.items()},
+        wall,
+        len(seeds),
+        duels,
+    )
+
+
+def write_report(
+    out: str, runs: dict[tuple[str, str], str], command: str, extra: Optional[dict] = None, extra_note: str = ""
+) -> str:
+    """report.md, one PNG per task (if matplotlib is installed) and curves_<task>.csv.gz.
+
+    ``extra``: {task: {method: (rounds, seed ids, R^a_t)}}, curves of runs made elsewhere (e.g. the
+    literal reading's committed curves), reported and paired like the runs, ``extra_note`` saying where from.
+    """
+    extra = extra or {}
+    tasks = list(dict.fromkeys([t for t, _ in runs] + list(extra)))
+    lines = [
+        "# Reproduction report",
+        "",
+        f"Made by: `{command}`",
+        "",
+        "R(T)/T: mean ± std over seeds of the cumulative average regret divided by T. "
+        "R(t): cumulative average regret R^a_t (mean ± std) at t = T/4, T/2, T. "
+        "curves_<task>.csv.gz: R^a_t per method, seed and round (every round to 100, then every 10th). "
+        "Self-duels: share of rounds whose two arms were the same arm (no information; '–': "
+        "run made before this was recorded). Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
+        "(its Figure 1 is given as plots only). A method named '<method>-literal' is the strict reading of "
+        f"the equations ({', '.join(f'{k}={v}' for k, v in LITERAL.items())}); the others run the package's defaults.",
+        "",
+    ] + ([extra_note, ""] if extra_note else [])
+    table = {}
+    for task in tasks:
+        rows = []
+        curves = {}
+        base_seed = 0
+        dim = TASK_DATA.get(task, {}).get("dim", 5)
+        arms = TASK_DATA.get(task, {}).get("arms")
+        widths, bases = {}, {}  # method -> width m (None: made elsewhere, not recorded), base seed of its run
+        settings = {}  # method -> what its run changed from the method's defaults (runs with hparams.yaml)
+        dead = {}  # method -> seeds whose phi ended with no live unit (summary.json's live_feature_units)
+        made_with = {}  # method -> the software its run ended in (summary.json's software; None: not recorded)
+        earlier = {}  # method -> the parts its run was made in before the last (summary.json's earlier_parts)
+        for (t_, method), folder in runs.items():
+            if t_ != task:
+                continue
+            rounds, seeds, R = load_curves(folder)
+            summary = read_json(os.path.join(folder, "summary.json"))
+            base_seed = bases[method] = summary.get("base_seed", 0)
+            hparams = run_hparams(folder)
+            dim = hparams.get("dim") or dim
+            arms = hparams.get("arms") or arms
+            widths[method] = hparams.get("width")
+            if hparams:
+                settings[method] = " ".join(
+                    f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items())
+                )  # as --set
+            dead[method] = [s["seed"] for s in summary["seeds"] if s.get("live_feature_units") == 0]
+            made_with[method] = summary.get("software")
+            earlier[method] = summary.get("earlier_parts", [])
+            duels = [s.get("self_duel_fraction") for s in summary["seeds"]]
+            duels = f"{100 * np.mean(duels):.0f}%" if all(d is not None for d in duels) else "–"
+            rows.append(_table_row(method, rounds, seeds, R, wall_cell(summary), duels))
+            curves[method] = (rounds, seeds, R)
+        for method, (rounds, seeds, R) in extra.get(task, {}).items():
+            if method in curves:
+                continue
+            rows.append(_table_row(method, rounds, seeds, R, "–", "–"))  # made elsewhere: no summary
+            curves[method] = (rounds, seeds, R)
+        rows.sort()
+        T = int(max(c[0][-1] for c in curves.values()))
+        S = rows[0][5]
+        lines += [
+            f"## {task} (T={T}, {S} seeds{'' if dim == 5 or task in TASK_DATA else f', d={dim}'})",
+            "",
+            f"| method | R(T)/T | R({T // 4}) | R({T // 2}) | R({T}) | self-duels | wall s | paper R(T)/T |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for _, method, (m, s), at, wall, _, duels in rows:
+            cells = " | ".join(f"{at[q][0]:.1f} ± {at[q][1]:.1f}" for q in (1, 2, 4))
+            lines.append(
+                f"| {method} | {m:.3f} ± {s:.3f} | {cells} | {duels} | {wall} | {paper_value(task, method, dim, widths.get(method), T)} |"
+            )
+            # a seed id names a stream only with its base seed (recorded when not 0): scripts/pair.py reads it
+            table[task, method] = {
+                "R_T_over_T_mean": m,
+                "R_T_over_T_std": s,
+                **({"base_seed": bases[method]} if bases.get(method) else {}),
+                **({"settings": settings[method]} if settings.get(method) else {}),
+                **({"software": made_with[method]} if made_with.get(method) else {}),
+            }
+        lines += settings_lines(settings)
+        lines += software_lines(made_with, earlier)
+        lines += [
+            f"Dead φ, {method}: seed{'s' if len(d) > 1 else ''} {', '.join(map(str, d))} ended with every unit of φ at 0 "
+            f"on every context played: stopped learning (summary.json, live_feature_units)."
+            for method, d in dead.items()
+            if d
+        ]
+        floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()), arms)
+        lines += [
+            "",
+            f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
+            f"{floor:.3f} on these streams (the mean of (u_(1) − u_(2))/2, best against second-best arm)."
+            if floor is not None
+            else "(The a2 ≠ a1 floor of these streams could not be computed here: their data is not on this machine.)",
+            "",
+        ]
+        lines += paired_lines(curves, T)
+        png = plot_task(out, task, curves)
+        if png:
+            lines += [f"![{task}]({os.path.basename(png)})", ""]
+        path = os.path.join(out, f"curves_{task}.csv.gz")
+        # mtime 0: the same curves give the same bytes (no timestamp in the gzip header)
+        with (
+            atomic_open(path, "wb") as raw,
+            gzip.GzipFile(path, "wb", fileobj=raw, mtime=0) as gz,
+            io.TextIOWrapper(gz, encoding="utf-8") as fh,
+        ):
+            fh.write("method,seed,round,cum_avg_regret\n")
+            for method, (rounds, seeds, R) in curves.items():
+                for i, r in enumerate(rounds):
+                    if not kept_round(int(r), T):
+                        continue
+                    for j, seed in enumerate(seeds):
+                        fh.write(f"{method},{seed},{r},{R[i, j]:.6g}\n")
+    path = os.path.join(out, "report.md")
+    with atomic_open(path) as fh:
+        fh.write("\n".join(lines) + "\n")
+    write_json_atomic(os.path.join(out, "report.json"), {f"{t}/{m}": v for (t, m), v in table.items()})
+    return path
+
+
+def settings_lines(settings: dict) -> list[str]:
+    """The report's line on what the runs changed from each method's defaults ({method: "k=v ..."}),
+    once when every run changed the same; nothing when none changed anything."""
+    if not any(settings.values()):
+        return []
+    if len(set(settings.values())) == 1:
+        return [
+            "",
+            f"Every run here changed these settings from its method's defaults: `{next(iter(settings.values()))}`.",
+        ]
+    return [
+        "",
+        "Settings each run changed from its method's defaults: "
+        + "; ".join(f"{m} `{v}`" if v else f"{m} none" for m, v in settings.items())
+        + ".",
+    ]
+
+
+def software_lines(made_with: dict, earlier: dict | None = None) -> list[str]:
+    """The report's line on the software the runs were made with ({method: summary.json's software
+    or None}): once when every run shares it, else per method; runs that did not record it named; the
+    earlier parts of a resumed run ({method: summary.json's earlier_parts}) made with other software, named."""
+    known = {m: software_text(v) for m, v in made_with.items() if v}
+    if not known:
+        return []
+    texts = list(dict.fromkeys(known.values()))
+    lines = [
+        "",
+        f"Made with {texts[0]}."
+        if len(texts) == 1 and len(known) == len(made_with)
+        else "Made with: " + "; ".join(f"{m}: {t}" for m, t in known.items()) + ".",
+    ]
+    older = [m for m, v in made_with.items() if not v]
+    if older:
+        lines[-1] += f" Not recorded (made before summary.json held it): {', '.join(older)}."
+    other = [
+        f"{m}: rounds {p['rounds'][0]}-{p['rounds'][1]} with {software_text(p['software'])}"
+        for m, parts in (earlier or {}).items()
+        if made_with.get(m)
+        for p in parts
+        if p.get("software") and software_text(p["software"]) != known[m]
+    ]
+    if other:
+        lines[-1] += f" Earlier parts of resumed runs made with other software: {'; '.join(other)}."
+    return lines
+
+
+# The baselines of the paper's claim "every NVLDB variant beats NDB, CoLSTIM and VACDB".
+CLAIM_BASELINES = ("NDB-UCB", "NDB-TS", "CoLSTIM", "VACDB")
+
+
+def paired_lines(curves: dict, T: int) -> list[str]:
+    """Per NVLDB rule: paired differences of R(T)/T against NLDB with the same rule and against
+    each baseline of the paper's claim (same seeds and streams, so compared seed by seed).
+
+    ``curves``: method -> (rounds, seed ids, R^a_t [rounds, seeds]). A cell is mean ± standard
+    error over seeds of NVLDB's R(T)/T minus the other's, and in brackets the number of seeds
+    where NVLDB is lower; '–' where the other method did not run (or ran other seeds or another T).
+    """
+    order = list(METHODS)
+    nvldb = sorted(
+        (m for m in curves if m.startswith("NVLDB-") and not m.endswith(LITERAL_SUFFIX)),
+        key=lambda m: (order.index(m) if m in order else len(order), m),
+    )
+    literal = any(m + LITERAL_SUFFIX in curves for m in nvldb)
+    claim = [b for b in CLAIM_BASELINES if b in curves] + [
+        b + LITERAL_SUFFIX for b in CLAIM_BASELINES if b + LITERAL_SUFFIX in curves
+    ]
+    columns = (["literal (same rule)"] if literal else []) + ["NLDB (same rule)"] + claim
+
+    def other(method: str, column: str) -> str:
+        if column == "literal (same rule)":
+            return method + LITERAL_SUFFIX
+        return method.replace("NVLDB-", "NLDB-", 1) if column == "NLDB (same rule)" else column
+
+    if not any(other(m, c) in curves for m in nvldb for c in columns):
+        return []
+
+    def final(method: str) -> dict:
+        rounds, seeds, R = curves[method]
+        return dict(zip(seeds, R[-1] / T)) if int(rounds[-1]) == T else {}
+
+    lines = [
+        "Paired differences of R(T)/T, NVLDB minus the column's method, seed by seed (mean ± standard "
+        "error; in brackets the seeds where NVLDB is lower; negative: NVLDB better):",
+        "",
+        "| NVLDB rule | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for m in nvldb:
+        mine, cells = final(m), []
+        for column in columns:
+            name = other(m, column)
+            theirs = final(name) if name in curves else {}
+            cells.append(paired_cell(mine, theirs) if mine and sorted(theirs) == sorted(mine) else "–")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def paired_cell(mine: dict, theirs: dict) -> str:
+    """'mean ± standard error (k/n)' of mine[s] − theirs[s] over the n seeds both have; k: seeds where mine is lower."""
+    d = np.array([mine[s] - theirs[s] for s in sorted(set(mine) & set(theirs))])
+    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0.0
+    return f"{d.mean():+.3f} ± {se:.3f} ({int((d < 0).sum())}/{d.size})"
+
+
+def kept_round(r: int, T: int) -> bool:
+    """Rounds written to the committed curves_<task>.csv.gz: every round up to 100, then every
+    10th, and T (keeps the file small; each run's own curves.csv holds every round)."""
+    return r <= 100 or r % 10 == 0 or r == T
+
+
+# One colour per method in every figure: NVLDB blue, NLDB orange (each panel holds one rule),
+# each baseline its own; a "-literal" run is dotted in its method's colour.
+BASELINE_COLOURS = {
+    "NDB-UCB": "tab:green",
+    "NDB-TS": "tab:olive",
+    "CoLSTIM": "tab:purple",
+    "VACDB": "tab:brown",
+    "MaxInP": "tab:pink",
+    "Random": "tab:gray",
+}
+
+
+def method_style(method: str) -> tuple[str, str]:
+    """(colour, line style) of a method, the same in every figure."""
+    literal = method.endswith(LITERAL_SUFFIX)
+    base = method[: -len(LITERAL_SUFFIX)] if literal else method
+    if base.startswith("NVLDB-"):
+        colour = "tab:blue"
+    elif base.startswith("NLDB-"):
+        colour = "tab:orange"
+    else:
+        colour = BASELINE_COLOURS.get(base, "black")
+    return colour, (":" if literal else "-" if base.startswith(("NVLDB-", "NLDB-")) else "--")
+
+
+def figure_panels(methods: list[str]) -> list[tuple[str, list[str]]]:
+    """(title, methods) per panel, as the paper's figures: one NVLDB/NLDB rule a panel (with its
+    literal runs) against every baseline; a single panel when no NVLDB/NLDB method is there."""
+
+    def rule(m: str) -> Optional[str]:
+        base = m[: -len(LITERAL_SUFFIX)] if m.endswith(LITERAL_SUFFIX) else m
+        return base.split("-", 1)[1] if base.startswith(("NVLDB-", "NLDB-")) else None
+
+    rules = list(dict.fromkeys(r for r in map(rule, methods) if r is not None))
+    baselines = [m for m in methods if rule(m) is None]
+    if not rules:
+        return [("baselines", baselines)]
+    return [(r, [m for m in methods if rule(m) == r] + baselines) for r in rules]
+
+
+def plot_task(out: str, task: str, curves: dict) -> Optional[str]:
+    """R^a_t against t, mean line and ±1 standard-error band per method, one rule per panel."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[report]'): no figure for", task)
+        return None
+    panels = figure_panels(list(curves))
+    cols = min(3, len(panels))
+    rows_ = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.6 * cols, 3.6 * rows_), squeeze=False, sharey=True)
+    seeds = next(iter(curves.values()))[2].shape[1]
+    for ax, (title, methods) in zip(axes.flat, panels):
+        for method in sorted(methods, key=lambda m: curves[m][2][-1].mean()):
+            rounds, _, R = curves[method]
+            mean = R.mean(axis=1)
+            se = R.std(axis=1, ddof=1) / np.sqrt(R.shape[1]) if R.shape[1] > 1 else np.zeros(len(R))
+            colour, style = method_style(method)
+            ax.plot(rounds, mean, style, color=colour, label=method, linewidth=1.5)
+            ax.fill_between(rounds, mean - se, mean + se, color=colour, alpha=0.2)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("round t")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="upper left")
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("$R^a_t$ (mean ± 1 s.e.)")
+    sep = "; " if cols > 1 else "\n"  # one panel: two lines, so the title fits its width
+    fig.suptitle(
+        f"{task}: cumulative average regret, {seeds} seeds{sep}bands: ±1 standard error over seeds", fontsize=10
+    )
+    fig.tight_layout()
+    path = os.path.join(out, f"{task}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

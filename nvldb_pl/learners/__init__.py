@@ -1,0 +1,30 @@
+"""The learners: what every dueling learner shares (:mod:`.base`: the history, the regret metric, the round's
+observe and select), the network learner NVLDB and NDB share (:mod:`.neural`), NVLDB itself (:mod:`.nvldb`,
+Algorithm 1), the baselines in the same loop (NDB, CoLSTIM, MaxInP, VACDB, the random pair, the GP preference
+model) and the one registry of names (:mod:`.registry`).
+
+Choose one on the command line with ``--model <Name>``, e.g.
+``python scripts/main.py fit --config configs/cos.yaml --model CoLSTIM``.
+"""
+
+from .base import DuelingLearner
+from .gp import PairwiseGPLearner
+from .linear import CoLSTIM, LinearDueling, MaxInP
+from .ndb import NDB
+from .neural import NeuralLearner
+from .nvldb import NVLDB
+from .random_pair import RandomPair
+from .vacdb import VACDB
+
+__all__ = [
+    "CoLSTIM",
+    "DuelingLearner",
+    "LinearDueling",
+    "MaxInP",
+    "NDB",
+    "NVLDB",
+    "NeuralLearner",
+    "PairwiseGPLearner",
+    "RandomPair",
+    "VACDB",
+]

@@ -1,0 +1,449 @@
+"""What every dueling learner of the package shares: the history, the regret metric, the round
+counter, finiteness checks and timings. NVLDB (:mod:`nvldb_pl.learners.nvldb`) and the baselines
+(:mod:`nvldb_pl.learners`) subclass it and add their estimator and selection rule.
+
+The round, as data (no per-round state is kept in attributes between the calls):
+
+1. ``propose(contexts [S, K, d], noise [S, K, K], t) -> duel``: a dict with the pair ``a1``, ``a2``
+   ([S] int64) and whatever the update needs from selection time (NVLDB: ``dphi``, the feature
+   difference at W_{t-1}); :class:`nvldb_pl.loop.callbacks.DuelingLoop` adds ``contexts``, the outcome
+   ``o`` [S] and the true gap ``du`` [S] and puts the duel into the batch as ``batch["duel"]``;
+2. ``training_step(batch)`` -> ``learn(duel)``: append the duel to the history (``observe``,
+   Alg. 1 line 7), then the learner's ``update(duel)`` (lines 8-13).
+
+The live API (:mod:`nvldb_pl.live`) calls the same ``propose``/``learn``; for an answer that comes
+later, ``memo(contexts, a1, a2)`` recomputes the selection-time part at the current parameters.
+Every learner holds S independent seeds stacked along the first dimension.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_info
+import torch
+
+from ..maths.checks import (
+    LINKED_FROM_DATA,
+    check,
+    check_linked,
+    config_differences,
+    refuse_other_config,
+    refuse_other_state,
+    require,
+)
+from ..machinery.host import check_memory, keep_freed_memory, run_parts, software, software_change
+from ..environments.regret import CumulativeRegret
+from ..machinery.shards import SHARED_BUFFERS
+
+
+def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
+    """The duel history: S x T x 2 x d float32 contexts, S x T outcomes (f32) and gaps (f64)."""
+    return num_seeds * rounds * (2 * dim * 4 + 4 + 8)
+
+
+def as_pairs(cols: torch.Tensor) -> torch.Tensor:
+    """Feature-major duel columns [S, d, 2t] (pair i in columns 2i, 2i+1) -> [S, t, 2, d]."""
+    S, d, n = cols.shape
+    return cols.transpose(1, 2).reshape(S, n // 2, 2, d)
+
+
+class DuelingLearner(pl.LightningModule):
+    """Base class: S seeds' duel history (preallocated), regret and bookkeeping.
+
+    Subclasses implement ``estimate`` (the model: utilities and exploration norms of the offered
+    contexts) with a selection rule in ``select`` (or ``propose``, when the update needs something
+    from selection time, then also ``memo``), ``update`` and ``init_seed_state``, and set
+    ``method`` (the name in summaries and reports).
+    """
+
+    method = "learner"
+    TIMED = ("select", "train", "refit", "gram")
+    SHARED_BUFFERS = SHARED_BUFFERS  # tensors without a leading seed dimension
+    HISTORY_BUFFERS = ("hist_xt", "hist_o", "hist_du")  # last dimension: one (hist_xt: two) per duel
+    LIVE = True  # usable by nvldb_pl.live.DuelingBandit (answers late, in any order)
+    EXTENDABLE = True  # nothing depends on the horizon T: a run can be resumed with a larger data.rounds
+    LEGACY_STATE: tuple = ()  # state keys an older version saved that this learner no longer keeps (dropped on load)
+
+    def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
+        super().__init__()
+        check_linked(dim, arms, rounds, num_seeds, link)
+        check_memory(
+            history_bytes(dim, rounds, num_seeds),
+            f"history S x T x 2 x d = {num_seeds} x {rounds} x 2 x {dim} and the learner's state",
+        )
+        keep_freed_memory()  # a round's temporaries reused, not faulted in again (speed only)
+        S, T, d = num_seeds, rounds, dim
+        # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the networks consume them
+        self.register_buffer("hist_xt", torch.zeros(S, d, 2 * T))
+        self.register_buffer("hist_o", torch.zeros(S, T))  # o_i
+        self.register_buffer("hist_du", torch.zeros(S, T, dtype=torch.float64))  # true Delta u_i (oracle only)
+        self.register_buffer("rounds_done", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("first_bad_round", torch.zeros(S, dtype=torch.int64))  # 0 = all finite
+        self.register_buffer("first_bad_context", torch.zeros(S, dtype=torch.int64))  # NaN/inf from the environment
+        self.register_buffer("self_duels", torch.zeros(S, dtype=torch.int64))  # rounds with a1 = a2
+        self.register_buffer("base_seed", torch.zeros((), dtype=torch.int64))  # of the streams a learner draws itself
+        self.register_buffer("seed_id", torch.arange(S, dtype=torch.int64))
+        # host-side mirrors of base_seed and seed_id, for the per-round draws (no device sync);
+        # kept in step by init_parameters, take_seeds and every load_state_dict (the hook below)
+        self._base_seed, self._seed_ids = 0, list(range(S))
+        self.register_load_state_dict_post_hook(DuelingLearner._mirror_seed_buffers)
+        self.regret = CumulativeRegret(list(range(S)))
+        self.timings = {name: 0.0 for name in self.TIMED}
+        self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
+        self._timers_off = False
+        self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
+        self.earlier_parts: list[dict] = []  # the rounds made before this process, by part (host.run_parts)
+        self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
+        self._own_optimizer = None  # live use, without a Trainer (see attach_optimizer)
+
+    # ------------------------------------------------------------------ set-up
+    def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
+        """Draw each seed's initial parameters from its own stream (override when there are any)."""
+
+    def init_parameters(self, base_seed: int, seed_ids: list[int]) -> None:
+        check(len(seed_ids) == self.num_local, "num_seeds", f"{len(seed_ids)} seed ids for {self.num_local} seeds")
+        self.init_seed_state(base_seed, list(seed_ids))
+        self.base_seed.fill_(int(base_seed))
+        self.seed_id.copy_(torch.tensor(seed_ids, dtype=torch.int64))
+        self._base_seed, self._seed_ids = int(base_seed), [int(i) for i in seed_ids]
+        self.regret = CumulativeRegret(list(seed_ids)).to(self.device)  # nothing accumulated yet
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """torch's, with the keys of ``LEGACY_STATE`` (saved by an older version, no longer kept) left out."""
+        kept = {k: v for k, v in state_dict.items() if k not in self.LEGACY_STATE}
+        return super().load_state_dict(kept, strict=strict, assign=assign)
+
+    @staticmethod
+    def _mirror_seed_buffers(module, incompatible_keys) -> None:
+        """After load_state_dict: read the loaded base_seed and seed_id buffers once (a sync at load time)."""
+        module._base_seed, module._seed_ids = int(module.base_seed), module.seed_id.tolist()
+
+    def setup(self, stage: str) -> None:
+        if self.trainer.world_size > 1 and getattr(self.trainer.strategy, "strategy_name", None) != "seed_parallel":
+            raise ValueError(
+                f"trainer.strategy: {self.trainer.world_size} processes under "
+                f"{type(self.trainer.strategy).__name__} would average gradients and broadcast weights "
+                f"across processes, coupling the seeds; use --trainer.strategy seed_parallel"
+            )
+        dm = self.trainer.datamodule
+        if dm is not None and getattr(self, "variance_mode", None) == "oracle" and dm.preference != dm.link:
+            raise ValueError(
+                f"model.oracle_variance: the true variance follows data.link={dm.link}, but the environment answers "
+                f"by data.preference={dm.preference}; the 'true' sigma would be another model's"
+            )
+        if dm is not None and self._t == 0:
+            for name in ("dim", "arms", "rounds", "num_seeds"):
+                if getattr(dm.spec, name) != self.hparams[name]:
+                    raise ValueError(f"model.{name}={self.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
+            if len(dm.seed_ids) != self.num_local:  # seeds sharded over processes: keep this rank's share
+                self.take_seeds(list(range(len(dm.seed_ids))))  # every slot still holds the same initial value
+            self.init_parameters(dm.spec.base_seed, dm.seed_ids)
+
+    @torch.no_grad()
+    def take_seeds(self, index: list[int]) -> None:
+        """Keep only the seeds at positions ``index`` of every per-seed buffer and parameter
+        (e.g. one trained seed of a checkpoint, for live use). Optimizer state is not touched."""
+        old = self.num_local
+        for mod in self.modules():
+            if mod is self.regret:  # replaced below
+                continue
+            for name, buf in list(mod.named_buffers(recurse=False)):
+                if name not in self.SHARED_BUFFERS and buf.dim() > 0 and buf.shape[0] == old:
+                    setattr(mod, name, buf[index].clone())  # a registered buffer stays registered
+            for name, par in list(mod.named_parameters(recurse=False)):
+                if par.shape[0] == old:
+                    setattr(mod, name, torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad))
+        self.regret = CumulativeRegret(list(range(len(index))))
+        self.num_local = len(index)
+        self._seed_ids = [self._seed_ids[i] for i in index]
+
+    @staticmethod
+    def _padded(name: str, buf: torch.Tensor, capacity: int) -> torch.Tensor:
+        """History buffer ``name`` with room for ``capacity`` duels (zeros after its own columns)."""
+        per_duel = 2 if name == "hist_xt" else 1
+        if buf.shape[-1] >= per_duel * capacity:
+            return buf
+        new = buf.new_zeros(*buf.shape[:-1], per_duel * capacity)
+        new[..., : buf.shape[-1]] = buf
+        return new
+
+    def _pad_history(self, state_dict: dict, capacity: int) -> None:
+        """A checkpoint's history buffers, padded to ``capacity`` duels (a longer run)."""
+        for name in self.HISTORY_BUFFERS:
+            if name in state_dict:
+                state_dict[name] = self._padded(name, state_dict[name], capacity)
+
+    @torch.no_grad()
+    def grow_history(self, capacity: int) -> None:
+        """Make room for ``capacity`` duels in every history buffer (live use past the preallocated T)."""
+        for name in self.HISTORY_BUFFERS:
+            setattr(self, name, self._padded(name, getattr(self, name), capacity))
+
+    def optimizer(self):
+        """The optimizer: Lightning's under a Trainer, else the one :meth:`attach_optimizer` made."""
+        return self.optimizers() if self._trainer is not None else self._own_optimizer
+
+    def attach_optimizer(self, state: dict | None = None) -> None:
+        """Create the optimizer outside a Trainer (live use), optionally with a saved state."""
+        opt = self.configure_optimizers()
+        if opt is not None and state is not None:
+            opt.load_state_dict(state)
+            self.settle_optimizer(opt)
+        self._own_optimizer = opt
+
+    def settle_optimizer(self, opt) -> None:
+        """After a saved state was loaded into ``opt``: its execution settings as this run makes them
+        (the state may come from a run on another device, whose settings it carries). Nothing here."""
+
+    def backprop(self, loss: torch.Tensor) -> None:
+        """Backpropagate: Lightning's manual_backward under a Trainer (precision, scaler), else plain."""
+        if self._trainer is not None:
+            self.manual_backward(loss)
+        else:
+            loss.backward()
+
+    def scores(self, contexts: torch.Tensor) -> torch.Tensor:
+        """The estimated utilities f(x_k) [S, K] of contexts [S, K, d] (a learned ranking)."""
+        raise NotImplementedError
+
+    def estimate(self, contexts: torch.Tensor) -> dict:
+        """The model's view of contexts [S, K, d]: at least utilities ``f`` [S, K] and exploration
+        norms ``norm`` [S, K, K] (the learner's ||.||_{V^-1} of the pair's feature difference), which
+        its selection rule turns into a pair (see :meth:`propose`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no model estimate")
+
+    def memo(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> dict:
+        """What :meth:`propose` adds to the duel for the update, recomputed for the pair (a1, a2)
+        of ``contexts`` [S, K, d] at the current parameters (live use, where answers come late
+        and in any order). Nothing here."""
+        return {}
+
+    def live_feature_units(self) -> torch.Tensor | None:
+        """[S]: how many units of the learned representation phi are positive on at least one context
+        played so far (None: the learner has no learned representation)."""
+        return None
+
+    def configure_optimizers(self):
+        return None
+
+    @property
+    def seed_ids(self) -> list[int]:
+        """The seed ids this learner holds (the ``seed_id`` buffer's host mirror: it follows
+        ``init_parameters``, ``take_seeds`` and ``load_state_dict``, and reading it costs no sync)."""
+        return list(self._seed_ids)
+
+    @property
+    def t(self) -> int:
+        """Rounds observed so far (the current round once ``observe`` has run)."""
+        return self._t
+
+    def on_load_checkpoint(self, checkpoint) -> None:
+        """Refuse a checkpoint of another config (naming the fields); restart the stream at its round.
+
+        A larger ``data.rounds`` than the checkpoint's goes on with the same run (its history is
+        padded to the new horizon) where the learner does not depend on T (``EXTENDABLE``)."""
+        # the stream's fields too (Lightning checks the data module after the model), so that one refusal names
+        # every field that differs, the data ones under the names the config gives them (data.num_seeds, ...)
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        stream = checkpoint.get(type(dm).__qualname__) if hasattr(dm, "config_differences") else None
+        data = dm.config_differences(stream) if stream is not None else []
+        name = type(self).__name__
+        saved = {"learner": checkpoint.get("learner", name), **checkpoint.get("hyper_parameters", {})}
+        T_saved, T = saved.get("rounds"), self.hparams["rounds"]
+        if T_saved is not None and T_saved != T and saved["learner"] == name:
+            require(
+                T > T_saved,
+                "data.rounds",
+                f"the checkpoint holds a run of {T_saved} rounds; resuming can go on to more rounds, not fewer ({T})",
+            )
+            require(
+                self.EXTENDABLE,
+                "data.rounds",
+                f"{name} depends on the horizon T, so its run of {T_saved} "
+                f"rounds cannot go on exactly to {T}; start a new run",
+            )
+            saved["rounds"] = T
+            self._pad_history(checkpoint["state_dict"], T)
+            # Lightning saved the loop as at the stream's last batch (T_saved was the end): it is not now
+            progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.batch_progress")
+            if progress is not None:
+                progress["is_last_batch"] = False
+        linked = LINKED_FROM_DATA if stream is not None else ()  # named once, as data.<field>
+        refuse_other_config(data, config_differences(saved, {"learner": name, **self.hparams}, "model.", linked))
+        if hasattr(dm, "config_differences"):
+            require(
+                stream is not None,
+                "ckpt_path",
+                f"the checkpoint holds no state of the round stream "
+                f"({type(dm).__qualname__}): it is not a fit run's checkpoint",
+            )
+        refuse_other_state(checkpoint["state_dict"], self.state_dict(), "the checkpoint", self.LEGACY_STATE)
+        self._refuse_other_run_layout(checkpoint)
+        self._say_other_device(checkpoint)
+        moved = software_change(checkpoint.get("software"))  # another commit, torch, ...: said as for another device
+        if moved:
+            rank_zero_info(moved)
+        self._t = int(checkpoint["state_dict"]["rounds_done"])
+        self.earlier_parts = run_parts(checkpoint)
+        if self._t >= self.hparams["rounds"]:
+            rank_zero_info(
+                f"data.rounds={self._t}: the checkpoint already holds every round of the run, so nothing "
+                f"runs (a larger data.rounds goes on with it)"
+            )
+
+    def on_save_checkpoint(self, checkpoint) -> None:
+        checkpoint["learner"] = type(self).__name__
+        if self._trainer is not None:  # what the rounds so far were computed under (checked on resume)
+            checkpoint["processes"] = self.trainer.world_size
+            checkpoint["precision"] = str(self.trainer.precision)
+            checkpoint["accelerator"] = self.trainer.strategy.root_device.type
+        checkpoint["software"] = software()
+        first = self.earlier_parts[-1]["rounds"][1] + 1 if self.earlier_parts else 1  # this process's part
+        checkpoint["parts"] = self.earlier_parts + (
+            [{"rounds": [first, self._t], "accelerator": self.device.type, "software": checkpoint["software"]}]
+            if self._t >= first
+            else []
+        )
+
+    def _say_other_device(self, checkpoint) -> None:
+        """A run may go on on another device (a GPU run on a CPU-only machine, or the reverse): the
+        same algorithm, but not the run it would have been on one device. Say so."""
+        saved = checkpoint.get("accelerator")
+        now = self._trainer.strategy.root_device.type if self._trainer is not None else None
+        if saved and now and saved != now:
+            rank_zero_info(
+                f"trainer.accelerator: the checkpoint's rounds were computed on {saved}, and this run goes "
+                f"on on {now}: the same algorithm, but the two devices' kernels differ in the last bits, "
+                f"which the Adam steps amplify, so each seed's rounds from here are not those of a run "
+                f"made on either device alone"
+            )
+
+    def _refuse_other_run_layout(self, checkpoint) -> None:
+        """Refuse going on under another precision, or with the seeds spread over another number of
+        processes (each process's checkpoint holds its own shard of the seeds)."""
+        trainer = self._trainer
+        saved_ids = checkpoint["state_dict"].get("seed_id")
+        if saved_ids is not None and saved_ids.tolist() != self.seed_ids:
+            runs = checkpoint.get("processes")
+            here = trainer.world_size if trainer is not None else 1
+            raise ValueError(
+                f"trainer.devices x trainer.num_nodes: the checkpoint holds seeds {saved_ids.tolist()} "
+                f"(saved by a run of {runs or 'another number of'} process(es)), where this run of {here} "
+                f"gives this process seeds {self.seed_ids}; resume with {runs or 'as many'} processes "
+                f"(per-seed results do not depend on the count, but each process saved only its own seeds)"
+            )
+        saved, now = checkpoint.get("precision"), None if trainer is None else str(trainer.precision)
+        require(
+            saved is None or now is None or saved == now,
+            "trainer.precision",
+            f"the checkpoint's rounds were computed in {saved!r}; going on in {now!r} would give a run that "
+            f"equals neither; resume with --trainer.precision {saved}",
+        )
+
+    @contextmanager
+    def _timed(self, name: str):
+        """Wall time of a section; on CUDA it only counts launches unless ``sync_timings``.
+        Sections inside :meth:`_untimed` are not counted (their time is in the enclosing one)."""
+        if self._timers_off:
+            yield
+            return
+        sync = self.sync_timings and self.device.type == "cuda"
+        if sync:
+            torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
+        yield
+        if sync:
+            torch.cuda.synchronize(self.device)
+        self.timings[name] += time.perf_counter() - start
+
+    @contextmanager
+    def _untimed(self):
+        """No section timed inside (a CUDA graph's capture: its replays cannot time their parts)."""
+        was, self._timers_off = self._timers_off, True
+        try:
+            yield
+        finally:
+            self._timers_off = was
+
+    # ------------------------------------------------------------------ the round
+    def select(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a1, a2) [S] for round t from contexts [S, K, d] and the round's normals [S, K, K]."""
+        duel = self.propose(contexts, noise, t)
+        return duel["a1"], duel["a2"]
+
+    def propose(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> dict:
+        """Round t's duel so far: ``{"a1": [S], "a2": [S], ...what update needs from selection}``."""
+        if type(self).select is DuelingLearner.select:
+            raise NotImplementedError(f"{type(self).__name__} implements neither select nor propose")
+        a1, a2 = self.select(contexts, noise, t)
+        return {"a1": a1, "a2": a2}
+
+    def training_step(self, batch: dict, batch_idx: int):
+        """Lightning's step: learn from the duel the loop put into the batch (``batch["duel"]``)."""
+        self.learn(batch["duel"])
+        return None
+
+    def learn(self, duel: dict) -> None:
+        """One answered duel (keys ``contexts`` [S, K, d], ``a1``, ``a2``, ``o`` [S], ``du`` [S] and
+        :meth:`propose`'s extras): append it to the history, then update (Alg. 1 lines 7-13)."""
+        self.observe(duel["contexts"], duel["a1"], duel["a2"], duel["o"], duel["du"])
+        self.update(duel)
+
+    def update(self, duel: dict) -> None:
+        """The learner's update after round t's duel was appended (t = ``self.t``)."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def observe(
+        self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, o: torch.Tensor, du: torch.Tensor
+    ) -> None:
+        """Append round t's duel (x_a1, x_a2, o_t) to the history (Alg. 1 line 7)."""
+        i = self.t
+        rows = torch.arange(contexts.shape[0], device=contexts.device)
+        self.hist_xt[:, :, 2 * i] = contexts[rows, a1]
+        self.hist_xt[:, :, 2 * i + 1] = contexts[rows, a2]
+        self.hist_o[:, i] = o.to(self.hist_o.dtype)
+        self.hist_du[:, i] = du.to(torch.float64)
+        self.self_duels += a1 == a2  # an arm dueled with itself: no information (Delta phi = 0)
+        self.rounds_done += 1
+        self._t += 1
+
+    def history(self, t: int | None = None) -> torch.Tensor:
+        """The duels so far as [S, t, 2, d]: (x_{i,a1}, x_{i,a2}) for i < t."""
+        return as_pairs(self.hist_xt[:, :, : 2 * (self.t if t is None else t)])
+
+    def _flag_bad(self, bad: torch.Tensor, t: int) -> None:
+        """Remember the first round at which a seed went non-finite (checked by the callback)."""
+        self.first_bad_round = torch.where(bad & (self.first_bad_round == 0), t, self.first_bad_round)
+
+    @torch.no_grad()
+    def flag_bad_contexts(self, contexts: torch.Tensor, t: int) -> None:
+        """Remember (no host sync) seeds whose round-t contexts hold NaN or inf."""
+        bad = ~torch.isfinite(contexts).flatten(1).all(dim=1)
+        self.first_bad_context = torch.where(bad & (self.first_bad_context == 0), t, self.first_bad_context)
+
+    def check_finite(self, gathered: torch.Tensor | None = None, seed_ids: list[int] | None = None) -> None:
+        """Raise, naming seeds and rounds, if a context, loss, parameter or Gram matrix went non-finite.
+
+        ``gathered`` [W, 2, S_local]: every rank's (first_bad_context, first_bad_round), so that all
+        ranks raise together (with ``seed_ids`` the global ids in rank order).
+        """
+        if gathered is None:
+            ctx, bad, ids = self.first_bad_context.cpu(), self.first_bad_round.cpu(), self.seed_ids
+        else:
+            g = gathered.cpu()
+            ctx, bad, ids = g[:, 0].reshape(-1), g[:, 1].reshape(-1), seed_ids
+
+        def where(first_round: torch.Tensor) -> str:
+            return ", ".join(f"seed {ids[i]} at round {int(r)}" for i, r in enumerate(first_round) if r > 0)
+
+        if bool((ctx > 0).any()):
+            raise FloatingPointError(f"non-finite (NaN or inf) context from the environment: {where(ctx)}")
+        if bool((bad > 0).any()):
+            raise FloatingPointError(
+                f"non-finite loss, theta or Gram matrix: {where(bad)}. Lower model.lr, raise model.epsilon or "
+                f"model.lam, or check the task's utilities."
+            )

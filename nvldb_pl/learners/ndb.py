@@ -1,0 +1,136 @@
+"""NDB (Verma, Dai, Lin, Jaillet, Low 2024, "Neural Dueling Bandits"): NDB-UCB and NDB-TS.
+
+The same network f(x) = theta^T phi(x; W) as NVLDB (:class:`nvldb_pl.learners.neural.NeuralLearner`),
+trained the same way (n warm-started Adam steps per round) but on the unweighted log-likelihood with lam/2 ||(W, theta) - (W_0, theta_0)||^2
+over all parameters, and no theta refit. Exploration uses g(x) = d f(x) / d(W, theta), the
+gradient with respect to ALL p network parameters (p = 1349 at d=5, m=32, L=3):
+
+    V_t = lam I + sum_{i<=t} (g(x_{i,a1}) - g(x_{i,a2})) (...)^T     (gradients at selection time)
+    a1 = argmax_k f(x_k);
+    NDB-UCB: a2 = argmax_k f(x_k) + beta ||g(x_k) - g(x_a1)||_{V^-1}
+    NDB-TS:  a2 = argmax_k u~_k, u~_k ~ N(f(x_k) - f(x_a1), beta^2 ||g(x_k) - g(x_a1)||^2_{V^-1})
+
+i.e. NVLDB's ASYM rules (:mod:`nvldb_pl.maths.selection`) with gradient features instead of phi.
+``gram``: ``full`` (default: the NDB paper's V; feasible at width 32: V^-1 is kept in float64 by
+Sherman-Morrison rank-one updates, O(p^2) per round, since a Cholesky of a p x p matrix per round
+would cost O(p^3)) or ``diag`` (the diagonal approximation neural-bandit codes use at larger widths:
+||z||^2 ~ sum_j z_j^2 / U_j, U = diag(V)).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..maths.selfduel import gradient_pair_norms, sherman_morrison_
+from ..maths import selection
+from ..machinery.host import check_memory
+from ..maths.checks import check, check_linked, check_number
+from .base import history_bytes
+from ..maths.network import layer_sizes
+from .neural import NeuralLearner, pair_difference, resolve_network
+
+NDB_GRAMS = ("full", "diag")
+
+
+class NDB(NeuralLearner):
+    """NDB-UCB / NDB-TS: the network of :class:`nvldb_pl.NVLDB` (same arguments) with ``rule``
+    (``ucb`` or ``ts``) and ``gram`` (``full`` or ``diag``); lam is both the ridge towards the
+    initial parameters and V_0. The defaults give NDB NVLDB's network and second arm (a2 != a1, as
+    NDB's authors' code); ``parametrization=ntk, bias=false, distinct_arms=false`` is the NDB
+    paper's equations."""
+
+    LEGACY_STATE = ("V",)  # saved before 2026-11, when NDB subclassed NVLDB and kept its (unused) V
+
+    def __init__(
+        self,
+        dim: int = 5,
+        arms: int = 5,
+        rounds: int = 2000,
+        num_seeds: int = 20,
+        link: str = "logistic",
+        rule: str = "ucb",
+        gram: str = "full",
+        width: int = 32,
+        depth: int = 3,
+        parametrization: str = "standard",
+        bias: Optional[bool] = None,
+        init: Optional[str] = None,
+        lr: float = 1e-3,
+        lam: float = 1.0,
+        beta: Optional[float] = None,
+        grad_steps: int = 20,
+        distinct_arms: bool = True,
+    ):
+        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        check_linked(dim, arms, rounds, num_seeds, link)
+        check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
+        check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
+        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, None)
+        beta = 1.0 if beta is None else beta
+        check_number(beta, "beta")
+        sizes = layer_sizes(dim, width, depth)
+        p = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + dim + (sum(sizes[1:]) if bias else 0)  # |W|+|theta|+|b|
+        check_memory(
+            history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
+            f"history and V^-1 of {num_seeds} x {p} x {p} float64",
+            "model.width / model.depth (p = {p} network parameters; model.gram diag keeps {num_seeds} x {p}), "
+            "or data.num_seeds".format(p=p, num_seeds=num_seeds)
+            if gram == "full"
+            else "data.num_seeds / data.rounds",
+        )
+        # the unweighted likelihood (zeta = 1) and lam/2 ||W - W_0||^2 on every layer (the NDB paper's loss)
+        super().__init__(
+            {**args, "bias": bias, "init": init, "beta": beta, "feature_dim": None}, variance_mode="none", w_reg=lam
+        )
+        self.strategy = f"{rule}_asym"
+        self.selection_rule = selection.make_rule(self.strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
+        self.method = f"NDB-{rule.upper()}"
+        eye = torch.eye(p, dtype=torch.float64)
+        if gram == "full":
+            self.register_buffer("Vinv", eye.repeat(num_seeds, 1, 1) / lam)  # V_0^-1 = I / lam
+        else:
+            self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))
+
+    def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
+        """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
+        full = self.hparams.gram == "full"
+        return gradient_pair_norms(g, self.Vinv if full else None, None if full else self.U)
+
+    @torch.no_grad()
+    def memo(self, contexts, a1, a2):
+        with torch.autocast(self.device.type, enabled=False):
+            return {"dg": pair_difference(self._gradients(contexts), a1, a2)}
+
+    @torch.no_grad()
+    def estimate(self, contexts: torch.Tensor) -> dict:
+        """Gradients ``g`` [S, K, p], utilities ``f`` [S, K] and exploration norms ``norm``
+        [S, K, K] = ||g_k - g_k'||_{V^-1} of contexts [S, K, d] (float64)."""
+        with torch.autocast(self.device.type, enabled=False):
+            g = self._gradients(contexts)
+            return {"g": g, "f": self.scores(contexts), "norm": self.norms_from_gradients(g)}
+
+    @torch.no_grad()
+    def propose(self, contexts, noise, t):
+        """Round t's pair, with ``dg`` [S, p] = g(x_a1) - g(x_a2) at selection time (V's new term)."""
+        with self._timed("select"):
+            est = self.estimate(contexts)
+            f, norm = est["f"], est["norm"]
+            a1, a2 = self.selection_rule(f, norm, noise, t)
+            self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(norm).flatten(1).all(dim=1), t)
+        return {"a1": a1, "a2": a2, "dg": pair_difference(est["g"], a1, a2)}
+
+    def update(self, duel):
+        """V^-1 (or diag V) gains the duel's gradient difference, then the n Adam steps."""
+        t = self.t
+        with self._timed("gram"), torch.no_grad():
+            z = duel["dg"]
+            if self.hparams.gram == "full":  # Sherman-Morrison: (V + z z^T)^-1, in place
+                sherman_morrison_(self.Vinv, z)
+            else:
+                self.U = self.U + z.pow(2)
+        if self.hparams.grad_steps > 0:
+            with self._timed("train"):
+                loss = self._adam_steps(t)
+            self._flag_bad(~torch.isfinite(loss), t)

@@ -1,0 +1,338 @@
+"""NVLDB (Algorithm 1) as a LightningModule: S independent seeds stacked in one set of parameters.
+
+Reading order, one round t (the callback :class:`nvldb_pl.loop.callbacks.DuelingLoop` drives 1-2 and
+puts the duel into the batch; ``training_step(batch)`` runs 3-4 through ``learn``):
+
+1. ``propose`` (Alg. 1 line 6): ``estimate`` (phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, the
+   exploration norms ||Delta phi||_{V_{t-1}^{-1}}), then the rule object of :mod:`nvldb_pl.maths.selection`;
+   the duel carries Delta phi at W_{t-1}. The network and its Adam steps live in
+   :class:`nvldb_pl.learners.neural.NeuralLearner`, shared with NDB.
+2. the environment answers o_t ~ Bernoulli(g(u(x_a1) - u(x_a2))) (line 7).
+3. ``observe`` appends (x_a1, x_a2, o_t) to the preallocated history.
+4. ``update`` (lines 8-13): every H rounds, ``_adam_steps`` (n Adam steps on eq. (total_loss) over
+   the whole history, warm-started), ``_refit_theta`` (Newton with W fixed), ``_update_gram``
+   (zeta of eq. wi and V).
+
+zeta during training: the weights 1/zeta_i^2 are recomputed, detached, from the current
+parameters at every Adam step (eq. wi: "by (theta_t, W_t)"); the theta refit holds them at their
+value after the Adam steps so that it solves one fixed convex problem; V then uses zeta at the
+final (theta_t, W_t).
+
+Gram modes: ``recompute`` rebuilds V_t = lambda I + sum_i dphi_i dphi_i^T / zeta_i^2 from the whole
+history with the current phi and zeta after each update (what the paper's experiments do,
+appendix "Hyperparameters"); ``incremental`` adds dphi_t dphi_t^T / zeta_t^2 with dphi_t taken at
+selection time (Alg. 1 line 13, eq. gram_matrix's W_{i-1}). Between updates (H > 1) the two agree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import torch
+from lightning.pytorch.utilities import rank_zero_warn
+
+from ..maths import gram, objective, seedwise, selection, selfduel
+from ..maths.checks import LINKED_FROM_DATA, check_integer, check_linked, check_number
+from ..maths.checks import check as _check
+from .base import as_pairs
+from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference, resolve_network
+
+__all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "TRAIN_CHUNK_ROUNDS"]
+
+# The strict reading of the equations, where the defaults follow the practice of the public code
+# the paper's experiments build on (configs/literal/ and the reports' "-literal" methods).
+LITERAL = {"parametrization": "ntk", "bias": False, "distinct_arms": False}
+
+
+class NVLDB(NeuralLearner):
+    """Neural variance-aware linear dueling bandit, S seeds at once.
+
+    Args (paper symbol in brackets):
+        dim, arms, rounds, num_seeds, link: linked from the data module (d, K, T, S, g).
+        strategy: arm-selection rule, one of :data:`nvldb_pl.maths.selection.STRATEGIES`, or the import path of
+            a :class:`nvldb_pl.maths.selection.SelectionRule` subclass.
+        variance_aware: zeta_i = max(sigma_hat_i, epsilon) if true (NVLDB), 1 if false (NLDB).
+        oracle_variance: use the true sigma_i instead of sigma_hat_i (needs variance_aware).
+        width, depth: m and L of eq. (nn).
+        parametrization: ``ntk`` (eq. nn literally: sqrt(m) output factor, no biases) or
+            ``standard`` (``nn.Linear`` layers: no sqrt(m), optional biases); see :mod:`nvldb_pl.maths.network`.
+        bias: biases in every layer (``standard`` only); ``None`` = true for ``standard``, false for ``ntk``.
+        feature_dim: the dimension p of phi and theta (W^L in R^{p x m}, V p x p); ``None`` = d, eq. (nn).
+        init: ``kaiming`` or ``paper`` (eq. init) for ``ntk``; ``kaiming``, ``torch`` or ``normal``
+            for ``standard``; ``None`` = kaiming.
+        lr: Adam step size [eta].
+        lam: regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
+        beta: confidence width coefficient [a_t]; ``None`` = 1, the paper's value (``None`` rather
+            than 1 so that ``--model CoLSTIM`` on an NVLDB config gets the baseline's own default).
+        epsilon: lower bound on zeta [epsilon] of eq. (wi); ``None`` = 1/sqrt(d), the order
+            Theorem (Variance-aware UCB methods) asks for (epsilon = O(1/sqrt(d))).
+        grad_steps: Adam steps per update [n].
+        episode: update every H rounds [H].
+        train_network: take the n Adam steps (Alg. 1 line 9).
+        refit_theta: refit theta with W fixed (Alg. 1 line 10).
+        refit_iterations: Newton iterations of that refit.
+        gram_mode: ``recompute`` or ``incremental``.
+        distinct_arms: the rule itself never duels an arm with itself, as NDB's public code (the
+            equations allow it; see :mod:`nvldb_pl.maths.selection`); ``self_duel_test`` may then still play the
+            greedy arm's self-duel.
+        self_duel_test: when the greedy arm's self-duel replaces the rule's distinct pair
+            (:mod:`nvldb_pl.maths.selfduel`): ``deep_diag`` (where c = argmax f clears every other arm under the
+            whole network's gradient width, NDB's diagonal Gram), ``deep_full`` (its full Gram), ``escape``
+            (the rule with self-duels allowed, a self-duel replaced by the distinct pair with probability
+            min(1, escape_rate / sqrt(t))) or ``none`` (today's a2 != a1). ``None``: ``deep_diag`` where
+            distinct_arms and the built-in MLP, else ``none``.
+        escape_rate: c of ``escape``.
+        backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.maths.backward`, faster) or
+            ``autograd``; both give the same gradient up to float rounding. Under ``16-mixed``
+            (a GradScaler) autograd is used whatever this says.
+        sample_size: B; ``None`` (the paper): every Adam step and the theta refit use the whole
+            history. An integer: once t > B, each Adam step uses B history rows drawn afresh
+            (with replacement), the theta refit the rows of the first step's draw, the loss
+            scaled by t / B (an unbiased estimate of eq. total_loss), so a round's training cost
+            stops growing with t.
+        sample_weighting: ``uniform`` over rows 1..t, or ``recency``: row i with probability
+            proportional to i (the newest row t times as likely as the oldest).
+        history_pass: how each Adam step walks the whole history: ``auto`` (``graphed`` on a CUDA
+            device unless sample_size is set, else ``chunked``), ``chunked`` (blocks of 256 rounds,
+            fastest on CPU), ``full`` (one block of the played rounds: fewer kernel launches),
+            ``masked`` (all T preallocated rounds, unplayed ones weighted 0: static shapes) or
+            ``graphed`` (masked over t rounded up to 256 rounds; on CUDA the n steps and the theta
+            refit are one CUDA graph per 256 rounds, :mod:`nvldb_pl.machinery.graphs`); the same gradient up
+            to float rounding.
+        network: phi of one's own: the import path of a one-seed ``torch.nn.Module`` mapping [N, d] to
+            [N, p] (or ``{class_path, init_args}``), stacked over seeds by :mod:`nvldb_pl.maths.user_network`;
+            then width, depth, parametrization, bias and init are not used, and it trains by autograd.
+            ``None``: the built-in MLP of eq. (nn).
+        w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
+            paper's eq. total_loss, which regularizes theta only; 0 = the paper).
+    """
+
+    def __init__(
+        self,
+        dim: int = 5,
+        arms: int = 5,
+        rounds: int = 2000,
+        num_seeds: int = 20,
+        link: str = "logistic",
+        strategy: str = "ucb_asym",
+        variance_aware: bool = True,
+        oracle_variance: bool = False,
+        width: int = 32,
+        depth: int = 3,
+        parametrization: str = "standard",
+        bias: Optional[bool] = None,
+        feature_dim: Optional[int] = None,
+        init: Optional[str] = None,
+        lr: float = 1e-3,
+        lam: float = 1.0,
+        beta: Optional[float] = None,
+        epsilon: Optional[float] = None,
+        grad_steps: int = 20,
+        episode: int = 1,
+        train_network: bool = True,
+        refit_theta: bool = True,
+        refit_iterations: int = 8,
+        gram_mode: str = "recompute",
+        w_reg: float = 0.0,
+        distinct_arms: bool = True,
+        backward: str = "manual",
+        sample_size: Optional[int] = None,
+        sample_weighting: str = "uniform",
+        history_pass: str = "auto",
+        self_duel_test: Optional[str] = None,
+        escape_rate: float = 1.0,
+        network: Optional[Union[str, dict]] = None,
+    ):
+        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        check_linked(dim, arms, rounds, num_seeds, link)
+        selection.check_strategy(strategy)
+        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, feature_dim)
+        _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
+        for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
+            check_integer(value, name, 1)
+        # the default's value, as a checkpoint or save holds it, is still the default
+        given_epsilon = epsilon is not None and not math.isclose(epsilon, 1.0 / math.sqrt(dim))
+        if epsilon is None:
+            epsilon = 1.0 / math.sqrt(dim)  # the order Theorem (Variance-aware UCB methods) asks for
+        if beta is None:
+            beta = 1.0  # the paper's a_t (appendix "Hyperparameters")
+        for name, value in (("beta", beta), ("epsilon", epsilon)):
+            check_number(value, name)
+        if variance_aware and epsilon >= 0.5:  # sigma_i = sqrt(g(1 - g)) <= 1/2: zeta_i = epsilon for every duel
+            said = f"{epsilon:g} >= 0.5, the largest sigma_i can be, so zeta_i = epsilon for every duel and "
+            _check(not given_epsilon, "epsilon", said + "variance_aware does nothing (NLDB); give epsilon < 0.5")
+            rank_zero_warn(
+                "model.epsilon: "
+                + said
+                + f"variance_aware does nothing (the default 1/sqrt(d) at d={dim}); give model.epsilon < 0.5 "
+                "to weight duels by their variance",
+                category=UserWarning,
+            )
+        _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
+        if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1 and the MLP is ours
+            self_duel_test = "deep_diag" if distinct_arms and network is None else "none"
+        _check(
+            self_duel_test in selfduel.SELF_DUEL_TESTS,
+            "self_duel_test",
+            f"{self_duel_test!r} is not one of {list(selfduel.SELF_DUEL_TESTS)}",
+        )
+        _check(
+            self_duel_test == "none" or distinct_arms,
+            "self_duel_test",
+            f"{self_duel_test} decides the self-duels itself; it needs distinct_arms=true",
+        )
+        check_number(escape_rate, "escape_rate")
+        _check(
+            network is None or not self_duel_test.startswith("deep"),
+            "self_duel_test",
+            f"{self_duel_test} takes the built-in MLP's per-point gradients; with model.network use none or escape",
+        )
+        # saved with the values in force, also where they came from a default
+        args.update(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel_test=self_duel_test)
+        variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
+        super().__init__(args, variance_mode, w_reg)
+        self.strategy = strategy
+        # False: the self-duel test never replaces the rule's distinct pair (live use: nobody is asked "A or A?")
+        self.self_duels_allowed = True
+        self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # built once (an acquisition object)
+        if self_duel_test == "escape":  # the rule with self-duels allowed; the distinct one replaces some of them
+            self.allowed_rule = selection.make_rule(strategy, beta, False)
+        if self_duel_test.startswith("deep"):  # Z_0 = lambda I over all network parameters (NDB's Gram)
+            n = sum(par[0].numel() for par in self.net.parameters())
+            if self_duel_test == "deep_full":
+                self.register_buffer("Zinv", torch.eye(n, dtype=torch.float64).repeat(num_seeds, 1, 1) / lam)
+            else:
+                self.register_buffer("U", torch.full((num_seeds, n), lam, dtype=torch.float64))
+        self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + selection.rule_label(strategy)
+        if oracle_variance:  # not the estimate NVLDB is: said in its name (summaries, the CLI's last line)
+            self.method += "-oracle"
+        p = dim if feature_dim is None else feature_dim
+        self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1))  # V_0 = lambda I
+
+    # ------------------------------------------------------------------ Alg. 1 line 6
+    @torch.no_grad()
+    def estimate(self, contexts: torch.Tensor) -> dict:
+        """The model's view of contexts [S, K, d] (float64): ``phi`` [S, K, p] = phi(x; W_{t-1}),
+        utilities ``f`` [S, K] = theta_{t-1}^T phi, exploration norms ``norm`` [S, K, K] =
+        ||Delta phi||_{V_{t-1}^{-1}}, and ``ok`` [S] (False where V was not positive definite)."""
+        with torch.autocast(self.device.type, enabled=False):
+            phi = self.net.features(contexts.float()).to(torch.float64)
+            f = self.net.utility(phi, self.net.theta.to(torch.float64))
+            norm, ok = gram.pairwise_norms(phi, self.V)
+        return {"phi": phi, "f": f, "norm": norm, "ok": ok}
+
+    @torch.no_grad()
+    def propose(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> dict:
+        """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6): the estimate,
+        then the rule; with ``dphi`` [S, p] = Delta phi_{t,a1,a2} at W_{t-1} (V's new term in
+        incremental mode)."""
+        test = self.hparams.self_duel_test
+        with self._timed("select"):
+            est = self.estimate(contexts)
+            f, norm = est["f"], est["norm"]
+            a1, a2 = self.selection_rule(f, norm, noise, t)
+            extra = {}
+            if test == "escape" and self.self_duels_allowed:
+                allowed = self.allowed_rule(f, norm, noise, t)
+                a1, a2 = selfduel.escape(
+                    allowed, (a1, a2), torch.special.ndtr(noise[:, -1, 0]), t, self.hparams.escape_rate
+                )
+            elif test.startswith("deep"):  # Z gains every duel's gradient difference, played or asked
+                g = self._gradients(contexts)
+                if self.self_duels_allowed:
+                    D = selfduel.gradient_pair_norms(g, getattr(self, "Zinv", None), getattr(self, "U", None))
+                    a1, a2 = selfduel.deep_test((a1, a2), f, D, self.hparams.beta)
+                extra["dg"] = pair_difference(g, a1, a2)
+            self._flag_bad(~est["ok"] | ~torch.isfinite(f).all(dim=1), t)
+        return {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2), **extra}
+
+    @torch.no_grad()
+    def memo(self, contexts, a1, a2):
+        with torch.autocast(self.device.type, enabled=False):
+            out = {"dphi": pair_difference(self.net.features(contexts.float()).to(torch.float64), a1, a2)}
+        if self.hparams.self_duel_test.startswith("deep"):
+            out["dg"] = pair_difference(self._gradients(contexts), a1, a2)
+        return out
+
+    # ------------------------------------------------------------------ Alg. 1 lines 8-13
+    def update(self, duel: dict) -> None:
+        """After round t's duel joined the history: every H rounds n Adam steps (line 9), the theta
+        refit (line 10), then V (lines 11-13); between updates V gains the duel's term only."""
+        hp, t = self.hparams, self.t
+        if "dg" in duel:  # the deep test's Gram Z gains the duel's gradient difference (at selection time)
+            with self._timed("gram"), torch.no_grad():
+                if hp.self_duel_test == "deep_full":
+                    selfduel.sherman_morrison_(self.Zinv, duel["dg"])
+                else:
+                    self.U = self.U + duel["dg"].pow(2)
+        if t % hp.episode != 0:  # no update: V gains round t's term at the unchanged parameters
+            with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
+                df = self.net.utility(duel["dphi"].unsqueeze(1), self.net.theta.to(torch.float64))
+                w = self._weights(df, t, t - 1)[:, 0]  # zeta_t of the newest duel only
+                self.V = gram.rank_one_update(self.V, duel["dphi"], w)
+            return
+        if self._graphed():  # lines 9-10 as one CUDA graph per history bucket, replayed (nvldb_pl.machinery.graphs)
+            with self._timed("train"), self._untimed():  # the refit's time is counted in train
+                loss, theta, dphi = self.step_graphs(self._history_rows(t), lambda: self._train_and_refit(t))
+        else:
+            loss, theta, dphi = self._train_and_refit(t)
+        with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
+            with self._timed("gram"):
+                self._update_gram(t, theta, dphi, duel["dphi"])
+            bad = ~torch.isfinite(theta).all(dim=1)
+            if loss is not None:
+                bad |= ~torch.isfinite(loss)
+            self._flag_bad(bad, t)
+
+    def _train_and_refit(self, t: int) -> tuple[Optional[torch.Tensor], torch.Tensor, Optional[torch.Tensor]]:
+        """Lines 9-10: the n Adam steps (loss per seed [S], or None when not trained), then the theta refit."""
+        loss = None
+        if self.hparams.train_network and self.hparams.grad_steps > 0:
+            with self._timed("train"):
+                loss = self._adam_steps(t)
+        with torch.no_grad(), torch.autocast(self.device.type, enabled=False), self._timed("refit"):
+            theta, dphi = self._refit_theta(t)
+        return loss, theta, dphi
+
+    def _refit_theta(self, t: int) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """theta_t by Newton with W_t fixed (line 10). Returns theta_t [S, d] (float64) and, when it
+        was computed on the way, Delta phi_i of the whole history at W_t [S, t, d] (else None)."""
+        hp = self.hparams
+        theta, dphi = self.net.theta.to(torch.float64), None
+        rows = self._sample_rows(t, 1) if hp.refit_theta else None
+        if rows is not None:  # on a sample of B rows, scaled t / B
+            x, o, weights = next(self._train_blocks(t, rows[:, 0]))
+            phi = as_pairs(self.net.features_t(x)).to(torch.float64)
+            sample_dphi = phi[:, :, 0] - phi[:, :, 1]
+            w = weights(seedwise.matvec(sample_dphi, theta))
+            theta = objective.refit_theta(
+                hp.link, theta, sample_dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations
+            )
+            self.net.theta.copy_(theta)
+        if hp.gram_mode == "recompute" or (hp.refit_theta and rows is None):
+            phi = self._history_features(self._history_rows(t)).to(torch.float64)
+            dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
+        if hp.refit_theta and rows is None:
+            w = self._history_weights(seedwise.matvec(dphi, theta), t)
+            theta = objective.refit_theta(
+                hp.link, theta, dphi, self.hist_o[:, : dphi.shape[1]], w, self.net.theta0, hp.lam, hp.refit_iterations
+            )
+            self.net.theta.copy_(theta)
+        return theta, dphi
+
+    def _update_gram(
+        self, t: int, theta: torch.Tensor, dphi: Optional[torch.Tensor], selected_dphi: torch.Tensor
+    ) -> None:
+        """V_t (eq. gram_matrix). ``recompute``: from the whole history's Delta phi at W_t [S, t, d]
+        with zeta at (theta_t, W_t); ``incremental``: V_{t-1} plus the newest duel's Delta phi from
+        selection time ``selected_dphi`` [S, d], weighted by its zeta at (theta_t, W_t)."""
+        hp = self.hparams
+        if hp.gram_mode == "recompute":
+            w = self._history_weights(seedwise.matvec(dphi, theta), t)
+            self.V = gram.gram_from_history(dphi, w, hp.lam)
+        else:
+            last = as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])).to(torch.float64)
+            df = seedwise.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)
+            w = self._weights(df, t, t - 1)[:, 0]
+            self.V = gram.rank_one_update(self.V, selected_dphi, w)

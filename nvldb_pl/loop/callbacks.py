@@ -1,0 +1,373 @@
+"""Cross-cutting behaviour of the loop: duels and regret (:class:`DuelingLoop`), the run summary
+(:class:`RunSummary`).
+
+:class:`DuelingLoop` is the environment's side of each round: before the training step it asks
+the learner for a pair (``propose``), takes the environment's answer (``BanditDataModule.answer``:
+o_t ~ Bernoulli(g(u_a1 - u_a2)) from the round's own uniform, and the round's regret), and puts the answered duel into the batch (``batch["duel"]``, which
+``training_step`` learns from) with the round's regret (``batch["regret"]``); after the step it
+accumulates that regret. Per-round
+curves stay on the device and are written to the logger every ``log_every_n_rounds`` rounds
+(x-axis = round), and the progress bar's value is a host tensor, so the hot path has no host synchronisation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from datetime import timedelta
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_warn
+import torch
+
+from ..machinery.cores import AUTO, SharedCores
+from ..machinery.host import atomic_open, software, write_json_atomic
+
+
+def device_name(device: torch.device) -> str:
+    """ "cpu", or the accelerator's model ("cuda: <the device's name>"): wall times depend on it."""
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    return device.type
+
+
+def _mean_std(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and sample std (ddof=1; 0 for a single seed) over the last dimension."""
+    std = values.std(dim=-1) if values.shape[-1] > 1 else torch.zeros_like(values[..., 0])
+    return values.mean(dim=-1), std
+
+
+class DuelingLoop(pl.Callback):
+    """Selection and feedback before each training step; regret after it.
+
+    Logged per round (mean and std over seeds): ``regret/cum_avg`` (R^a_t), ``regret/cum_weak``
+    (R^w_t) and ``regret/avg_per_round`` (R^a_t / t). With ``save_curves``, the per-round,
+    per-seed R^a_t and R^w_t also go to ``curves.csv`` in the log dir at the end of training.
+    """
+
+    def __init__(self, log_every_n_rounds: int = 25, save_curves: bool = True):
+        if log_every_n_rounds < 1:
+            raise ValueError(f"loop.log_every_n_rounds: must be >= 1, got {log_every_n_rounds}")
+        self.log_every_n_rounds = log_every_n_rounds
+        self.save_curves = save_curves
+        self._curves: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []
+        self._unlogged: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        self._logged_through: dict[str, int] = {}  # on resume: per tag, rounds the interrupted run already wrote
+        self.running_mean = float("nan")
+
+    def state_dict(self) -> dict:
+        """The curves so far (and unflushed rounds), so a resumed run writes whole curves."""
+        pending = [(r, a.cpu(), w.cpu()) for r, a, w in self._unlogged]
+        return {"curves": self._curves, "pending": pending, "running_mean": self.running_mean}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._curves = list(state.get("curves", []))
+        self._unlogged = list(state.get("pending", []))
+        self.running_mean = state.get("running_mean", float("nan"))
+
+    def on_load_checkpoint(self, trainer, module, checkpoint) -> None:
+        """Resume: the stream restarts after the checkpoint's round (every draw is a function of
+        base seed, seed id and round, so nothing else of the stream needs restoring)."""
+        if trainer.datamodule is not None:
+            trainer.datamodule.start_round = int(checkpoint["state_dict"]["rounds_done"])
+
+    def on_fit_start(self, trainer, module):
+        if module.t < module.hparams.rounds:  # (a finished run resumed at its horizon runs nothing anyway, and says so)
+            refuse_spent_time_limit(trainer, module.t)
+
+    def on_train_start(self, trainer, module):
+        """On resume, find the last round already in this run's TensorBoard events: the rounds
+        between the checkpoint and the kill were logged then (with the same values, the resume
+        being exact) and are not written twice."""
+        self._logged_through = {}
+        if module.t > 0 and trainer.is_global_zero and trainer.logger is not None and trainer.logger.log_dir:
+            # per tag: a kill in the middle of a flush can leave a round written for some tags only
+            self._logged_through = logged_rounds(trainer.logger.log_dir)
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        t = module.t + 1
+        if batch["round"] != t:
+            raise RuntimeError(f"data stream is at round {batch['round']} but the learner expects round {t}")
+        x = batch["contexts"]
+        module.flag_bad_contexts(x, t)
+        duel = module.propose(x, batch["noise"], t)
+        answer = trainer.datamodule.answer(batch, duel["a1"], duel["a2"])  # the environment's o_t and regret
+        batch["duel"] = {**duel, "contexts": x, "o": answer["o"], "du": answer["du"]}
+        batch["regret"] = answer["regret"]
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        module.regret.update(*batch["regret"])
+        self._unlogged.append((module.t, module.regret.cum_avg.clone(), module.regret.cum_weak.clone()))
+        if len(self._unlogged) >= self.log_every_n_rounds or module.t == module.hparams.rounds:
+            self.flush(trainer, module)
+            # the progress bar's R/t, refreshed when it changes (self.log is not free). A host tensor:
+            # Lightning reads every progress-bar value on the host after every batch (its logger connector's
+            # on_batch_end), and a float would be put on the module's device: on CUDA a wait for the device a round
+            if not trainer.barebones:  # where Lightning warns that self.log does nothing
+                module.log("R/t", torch.tensor(self.running_mean, dtype=torch.float32), prog_bar=True, logger=False)
+
+    def on_train_end(self, trainer, module):
+        self.flush(trainer, module)
+        t, T = module.t, module.hparams.rounds
+        if (
+            t < T and trainer.is_global_zero and not trainer.checkpoint_callbacks
+        ):  # else RoundCheckpoint says where to go on
+            print(
+                f"stopped at round {t} of data.rounds={T}; this run saves no checkpoint (trainer.enable_checkpointing "
+                f"false), so it cannot go on: its summary holds the {t} rounds played",
+                file=sys.stderr,
+            )
+        log_dir = trainer.log_dir  # a collective under several processes: every rank asks
+        if self.save_curves and trainer.is_global_zero and self._curves and log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+            write_curves_atomic(os.path.join(log_dir, "curves.csv"), trainer.datamodule.spec.seed_ids, self._curves)
+
+    def flush(self, trainer, module) -> None:
+        """Check finiteness, then write the buffered rounds to the logger (step = round).
+
+        With seeds sharded over processes, every rank gathers every rank's flags and curves here
+        (the same rounds on every rank), so all ranks stop together and rank 0 logs all seeds.
+        """
+        if not self._unlogged:
+            return
+        rounds = [r for r, _, _ in self._unlogged]
+        cum_avg = torch.stack([a.to(module.device) for _, a, _ in self._unlogged])  # [B, S_local]
+        cum_weak = torch.stack([w.to(module.device) for _, _, w in self._unlogged])
+        self._unlogged.clear()
+        if trainer.world_size > 1:
+            flags = module.all_gather(torch.stack([module.first_bad_context, module.first_bad_round]))
+            module.check_finite(flags, trainer.datamodule.spec.seed_ids)
+            cum_avg, cum_weak = (
+                module.all_gather(x).permute(1, 0, 2).reshape(len(rounds), -1) for x in (cum_avg, cum_weak)
+            )  # [B, S] in seed-id order
+        else:
+            module.check_finite()
+        cum_avg, cum_weak = cum_avg.cpu(), cum_weak.cpu()
+        if not (torch.isfinite(cum_avg).all() and torch.isfinite(cum_weak).all()):
+            raise FloatingPointError(
+                f"non-finite regret between rounds {rounds[0]} and {rounds[-1]}: check the task's utilities"
+            )
+        if self.save_curves:
+            self._curves.append((rounds, cum_avg, cum_weak))
+        per_round = cum_avg / torch.tensor(rounds, dtype=torch.float64).unsqueeze(1)
+        stats = {
+            name: _mean_std(v)
+            for name, v in (("cum_avg", cum_avg), ("cum_weak", cum_weak), ("avg_per_round", per_round))
+        }
+        self.running_mean = float(stats["avg_per_round"][0][-1])
+        if not trainer.loggers or trainer.sanity_checking:
+            return
+        for b, r in enumerate(rounds):
+            metrics = {}
+            for name, (mean, std) in stats.items():
+                metrics[f"regret/{name}_mean"] = float(mean[b])
+                metrics[f"regret/{name}_std"] = float(std[b])
+            metrics = {k: v for k, v in metrics.items() if r > self._logged_through.get(k, 0)}
+            if metrics:
+                for logger in trainer.loggers:  # --trainer.logger may name several (TensorBoard, CSV, ...)
+                    logger.log_metrics(metrics, step=r)
+
+
+def refuse_spent_time_limit(trainer, t: int) -> None:
+    """``trainer.max_time`` already used up (Lightning's Timer counts it over every part of a run, the earlier
+    ones read from the checkpoint; or a zero limit): Lightning would skip training without a word and exit 0,
+    a requeued cluster job ending as if done. A ValueError naming the field, on every rank (rank 0's clock)."""
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    if timer is None or timer.time_remaining() is None:  # no max_time
+        return
+    # before round 1 the time used is what the checkpoint's Timer state holds (0 for a new run)
+    used, left = trainer.strategy.broadcast((timer.time_elapsed(), timer.time_remaining()))
+    if left > 0:
+        return
+    limit = (
+        timedelta(seconds=round(used + left)) if used + left >= 0 else f"{used + left:g} s"
+    )  # (not '-1 day, 23:59:00')
+    if t == 0:
+        raise ValueError(f"trainer.max_time: {limit} leaves no time to play a round; give a positive duration, or none")
+    raise ValueError(
+        f"trainer.max_time: the earlier parts of this run have used {timedelta(seconds=round(used))} of "
+        f"its {limit} (Lightning counts max_time over every part of a run), so no round would be played; "
+        f"to go on from round {t}, give a larger one, or none"
+    )
+
+
+def logged_rounds(log_dir: str) -> dict[str, int]:
+    """Per scalar tag, the largest step in the TensorBoard event files of ``log_dir`` ({} if none)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    if not os.path.isdir(log_dir):
+        return {}
+    acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: max(e.step for e in acc.Scalars(tag)) for tag in acc.Tags().get("scalars", [])}
+
+
+def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
+    """``round,seed,cum_avg_regret,cum_weak_regret``, one row per round and seed."""
+    with atomic_open(path) as fh:
+        fh.write("round,seed,cum_avg_regret,cum_weak_regret\n")
+        for rounds, cum_avg, cum_weak in blocks:
+            for b, r in enumerate(rounds):
+                for s, seed in enumerate(seed_ids):
+                    fh.write(f"{r},{seed},{float(cum_avg[b, s]):.6g},{float(cum_weak[b, s]):.6g}\n")
+
+
+class ShareCores(pl.Callback):
+    """A CPU run's share of the machine's cores (:mod:`nvldb_pl.machinery.cores`), taken before each round.
+
+    ``auto``: take a share of what the other runs leave (at most the count the run started with); else keep the
+    count it started with, registered so that the auto runs beside it count it."""
+
+    def __init__(self, auto: bool = True, folder=None, every_s: float = 2.0):
+        self.auto, self.folder, self.every_s = auto, folder, every_s
+        self.used: list[int] = []
+        self._cores = None
+
+    def on_train_start(self, trainer, module):
+        if module.device.type != "cpu":
+            return
+        self._start = torch.get_num_threads()
+        threads = AUTO if self.auto else self._start
+        self._cores = SharedCores(threads, self._start, self.folder, every_s=self.every_s)
+        self._cores.join()
+        self.used = [self._start]
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if self._cores is None:
+            return
+        n = self._cores.share()
+        if n != torch.get_num_threads():
+            torch.set_num_threads(n)  # results do not depend on it: only the speed does
+            self.used.append(n)
+
+    def on_train_end(self, trainer, module):
+        self._leave()
+
+    def on_exception(self, trainer, module, exception):
+        self._leave()
+
+    def _leave(self):
+        if self._cores is not None:
+            self._cores.leave()
+            self._cores = None
+            torch.set_num_threads(self._start)
+
+
+class RunSummary(pl.Callback):
+    """At the end of training: ``summary.json`` in the log dir and the HPARAMS-tab final metrics.
+
+    ``write=False`` keeps the summary in memory only (``self.summary``), for runs that must
+    leave no files behind (:func:`nvldb_pl.loop.run.run_experiment` without a folder). ``announce``
+    prints the result in one line when the run ends (the CLI's runs: with the progress bar off,
+    nothing else says how the run ended or where its summary is).
+    """
+
+    def __init__(self, write: bool = True, announce: bool = False):
+        self.write, self.announce = write, announce
+        self._start = None
+        self._software: dict = {}
+        self._written: str | None = None
+        self.summary: dict = {}
+
+    def on_train_start(self, trainer, module):
+        self._start = time.perf_counter()
+        self._start_round = module.t
+        self._software = software()  # read once a process, at its first run: the code it imported
+
+    @staticmethod
+    def _threads(trainer):
+        """The CPU threads the run took: a number, or the counts in order where it shared the cores (ShareCores)."""
+        shared = next((c for c in trainer.callbacks if isinstance(c, ShareCores) and c.used), None)
+        if shared is None or len(set(shared.used)) == 1:
+            return torch.get_num_threads() if shared is None else shared.used[0]
+        return shared.used
+
+    def on_train_end(self, trainer, module):
+        if module.t == self._start_round > 0:  # a finished run resumed at its horizon: its summary stays
+            return
+        wall = time.perf_counter() - self._start
+        reg = module.regret.compute()
+        T = int(reg["rounds"]) if int(reg["rounds"]) > 0 else module.t
+        cum_avg, cum_weak = reg["cum_avg"].cpu().reshape(-1), reg["cum_weak"].cpu().reshape(-1)
+        per_round = cum_avg / max(T, 1)
+        mean, std = _mean_std(per_round)
+        dm, hp = trainer.datamodule, module.hparams
+        seed_rounds = (module.t - self._start_round) * len(cum_avg)
+        self_duels = module.self_duels
+        if trainer.world_size > 1:
+            self_duels = module.all_gather(self_duels).reshape(-1)
+        self_duels = self_duels.cpu().tolist()
+        live = module.live_feature_units()  # every rank: all_gather is a collective
+        if live is not None and trainer.world_size > 1:
+            live = module.all_gather(live).reshape(-1)
+        live = None if live is None else live.cpu().tolist()
+        self.summary = {
+            "task": dm.spec.task,
+            "method": module.method,
+            "strategy": hp.get("strategy"),
+            "variance_aware": hp.get("variance_aware"),
+            "rounds": T,
+            "num_seeds": len(cum_avg),
+            "base_seed": dm.spec.base_seed,
+            "seeds": [
+                {
+                    "seed": int(s),
+                    "cum_avg_regret": float(a),
+                    "cum_weak_regret": float(w),
+                    "self_duel_fraction": n / max(module.t, 1),
+                    **({} if live is None else {"live_feature_units": live[i]}),
+                }
+                for i, (s, a, w, n) in enumerate(zip(reg["seed_ids"].cpu().reshape(-1), cum_avg, cum_weak, self_duels))
+            ],
+            "R_T_over_T_mean": float(mean),
+            "R_T_over_T_std": float(std),
+            "wall_seconds": wall,  # of this process's part: rounds resumed_at_round + 1 .. T when it went on
+            **({"resumed_at_round": self._start_round} if self._start_round else {}),
+            "device": device_name(module.device),
+            "cpu_threads": self._threads(trainer),
+            "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
+            "timings_seconds": dict(module.timings),
+            "software": self._software,  # of the process that ran rounds resumed_at_round + 1 .. T
+            **({"earlier_parts": module.earlier_parts} if self._start_round else {}),  # rounds 1 .. resumed_at_round
+        }
+        if live is not None:
+            self.summary["feature_units"] = int(module.net.theta.shape[1])
+            dead = [d["seed"] for d in self.summary["seeds"] if d["live_feature_units"] == 0]
+            if dead:
+                rank_zero_warn(
+                    f"seeds {dead}: all {self.summary['feature_units']} units of phi are 0 on every context played "
+                    f"(dead ReLUs): the network scores every arm alike, so these seeds stopped learning at some round; "
+                    f"their curves show where (docs/usage.md, 'live_feature_units')",
+                    category=RuntimeWarning,
+                )
+        folder = trainer.log_dir or trainer.default_root_dir  # a collective: every rank asks
+        if trainer.is_global_zero and self.write:
+            os.makedirs(folder, exist_ok=True)
+            write_json_atomic(os.path.join(folder, "summary.json"), self.summary)
+            self._written = os.path.join(folder, "summary.json")
+            params = {**{f"model/{k}": v for k, v in hp.items()}, **{f"data/{k}": v for k, v in vars(dm.spec).items()}}
+            final = {"final/R_T_over_T_mean": float(mean), "final/R_T_over_T_std": float(std)}
+            for logger in trainer.loggers:
+                if isinstance(logger, TensorBoardLogger):  # its HPARAMS tab: the config beside the final regret
+                    logger.log_hyperparams(params, final)
+                else:  # the Logger API every other logger (CSV, W&B, MLflow, ...) takes
+                    logger.log_hyperparams(params)
+                    logger.log_metrics(final, step=T)
+                logger.save()
+
+    def on_fit_end(self, trainer, module):
+        """After the progress bar's last line: the run's result and where its summary is."""
+        if self.announce and self._written and trainer.is_global_zero:
+            s = self.summary
+            spread = (
+                f" ± {s['R_T_over_T_std']:.3f} over {s['num_seeds']} seeds" if s["num_seeds"] > 1 else " for one seed"
+            )  # (the std of one value says nothing)
+            print(
+                f"{s['method']} on {s['task']}: R(T)/T {s['R_T_over_T_mean']:.3f}{spread} (T={s['rounds']}), "
+                f"{s['wall_seconds']:.1f} s; {self._written}",
+                flush=True,
+            )
