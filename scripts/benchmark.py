@@ -24,7 +24,7 @@ from nvldb_pl.environments.stream import StreamSpec  # noqa: E402
 from tests.naive import run_seed  # noqa: E402
 from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
 from nvldb_pl.experiments.grid import check_positive  # noqa: E402
-from nvldb_pl.learners.neural import resolve_history_pass  # noqa: E402
+from nvldb_pl.machinery.history import resolve_history_pass  # noqa: E402
 from nvldb_pl.loop.run import check_placement, run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 

@@ -14,8 +14,8 @@ PACKAGE = os.path.join(ROOT, "nvldb_pl")
 # what each folder may import from the package besides itself
 MAY_IMPORT = {
     "maths": set(),
-    "environments": {"maths", "machinery"},
-    "machinery": {"maths"},
+    "environments": {"maths"},
+    "machinery": {"maths", "environments"},
     "learners": {"maths", "environments", "machinery"},
     "loop": {"maths", "environments", "machinery", "learners"},
     "experiments": {"maths", "environments", "machinery", "learners", "loop"},

@@ -241,7 +241,7 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     (simulated on the CPU as above) the graphed pass, bit for bit, with its captures; with a sample of
     rows (shapes that change) chunked there too."""
     from nvldb_pl.machinery import graphs
-    from nvldb_pl.learners.neural import resolve_history_pass
+    from nvldb_pl.machinery.history import resolve_history_pass
 
     cuda = torch.device("cuda")
     assert resolve_history_pass("auto", cuda, None) == "graphed"

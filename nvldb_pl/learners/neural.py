@@ -11,34 +11,31 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from ..machinery import graphs, host
+from ..machinery import graphs
+from ..machinery.history import (
+    HISTORY_PASSES,
+    TRAIN_CHUNK_ROUNDS,
+    block_bytes,
+    check_block_memory,
+    history_blocks,
+    resolve_history_pass,
+    sample_rows,
+    settle_adam,
+)
 from ..maths import objective
 from ..maths.backward import accumulate_nll_grad, per_point_gradients
 from .base import DuelingLearner, as_pairs
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_number
 from ..maths.network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
-from ..environments.streams import TAG_INIT, TAG_SAMPLE, rng_for
+from ..environments.streams import TAG_INIT, rng_for
 from ..maths.user_network import StackedNetwork
 
-TRAIN_CHUNK_ROUNDS = 256  # history rows per gradient-accumulation block (speed; see _adam_steps)
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
-HISTORY_PASSES = ("auto", "chunked", "full", "masked", "graphed")
-
-
-def resolve_history_pass(mode: str, device: torch.device, sample_size: Optional[int], scaled: bool = False) -> str:
-    """``auto``: ``graphed`` on a CUDA device where the whole history is walked and no GradScaler
-    (16-mixed) reads its inf checks on the host (the faster pass there: docs/performance.md), else ``chunked``
-    (fastest on a CPU); any other value as given."""
-    if mode != "auto":
-        return mode
-    graphed = graphs.available(device) and sample_size is None and not scaled
-    return "graphed" if graphed else "chunked"
 
 
 # What a checkpoint written before these settings existed was made with (they were not saved then).
@@ -233,15 +230,8 @@ class NeuralLearner(DuelingLearner):
         self.settle_optimizer(self.optimizers(use_pl_optimizer=False))
 
     def settle_optimizer(self, opt) -> None:
-        """After a checkpoint's optimizer state was restored: Adam's ``capturable`` (and where its step
-        counts live) as this run needs them, whatever the checkpoint's run used (graphed on CUDA or not)."""
-        capturable = self._capturable()
-        for group in opt.param_groups:  # as configure_optimizers makes them
-            group.update(capturable=capturable, fused=capturable, foreach=not capturable)
-        for p, state in opt.state.items():
-            if "step" in state:  # capturable: on the parameter's device (as torch keeps it); else on the host
-                step = torch.as_tensor(state["step"], dtype=torch.float32)
-                state["step"] = step.to(p.device) if capturable else step.cpu()
+        """After a checkpoint's optimizer state was restored: Adam as this run needs it (:func:`settle_adam`)."""
+        settle_adam(opt, self._capturable())
 
     def on_fit_start(self) -> None:
         _check(
@@ -264,31 +254,23 @@ class NeuralLearner(DuelingLearner):
             )
 
     def training_block_bytes(self, rows: int) -> int:
-        """About the activations of one Adam step over a block of ``rows`` history rounds: four [S, m, 2n]
-        float32 tensors a hidden layer (an estimate: docs/performance.md gives the measured peak)."""
-        return 4 * (self.hparams.depth - 1) * self.num_local * self.hparams.width * 2 * rows * 4
+        """About the activations of one Adam step over ``rows`` history rounds (:func:`block_bytes`)."""
+        return block_bytes(self.hparams.depth, self.num_local, self.hparams.width, rows)
 
     def _check_training_memory(self) -> None:
-        """Refuse, before round 1, a pass whose one block of history cannot fit at the horizon: ``full``,
-        ``masked`` and ``graphed`` walk all T rounds in one block, so their activations grow with T and
-        a run would run out of memory hours in (:meth:`training_block_bytes`)."""
-        hp, mode = self.hparams, self.history_pass
-        rows = min(hp.rounds, hp.get("sample_size") or (TRAIN_CHUNK_ROUNDS if mode == "chunked" else hp.rounds))
-        need, sharing = self.training_block_bytes(rows), ""
-        if self.device.type == "cuda":  # a GPU per process
-            free = torch.cuda.mem_get_info(self.device)[0]
-        else:  # seed_parallel's processes on this host share its memory: each checks its part of it
-            free, local = host.available_memory_bytes(), self._trainer.num_devices if self._trainer is not None else 1
-            if local > 1:
-                free, sharing = free // local, f" for each of the {local} processes on this host"
-        _check(
-            need <= 0.9 * free,
-            "history_pass",
-            f"{mode} walks {rows} rounds of history in one block, about {need / 2**30:.1f} GiB of "
-            f"activations an Adam step at round T={hp.rounds} ({self.num_local} seeds, width {hp.width}, depth "
-            f"{hp.depth}), but {free / 2**30:.1f} GiB is free on {self.device}{sharing}; use history_pass chunked "
-            f"(blocks of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or "
-            f"a smaller width",
+        """Refuse, before round 1, a pass whose one block of history cannot fit at the horizon
+        (:func:`check_block_memory`)."""
+        hp = self.hparams
+        processes = self._trainer.num_devices if self._trainer is not None else 1
+        check_block_memory(
+            self.history_pass,
+            hp.rounds,
+            hp.get("sample_size"),
+            self.device,
+            processes,
+            self.num_local,
+            hp.width,
+            hp.depth,
         )
 
     def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
@@ -352,56 +334,22 @@ class NeuralLearner(DuelingLearner):
             delta = delta_f
         return objective.zeta(delta, hp.link, hp.get("epsilon", 1.0), self.variance_mode).to(torch.float64).pow(-2)
 
-    # ------------------------------------------------------------------ bounded training set
     def _sample_rows(self, t: int, draws: int) -> Optional[torch.Tensor]:
-        """``draws`` samples of B history rows per seed, [S, draws, B] (None: use the whole
-        history). Drawn from the stream (base seed, seed id, TAG_SAMPLE, t): S-independent."""
-        B = self.hparams.get("sample_size")
-        if B is None or t <= B:
-            return None
-        out = []
-        for i in self._seed_ids:  # host mirrors of the seed_id and base_seed buffers: no device sync
-            rng = rng_for(self._base_seed, i, TAG_SAMPLE, t)
-            if self.hparams.get("sample_weighting", "uniform") == "uniform":
-                out.append(rng.integers(0, t, size=(draws, B)))
-            else:  # density proportional to the row's position: inverse CDF of a linear ramp
-                out.append(np.minimum((t * np.sqrt(rng.random((draws, B)))).astype(np.int64), t - 1))
-        # asynchronous host-to-device copy (numpy's pageable memory is staged at once): no sync
-        return torch.from_numpy(np.stack(out)).to(self.device, non_blocking=True)
+        """``draws`` samples of B = sample_size history rows per seed, [S, draws, B] (:func:`sample_rows`)."""
+        hp = self.hparams
+        return sample_rows(
+            self._seed_ids,
+            self._base_seed,
+            t,
+            draws,
+            hp.get("sample_size"),
+            hp.get("sample_weighting", "uniform"),
+            self.device,
+        )
 
     def _train_blocks(self, t: int, rows: Optional[torch.Tensor]):
-        """(contexts [S, d, 2n], outcomes [S, n], weight function of Delta f) per block of the
-        loss: the whole history (``history_pass``: ``chunked`` in blocks of TRAIN_CHUNK_ROUNDS, ``full``
-        in one block of the t played rows, ``masked`` in one block of all T preallocated rows with the
-        unplayed ones weighted 0: static shapes; ``graphed`` likewise over t rounded up to a multiple
-        of :data:`nvldb_pl.machinery.graphs.BUCKET_ROUNDS`), or one sampled block scaled t/B.
-        The whole-history passes give the same loss and gradient up to float rounding."""
-        if rows is None:
-            mode = self.history_pass
-            if mode == "full":
-                yield self.hist_xt[:, :, : 2 * t], self.hist_o[:, :t], lambda df: self._weights(df, t, 0)
-                return
-            if mode in ("masked", "graphed"):
-                n = self.hist_o.shape[1] if mode == "masked" else graphs.bucket(t, self.hist_o.shape[1])
-                played = self._played(n)
-                yield (
-                    self.hist_xt[:, :, : 2 * n],
-                    self.hist_o[:, :n],
-                    lambda df: torch.where(played, self._weights(df, n, 0), 0.0),
-                )
-                return
-            for lo in range(0, t, TRAIN_CHUNK_ROUNDS):
-                hi = min(t, lo + TRAIN_CHUNK_ROUNDS)
-                yield (
-                    self.hist_xt[:, :, 2 * lo : 2 * hi],
-                    self.hist_o[:, lo:hi],
-                    lambda df, lo=lo, hi=hi: self._weights(df, hi, lo),
-                )
-            return
-        scale = t / rows.shape[1]
-        cols = torch.stack([2 * rows, 2 * rows + 1], dim=2).flatten(1)  # [S, 2B]: (a1, a2) columns of each row
-        x = self.hist_xt.gather(2, cols.unsqueeze(1).expand(-1, self.hist_xt.shape[1], -1))
-        yield x, self.hist_o.gather(1, rows), lambda df: scale * self._weights(df, t, rows=rows)
+        """The blocks of the loss at round t (:func:`history_blocks`, under this learner's history_pass)."""
+        return history_blocks(self.history_pass, self.hist_xt, self.hist_o, t, rows, self._weights, self._played)
 
     def _adam_steps(self, t: int) -> torch.Tensor:
         """n Adam steps on eq. (total_loss), summed over seeds (each seed its own trajectory).

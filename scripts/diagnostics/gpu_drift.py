@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_accelerator, use_blas_library  # noqa: E402
-from nvldb_pl.learners.neural import resolve_history_pass  # noqa: E402
+from nvldb_pl.machinery.history import resolve_history_pass  # noqa: E402
 from nvldb_pl.loop.run import run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 DATA = {"task": "cos", "rounds": 25, "num_seeds": 3, "seed": 2}
