@@ -184,3 +184,11 @@ def test_deterministic_preference_and_a_short_statlog_run(tmp_path):
                 assert float(m.hist_o[s, t]) == expect
     regret = [s_["cum_avg_regret"] for s_ in summary["seeds"]]
     assert all(0 <= r <= 25 for r in regret)
+
+
+def test_the_default_data_folder_is_beside_the_repository_whatever_the_modules_depth(monkeypatch):
+    """``../shared/data/uci`` next to the repository (the layout by role moved uci.py one folder down, and the
+    default then pointed inside the repository: every real-data test skipped as if the data were absent)."""
+    monkeypatch.delenv("NVLDB_UCI_DIR", raising=False)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert uci.default_data_dir() == os.path.join(os.path.dirname(os.path.realpath(root)), "shared", "data", "uci")

@@ -49,7 +49,7 @@ def default_data_dir() -> str:
     env = os.environ.get("NVLDB_UCI_DIR")
     if env:
         return env
-    return str(Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci")
+    return str(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "uci")  # <repo>/../shared
 
 
 def _open(path: str):
