@@ -37,20 +37,27 @@ def _share(folder, cores=4, start=4):
         me.leave()
 
 
+def _registered(folder, threads):
+    """Another run's registration, held in this process (a lock on another open file is held against this one's)."""
+    other = SharedCores(threads, 4, str(folder), cores=4)
+    other.join()
+    return other
+
+
 def test_an_auto_run_takes_its_share_of_what_the_fixed_runs_leave(tmp_path):
     assert _share(tmp_path) == 4  # alone: every core it started with
     assert _share(tmp_path, start=2) == 2  # never more than it started with
-    others = [_other_run(tmp_path, "auto")]
+    others = [_registered(tmp_path, AUTO)]
     try:
         assert _share(tmp_path) == 2  # two auto runs on 4 cores
-        others.append(_other_run(tmp_path, 1))
+        others.append(_registered(tmp_path, 1))
         assert _share(tmp_path) == 1  # (4 - 1) // 2
-        others.append(_other_run(tmp_path, 3))
+        others.append(_registered(tmp_path, 3))
         assert _share(tmp_path) == 1  # nothing left: still one thread
     finally:
-        for p in others:
-            p.kill()
-            p.wait()
+        for o in others:
+            o.leave()
+    assert _share(tmp_path) == 4 and os.listdir(tmp_path) == []
 
 
 def test_a_killed_run_is_not_counted_and_its_file_goes(tmp_path):
