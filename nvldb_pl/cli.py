@@ -246,7 +246,7 @@ class NVLDBCLI(LightningCLI):
         if threads is not None:  # a second thread stalls a small run beside another (docs/performance.md)
             torch.set_num_threads(threads)
         # torch's count, chosen for the run: shared with the runs beside it (nvldb_pl/machinery/cores.py)
-        self.share_cores = ShareCores(auto=threads is None and not os.environ.get("OMP_NUM_THREADS"))
+        self.share_cores = ShareCores.for_choice(threads)
 
     def instantiate_trainer(self, **kwargs):
         cfg = self._get(self.config_init, "trainer", default={})

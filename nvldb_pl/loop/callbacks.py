@@ -227,6 +227,12 @@ class ShareCores(pl.Callback):
         self.used: list[int] = []
         self._cores = None
 
+    @classmethod
+    def for_choice(cls, chosen) -> "ShareCores":
+        """For a run whose thread count ``devices.cpu_threads`` chose: a share where it left torch's own count
+        (None) and OMP_NUM_THREADS does not set it, else the count kept."""
+        return cls(auto=chosen is None and not os.environ.get("OMP_NUM_THREADS"))
+
     def on_train_start(self, trainer, module):
         if module.device.type != "cpu":
             return
@@ -240,7 +246,7 @@ class ShareCores(pl.Callback):
         if self._cores is None:
             return
         n = self._cores.share()
-        if n != torch.get_num_threads():
+        if n != self.used[-1]:  # the count last set: no call into torch on a round that keeps it
             torch.set_num_threads(n)  # results do not depend on it: only the speed does
             self.used.append(n)
 

@@ -159,7 +159,7 @@ def run_experiment(
         if n is not None:
             torch.set_num_threads(n)
         # torch's count, chosen for the run: shared with the runs beside it (nvldb_pl/machinery/cores.py)
-        share = [ShareCores(auto=n is None and not os.environ.get("OMP_NUM_THREADS"))]
+        share = [ShareCores.for_choice(n)]
     summary = RunSummary(write=root_dir is not None)  # no folder given: write nothing (not even to the cwd)
     with lightning_quieted(quiet):  # Lightning's info lines and warnings, for this run only
         saver = [GridCheckpoint(checkpoint_every)] if checkpoint_every and root_dir is not None else []
