@@ -102,3 +102,48 @@ def test_the_live_api_never_asks_a_to_duel_with_itself_under_the_fit_default():
         assert i != j
         bandit.observe(x, i, j, int(x[i] @ taste > x[j] @ taste))
     assert float(bandit.learner.U.sum()) > bandit.learner.hparams.lam * bandit.learner.U.numel()  # Z gains the duels
+
+
+def test_the_deep_second_arm_is_the_optimistic_rival_under_the_whole_networks_width():
+    """a2 = argmax_{k != a1} f_k + beta D[a1, k], checked against a plain loop; a1 is never its own rival."""
+    gen = torch.Generator().manual_seed(5)
+    f = torch.randn(100, 5, generator=gen, dtype=torch.float64)
+    D = torch.rand(100, 5, 5, generator=gen, dtype=torch.float64)
+    D = D + D.transpose(1, 2)
+    a1 = torch.randint(0, 5, (100,), generator=gen)
+    a2 = selfduel.deep_second_arm(a1, f, D, 0.7)
+    for s in range(100):
+        i = int(a1[s])
+        want = max((k for k in range(5) if k != i), key=lambda k: (float(f[s, k] + 0.7 * D[s, i, k]), -k))
+        assert int(a2[s]) == want
+    # a wide rival wins over a better-estimated but narrow one
+    f1 = torch.tensor([[1.0, 0.9, 0.5]], dtype=torch.float64)
+    D1 = torch.tensor([[[0.0, 0.01, 0.8], [0.01, 0.0, 0.8], [0.8, 0.8, 0.0]]], dtype=torch.float64)
+    assert int(selfduel.deep_second_arm(torch.tensor([0]), f1, D1, 1.0)) == 2
+
+
+def test_the_self_duel_width_and_second_arm_are_checked_and_change_the_run():
+    from nvldb_pl.learners.nvldb import NVLDB
+
+    with pytest.raises(ValueError, match="model.second_arm: deep takes the deep test's Gram"):
+        NVLDB(num_seeds=1, rounds=5, self_duel_test="none", second_arm="deep")
+    with pytest.raises(ValueError, match="model.second_arm: 'wide' is not one of"):
+        NVLDB(num_seeds=1, rounds=5, second_arm="wide")
+    with pytest.raises(ValueError, match="model.self_duel_width"):
+        NVLDB(num_seeds=1, rounds=5, self_duel_width=float("nan"))
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 5, generator=gen, dtype=torch.float64)
+    noise = torch.zeros(2, 4, 4, dtype=torch.float64)
+    plain = NVLDB(dim=5, arms=4, num_seeds=2, rounds=5)
+    deep = NVLDB(dim=5, arms=4, num_seeds=2, rounds=5, second_arm="deep")
+    with torch.no_grad():
+        for par in plain.net.parameters():
+            par.normal_(generator=gen)
+    deep.load_state_dict(plain.state_dict())
+    plain.self_duels_allowed = deep.self_duels_allowed = False  # the second arm alone (as the live API runs)
+    p1, p2 = plain.propose(x, noise, 1), deep.propose(x, noise, 1)
+    assert torch.equal(p1["a1"], p2["a1"])  # a1 is the rule's
+    with torch.no_grad():
+        D = selfduel.gradient_pair_norms(deep._gradients(x), None, deep.U)
+        want = selfduel.deep_second_arm(p2["a1"], deep.estimate(x)["f"], D, 1.0)
+    assert torch.equal(p2["a2"], want) and not torch.equal(p1["a2"], want)

@@ -50,6 +50,8 @@ def pair_difference(x: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torc
 
 # NVLDB runs saved before the self-duel test existed played the rule's own pair (today's self_duel_test=none).
 BEFORE_SELF_DUEL_TEST = {"self_duel_test": "none"}
+# ... and before these two existed, the deep test used beta and the rule's own second arm.
+BEFORE_SECOND_ARM = {"self_duel_width": None, "second_arm": "rule"}
 
 
 def saved_hparams(hparams: dict, learner: str) -> dict:
@@ -57,7 +59,10 @@ def saved_hparams(hparams: dict, learner: str) -> dict:
     they were then."""
     if learner not in ("NVLDB", "NDB"):
         return dict(hparams)
-    before = {**BEFORE_PARAMETRIZATION, **(BEFORE_SELF_DUEL_TEST if learner == "NVLDB" else {})}
+    before = {
+        **BEFORE_PARAMETRIZATION,
+        **({**BEFORE_SELF_DUEL_TEST, **BEFORE_SECOND_ARM} if learner == "NVLDB" else {}),
+    }
     return {**before, **hparams}
 
 

@@ -83,6 +83,10 @@ class NVLDB(NeuralLearner):
             min(1, escape_rate / sqrt(t))) or ``none`` (today's a2 != a1). ``None``: ``deep_diag`` where
             distinct_arms and the built-in MLP, else ``none``.
         escape_rate: c of ``escape``.
+        self_duel_width: the deep test's width coefficient (f_c - f_k >= this times ||g_c - g_k||_{Z^-1});
+            ``None`` = beta.
+        second_arm: ``rule`` (the rule's own a2) or ``deep`` (with a deep test: a2 = argmax_{k != a1}
+            f_k + a_t ||g_k - g_a1||_{Z^-1}, :func:`nvldb_pl.maths.selfduel.deep_second_arm`, a1 the rule's).
         backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.maths.backward`, faster) or
             ``autograd``; both give the same gradient up to float rounding. Under ``16-mixed``
             (a GradScaler) autograd is used whatever this says.
@@ -142,6 +146,8 @@ class NVLDB(NeuralLearner):
         history_pass: str = "auto",
         self_duel_test: Optional[str] = None,
         escape_rate: float = 1.0,
+        self_duel_width: Optional[float] = None,
+        second_arm: str = "rule",
         network: Optional[Union[str, dict]] = None,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
@@ -183,6 +189,14 @@ class NVLDB(NeuralLearner):
             f"{self_duel_test} decides the self-duels itself; it needs distinct_arms=true",
         )
         check_number(escape_rate, "escape_rate")
+        if self_duel_width is not None:
+            check_number(self_duel_width, "self_duel_width")
+        _check(second_arm in ("rule", "deep"), "second_arm", f"{second_arm!r} is not one of ['rule', 'deep']")
+        _check(
+            second_arm == "rule" or self_duel_test.startswith("deep"),
+            "second_arm",
+            "deep takes the deep test's Gram; it needs self_duel_test deep_diag or deep_full",
+        )
         _check(
             network is None or not self_duel_test.startswith("deep"),
             "self_duel_test",
@@ -239,10 +253,15 @@ class NVLDB(NeuralLearner):
                     allowed, (a1, a2), torch.special.ndtr(noise[:, -1, 0]), t, self.hparams.escape_rate
                 )
             elif test.startswith("deep"):  # Z gains every duel's gradient difference, played or asked
+                hp = self.hparams
                 g = self._gradients(contexts)
-                if self.self_duels_allowed:
+                if self.self_duels_allowed or hp.second_arm == "deep":
                     D = selfduel.gradient_pair_norms(g, getattr(self, "Zinv", None), getattr(self, "U", None))
-                    a1, a2 = selfduel.deep_test((a1, a2), f, D, self.hparams.beta)
+                if hp.second_arm == "deep":
+                    a2 = selfduel.deep_second_arm(a1, f, D, hp.beta)
+                if self.self_duels_allowed:
+                    width = hp.beta if hp.self_duel_width is None else hp.self_duel_width
+                    a1, a2 = selfduel.deep_test((a1, a2), f, D, width)
                 extra["dg"] = pair_difference(g, a1, a2)
             self._flag_bad(~est["ok"] | ~torch.isfinite(f).all(dim=1), t)
         return {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2), **extra}

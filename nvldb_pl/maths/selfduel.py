@@ -12,6 +12,9 @@ and may replace it by the greedy arm's self-duel:
   of the whole network's gradient, f_c - f_k >= a_t ||g_c - g_k||_{Z^-1} for all k != c, Z = lambda I +
   sum_i (g_{i,a1} - g_{i,a2})(...)^T (NDB's Gram, its ``full`` or ``diag`` form): the representation's
   own error is in the width.
+* :func:`deep_second_arm`: the rule's a1 kept, a2 = argmax_{k != a1} f_k + a_t ||g_k - g_a1||_{Z^-1} (the
+  second arm of NDB-UCB under the deep test's Gram), so the distinct duels explore where the whole network
+  is unsure, not only theta given phi.
 * :func:`escape`: the rule run with self-duels allowed; a self-duel is replaced, with probability
   min(1, c / sqrt(t)), by the pair of the same rule with a2 != a1, so that a stuck learner keeps getting
   informative duels (sum_t c/sqrt(t) grows without bound, its regret as sqrt(T)).
@@ -43,6 +46,14 @@ def deep_test(pair: tuple[torch.Tensor, torch.Tensor], f: torch.Tensor, D: torch
     """The rule's distinct ``pair``, or (c, c) where :func:`confident_greedy` is sure."""
     c, sure = confident_greedy(f, D, beta)
     return torch.where(sure, c, pair[0]), torch.where(sure, c, pair[1])
+
+
+def deep_second_arm(a1: torch.Tensor, f: torch.Tensor, D: torch.Tensor, beta: float) -> torch.Tensor:
+    """a2 [S] = argmax_{k != a1} f_k + beta D[a1, k] (ties to the lowest index)."""
+    rows = torch.arange(f.shape[0], device=f.device)
+    score = f + beta * D[rows, a1]
+    score = score.masked_fill(torch.nn.functional.one_hot(a1, f.shape[1]).bool(), -math.inf)
+    return torch.argmax(score, dim=1)
 
 
 def escape(
