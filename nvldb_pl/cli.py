@@ -177,7 +177,10 @@ class NVLDBCLI(LightningCLI):
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}")
         parser.set_defaults({"model": {"class_path": "nvldb_pl.learners.nvldb.NVLDB"}})
         parser.add_lightning_class_args(DuelingLoop, "loop")
-        parser.add_lightning_class_args(RoundCheckpoint, "checkpoint")
+        # a class group, not a callback key: instantiate_trainer adds it unless checkpointing is off
+        parser.add_class_arguments(
+            RoundCheckpoint, "checkpoint", fail_untyped=False, instantiate=True, sub_configs=True
+        )
         parser.add_argument(
             "--threads",
             type=Optional[int],
@@ -213,6 +216,13 @@ class NVLDBCLI(LightningCLI):
                 f"seed_everything: must be between 0 and {2**32 - 1} (the seeds numpy takes), or "
                 f"true (a random one) or false, got {seed}"
             )
+        # Lightning's CLI would load an explicit ckpt_path file next (before anything is checked: a damaged or
+        # foreign file gives a raw traceback) and let its hyperparameters override the command line silently.
+        # It is held back until before_instantiate_classes: the command line stays the config, before_fit checks
+        # that the file reads whole, and the learner refuses a checkpoint of another config, naming the fields.
+        self.held_ckpt_path = cfg.get("ckpt_path") if sub and cfg is not None else None
+        if self.held_ckpt_path is not None:
+            cfg["ckpt_path"] = None
         if printed:
             import yaml
 
@@ -236,6 +246,8 @@ class NVLDBCLI(LightningCLI):
         left as it is, Lightning's TensorBoard logger expands it and the checkpoints do not, and a run's
         files would be split between ``$HOME`` and a folder named ``~`` in the working folder."""
         cfg = self.config[self.subcommand] if self.subcommand else self.config
+        if getattr(self, "held_ckpt_path", None) is not None:
+            cfg["ckpt_path"] = self.held_ckpt_path
         for key in PATH_FIELDS:
             value = cfg.get(key)
             if isinstance(value, str) and value.startswith("~"):
@@ -249,7 +261,8 @@ class NVLDBCLI(LightningCLI):
         self.share_cores = ShareCores.for_choice(threads)
 
     def instantiate_trainer(self, **kwargs):
-        cfg = self._get(self.config_init, "trainer", default={})
+        section = self.config_init[self.subcommand] if self.subcommand else self.config_init
+        cfg = section.get("trainer") or {}
         n = check_trainer(cfg)
         if n > 1:  # here, before the processes start: one message, not one per rank
             shard(self.datamodule.spec.num_seeds, self.datamodule.spec.first_seed_id, n, 0)
@@ -281,29 +294,21 @@ class NVLDBCLI(LightningCLI):
                         )
                     HELD.append((folder, held))
             kwargs["logger"] = tensorboard_logger(root, version)
-        # RoundCheckpoint's folder: Lightning resolves <log dir>/checkpoints and broadcasts rank 0's
+        # the user's trainer.callbacks, then RoundCheckpoint (its folder: Lightning resolves <log dir>/checkpoints
+        # and broadcasts rank 0's). With --trainer.enable_checkpointing false: no RoundCheckpoint, and under SLURM
+        # no auto-requeue either (its save from inside the signal handler is the one RoundCheckpoint turns off).
+        callbacks = cfg.get("callbacks")
+        callbacks = [] if callbacks is None else list(callbacks) if isinstance(callbacks, list) else [callbacks]
+        checkpointing = cfg.get("enable_checkpointing") is not False
+        kwargs["callbacks"] = callbacks + ([section["checkpoint"]] if checkpointing else [])
+        if not checkpointing:
+            WITHOUT_CHECKPOINTS.append(True)
         trainer = super().instantiate_trainer(**kwargs)
+        if not checkpointing:
+            slurm_requeue_off(trainer)
         if getattr(self, "share_cores", None) is not None:
             trainer.callbacks.append(self.share_cores)
         return trainer
-
-    def _instantiate_trainer(self, config, callbacks):
-        """``--trainer.enable_checkpointing false``: a run without checkpoints (no RoundCheckpoint), and
-        under SLURM without Lightning's auto-requeue either (its save from inside the signal handler is
-        the one RoundCheckpoint turns off otherwise)."""
-        if config.get("enable_checkpointing") is not False:
-            return super()._instantiate_trainer(config, callbacks)
-        WITHOUT_CHECKPOINTS.append(True)
-        trainer = super()._instantiate_trainer(config, [c for c in callbacks if not isinstance(c, RoundCheckpoint)])
-        slurm_requeue_off(trainer)
-        return trainer
-
-    def _parse_ckpt_path(self) -> None:
-        """Lightning's CLI would load an explicit ``--ckpt_path`` file here, before anything is
-        checked (a damaged or foreign file: a raw traceback), and let the checkpoint's hyperparameters
-        silently override the command line's. Here the command line stays the config, whichever way
-        the checkpoint is named: :meth:`before_fit` checks that the file reads whole, and the learner
-        refuses a checkpoint of another config, naming the fields."""
 
     def before_fit(self) -> None:
         """Resolve ``--ckpt_path`` (``last``: the newest run under default_root_dir) to a file that
@@ -311,7 +316,7 @@ class NVLDBCLI(LightningCLI):
         this for its own file, :mod:`nvldb_pl.machinery.parallel`)."""
         cfg = self.config_init[self.subcommand]
         ckpt = cfg.get("ckpt_path")
-        strategy = self._get(self.config_init, "trainer", default={}).get("strategy", "auto")
+        strategy = (cfg.get("trainer") or {}).get("strategy", "auto")
         if cfg.get("seed_everything") is False and started_as_first_process():  # Lightning's "do not seed"
             print(
                 f"seed_everything=false: every draw of a run (contexts, feedback, initial weights) still comes from "
