@@ -51,3 +51,26 @@ def test_a_hyperparameter_fit_that_fails_every_attempt_keeps_the_defaults_and_th
         {"task": "square", "rounds": 12, "num_seeds": 2, "seed": 1}, {"refit_every": 5}, learner="PairwiseGPLearner"
     )
     assert learner.failed_fits >= 2 and summary["rounds"] == 12
+
+
+def test_a_fits_random_restarts_come_from_the_seeds_own_stream(monkeypatch):
+    """BoTorch retries a failed fit from initial values drawn from torch's global generator. Here a fit that
+    draws from it moves the hyperparameters by its draw: seed 1 runs the same beside seed 0 (whose fits draw
+    first) as alone, and whatever the global generator's state before the run."""
+    import botorch.fit
+
+    def draws(mll, *args, **kwargs):
+        with torch.no_grad():
+            for par in mll.model.parameters():
+                par.add_(0.5 * torch.rand(par.shape, dtype=par.dtype))
+        return mll
+
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", draws)
+    data = {"task": "cos", "rounds": 24, "seed": 5}
+    torch.manual_seed(123)
+    both, _ = run_experiment({**data, "num_seeds": 2}, {"refit_every": 5}, learner="PairwiseGPLearner")
+    torch.manual_seed(456)
+    alone, _ = run_experiment(
+        {**data, "num_seeds": 1, "first_seed_id": 1}, {"refit_every": 5}, learner="PairwiseGPLearner"
+    )
+    assert both["seeds"][1]["cum_avg_regret"] == alone["seeds"][0]["cum_avg_regret"]

@@ -2,9 +2,9 @@
 
 Every random draw is a pure function of (base seed, seed id, purpose, ...): the task parameter
 (``TAG_TASK``), round blocks of contexts, Thompson normals and feedback uniforms (``TAG_ROUNDS``),
-a learner's initial parameters (``TAG_INIT``), UCI rows without overlap (``TAG_DISJOINT``) and a
-bounded training sample (``TAG_SAMPLE``). So a seed can be regenerated alone, in any batch of
-seeds, on any process, from any round.
+a learner's initial parameters (``TAG_INIT``), UCI rows without overlap (``TAG_DISJOINT``), a
+bounded training sample (``TAG_SAMPLE``) and the GP baseline's hyperparameter fits (``TAG_FIT``). So a
+seed can be regenerated alone, in any batch of seeds, on any process, from any round.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-TAG_TASK, TAG_ROUNDS, TAG_INIT, TAG_DISJOINT, TAG_SAMPLE = 0, 1, 2, 3, 4
+TAG_TASK, TAG_ROUNDS, TAG_INIT, TAG_DISJOINT, TAG_SAMPLE, TAG_FIT = 0, 1, 2, 3, 4, 5
 CHUNK_ROUNDS = 64  # rounds drawn per generator; part of the stream's definition, not a setting
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from ..environments.streams import TAG_FIT, rng_for
 from ..maths.checks import check, check_integer, check_number
 from .base import DuelingLearner
 
@@ -102,8 +103,13 @@ class PairwiseGPLearner(DuelingLearner):
         model = PairwiseGP(x, c, likelihood=Logit())
         if fit_at > 0:
             start = {k: v.clone() for k, v in model.state_dict().items()}
+            # a failed attempt is retried from random initial values drawn from torch's global generator:
+            # drawn here from the seed's own stream, so that a seed's run does not depend on the others beside it
+            draw = int(rng_for(self._base_seed, self._seed_ids[s], TAG_FIT, fit_at).integers(2**62))
             try:
-                fit(LaplaceMLL(model.likelihood, model))
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(draw)
+                    fit(LaplaceMLL(model.likelihood, model))
             except ModelFittingError:  # every attempt failed: the default hyperparameters stay (a function of
                 model.load_state_dict(start)  # the history still, so a resumed run rebuilds the same model)
                 self.failed_fits += 1
