@@ -23,6 +23,11 @@ def rng_for(base_seed: int, seed_id: int, tag: int, *more: int) -> np.random.Gen
     return np.random.default_rng([base_seed, seed_id, tag, *more])
 
 
+def torch_seed(base_seed: int, seed_id: int, tag: int, *more: int) -> int:
+    """A seed for a torch generator, drawn from the (base seed, seed id, purpose, ...) stream."""
+    return int(rng_for(base_seed, seed_id, tag, *more).integers(2**62))
+
+
 def resolve_base_seed(seed: Optional[int]) -> int:
     """``seed`` if given, else the global seed set by ``seed_everything`` (0 if none)."""
     if seed is not None:

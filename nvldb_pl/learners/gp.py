@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..environments.streams import TAG_FIT, rng_for
+from ..environments.streams import TAG_FIT, torch_seed
 from ..maths.checks import check, check_integer, check_number
 from .base import DuelingLearner
 
@@ -105,7 +105,7 @@ class PairwiseGPLearner(DuelingLearner):
             start = {k: v.clone() for k, v in model.state_dict().items()}
             # a failed attempt is retried from random initial values drawn from torch's global generator:
             # drawn here from the seed's own stream, so that a seed's run does not depend on the others beside it
-            draw = int(rng_for(self._base_seed, self._seed_ids[s], TAG_FIT, fit_at).integers(2**62))
+            draw = torch_seed(self._base_seed, self._seed_ids[s], TAG_FIT, fit_at)
             try:
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(draw)

@@ -31,7 +31,7 @@ from .base import DuelingLearner, as_pairs
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_number
 from ..maths.network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
-from ..environments.streams import TAG_INIT, rng_for
+from ..environments.streams import TAG_INIT, torch_seed
 from ..maths.user_network import StackedNetwork
 
 BACKWARDS = ("manual", "autograd")
@@ -173,13 +173,11 @@ class NeuralLearner(DuelingLearner):
         """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
         hp = self.hparams
         if self.custom_network:
-            self.net.init_seeds(
-                [torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62))) for i in seed_ids]
-            )
+            self.net.init_seeds([torch.Generator().manual_seed(torch_seed(base_seed, i, TAG_INIT)) for i in seed_ids])
             return
         per_seed, biases = [], []
         for i in seed_ids:
-            gen = torch.Generator().manual_seed(int(rng_for(base_seed, i, TAG_INIT).integers(2**62)))
+            gen = torch.Generator().manual_seed(torch_seed(base_seed, i, TAG_INIT))
             per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
             if self.net.biases:
                 biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))

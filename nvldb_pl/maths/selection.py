@@ -82,6 +82,17 @@ def candidate_set(f: torch.Tensor, norm: torch.Tensor, beta: float) -> torch.Ten
     return cand | greedy
 
 
+def optimistic_rival(
+    c: torch.Tensor, f: torch.Tensor, width: torch.Tensor, beta: float, noise: torch.Tensor | None = None
+) -> torch.Tensor:
+    """c's optimistic competitor [S]: argmax_{k != c} f_k + a_t width[c, k] (TS: times noise[c, k]), from
+    c [S], f [S, K] and width, noise [S, K, K]; ties to the lowest index."""
+    rows = torch.arange(f.shape[0], device=f.device)
+    score = f + beta * width[rows, c] * (noise[rows, c] if noise is not None else 1.0)
+    score = score.masked_fill(torch.nn.functional.one_hot(c, f.shape[1]).bool(), -torch.inf)
+    return torch.argmax(score, dim=1)
+
+
 @dataclass(frozen=True)
 class SelectionRule:
     """One of the six rules: ``ts`` (Thompson sampling, else UCB), a_t = ``beta``, ``distinct``."""
@@ -140,10 +151,8 @@ class CandidateSymmetric(SelectionRule):
         a1, a2 = _pair_argmax(torch.where(both & off, score, -torch.inf))  # off-diagonal candidate pairs
         lone = cand.sum(dim=1) == 1  # C_t = {c}: c against its optimistic competitor (as ASYM)
         c = torch.argmax(cand.to(torch.int8), dim=1)
-        rows = torch.arange(f.shape[0], device=f.device)
-        partner = f + beta * norm[rows, c] * (noise[rows, c] if self.ts else 1.0)
-        partner = partner.masked_fill(torch.nn.functional.one_hot(c, f.shape[1]).bool(), -torch.inf)
-        return torch.where(lone, c, a1), torch.where(lone, torch.argmax(partner, dim=1), a2)
+        partner = optimistic_rival(c, f, norm, beta, noise if self.ts else None)
+        return torch.where(lone, c, a1), torch.where(lone, partner, a2)
 
 
 RULES = {"asym": Asymmetric, "osym": OptimisticSymmetric, "csym": CandidateSymmetric}

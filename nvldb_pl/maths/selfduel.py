@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from . import seedwise
+from . import seedwise, selection
 
 SELF_DUEL_TESTS = ("none", "deep_diag", "deep_full", "escape")
 
@@ -50,10 +50,7 @@ def deep_test(pair: tuple[torch.Tensor, torch.Tensor], f: torch.Tensor, D: torch
 
 def deep_second_arm(a1: torch.Tensor, f: torch.Tensor, D: torch.Tensor, beta: float) -> torch.Tensor:
     """a2 [S] = argmax_{k != a1} f_k + beta D[a1, k] (ties to the lowest index)."""
-    rows = torch.arange(f.shape[0], device=f.device)
-    score = f + beta * D[rows, a1]
-    score = score.masked_fill(torch.nn.functional.one_hot(a1, f.shape[1]).bool(), -math.inf)
-    return torch.argmax(score, dim=1)
+    return selection.optimistic_rival(a1, f, D, beta)
 
 
 def escape(
