@@ -5,20 +5,28 @@
     python scripts/sweep.py --summarize results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
 
 Each finished run is appended to ``--out`` (JSON lines: task, config, T, per-seed R(T)/T and self-duel
-fraction, wall time, device) and skipped (saying how many, and on which device they were made) when the sweep is
-run again with the same T and seeds, so a sweep can be stopped and resumed. ``--accelerator gpu`` runs each config
+fraction, wall time, device, and ``settings``: every learner argument as the run resolved it, defaults included) and
+skipped (saying how many, and on which device they were made) when the sweep is run again with the same T and seeds,
+so a sweep can be stopped and resumed. A row whose settings are not what this code makes of its config (a default
+changed since it ran, or a row made before rows recorded their settings) is refused, naming the file, the line and
+the settings, before anything runs: a config such as ``{}`` names the defaults of the code that ran it. ``--accelerator gpu`` runs each config
 on one GPU.
 ``--vary key=a,b`` crosses every grid entry with those values. ``--summarize`` prints, per task
 and config, R(T)/T mean ± std and the paired difference to the baseline config with the same
-other settings, T and seeds (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins).
+other settings, T and seeds (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins);
+two rows whose recorded settings differ beyond what their configs name (made under other defaults) are not paired,
+and the table says which settings differ.
 """
 
 import argparse
+import functools
 import itertools
 import json
 import math
 import os
 import sys
+
+import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -28,7 +36,8 @@ from nvldb_pl.machinery.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.learners.nvldb import LITERAL  # noqa: E402
 from nvldb_pl.maths.checks import typed_args  # noqa: E402
 from nvldb_pl.learners.registry import init_args, learner_class  # noqa: E402
-from nvldb_pl.loop.run import check_placement, run_experiment  # noqa: E402
+from nvldb_pl.loop.run import build, check_placement, run_experiment  # noqa: E402
+from nvldb_pl.maths.checks import LINKED_FROM_DATA  # noqa: E402
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
@@ -100,7 +109,8 @@ ROW_KEYS = ("task", "config", "per_seed", "self_duels")
 
 
 def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
-    """The runs of a sweep file, and the byte length of its whole lines. A last line cut short (a sweep killed
+    """The runs of a sweep file (each with its line number, ``_line``, not written back), and the byte length of
+    its whole lines. A last line cut short (a sweep killed
     or a disk filled while it was written; no newline, not JSON) holds no finished run: it is left out. Any
     other line that is not a run is a ValueError naming the flag, the file and the line."""
     if os.path.isdir(path):
@@ -123,12 +133,89 @@ def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
             raise ValueError(f"{flag}: {path} line {n} is not JSON ({err})") from None
         if not isinstance(row, dict) or any(k not in row for k in ROW_KEYS):
             raise ValueError(f"{flag}: {path} line {n} is not a sweep run (one JSON object with {', '.join(ROW_KEYS)})")
+        row["_line"] = n
         rows.append(row)
     return rows, whole
 
 
-def done_keys(path: str) -> dict[str, str]:
-    """The runs already in ``--out``, each with the device it was made on. A last line cut short is removed from
+def settings_of(hparams: dict) -> dict:
+    """A learner's arguments as a run resolved them (its hparams, defaults included), less the fields linked
+    from the data: what a sweep row records as ``settings``."""
+    return json.loads(json.dumps({k: v for k, v in sorted(dict(hparams).items()) if k not in LINKED_FROM_DATA}))
+
+
+def resolved_settings(task: str, g: dict, rounds: int) -> dict:
+    """What this code makes of grid entry ``g`` on ``task``: the learner built (one seed, no run) and its
+    :func:`settings_of`."""
+    model = dict(g)
+    learner = model.pop("learner", "NVLDB")
+    data = {"task": task, "rounds": rounds, "num_seeds": 1, "seed": 0, **TASK_DATA.get(task, {})}
+    with torch.random.fork_rng():  # building draws the initial weights: no trace in the runs after it
+        _, module = build(data, model, learner)
+    return settings_of(module.hparams)
+
+
+def settings_differ(had: dict, want: dict) -> str:
+    """The settings on which two rows differ, ``name a -> b`` each (empty if none)."""
+    names = sorted(set(had) | set(want), key=str)
+    return ", ".join(
+        f"{k} {json.dumps(had.get(k))} -> {json.dumps(want.get(k))}" for k in names if had.get(k) != want.get(k)
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _resolved(task: str, config: str, rounds) -> dict | None:
+    try:
+        return resolved_settings(task, json.loads(config), rounds)
+    except (ValueError, TypeError, FileNotFoundError):  # a setting this code no longer takes, data not here
+        return None
+
+
+def drift_between(r: dict, base: dict) -> str:
+    """The settings on which rows ``r`` and ``base`` differ other than their configs say: each row against what
+    this code makes of its config, a setting whose pair of values is not the pair this code would run (both
+    rows made under the same older defaults are still a pair). Empty where a row records no settings or this
+    code cannot build its config."""
+    if "settings" not in r or "settings" not in base:
+        return ""
+    want_r = _resolved(r["task"], json.dumps(r["config"], sort_keys=True), r.get("rounds"))
+    want_b = _resolved(base["task"], json.dumps(base["config"], sort_keys=True), base.get("rounds"))
+    if want_r is None or want_b is None:
+        return ""
+    had_r, had_b, said = r["settings"], base["settings"], []
+    for k in sorted(set(had_r) | set(had_b) | set(want_r) | set(want_b)):
+        had, want = (had_r.get(k), had_b.get(k)), (want_r.get(k), want_b.get(k))
+        if (had[0] != had[1] or want[0] != want[1]) and had != want:
+            said.append(f"{k} {json.dumps(had[0])} here, {json.dumps(had[1])} there")
+    return ", ".join(said)
+
+
+def check_done(path: str, done: dict, tasks: list, grid: list, rounds: int, seeds: int) -> None:
+    """Before any run: every run asked that ``--out`` already holds was made with the settings this code gives
+    its config, else a ValueError naming the file, its line and the settings (its config names the defaults of
+    the code that ran it, and a sweep that skipped it would pair it with runs of other defaults)."""
+    for task in tasks:
+        for g in grid:
+            row = done.get(key_of(task, g, rounds, seeds))
+            if row is None:
+                continue
+            where = f"--out: {path} line {row['_line']} ({task} {json.dumps(g)}, T={rounds}, {seeds} seeds)"
+            made_by = (row.get("software") or {}).get("commit") or "unknown"
+            if "settings" not in row:
+                raise ValueError(
+                    f"{where} was made by commit {made_by} before rows recorded their settings: what its config ran "
+                    f"may not be what this code runs; give another --out"
+                )
+            diff = settings_differ(row["settings"], resolved_settings(task, g, rounds))
+            if diff:
+                raise ValueError(
+                    f"{where} ran other settings than this code gives the same config ({diff}, the row's -> this code's; made by commit "
+                    f"{made_by}): a default changed; give another --out"
+                )
+
+
+def done_keys(path: str) -> dict[str, dict]:
+    """The runs already in ``--out``, by :func:`key_of`. A last line cut short is removed from
     the file (saying so), so that the runs appended after it start on a line of their own."""
     if not path or not os.path.exists(path):
         return {}
@@ -140,7 +227,7 @@ def done_keys(path: str) -> dict[str, str]:
             file=sys.stderr,
         )
         os.truncate(path, whole)
-    return {row_key(r): r.get("device", "cpu") for r in rows}
+    return {row_key(r): r for r in rows}
 
 
 def summarize(path: str, baseline: dict) -> None:
@@ -160,7 +247,10 @@ def summarize(path: str, baseline: dict) -> None:
         base_cfg = {k: v for k, v in {**r["config"], **baseline}.items() if v is not None}  # null: drop the key
         base = by_key.get(row_key(r, base_cfg))
         paired, wins = "–", "–"
-        if base is not None and base is not r:
+        drift = drift_between(r, base) if base is not None and base is not r else ""
+        if drift:  # made under other defaults: not the pair the configs say
+            paired = f"– (not paired with line {base['_line']}: made under other defaults: {drift})"
+        elif base is not None and base is not r:
             d = [a - b for a, b in zip(x, base["per_seed"])]
             dm = sum(d) / len(d)
             se = math.sqrt(sum((v - dm) ** 2 for v in d) / max(len(d) - 1, 1) / len(d))
@@ -240,20 +330,21 @@ def main():
 def sweep(a, grid: list[dict]) -> None:
     """Run every (task, grid entry) not yet in ``a.out``, printing a row each and appending it."""
     done, finished, skipped = done_keys(a.out), 0, []
+    check_done(a.out, done, a.tasks, grid, a.rounds, a.seeds)
     seeds = "one seed" if a.seeds == 1 else f"{a.seeds} seeds"
     print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {seeds}) | self-duels | wall s |")
     print("|---|---|---|---|---|")
     for task in a.tasks:
         for g in grid:
-            made_on = done.get(key_of(task, g, a.rounds, a.seeds))
-            if made_on is not None:
-                skipped.append(made_on)
+            made = done.get(key_of(task, g, a.rounds, a.seeds))
+            if made is not None:
+                skipped.append(made.get("device", "cpu"))
                 continue
             model = dict(g)
             learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
             data = {"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0, **TASK_DATA.get(task, {})}
             try:
-                s, _ = run_experiment(
+                s, module = run_experiment(
                     data, model, learner=learner, accelerator=a.accelerator, threads=a.threads or "auto"
                 )
             except KeyboardInterrupt:
@@ -289,6 +380,7 @@ def sweep(a, grid: list[dict]) -> None:
                                 "wall_seconds": s["wall_seconds"],
                                 "device": s["device"],
                                 "software": s.get("software"),
+                                "settings": settings_of(module.hparams),
                             }
                         )
                         + "\n"

@@ -464,3 +464,48 @@ def test_a_sweep_run_again_says_which_runs_it_did_not_run_again_and_where_they_w
         f"--summarize {out} shows them"
     ) in said.err
     assert len(out.read_text().splitlines()) == 2
+
+
+def test_a_row_made_under_other_defaults_is_refused_not_skipped_and_not_paired(tmp_path, capsys, monkeypatch):
+    """Rows are keyed by their config, and ``{}`` names the defaults of the code that ran it: after a default
+    changed, a sweep run again skipped the old row as finished and paired it with new ones. Rows now record every
+    setting as run; one that is not what this code makes of its config, or one made before rows recorded them, is
+    refused before anything runs, naming the file, the line and the setting; the summary does not pair across them."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    grid = '[{"width": 4, "grad_steps": 1}, {"width": 4, "grad_steps": 1, "w_reg": 0.1}]'
+    argv = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), "--grid", grid]
+    monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
+    sweep.main()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["settings"]["w_reg"] for r in rows] == [0.0, 0.1] and rows[0]["settings"]["self_duel_test"] == "deep_diag"
+    assert all(k not in rows[0]["settings"] for k in ("dim", "arms", "rounds", "num_seeds", "link"))
+    sweep.main()  # the same code: skipped as finished
+    assert len(out.read_text().splitlines()) == 2
+    capsys.readouterr()
+
+    moved = {**rows[0], "settings": {**rows[0]["settings"], "beta": 2.0}}  # as if beta's default had been 2
+    for first, said in (
+        (moved, "ran other settings than this code gives the same config (beta 2.0 -> 1.0, the row's -> this code's"),
+        ({k: v for k, v in rows[0].items() if k != "settings"}, "before rows recorded their settings"),
+    ):
+        text = json.dumps(first) + "\n" + json.dumps(rows[1]) + "\n"
+        out.write_text(text)
+        assert _sweep_exit(sweep, monkeypatch, *argv) == 2
+        err = capsys.readouterr().err
+        assert (
+            f"error: --out: {out} line 1 (cos {{\"width\": 4, \"grad_steps\": 1}}, T=4, 1 seeds)" in err and said in err
+        )
+        assert out.read_text() == text  # nothing run, nothing written
+
+    out.write_text(json.dumps(moved) + "\n" + json.dumps(rows[1]) + "\n")
+    sweep.summarize(str(out), {"w_reg": None})
+    table = capsys.readouterr().out
+    assert "– (not paired with line 1: made under other defaults: beta 1.0 here, 2.0 there)" in table
+    d = rows[1]["per_seed"][0] - rows[0]["per_seed"][0]
+    both_moved = {**rows[1], "settings": {**rows[1]["settings"], "beta": 2.0}}
+    for second in (rows[1], both_moved):  # the same code, or both rows under the same older default: a pair
+        out.write_text(json.dumps(rows[0] if second is rows[1] else moved) + "\n" + json.dumps(second) + "\n")
+        sweep.summarize(str(out), {"w_reg": None})
+        table = capsys.readouterr().out
+        assert f"{d:+.3f} ± " in table and "not paired" not in table
