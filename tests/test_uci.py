@@ -1,6 +1,7 @@
 """UCI tasks: readers (real files when present, generated files always), bad files, encoding, a run."""
 
 import gzip
+import importlib.util
 import os
 
 import numpy as np
@@ -192,3 +193,34 @@ def test_the_default_data_folder_is_beside_the_repository_whatever_the_modules_d
     monkeypatch.delenv("NVLDB_UCI_DIR", raising=False)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert uci.default_data_dir() == os.path.join(os.path.dirname(os.path.realpath(root)), "shared", "data", "uci")
+
+
+@real
+def test_statlog_read_by_arm_index_is_a_task_of_ones_own_whose_best_duel_is_the_last_arms_self_duel(tmp_path):
+    """scripts/diagnostics/statlog_index_reading.py: the appendix's "P(i > j) = 1 for i > j" read by index, through
+    the Task extension point: Statlog's block contexts, u_k = k / (K - 1) whatever the row; its command runs."""
+    import json
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "diagnostics", "statlog_index_reading.py")
+    spec = importlib.util.spec_from_file_location("statlog_index_reading", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    task = module.IndexStatlog()
+    x = task.draw_contexts(5, 7, 63, np.random.default_rng(0))
+    assert x.shape == (5, 7, 63) and np.allclose(np.linalg.norm(x, axis=-1), 1.0)
+    for k in range(7):  # arm k's context is nonzero in block k only
+        assert not np.any(np.delete(x[:, k].reshape(5, 7, 9), k, axis=1))
+    u = task.utility(task.draw_parameter(63, None)[None], x)
+    assert u.shape == (5, 7) and np.allclose(u, np.arange(7) / 6)
+    out = tmp_path / "idx.jsonl"
+    subprocess.run(
+        [sys.executable, script, "--rounds", "6", "--seeds", "2", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "NVLDB_UCI_DIR": REAL},
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["config"].get("variance_aware", True) for r in rows] == [True, False, True, False]
+    assert all(len(r["per_seed"]) == 2 and all(0 <= v <= 1 for v in r["per_seed"]) for r in rows)
