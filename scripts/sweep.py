@@ -34,10 +34,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from nvldb_pl.experiments.grid import TASK_DATA, check_learner, check_positive, check_tasks  # noqa: E402
 from nvldb_pl.machinery.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.learners.nvldb import LITERAL  # noqa: E402
-from nvldb_pl.maths.checks import typed_args  # noqa: E402
+from nvldb_pl.maths.checks import LINKED_FROM_DATA, typed_args  # noqa: E402
 from nvldb_pl.learners.registry import init_args, learner_class  # noqa: E402
 from nvldb_pl.loop.run import build, check_placement, run_experiment  # noqa: E402
-from nvldb_pl.maths.checks import LINKED_FROM_DATA  # noqa: E402
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
@@ -138,6 +137,13 @@ def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
     return rows, whole
 
 
+def run_args(task: str, g: dict, rounds: int, seeds: int) -> tuple[dict, dict, str]:
+    """(data, model, learner) of grid entry ``g`` on ``task``: a config may name a baseline, {"learner": "NDB", ...}."""
+    model = dict(g)
+    learner = model.pop("learner", "NVLDB")
+    return {"task": task, "rounds": rounds, "num_seeds": seeds, "seed": 0, **TASK_DATA.get(task, {})}, model, learner
+
+
 def settings_of(hparams: dict) -> dict:
     """A learner's arguments as a run resolved them (its hparams, defaults included), less the fields linked
     from the data: what a sweep row records as ``settings``."""
@@ -147,9 +153,7 @@ def settings_of(hparams: dict) -> dict:
 def resolved_settings(task: str, g: dict, rounds: int) -> dict:
     """What this code makes of grid entry ``g`` on ``task``: the learner built (one seed, no run) and its
     :func:`settings_of`."""
-    model = dict(g)
-    learner = model.pop("learner", "NVLDB")
-    data = {"task": task, "rounds": rounds, "num_seeds": 1, "seed": 0, **TASK_DATA.get(task, {})}
+    data, model, learner = run_args(task, g, rounds, 1)
     with torch.random.fork_rng():  # building draws the initial weights: no trace in the runs after it
         _, module = build(data, model, learner)
     return settings_of(module.hparams)
@@ -340,9 +344,7 @@ def sweep(a, grid: list[dict]) -> None:
             if made is not None:
                 skipped.append(made.get("device", "cpu"))
                 continue
-            model = dict(g)
-            learner = model.pop("learner", "NVLDB")  # a config may name a baseline: {"learner": "NDB", ...}
-            data = {"task": task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0, **TASK_DATA.get(task, {})}
+            data, model, learner = run_args(task, g, a.rounds, a.seeds)
             try:
                 s, module = run_experiment(
                     data, model, learner=learner, accelerator=a.accelerator, threads=a.threads or "auto"
