@@ -277,10 +277,12 @@ class NeuralLearner(DuelingLearner):
         )
 
     def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
-        """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters (the built-in MLP): [S, K, d] -> [S, K, p]
-        (float64); NDB's exploration features and the deep self-duel test's."""
+        """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters: [S, K, d] -> [S, K, p] (float64); NDB's
+        exploration features and the deep self-duel test's (a user's network: by torch.func, in eval mode)."""
         net = self.net
         with torch.autocast(self.device.type, enabled=False):
+            if self.custom_network:
+                return net.per_point_gradients(contexts.float()).to(torch.float64)
             return per_point_gradients(
                 list(net.weights), net.theta, contexts.float().transpose(1, 2), list(net.biases), net.scale
             ).to(torch.float64)
@@ -416,7 +418,9 @@ class NeuralLearner(DuelingLearner):
             opt.zero_grad(set_to_none=True)
             per_seed = None
             for x, o, weights in self._train_blocks(t, None if samples is None else samples[:, step]):
-                f = self.net.utility_t(self.net.features_t(x)).view(S, o.shape[1], 2)
+                with self.net.training_pass():  # a user's dropout is on here only
+                    phi_t = self.net.features_t(x)
+                f = self.net.utility_t(phi_t).view(S, o.shape[1], 2)
                 delta_f = (f[..., 0] - f[..., 1]).float()
                 w = weights(delta_f).to(delta_f.dtype)
                 block = objective.weighted_nll(hp.link, delta_f, o, w)

@@ -81,7 +81,7 @@ class NVLDB(NeuralLearner):
             whole network's gradient width, NDB's diagonal Gram), ``deep_full`` (its full Gram), ``escape``
             (the rule with self-duels allowed, a self-duel replaced by the distinct pair with probability
             min(1, escape_rate / sqrt(t))) or ``none`` (today's a2 != a1). ``None``: ``deep_diag`` where
-            distinct_arms and the built-in MLP, else ``none``.
+            distinct_arms, else ``none`` (with ``network`` too: its per-arm gradients by torch.func).
         escape_rate: c of ``escape``.
         self_duel_width: the deep test's width coefficient (f_c - f_k >= this times ||g_c - g_k||_{Z^-1});
             ``None`` = beta.
@@ -176,8 +176,8 @@ class NVLDB(NeuralLearner):
                 category=UserWarning,
             )
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
-        if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1 and the MLP is ours
-            self_duel_test = "deep_diag" if distinct_arms and network is None else "none"
+        if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1
+            self_duel_test = "deep_diag" if distinct_arms else "none"
         _check(
             self_duel_test in selfduel.SELF_DUEL_TESTS,
             "self_duel_test",
@@ -196,11 +196,6 @@ class NVLDB(NeuralLearner):
             second_arm == "rule" or self_duel_test.startswith("deep"),
             "second_arm",
             "deep takes the deep test's Gram; it needs self_duel_test deep_diag or deep_full",
-        )
-        _check(
-            network is None or not self_duel_test.startswith("deep"),
-            "self_duel_test",
-            f"{self_duel_test} takes the built-in MLP's per-point gradients; with model.network use none or escape",
         )
         # saved with the values in force, also where they came from a default
         args.update(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel_test=self_duel_test)

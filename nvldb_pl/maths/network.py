@@ -36,6 +36,7 @@ Biases are drawn after W and theta_0 from the same generator, so adding them cha
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -165,6 +166,11 @@ class StackedMLP(nn.Module):
     def distance_to_init(self) -> torch.Tensor:
         """sum_l ||W^l - W^l_0||_F^2 (+ ||b^l - b^l_0||^2) per seed: [S]."""
         return sum((w - w0).pow(2).flatten(1).sum(1) for w, w0 in zip(self.layer_params(), self.initial_layer_params()))
+
+    def training_pass(self):
+        """The Adam steps' passes; the built-in MLP draws no noise, so nothing changes (see
+        :meth:`nvldb_pl.maths.user_network.StackedNetwork.training_pass`)."""
+        return contextlib.nullcontext()
 
     def features_t(self, x_t: torch.Tensor) -> torch.Tensor:
         """phi(x; W), eq. (nn) (or its standard form), feature-major: x_t [S, d, N] -> [S, d, N]."""

@@ -10,6 +10,13 @@ V are the learner's, as with the built-in MLP. Such a network trains by autograd
 gradient of :mod:`nvldb_pl.maths.backward` is the built-in MLP's), and modules with buffers (BatchNorm's running
 statistics) are refused: a seed's forward pass must not change state.
 
+Stochastic modules (dropout, noise layers) run in train mode only inside :meth:`StackedNetwork.training_pass`
+(the Adam steps' forward passes); every other pass (the estimate, the theta refit, V, and the per-arm gradients of
+the deep self-duel test, :meth:`StackedNetwork.per_point_gradients`) runs the module in eval mode, so it is
+deterministic. A training pass of a stochastic module runs seed by seed, each under torch's generator seeded from
+that seed's own key and a count of its passes (buffers ``noise_key``, ``noise_step``): a seed's dropout masks depend
+on neither the other seeds nor how many run in one process, and a resumed run draws the same ones.
+
 It offers what the learners use of :class:`nvldb_pl.maths.network.StackedMLP`: ``features_t``/``features``,
 ``utility_t``/``utility``, ``theta``/``theta0``, ``layer_params``/``initial_layer_params``/
 ``distance_to_init``, ``param_list``.
@@ -17,6 +24,7 @@ It offers what the learners use of :class:`nvldb_pl.maths.network.StackedMLP`: `
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Optional
 
@@ -40,7 +48,7 @@ class StackedNetwork(nn.Module):
         path, self.init_args = network_and_args(network)
         self.cls = import_class(path, nn.Module, "model.network", "a torch.nn.Module subclass")
         self.path, self.dim = path, dim
-        template = self._build(torch.Generator().manual_seed(0))
+        template = self._build(torch.Generator().manual_seed(0)).eval()
         require(
             not list(template.buffers()),
             "model.network",
@@ -49,9 +57,15 @@ class StackedNetwork(nn.Module):
         )
         names = [n for n, _ in template.named_parameters()]
         require(bool(names), "model.network", f"{path} has no parameters")
-        with torch.no_grad():
-            out = template(torch.zeros(3, dim))
         p = dim if feature_dim is None else feature_dim
+        with torch.no_grad():
+            try:
+                out = template(torch.zeros(3, dim, device=next(template.parameters()).device))
+            except RuntimeError as err:  # a first layer of another input size: "mat1 and mat2 shapes ..."
+                first = str(err).splitlines()[0]
+                raise ValueError(
+                    f"model.network: {path} does not take [N, {dim}] contexts (data.dim = {dim}): {first}"
+                ) from None
         require(
             tuple(out.shape) == (3, p),
             "model.network",
@@ -60,14 +74,21 @@ class StackedNetwork(nn.Module):
         )
         self.names = names
         self._template = [template]  # a list: not a submodule (its parameters are not the learner's)
+        self.stochastic = _draws_noise(template, names, dim)
         self.params = nn.ParameterList(nn.Parameter(torch.zeros(num_seeds, *t.shape)) for t in template.parameters())
         self.theta = nn.Parameter(torch.zeros(num_seeds, p))
         self.register_buffer("theta0", torch.zeros(num_seeds, p))
         for i, w in enumerate(self.params):
             self.register_buffer(f"w0_{i}", torch.zeros_like(w))
+        if self.stochastic:  # each seed's key for its training passes' noise, and how many it has drawn
+            self.register_buffer("noise_key", torch.zeros(num_seeds, dtype=torch.int64))
+            self.register_buffer("noise_step", torch.zeros(num_seeds, dtype=torch.int64))
+        self._training = False
 
     def _build(self, gen: torch.Generator) -> nn.Module:
-        with torch.random.fork_rng(devices=[]):
+        # on the CPU whatever the ambient device (torch.device("meta") in the sweeps' pre-check): the template is
+        # one seed's module, and its first draw must be a number
+        with torch.random.fork_rng(devices=[]), torch.device("cpu"):
             torch.manual_seed(int(torch.randint(2**62, (1,), generator=gen)))
             try:
                 return self.cls(**self.init_args)
@@ -83,6 +104,8 @@ class StackedNetwork(nn.Module):
                 w[s].copy_(v.detach().to(w.dtype))
             p = self.theta.shape[1]
             self.theta[s].copy_(torch.randn(p, generator=gen, dtype=torch.float64) / math.sqrt(p))
+            if self.stochastic:
+                self.noise_key[s] = int(torch.randint(2**62, (1,), generator=gen))
         for i, w in enumerate(self.params):
             getattr(self, f"w0_{i}").copy_(w)
         self.theta0.copy_(self.theta)
@@ -90,13 +113,58 @@ class StackedNetwork(nn.Module):
     def _one(self, flat: tuple[torch.Tensor, ...], x: torch.Tensor) -> torch.Tensor:
         return torch.func.functional_call(self._template[0], dict(zip(self.names, flat)), (x,))
 
+    @contextlib.contextmanager
+    def training_pass(self):
+        """The module in train mode for the passes inside (the Adam steps'); eval mode everywhere else."""
+        self._template[0].train()
+        self._training = True
+        try:
+            yield
+        finally:
+            self._template[0].eval()
+            self._training = False
+
+    def _noisy_features(self, x: torch.Tensor) -> torch.Tensor:
+        """A training pass of a stochastic module, seed by seed under its own key and pass count: [S, N, p]."""
+        out = []
+        for s in range(x.shape[0]):
+            key = (int(self.noise_key[s]) * 1_000_003 + int(self.noise_step[s])) % 2**62
+            with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
+                torch.manual_seed(key)
+                out.append(self._one(tuple(w[s] for w in self.params), x[s]))
+        with torch.no_grad():
+            self.noise_step += 1
+        return torch.stack(out)
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """phi(x; W): [S, N, d] -> [S, N, p]. One seed runs as two (as :mod:`nvldb_pl.maths.seedwise` does)."""
+        if self._training and self.stochastic:
+            return self._noisy_features(x)
         params = tuple(self.params)
         if x.shape[0] == 1:
             params, x = tuple(w.expand(2, *w.shape[1:]) for w in params), x.expand(2, *x.shape[1:])
             return torch.func.vmap(self._one)(params, x)[:1]
         return torch.func.vmap(self._one)(params, x)
+
+    def per_point_gradients(self, x: torch.Tensor) -> torch.Tensor:
+        """g(x_k) = d f(x_k) / d(W, theta) at the current parameters, the module in eval mode: x [S, K, d] ->
+        [S, K, P], P every parameter's size summed in ``parameters()`` order (the module's, then theta); the
+        deep self-duel test's features, as :func:`nvldb_pl.maths.backward.per_point_gradients` is the built-in
+        MLP's."""
+
+        def f_one(flat, theta, point):  # one seed, one context [d] -> f
+            return self._one(flat, point.unsqueeze(0))[0] @ theta
+
+        params, theta = tuple(w.detach() for w in self.params), self.theta.detach()
+        one_seed = x.shape[0] == 1
+        if one_seed:  # one seed runs as two, as in features
+            params, theta = tuple(w.expand(2, *w.shape[1:]) for w in params), theta.expand(2, -1)
+            x = x.expand(2, *x.shape[1:])
+        per_point = torch.func.vmap(torch.func.grad(f_one, argnums=(0, 1)), in_dims=(None, None, 0))
+        g_params, g_theta = torch.func.vmap(per_point)(params, theta, x.to(theta.dtype))
+        S, K = x.shape[:2]
+        g = torch.cat([gw.reshape(S, K, -1) for gw in g_params] + [g_theta.reshape(S, K, -1)], dim=2)
+        return g[:1] if one_seed else g
 
     def features_t(self, x_t: torch.Tensor) -> torch.Tensor:
         """Feature-major: x_t [S, d, N] -> [S, p, N]."""
@@ -123,3 +191,20 @@ class StackedNetwork(nn.Module):
     def distance_to_init(self) -> torch.Tensor:
         """sum ||W - W_0||^2 over the module's parameters, per seed: [S]."""
         return sum((w - w0).pow(2).flatten(1).sum(1) for w, w0 in zip(self.params, self.initial_layer_params()))
+
+
+def _draws_noise(template: nn.Module, names: list[str], dim: int) -> bool:
+    """Whether the module draws random numbers in train mode (dropout, noise layers): vmap refuses those."""
+    flat = tuple(w.detach().unsqueeze(0).expand(2, *w.shape) for w in template.parameters())
+    template.train()
+    try:
+        torch.func.vmap(lambda p, x: torch.func.functional_call(template, dict(zip(names, p)), (x,)))(
+            flat, torch.zeros(2, 3, dim, device=flat[0].device)
+        )
+    except RuntimeError as err:
+        if "random" not in str(err):
+            raise
+        return True
+    finally:
+        template.eval()
+    return False

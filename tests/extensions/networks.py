@@ -19,3 +19,22 @@ class WithBatchNorm(nn.Module):
 
     def forward(self, x):
         return self.body(x)
+
+
+class DropoutGELU(nn.Module):
+    """A stochastic network: dropout between GELU layers (on in the Adam steps only)."""
+
+    def __init__(self, dim: int = 5, hidden: int = 24, features: int = 5, p: float = 0.2):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Linear(dim, hidden),
+            nn.GELU(),
+            nn.Dropout(p),
+            nn.Linear(hidden, hidden),
+            nn.GELU(),
+            nn.Dropout(p),
+            nn.Linear(hidden, features),
+        )
+
+    def forward(self, x):
+        return self.body(x)
