@@ -6,6 +6,11 @@
     bandit.scores(contexts)                   # estimated utilities f(x_k) [K]: the learned ranking
     bandit.save("bandit.pt")
 
+``objective``: ``regret`` (the default: the learner's own rule, which shows good items, Alg. 1 line 6) or
+``rank`` (the pair whose answer tells most about the order of the items on offer,
+:class:`nvldb_pl.maths.ranking.InformativePair` on the learner's estimate): a study that wants the whole ranking
+asks ``rank``. Either way the answer is learned by the same update.
+
 One learner (S = 1 seed) of the package, driven through the very methods the Lightning loop
 calls each round (``propose``, ``learn``; see :mod:`nvldb_pl.learners.base`): every line of selection,
 loss, refit and Gram upkeep is shared, nothing is re-implemented here.
@@ -41,6 +46,7 @@ from .machinery.host import atomic_open, checkpoint_problem, open_text
 from .learners.base import DuelingLearner
 from .learners.neural import saved_hparams
 from .learners.registry import init_args, learner_class, learner_path
+from .maths.ranking import InformativePair, check_objective
 
 # the sections of a fit config: configs/*.yaml, and the config.yaml a run writes
 FIT_CONFIG_KEYS = {
@@ -140,7 +146,14 @@ class DuelingBandit:
         seed: int = 0,
         generator_state: Optional[torch.Tensor] = None,
         optimizer_state: Optional[dict] = None,
+        objective: str = "regret",
     ):
+        self.objective = check_objective(objective)
+        if objective == "rank" and type(learner).estimate is DuelingLearner.estimate:
+            raise ValueError(
+                f"objective: rank reads the learner's estimate (utilities and widths), which "
+                f"{type(learner).__name__} has not; use NVLDB, NDB, CoLSTIM or MaxInP"
+            )
         if not type(learner).LIVE:
             raise ValueError(
                 f"model: {type(learner).__name__} cannot be used live (its update needs the "
@@ -164,26 +177,42 @@ class DuelingBandit:
         self._gen = torch.Generator().manual_seed(self.seed)  # Thompson-sampling draws
         if generator_state is not None:
             self._gen.set_state(generator_state)
+        if objective == "rank":
+            self._rank_rule = InformativePair(float(learner.hparams.get("beta") or 1.0))
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def create(
-        cls, learner: str = "NVLDB", dim: int = 5, horizon: int = 1000, link: str = "logistic", seed: int = 0, **model
+        cls,
+        learner: str = "NVLDB",
+        dim: int = 5,
+        horizon: int = 1000,
+        link: str = "logistic",
+        seed: int = 0,
+        objective: str = "regret",
+        **model,
     ) -> "DuelingBandit":
         """A fresh learner (a name of :data:`nvldb_pl.learners.registry.LEARNERS`, or the import path of one's own
         :class:`~nvldb_pl.learners.base.DuelingLearner` subclass) with its initial parameters drawn
         from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
-        T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T)."""
+        T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T). ``objective``:
+        ``regret`` or ``rank`` (the module's doc)."""
         _check_seed(seed)
+        check_objective(objective)
         cls_ = learner_class(learner)
         args = _learner_args(cls_, model, "model")
         module = cls_(dim=dim, arms=2, rounds=horizon, num_seeds=1, link=link, **args)
         module.init_parameters(seed, [0])
-        return cls(module, seed)
+        return cls(module, seed, objective=objective)
 
     @classmethod
     def from_config(
-        cls, config, dim: Optional[int] = None, horizon: Optional[int] = None, seed: Optional[int] = None
+        cls,
+        config,
+        dim: Optional[int] = None,
+        horizon: Optional[int] = None,
+        seed: Optional[int] = None,
+        objective: str = "regret",
     ) -> "DuelingBandit":
         """From a YAML file (or its dict) in the format of ``configs/*.yaml``: ``model`` (NVLDB's
         arguments, or ``class_path`` + ``init_args``), ``data.dim``, ``data.link``,
@@ -238,15 +267,17 @@ class DuelingBandit:
                 horizon=int(horizon if horizon is not None else data.get("rounds", 1000)),
                 link=data.get("link", "logistic"),
                 seed=int(seed),
+                objective=objective,
                 **model,
             )
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
 
     @classmethod
-    def from_checkpoint(cls, path: str, seed_index: int = 0) -> "DuelingBandit":
+    def from_checkpoint(cls, path: str, seed_index: int = 0, objective: Optional[str] = None) -> "DuelingBandit":
         """From :meth:`save`'s file, or from a ``fit`` run's ``last.ckpt`` (then seed ``seed_index``
-        of its S seeds: its network, Gram matrix, optimizer state and history go on learning)."""
+        of its S seeds: its network, Gram matrix, optimizer state and history go on learning). ``objective``:
+        ``None`` keeps the save's (``regret`` for a fit checkpoint)."""
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such checkpoint")
         problem = checkpoint_problem(path) if zipfile.is_zipfile(path) else None  # torch reads no CRC itself
@@ -295,7 +326,9 @@ class DuelingBandit:
                     },
                 }
         seed = ckpt.get("seed", int(hp.get("seed", 0)) if live else 0)
-        return cls(module, seed, ckpt.get("generator") if live else None, opt_state)
+        if objective is None:
+            objective = ckpt.get("objective", "regret") if live else "regret"
+        return cls(module, seed, ckpt.get("generator") if live else None, opt_state, objective)
 
     # ------------------------------------------------------------------ ask / tell
     @property
@@ -314,7 +347,12 @@ class DuelingBandit:
         K = x.shape[0]
         if noise is None:
             noise = torch.randn(1, K, K, generator=self._gen, dtype=torch.float64)
-        a1, a2 = self.learner.select(x.unsqueeze(0), noise, self.learner.t + 1)
+        if self.objective == "rank":  # the most informative pair about the order (the module's doc)
+            with torch.no_grad():
+                est = self.learner.estimate(x.unsqueeze(0).to(self.learner.device))
+            a1, a2 = self._rank_rule(est["f"], est["norm"])
+        else:
+            a1, a2 = self.learner.select(x.unsqueeze(0), noise, self.learner.t + 1)
         self.learner.check_finite()
         return int(a1[0]), int(a2[0])
 
@@ -390,6 +428,7 @@ class DuelingBandit:
             "optimizer": opt.state_dict() if opt is not None else None,
             "generator": self._gen.get_state(),
             "seed": self.seed,
+            "objective": self.objective,
         }
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):

@@ -134,7 +134,16 @@ def main(argv=None, stdin=None, out=None) -> int:
     )
     src.add_argument("--simulate", action="store_true", help="a simulated person answers (hidden taste)")
     p.add_argument("--questions", type=int, default=20, help="at most this many questions (default 20)")
-    p.add_argument("--offer", type=int, default=4, help="items offered per question, K (default 4)")
+    p.add_argument(
+        "--offer", type=int, default=None, help="items offered per question, K (default 4; objective rank: every item)"
+    )
+    p.add_argument(
+        "--objective",
+        choices=["regret", "rank"],
+        default=None,
+        help="regret (the learner's own rule: good items asked most; the default) or rank (the pair of every item "
+        "that tells most about the whole order); with --load, default the saved learner's",
+    )
     p.add_argument(
         "--config",
         default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "live.yaml"),
@@ -150,7 +159,13 @@ def main(argv=None, stdin=None, out=None) -> int:
         if a.seed < 0:  # (it was refused as the config file's error)
             raise ValueError(f"--seed: must be >= 0, got {a.seed}")
         names, raw, contexts = catalog()
-        if not 2 <= a.offer <= len(names):
+        if a.objective == "rank" and a.offer is not None and a.offer < len(names):
+            raise ValueError(
+                f"--offer: objective rank chooses the pair among every item (it learns the whole order); "
+                f"--offer {a.offer} would not take effect, leave it out"
+            )
+        offer_size = a.offer if a.offer is not None else (len(names) if a.objective == "rank" else 4)
+        if not 2 <= offer_size <= len(names):
             raise ValueError(f"--offer: must be between 2 and {len(names)}, got {a.offer}")
         answers = Answers(a.answers, a.simulate, stdin, out)
         if a.save:  # before the questions: a person's answers must not be lost to a bad path at the end
@@ -163,17 +178,19 @@ def main(argv=None, stdin=None, out=None) -> int:
             if os.path.isdir(a.save):
                 raise ValueError(f"--save: {a.save} is a folder; give a file name in it")
         if a.load:
-            bandit = DuelingBandit.from_checkpoint(a.load)
+            bandit = DuelingBandit.from_checkpoint(a.load, objective=a.objective)
             if bandit.dim != contexts.shape[1]:
                 raise ValueError(f"--load: {a.load} has dim {bandit.dim}, the catalog has {contexts.shape[1]} features")
         else:
-            bandit = DuelingBandit.from_config(a.config, dim=contexts.shape[1], seed=a.seed)
+            bandit = DuelingBandit.from_config(
+                a.config, dim=contexts.shape[1], seed=a.seed, objective=a.objective or "regret"
+            )
         rng = np.random.default_rng([a.seed, bandit.num_observed])
         asked, given = 0, []
         journal = Journal(a.save + ".answers", a.seed, a.load) if a.save else None
         try:
             while asked < a.questions:
-                offer = rng.choice(len(names), size=a.offer, replace=False)
+                offer = rng.choice(len(names), size=offer_size, replace=False)
                 i, j = bandit.select(contexts[offer])
                 out.write(
                     f"\nQuestion {asked + 1}: which do you prefer?\n  1) {describe(names[offer[i]], raw[offer[i]])}\n"

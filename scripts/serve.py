@@ -36,7 +36,17 @@ def main(argv=None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
     p.add_argument(
-        "--offer", type=int, default=4, help="items offered a question, at random; the learner picks two (default 4)"
+        "--objective",
+        default="regret",
+        choices=["regret", "rank"],
+        help="what the study wants: regret (the learner's own rule, good items shown most; default) or rank (the "
+        "pair of every item that tells most about the whole order: docs/serve.md)",
+    )
+    p.add_argument(
+        "--offer",
+        type=int,
+        default=None,
+        help="items offered a question, at random; the learner picks two (default 4; objective rank: every item)",
     )
     p.add_argument(
         "--offer-all", action="store_true", help="offer every item each question (the learner picks any two)"
@@ -72,8 +82,9 @@ def main(argv=None) -> int:
         if os.path.isdir(a.db):
             raise ValueError(f"--db: {a.db} is a folder; give a file name in it")
         items = read_items(a.items) if a.items else builtin_catalog()
+        offer = None if a.offer_all else (a.offer if a.offer is not None else (4 if a.objective == "regret" else None))
         annotation = Annotation(
-            items, Store(a.db), a.config, a.seed, None if a.offer_all else a.offer, a.per_annotator, a.save_every
+            items, Store(a.db), a.config, a.seed, offer, a.per_annotator, a.save_every, a.objective
         )
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

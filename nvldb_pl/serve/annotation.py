@@ -26,6 +26,7 @@ from typing import Optional
 import numpy as np
 
 from ..live import DuelingBandit
+from ..maths.ranking import check_objective
 from .items import Catalog, kendall_tau
 from .store import Store
 
@@ -50,7 +51,10 @@ class Annotation:
 
     ``offer``: items offered a question, drawn at random (the learner picks two of them; capped at the
     number of items), ``None`` = all; ``seed``: the
-    learners' seed and the offers' draws. Refuses a ``store`` made with other items, config, seed or offer."""
+    learners' seed and the offers' draws; ``objective``: ``regret`` (the learner's own rule: good items shown
+    most) or ``rank`` (the most informative pair of every item about the whole order; ``offer`` must then be
+    ``None``, :mod:`nvldb_pl.maths.ranking`). Refuses a ``store`` made with other items, config, seed, offer or
+    objective."""
 
     def __init__(
         self,
@@ -61,8 +65,15 @@ class Annotation:
         offer: Optional[int] = 4,
         per_annotator: bool = False,
         save_every: int = 10,
+        objective: str = "regret",
     ):
         N = len(items.names)
+        check_objective(objective, "--objective")
+        if objective == "rank" and offer is not None and offer < N:
+            raise ValueError(
+                f"--offer: objective rank chooses the pair among every item (it learns the whole order); "
+                f"--offer {offer} would not take effect, leave it out"
+            )
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if save_every < 1:
@@ -73,6 +84,12 @@ class Annotation:
         self.offer, self.per_annotator, self.save_every = min(offer or N, N), bool(per_annotator), int(save_every)
         with open(config, "rb") as fh:
             config_text = fh.read().decode("utf-8", "replace")
+        self.objective = objective
+        if store.meta() and "objective" not in store.meta() and objective != "regret":  # made before objectives
+            raise ValueError(
+                f"--db: {store.path} was made with objective = 'regret', this server has {objective!r}; "
+                f"start with those, or give another --db"
+            )
         store.claim(
             {
                 "items_sha256": items.sha256,
@@ -80,6 +97,7 @@ class Annotation:
                 "seed": self.seed,
                 "offer": self.offer,
                 "per_annotator": self.per_annotator,
+                "objective": objective,
             }
         )
         self.lock = store.lock
@@ -93,14 +111,16 @@ class Annotation:
         return f"{self.store.path}.learner{tag}.pt"
 
     def _fresh(self) -> DuelingBandit:
-        return DuelingBandit.from_config(self.config, dim=self.items.contexts.shape[1], seed=self.seed)
+        return DuelingBandit.from_config(
+            self.config, dim=self.items.contexts.shape[1], seed=self.seed, objective=self.objective
+        )
 
     def _restore(self, key: str) -> int:
         """Rebuild learner ``key`` from its saved file and the answers after it; the answers replayed."""
         bandit, held = None, 0
         snap = self.store.snapshot(key)
         if snap is not None and os.path.isfile(snap[2]) and _sha256(snap[2]) == snap[1]:
-            bandit, held = DuelingBandit.from_checkpoint(snap[2]), int(snap[0])
+            bandit, held = DuelingBandit.from_checkpoint(snap[2], objective=self.objective), int(snap[0])
         todo = self.store.to_learn(key)
         if bandit is None or held > len(todo) or bandit.num_observed != held:
             bandit, held = None, 0  # no file the database vouches for: from the config

@@ -1,0 +1,167 @@
+"""How well a ranking is learned from few answers: Kendall tau to a simulated person's hidden order, per policy.
+
+    python scripts/diagnostics/rank_tau.py --persons 20 --out results/rank/tau.jsonl
+    .venv-gp/bin/python scripts/diagnostics/rank_tau.py --persons 20 --policies gp_variance --out results/rank/tau.jsonl
+
+A person p has a hidden linear taste w ~ N(0, I_d) over the catalog's item contexts (unit norm), utilities
+u = scale * x^T w / ||w||, and answers "i over j" with probability sigmoid(u_i - u_j) (logistic noise), from
+uniforms drawn once per person: every policy meets the same person and the same noise (paired by person). After
+each of the first ``--answers`` answers the learned order (the learner's scores of every item) is compared with u.
+
+Policies: ``regret`` (configs/live.yaml's learner, its own rule, ``--offer`` random items a question as the page
+offers them, and over every item: ``regret_all``), ``rank`` (objective rank: the most informative pair among all
+items, :mod:`nvldb_pl.maths.ranking`), ``random`` (a uniform random pair; the learner learns from it), and
+``gp_variance`` (BoTorch's PairwiseGP, the pair of largest posterior variance of f_i - f_j, its order the posterior
+mean; needs the gp extra). Each row: catalog, policy, person, tau after each answer. ``--summary FILE`` prints
+the table (mean ± standard error over persons at 10/20/40 answers, and paired differences to ``random``).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, ROOT)
+
+from nvldb_pl.live import DuelingBandit  # noqa: E402
+from nvldb_pl.serve.items import builtin_catalog, contexts_of, kendall_tau, read_items  # noqa: E402
+
+POLICIES = ("regret", "regret_all", "rank", "random", "gp_variance")
+CONFIG = os.path.join(ROOT, "configs", "live.yaml")
+
+
+def catalogs() -> dict:
+    """name -> contexts [N, d]: the built-in catalog, docs/serve-items.csv, and 25 random items of 6 features."""
+    raw = np.round(np.random.default_rng(7).uniform(0, 1, (25, 6)), 2)
+    return {
+        "built-in (12 items, d=5)": builtin_catalog().contexts,
+        "serve-items.csv (8, d=5)": read_items(os.path.join(ROOT, "docs", "serve-items.csv")).contexts,
+        "random (25, d=6)": contexts_of(raw, [f"f{i}" for i in range(6)], "random catalog"),
+    }
+
+
+def person(x: np.ndarray, p: int, answers: int, scale: float):
+    rng = np.random.default_rng([2026, p])
+    w = rng.standard_normal(x.shape[1])
+    return scale * x @ (w / np.linalg.norm(w)), rng.uniform(size=answers), rng
+
+
+def _gp_pick(X, comps, rng):
+    """PairwiseGP on the comparisons so far; the pair of largest Var(f_i - f_j) and the posterior mean."""
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models.likelihoods.pairwise import PairwiseLogitLikelihood
+    from botorch.models.pairwise_gp import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
+
+    N = X.shape[0]
+    if not comps:
+        i, j = rng.choice(N, 2, replace=False)
+        return (int(i), int(j)), np.zeros(N)
+    model = PairwiseGP(X, torch.tensor(comps, dtype=torch.long), likelihood=PairwiseLogitLikelihood())
+    try:
+        fit_gpytorch_mll(PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model))
+    except Exception:  # a failed hyperparameter fit keeps the defaults
+        pass
+    with torch.no_grad():
+        post = model.posterior(X)
+        mean, cov = post.mean.squeeze(-1), post.covariance_matrix.squeeze(0)
+    var = torch.diag(cov).unsqueeze(1) + torch.diag(cov).unsqueeze(0) - 2 * cov
+    var.fill_diagonal_(-math.inf)
+    flat = int(torch.argmax(var))
+    return (flat // N, flat % N), mean.numpy()
+
+
+def run(policy: str, x: np.ndarray, p: int, answers: int, offer: int, scale: float) -> list[float]:
+    u, uniforms, rng = person(x, p, answers, scale)
+    N, taus = x.shape[0], []
+    if policy == "gp_variance":
+        X, comps = torch.tensor(x, dtype=torch.float64), []
+        for n in range(answers + 1):  # one fit an answer: its mean is the order after it, its variance the next pair
+            (i, j), mean = _gp_pick(X, comps, rng)
+            if n > 0:
+                taus.append(kendall_tau(mean, u))
+            if n < answers:
+                won = uniforms[n] < 1 / (1 + math.exp(-(u[i] - u[j])))
+                comps.append([i, j] if won else [j, i])
+        return taus
+    bandit = DuelingBandit.from_config(
+        CONFIG, dim=x.shape[1], seed=p, objective="rank" if policy == "rank" else "regret"
+    )
+    for n in range(answers):
+        if policy == "random":
+            offered = sorted(rng.choice(N, 2, replace=False).tolist())
+            i, j = 0, 1
+        else:
+            k = N if policy in ("rank", "regret_all") else min(offer, N)
+            offered = sorted(rng.choice(N, k, replace=False).tolist()) if k < N else list(range(N))
+            i, j = bandit.select(x[offered])
+        a, b = offered[i], offered[j]
+        won = uniforms[n] < 1 / (1 + math.exp(-(u[a] - u[b])))
+        bandit.observe(x[offered], i, j, int(won))
+        taus.append(kendall_tau(bandit.scores(x), u))
+    return taus
+
+
+def summarize(path: str, at=(10, 20, 40)) -> None:
+    rows = [json.loads(line) for line in open(path)]
+    table: dict = {}
+    for r in rows:
+        table.setdefault(r["catalog"], {}).setdefault(r["policy"], {})[r["person"]] = r["tau"]
+    for cat, pol in table.items():
+        print(f"\n{cat}\n| policy | persons | " + " | ".join(f"tau after {n}" for n in at) + " |")
+        print("|---|---|" + "---|" * len(at))
+        base = pol.get("random", {})
+        for name in POLICIES:
+            if name not in pol:
+                continue
+            persons = sorted(pol[name])
+            cells = []
+            for n in at:
+                v = np.array([pol[name][p][n - 1] for p in persons if len(pol[name][p]) >= n])
+                cell = f"{v.mean():.3f} ± {v.std(ddof=1) / math.sqrt(len(v)):.3f}" if len(v) > 1 else "–"
+                shared = [p for p in persons if p in base and len(base[p]) >= n and len(pol[name][p]) >= n]
+                if name != "random" and len(shared) > 1:
+                    d = np.array([pol[name][p][n - 1] - base[p][n - 1] for p in shared])
+                    cell += f" ({d.mean():+.3f} ± {d.std(ddof=1) / math.sqrt(len(d)):.3f})"
+                cells.append(cell)
+            print(f"| {name} | {len(persons)} | " + " | ".join(cells) + " |")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--persons", type=int, default=20)
+    ap.add_argument("--first-person", type=int, default=0)
+    ap.add_argument("--answers", type=int, default=40)
+    ap.add_argument("--offer", type=int, default=4, help="items offered a question under 'regret' (the page's)")
+    ap.add_argument("--scale", type=float, default=3.0, help="the person's utilities' scale (answer noise)")
+    ap.add_argument("--policies", nargs="+", default=["regret", "regret_all", "rank", "random"], choices=POLICIES)
+    ap.add_argument("--catalogs", nargs="+", default=None, help="names of catalogs() to run (default: all)")
+    ap.add_argument("--out", default=None, help="JSON lines, one a (catalog, policy, person), appended")
+    ap.add_argument("--summary", default=None, metavar="FILE", help="print the table of FILE and stop")
+    a = ap.parse_args(argv)
+    if a.summary:
+        summarize(a.summary)
+        return 0
+    torch.set_num_threads(1)
+    cats = catalogs()
+    for name in a.catalogs or list(cats):
+        x = cats[name]
+        for policy in a.policies:
+            for p in range(a.first_person, a.first_person + a.persons):
+                taus = run(policy, x, p, a.answers, a.offer, a.scale)
+                row = {"catalog": name, "policy": policy, "person": p, "scale": a.scale, "offer": a.offer, "tau": taus}
+                print(f"{name} {policy} person {p}: tau@10 {taus[9]:.2f} @20 {taus[19]:.2f} @40 {taus[-1]:.2f}", flush=True)
+                if a.out:
+                    with open(a.out, "a") as fh:
+                        fh.write(json.dumps(row) + "\n")
+    if a.out:
+        summarize(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
