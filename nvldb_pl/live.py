@@ -314,7 +314,7 @@ class DuelingBandit:
         opt_state = ckpt["optimizer"] if live else (ckpt.get("optimizer_states") or [None])[0]
         if S > 1:
             module.take_seeds([seed_index])
-            if opt_state is not None:  # Adam's moments carry the seed dimension first
+            if opt_state is not None and "state" in opt_state:  # Adam's moments carry the seed dimension first
                 opt_state = {
                     **opt_state,
                     "state": {

@@ -50,6 +50,12 @@ def as_pairs(cols: torch.Tensor) -> torch.Tensor:
     return cols.transpose(1, 2).reshape(S, n // 2, 2, d)
 
 
+def learner_name(cls: type) -> str:
+    """The name a learner class is saved and found under: its class name for the package's own learners, else its
+    import path (so that a checkpoint or a live save of a user's class finds it again)."""
+    return cls.__name__ if cls.__module__.split(".")[0] == "nvldb_pl" else f"{cls.__module__}.{cls.__qualname__}"
+
+
 class DuelingLearner(pl.LightningModule):
     """Base class: S seeds' duel history (preallocated), regret and bookkeeping.
 
@@ -250,8 +256,11 @@ class DuelingLearner(pl.LightningModule):
         dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
         stream = checkpoint.get(type(dm).__qualname__) if hasattr(dm, "config_differences") else None
         data = dm.config_differences(stream) if stream is not None else []
-        name = type(self).__name__
-        saved = {"learner": checkpoint.get("learner", name), **checkpoint.get("hyper_parameters", {})}
+        name = learner_name(type(self))
+        saved_name = checkpoint.get("learner", name)
+        if saved_name == type(self).__name__:  # saved before checkpoints named a user's class by its import path
+            saved_name = name
+        saved = {"learner": saved_name, **checkpoint.get("hyper_parameters", {})}
         T_saved, T = saved.get("rounds"), self.hparams["rounds"]
         if T_saved is not None and T_saved != T and saved["learner"] == name:
             require(
@@ -295,7 +304,7 @@ class DuelingLearner(pl.LightningModule):
             )
 
     def on_save_checkpoint(self, checkpoint) -> None:
-        checkpoint["learner"] = type(self).__name__
+        checkpoint["learner"] = learner_name(type(self))
         if self._trainer is not None:  # what the rounds so far were computed under (checked on resume)
             checkpoint["processes"] = self.trainer.world_size
             checkpoint["precision"] = str(self.trainer.precision)

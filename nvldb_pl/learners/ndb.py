@@ -86,7 +86,7 @@ class NDB(NeuralLearner):
         )
         self.strategy = f"{rule}_asym"
         self.selection_rule = selection.make_rule(self.strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
-        self.method = f"NDB-{rule.upper()}"
+        self.method = f"{'NDB' if type(self) is NDB else type(self).__name__}-{rule.upper()}"  # a subclass by its name
         eye = torch.eye(p, dtype=torch.float64)
         if gram == "full":
             self.register_buffer("Vinv", eye.repeat(num_seeds, 1, 1) / lam)  # V_0^-1 = I / lam

@@ -213,7 +213,14 @@ class NVLDB(NeuralLearner):
                 self.register_buffer("Zinv", torch.eye(n, dtype=torch.float64).repeat(num_seeds, 1, 1) / lam)
             else:
                 self.register_buffer("U", torch.full((num_seeds, n), lam, dtype=torch.float64))
-        self.method = ("NVLDB" if variance_aware else "NLDB") + "-" + selection.rule_label(strategy)
+        # the method's name: a subclass by its class name, a network of one's own in brackets
+        if type(self) is NVLDB:
+            prefix = "NVLDB" if variance_aware else "NLDB"
+        else:
+            prefix = type(self).__name__ + ("" if variance_aware else "-NLDB")
+        self.method = prefix + "-" + selection.rule_label(strategy)
+        if network is not None:
+            self.method += f"[{self.net.path.rpartition('.')[2]}]"
         if oracle_variance:  # not the estimate NVLDB is: said in its name (summaries, the CLI's last line)
             self.method += "-oracle"
         p = dim if feature_dim is None else feature_dim

@@ -12,7 +12,7 @@ import inspect
 
 from ..maths.checks import import_class
 from ..maths.selection import STRATEGIES, SelectionRule
-from .base import DuelingLearner
+from .base import DuelingLearner, learner_name
 from .gp import PairwiseGPLearner
 from .linear import CoLSTIM, MaxInP
 from .ndb import NDB
@@ -24,8 +24,17 @@ LEARNERS = {cls.__name__: cls for cls in (NVLDB, NDB, CoLSTIM, VACDB, MaxInP, Ra
 
 
 def init_args(cls: type) -> set[str]:
-    """The argument names a learner class's constructor takes."""
-    return set(inspect.signature(cls.__init__).parameters) - {"self"}
+    """The argument names a learner class's constructor takes; where it passes ``**kwargs`` on (a subclass that
+    changes a few defaults), also those of the classes it passes them to, up its MRO."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters.values()
+        names |= {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)} - {"self"}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return names
 
 
 # name -> (learner, model arguments). NVLDB's and NLDB's six rules, and the baselines.
@@ -95,4 +104,4 @@ def method_spec(name: str, field: str = "--methods") -> tuple[str, dict]:
 
 def learner_path(cls: type) -> str:
     """The name a learner class is saved under: its :data:`LEARNERS` name, else its import path."""
-    return next((k for k, v in LEARNERS.items() if v is cls), f"{cls.__module__}.{cls.__qualname__}")
+    return next((k for k, v in LEARNERS.items() if v is cls), learner_name(cls))

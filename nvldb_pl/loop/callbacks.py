@@ -24,7 +24,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_warn
 import torch
 
+from ..learners.base import learner_name
 from ..machinery.cores import AUTO, SharedCores
+from ..maths.checks import LINKED_FROM_DATA
 from ..machinery.host import atomic_open, software, write_json_atomic
 
 
@@ -314,6 +316,8 @@ class RunSummary(pl.Callback):
         self.summary = {
             "task": dm.spec.task,
             "method": module.method,
+            "learner": learner_name(type(module)),
+            "settings": changed_settings(module),
             "strategy": hp.get("strategy"),
             "variance_aware": hp.get("variance_aware"),
             "rounds": T,
@@ -355,7 +359,11 @@ class RunSummary(pl.Callback):
             os.makedirs(folder, exist_ok=True)
             write_json_atomic(os.path.join(folder, "summary.json"), self.summary)
             self._written = os.path.join(folder, "summary.json")
-            params = {**{f"model/{k}": v for k, v in hp.items()}, **{f"data/{k}": v for k, v in vars(dm.spec).items()}}
+            params = {
+                "learner": self.summary["learner"],
+                **{f"model/{k}": v for k, v in hp.items()},
+                **{f"data/{k}": v for k, v in vars(dm.spec).items()},
+            }
             final = {"final/R_T_over_T_mean": float(mean), "final/R_T_over_T_std": float(std)}
             for logger in trainer.loggers:
                 if isinstance(logger, TensorBoardLogger):  # its HPARAMS tab: the config beside the final regret
@@ -377,3 +385,17 @@ class RunSummary(pl.Callback):
                 f"{s['wall_seconds']:.1f} s; {self._written}",
                 flush=True,
             )
+
+
+def changed_settings(module) -> dict:
+    """The learner's settings that differ from its class's defaults (network, rule, test, ...): its hparams against
+    those of the class built with only the fields linked from the data (on torch's meta device: nothing drawn)."""
+    hp = dict(module.hparams)
+    linked = {k: hp[k] for k in LINKED_FROM_DATA if k in hp}
+    try:
+        with torch.device("meta"), torch.random.fork_rng():
+            default = dict(type(module)(**linked).hparams)
+    except Exception:  # a class that cannot be built from its linked fields alone: every setting it holds
+        default = {}
+    missing = object()
+    return {k: v for k, v in hp.items() if k not in LINKED_FROM_DATA and default.get(k, missing) != v}

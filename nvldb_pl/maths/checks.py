@@ -127,8 +127,13 @@ def typed_value(cls: type, name: str, value, field: str):
     ``field``. Arguments of other types (unions of classes, dicts) are passed as given."""
     import typing
 
+    import inspect
+
+    owner = next(  # the class whose constructor names the argument (a subclass's **kwargs pass it up its MRO)
+        (k for k in cls.__mro__ if "__init__" in vars(k) and name in inspect.signature(k.__init__).parameters), cls
+    )
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(owner.__init__)
     except Exception:  # an annotation that does not resolve: take the value as given
         return value
     hint = hints.get(name)

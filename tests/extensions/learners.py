@@ -73,3 +73,10 @@ class OnlineLogistic(DuelingLearner):
         dx = x[:, 0] - x[:, 1]
         p = torch.sigmoid(torch.einsum("sd,sd->s", dx, self.w))
         self.w += self.hparams.lr * (duel["o"].double() - p).unsqueeze(1) * dx  # ascent on the log-likelihood
+
+
+class WideNVLDB(NVLDB):
+    """NVLDB with a wider network by default, every other argument passed on (``**kwargs``)."""
+
+    def __init__(self, width: int = 48, **kwargs):
+        super().__init__(width=width, **kwargs)
