@@ -68,4 +68,6 @@ def test_a_live_save_of_the_old_layout_loads_and_answers_as_it_did():
     expected = json.load(open(os.path.join(OLD, "live-expected.json")))
     x = np.random.default_rng(1).normal(size=(4, 5)).astype(np.float32)
     assert list(map(int, bandit.select(x))) == expected["select"]
-    np.testing.assert_array_equal(bandit.scores(x), np.array(expected["scores"]))
+    # the scores were written on another machine: float32 kernels of another CPU (AVX-512 here) round the last bits
+    # differently, so they agree to float32's precision, not bit for bit (the pair chosen is the same)
+    np.testing.assert_allclose(bandit.scores(x), np.array(expected["scores"]), rtol=1e-6)
