@@ -130,8 +130,10 @@ def release_run_folder() -> None:
         if not os.path.isdir(folder):
             continue
         drop_empty_event_files(folder)
-        if claimed and os.listdir(folder) == ["hparams.yaml"]:  # the logger's, written as fit began; nothing of the run
-            os.remove(os.path.join(folder, "hparams.yaml"))
+        made = {"hparams.yaml", "config.yaml"}  # the logger's and the config's, written as fit began
+        if claimed and set(os.listdir(folder)) <= made:  # a new run refused before anything of it: not left half-made
+            for name in made & set(os.listdir(folder)):
+                os.remove(os.path.join(folder, name))
         if claimed and not os.listdir(folder):
             os.rmdir(folder)
     while MADE_FOLDERS:  # lightning_logs, then default_root_dir and up: a refused new run leaves no empty folder

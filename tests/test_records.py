@@ -16,9 +16,11 @@ COS = os.path.join(ROOT, "configs", "cos.yaml")
 
 
 def _fit(root, *extra):
-    args = ["fit", "--config", COS, "--data.rounds=10", "--data.num_seeds=2", "--model.grad_steps=2"] if not any(
-        a.startswith("--model=") or a == "--model" for a in extra
-    ) else ["fit", "--config", COS, "--data.rounds=10", "--data.num_seeds=2"]
+    args = (
+        ["fit", "--config", COS, "--data.rounds=10", "--data.num_seeds=2", "--model.grad_steps=2"]
+        if not any(a.startswith("--model=") or a == "--model" for a in extra)
+        else ["fit", "--config", COS, "--data.rounds=10", "--data.num_seeds=2"]
+    )
     assert run_cli(args + ["--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}", *extra]) == 0
     folder = os.path.join(root, "lightning_logs", "version_0")
     with open(os.path.join(folder, "summary.json")) as fh:

@@ -104,6 +104,25 @@ class RoundStream(IterableDataset):
                 [self.task.draw_parameter(spec.dim, rng_for(spec.base_seed, i, TAG_TASK)) for i in spec.seed_ids]
             )
 
+    def _checked(self, method: str, value, shape: tuple) -> np.ndarray:
+        """A task's draw or utility as it meets the package: an array of ``shape``, finite, else one line naming
+        the class, the method and what was expected ([rounds, K, d] contexts; [S, K] utilities)."""
+        task = type(self.task)
+        where = f"data.task: {task.__module__}.{task.__qualname__}.{method}"
+        try:
+            value = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where} returned no array of numbers ({err})") from None
+        names = "[rounds, K, d]" if method == "draw_contexts" else "[S, K] (seeds, arms)"
+        if value.shape != tuple(shape):
+            raise ValueError(
+                f"{where} returned shape {list(value.shape)}; expected {names} = {list(shape)} "
+                f"(data.num_seeds = {len(self.spec.seed_ids)}, data.arms = {self.spec.arms}, data.dim = {self.spec.dim})"
+            )
+        if not np.isfinite(value).all():
+            raise ValueError(f"{where} returned non-finite values (NaN or inf); every value must be finite")
+        return value
+
     def _instances(self, seed_id: int, rounds: np.ndarray) -> np.ndarray:
         """Row indices for 1-indexed ``rounds`` of one seed.
 
@@ -134,7 +153,11 @@ class RoundStream(IterableDataset):
         for i in sp.seed_ids:
             rng = rng_for(sp.base_seed, i, TAG_ROUNDS, c)
             if self.dataset is None:
-                xs.append(self.task.draw_contexts(n, sp.arms, sp.dim, rng))
+                xs.append(
+                    self._checked(
+                        "draw_contexts", self.task.draw_contexts(n, sp.arms, sp.dim, rng), (n, sp.arms, sp.dim)
+                    )
+                )
             else:  # the row index, encoded in __iter__
                 xs.append(self._instances(i, np.arange(c * n + 1, c * n + n + 1)))
             zs.append(rng.standard_normal((n, sp.arms, sp.arms)))
@@ -144,7 +167,7 @@ class RoundStream(IterableDataset):
     def _round(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(contexts [S, K, d], utilities [S, K]) from one round's draw."""
         if self.dataset is None:
-            return x, self.task.utility(self.thetas, x)
+            return x, self._checked("utility", self.task.utility(self.thetas, x), x.shape[:2])
         X, y = self.dataset
         contexts = uci.block_contexts(X[x], self.spec.arms)
         return contexts, np.eye(self.spec.arms)[y[x]]  # u_k = 1 if k = y

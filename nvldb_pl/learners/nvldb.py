@@ -248,6 +248,8 @@ class NVLDB(NeuralLearner):
             est = self.estimate(contexts)
             f, norm = est["f"], est["norm"]
             a1, a2 = self.selection_rule(f, norm, noise, t)
+            if self.strategy not in selection.STRATEGIES:  # a rule of one's own, checked where it meets the loop
+                a1, a2 = selection.checked_pair(self.selection_rule, (a1, a2), *f.shape)
             extra = {}
             if test == "escape" and self.self_duels_allowed:
                 allowed = self.allowed_rule(f, norm, noise, t)

@@ -144,6 +144,7 @@ class BanditDataModule(pl.LightningDataModule):
         d=1: the paper's contexts are then +-1, and cos, square and quadratic give both the same value): every
         policy would end with R(T)/T = 0, as if learning were perfect. Refused naming data.dim."""
         sp = self.spec
+        next(iter(RoundStream(sp)))  # round 1 of every seed: a task's shapes and values checked where they meet ours
         task = make_task(sp.task, sp.task_args)
         seed = sp.seed_ids[0]
         theta = task.draw_parameter(sp.dim, rng_for(sp.base_seed, seed, TAG_TASK))[None]

@@ -158,6 +158,27 @@ class CandidateSymmetric(SelectionRule):
 RULES = {"asym": Asymmetric, "osym": OptimisticSymmetric, "csym": CandidateSymmetric}
 
 
+def checked_pair(rule: SelectionRule, pair, S: int, K: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A rule of one's own's (a1, a2) as it meets the loop: two integer tensors [S] of arms in [0, K), else one line
+    naming the rule's class and ``model.strategy``."""
+    name = f"model.strategy: {type(rule).__module__}.{type(rule).__qualname__}"
+    if not isinstance(pair, tuple) or len(pair) != 2:
+        raise ValueError(f"{name} returned {type(pair).__name__}; expected a tuple (a1, a2) of [S] arm tensors")
+    for label, a in zip(("a1", "a2"), pair):
+        if not torch.is_tensor(a) or a.dtype.is_floating_point or a.dtype.is_complex or a.dtype == torch.bool:
+            what = f"a {a.dtype} tensor" if torch.is_tensor(a) else type(a).__name__
+            raise ValueError(f"{name} returned {label} as {what}; expected an integer (int64) tensor [S] = [{S}]")
+        if tuple(a.shape) != (S,):
+            raise ValueError(f"{name} returned {label} of shape {list(a.shape)}; expected [S] = [{S}] (one arm a seed)")
+        bad = (a < 0) | (a >= K)
+        if bool(bad.any()):
+            seed = int(torch.nonzero(bad)[0, 0])
+            raise ValueError(
+                f"{name} returned {label} = {int(a[seed])} (seed index {seed}); an arm is 0 .. {K - 1} (data.arms = {K})"
+            )
+    return pair[0].long(), pair[1].long()
+
+
 def make_rule(strategy: str, beta: float, distinct: bool = False) -> SelectionRule:
     """The rule named ``strategy``, built once from the config: one of :data:`STRATEGIES`, or a
     :class:`SelectionRule` subclass by import path, built as ``cls(ts=False, beta=beta, distinct=distinct)``."""

@@ -154,7 +154,10 @@ def main(argv=None) -> int:
             for p in range(a.first_person, a.first_person + a.persons):
                 taus = run(policy, x, p, a.answers, a.offer, a.scale)
                 row = {"catalog": name, "policy": policy, "person": p, "scale": a.scale, "offer": a.offer, "tau": taus}
-                print(f"{name} {policy} person {p}: tau@10 {taus[9]:.2f} @20 {taus[19]:.2f} @40 {taus[-1]:.2f}", flush=True)
+                print(
+                    f"{name} {policy} person {p}: tau@10 {taus[9]:.2f} @20 {taus[19]:.2f} @40 {taus[-1]:.2f}",
+                    flush=True,
+                )
                 if a.out:
                     with open(a.out, "a") as fh:
                         fh.write(json.dumps(row) + "\n")

@@ -1,0 +1,76 @@
+"""The live learner's cost of an answer as the answers add up: ``observe`` (and ``select``) times, p50 and p99,
+in windows of answers, with the device named.
+
+    python scripts/benchmark_live.py --answers 5000 --windows 100 500 1000 2000 5000
+    python scripts/benchmark_live.py --config configs/live-full.yaml --answers 700 --windows 100 700
+
+A simulated person (a hidden linear taste, logistic noise) answers pairs of ``--offer`` items drawn afresh each
+question from the unit sphere in ``--dim`` dimensions. Each window reports the answers just before it (the last
+``--span`` of them): p50 and p99 of ``observe`` and of ``select`` in milliseconds, on this process's threads.
+"""
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+import torch
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+from nvldb_pl.live import DuelingBandit  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "live.yaml"))
+    ap.add_argument("--answers", type=int, default=5000)
+    ap.add_argument("--windows", type=int, nargs="+", default=[100, 500, 1000, 2000, 5000])
+    ap.add_argument("--span", type=int, default=50, help="answers a window reports (those just before it)")
+    ap.add_argument("--dim", type=int, default=5)
+    ap.add_argument("--offer", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    a = ap.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    windows = sorted(w for w in a.windows if w <= a.answers)
+    if not windows or a.span < 1:
+        print("error: --windows: at least one window <= --answers, and --span >= 1", file=sys.stderr)
+        return 2
+    bandit = DuelingBandit.from_config(a.config, dim=a.dim, horizon=a.answers)
+    rng = np.random.default_rng(0)
+    taste = rng.standard_normal(a.dim)
+    cpu = platform.processor() or platform.machine()
+    print(
+        f"{a.config}: {a.answers} answers, d={a.dim}, {a.offer} items a question; cpu ({cpu}), "
+        f"{torch.get_num_threads()} torch thread(s)"
+    )
+    print("| answers | observe p50 ms | observe p99 ms | select p50 ms | select p99 ms |")
+    print("|---|---|---|---|---|")
+    obs, sel = [], []
+    for n in range(1, a.answers + 1):
+        x = rng.uniform(-1, 1, (a.offer, a.dim))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        t0 = time.perf_counter()
+        i, j = bandit.select(x)
+        t1 = time.perf_counter()
+        won = rng.uniform() < 1 / (1 + np.exp(-3 * (x[i] - x[j]) @ taste))
+        bandit.observe(x, i, j, int(won))
+        t2 = time.perf_counter()
+        sel.append(1e3 * (t1 - t0))
+        obs.append(1e3 * (t2 - t1))
+        if n in windows:
+            o, s = np.array(obs[-a.span :]), np.array(sel[-a.span :])
+            print(
+                f"| {n} | {np.percentile(o, 50):.1f} | {np.percentile(o, 99):.1f} | "
+                f"{np.percentile(s, 50):.1f} | {np.percentile(s, 99):.1f} |",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
