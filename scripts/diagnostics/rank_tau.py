@@ -75,7 +75,9 @@ def _gp_pick(X, comps, rng):
     return (flat // N, flat % N), mean.numpy()
 
 
-def run(policy: str, x: np.ndarray, p: int, answers: int, offer: int, scale: float) -> list[float]:
+def run(
+    policy: str, x: np.ndarray, p: int, answers: int, offer: int, scale: float, config: str = CONFIG
+) -> list[float]:
     u, uniforms, rng = person(x, p, answers, scale)
     N, taus = x.shape[0], []
     if policy == "gp_variance":
@@ -89,7 +91,7 @@ def run(policy: str, x: np.ndarray, p: int, answers: int, offer: int, scale: flo
                 comps.append([i, j] if won else [j, i])
         return taus
     bandit = DuelingBandit.from_config(
-        CONFIG, dim=x.shape[1], seed=p, objective="rank" if policy == "rank" else "regret"
+        config, dim=x.shape[1], seed=p, objective="rank" if policy == "rank" else "regret"
     )
     for n in range(answers):
         if policy == "random":
@@ -107,17 +109,25 @@ def run(policy: str, x: np.ndarray, p: int, answers: int, offer: int, scale: flo
 
 
 def summarize(path: str, at=(10, 20, 40)) -> None:
-    rows = [json.loads(line) for line in open(path)]
+    """Per catalog: tau mean ± standard error over persons after each of ``at`` answers, and in brackets the mean
+    paired difference to ``random`` over the persons both have (a row made under another config says which)."""
     table: dict = {}
-    for r in rows:
-        table.setdefault(r["catalog"], {}).setdefault(r["policy"], {})[r["person"]] = r["tau"]
+    for line in open(path):
+        r = json.loads(line)
+        name = r["policy"] + (f" ({r['config']})" if r.get("config") else "")
+        table.setdefault(r["catalog"], {}).setdefault(name, {})[r["person"]] = r["tau"]
     for cat, pol in table.items():
         print(f"\n{cat}\n| policy | persons | " + " | ".join(f"tau after {n}" for n in at) + " |")
         print("|---|---|" + "---|" * len(at))
         base = pol.get("random", {})
-        for name in POLICIES:
-            if name not in pol:
-                continue
+        for name in sorted(
+            pol,
+            key=lambda n: (
+                n.split()[0] not in POLICIES,
+                POLICIES.index(n.split()[0]) if n.split()[0] in POLICIES else 0,
+                n,
+            ),
+        ):
             persons = sorted(pol[name])
             cells = []
             for n in at:
@@ -140,6 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, default=3.0, help="the person's utilities' scale (answer noise)")
     ap.add_argument("--policies", nargs="+", default=["regret", "regret_all", "rank", "random"], choices=POLICIES)
     ap.add_argument("--catalogs", nargs="+", default=None, help="names of catalogs() to run (default: all)")
+    ap.add_argument("--config", default=CONFIG, help="the learner's config (default configs/live.yaml)")
     ap.add_argument("--out", default=None, help="JSON lines, one a (catalog, policy, person), appended")
     ap.add_argument("--summary", default=None, metavar="FILE", help="print the table of FILE and stop")
     a = ap.parse_args(argv)
@@ -152,8 +163,10 @@ def main(argv=None) -> int:
         x = cats[name]
         for policy in a.policies:
             for p in range(a.first_person, a.first_person + a.persons):
-                taus = run(policy, x, p, a.answers, a.offer, a.scale)
+                taus = run(policy, x, p, a.answers, a.offer, a.scale, a.config)
                 row = {"catalog": name, "policy": policy, "person": p, "scale": a.scale, "offer": a.offer, "tau": taus}
+                if a.config != CONFIG:
+                    row["config"] = os.path.relpath(a.config, ROOT)
                 print(
                     f"{name} {policy} person {p}: tau@10 {taus[9]:.2f} @20 {taus[19]:.2f} @40 {taus[-1]:.2f}",
                     flush=True,
