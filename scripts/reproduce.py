@@ -31,6 +31,21 @@ from nvldb_pl.experiments.report import committed_curves, write_report  # noqa: 
 from nvldb_pl.loop.run import RunStopped, check_placement  # noqa: E402
 
 
+def data_settings(a) -> dict:
+    """--dim, --arms and --data KEY=VALUE as the data module's arguments, each name checked."""
+    from nvldb_pl.learners.registry import init_args
+    from nvldb_pl.loop.data import BanditDataModule
+
+    given = parse_overrides(a.data)
+    takes = init_args(BanditDataModule) - {"task", "rounds", "num_seeds", "seed", "first_seed_id"}
+    unknown = sorted(set(given) - takes)
+    if unknown:
+        raise ValueError(f"--data: no data setting {unknown}; the data take {sorted(takes)}")
+    if "dim" in given or "arms" in given:
+        raise ValueError("--data: give dim and arms as --dim and --arms")
+    return {**given, **{k: v for k, v in (("dim", a.dim), ("arms", a.arms)) if v is not None}}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=os.path.expanduser, help="folder for runs and the report")
@@ -55,6 +70,14 @@ def main(argv=None):
     )
     p.add_argument("--dim", type=int, default=None, help="context dimension d of the synthetic tasks (default 5)")
     p.add_argument("--arms", type=int, default=None, help="arms K a round of the synthetic tasks (default 5)")
+    p.add_argument(
+        "--data",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="data settings for every task, as main.py's --data.KEY: data_file=my.csv (with --tasks table), "
+        "link=probit, label_column=species, ...",
+    )
     p.add_argument(
         "--set",
         nargs="*",
@@ -129,7 +152,7 @@ def main(argv=None):
                 a.base_seed,
                 parse_overrides(a.set),
                 accelerator=a.accelerator,
-                data_overrides={k: v for k, v in (("dim", a.dim), ("arms", a.arms)) if v is not None},
+                data_overrides=data_settings(a),
                 first_seed=a.first_seed,
             )
             # the report keeps the methods earlier calls ran here (their newest finished run): one method per

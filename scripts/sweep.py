@@ -11,7 +11,9 @@ so a sweep can be stopped and resumed. A row whose settings are not what this co
 changed since it ran, or a row made before rows recorded their settings) is refused, naming the file, the line and
 the settings, before anything runs: a config such as ``{}`` names the defaults of the code that ran it. ``--accelerator gpu`` runs each config
 on one GPU.
-``--vary key=a,b`` crosses every grid entry with those values. ``--summarize`` prints, per task
+``--vary key=a,b`` crosses every grid entry with those values. A key ``data.<name>`` sets a data setting instead
+of a model one (``data.dim``, ``data.arms``, ``data.link``, ``data.data_file`` of ``--tasks table``, ...): the
+learner's linked fields follow it, as in ``main.py``. ``--summarize`` prints, per task
 and config, R(T)/T mean ± std and the paired difference to the baseline config with the same
 other settings, T and seeds (``--baseline`` replaces keys; a key set to null is removed) (mean ± standard error over seeds, and how many seeds the config wins);
 two rows whose recorded settings differ beyond what their configs name (made under other defaults) are not paired,
@@ -36,6 +38,7 @@ from nvldb_pl.machinery.host import check_folder_can_be_made  # noqa: E402
 from nvldb_pl.learners.nvldb import LITERAL  # noqa: E402
 from nvldb_pl.maths.checks import LINKED_FROM_DATA, typed_args  # noqa: E402
 from nvldb_pl.learners.registry import init_args, learner_class  # noqa: E402
+from nvldb_pl.loop.data import BanditDataModule  # noqa: E402
 from nvldb_pl.loop.run import build, check_placement, run_experiment  # noqa: E402
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
@@ -86,12 +89,26 @@ def check_grid(grid: list) -> None:
             cls = learner_class(learner, "--grid")
         except ValueError as err:
             raise ValueError(f"{err} (in {json.dumps(g)})") from None
-        takes = init_args(cls)
-        unknown = sorted(set(g) - {"learner"} - takes)
+        data, model = split_entry(g)
+        takes, data_takes = init_args(cls), init_args(BanditDataModule) - {"task", "rounds", "num_seeds", "seed"}
+        unknown = sorted(set(model) - takes) + sorted(DATA + k for k in set(data) - data_takes)
         if unknown:
-            raise ValueError(f"--grid/--vary: {learner} takes no {unknown} ({json.dumps(g)}); it takes {sorted(takes)}")
+            raise ValueError(
+                f"--grid/--vary: {learner} takes no {unknown} ({json.dumps(g)}); it takes {sorted(takes)}, and the "
+                f"data {sorted(DATA + k for k in data_takes)}"
+            )
         # each value parsed by its argument's type (a "False" is refused, not run as the true text "False")
-        g.update(typed_args(cls, {k: v for k, v in g.items() if k != "learner"}, "--grid/--vary"))
+        g.update(typed_args(cls, model, "--grid/--vary"))
+        g.update({DATA + k: v for k, v in typed_args(BanditDataModule, data, "--grid/--vary").items()})
+
+
+DATA = "data."  # a grid key naming a data setting (data.dim, data.arms, data.link, data.data_file, ...)
+
+
+def split_entry(g: dict) -> tuple[dict, dict]:
+    """Grid entry ``g`` as (data settings, model settings): ``data.<name>`` keys and the rest, less ``learner``."""
+    data = {k[len(DATA) :]: v for k, v in g.items() if k.startswith(DATA)}
+    return data, {k: v for k, v in g.items() if not k.startswith(DATA) and k != "learner"}
 
 
 def key_of(task: str, config: dict, rounds, seeds: int) -> str:
@@ -139,9 +156,13 @@ def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
 
 def run_args(task: str, g: dict, rounds: int, seeds: int) -> tuple[dict, dict, str]:
     """(data, model, learner) of grid entry ``g`` on ``task``: a config may name a baseline, {"learner": "NDB", ...}."""
-    model = dict(g)
-    learner = model.pop("learner", "NVLDB")
-    return {"task": task, "rounds": rounds, "num_seeds": seeds, "seed": 0, **TASK_DATA.get(task, {})}, model, learner
+    data, model = split_entry(g)
+    learner = g.get("learner", "NVLDB")
+    return (
+        {"task": task, "rounds": rounds, "num_seeds": seeds, "seed": 0, **TASK_DATA.get(task, {}), **data},
+        model,
+        learner,
+    )
 
 
 def settings_of(hparams: dict) -> dict:
@@ -314,12 +335,12 @@ def main():
         check_grid(grid)
         for task in a.tasks:  # a value no learner takes (width 0), named before the runs before it
             for g in grid:
-                model = {k: v for k, v in g.items() if k != "learner"}
+                data, model = split_entry(g)
                 check_learner(
                     f"--grid/--vary {json.dumps(g)} on {task}",
                     g.get("learner", "NVLDB"),
                     model,
-                    TASK_DATA.get(task, {}),
+                    {**TASK_DATA.get(task, {}), **data},
                     a.rounds,
                     a.seeds,
                 )

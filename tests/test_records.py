@@ -70,3 +70,34 @@ def test_a_subclass_with_kwargs_takes_its_parents_arguments_live_and_its_save_lo
     again = DuelingBandit.from_checkpoint(str(tmp_path / "w.pt"))
     assert type(again.learner) is WideNVLDB and again.learner.hparams.grad_steps == 3
     np.testing.assert_array_equal(again.scores(x), bandit.scores(x))
+
+
+def test_a_tables_run_records_its_data_and_the_label_of_each_arm(tmp_path):
+    table = os.path.join(ROOT, "tests", "extensions", "flowers.csv")
+    s, _ = _fit(tmp_path, "--data.task=table", f"--data.data_file={table}", "--data.dim=12", "--data.arms=3")
+    assert s["arm_labels"] == ["setosa", "versicolor", "virginica"]
+    assert s["data"]["data_file"] == table and s["data"]["task"] == "table" and s["data"]["dim"] == 12
+
+
+def test_the_comparison_scripts_take_a_table_file_and_d_and_k_in_a_sweep(tmp_path, capsys, monkeypatch):
+    from tests.script_loader import load_script
+
+    table = os.path.join(ROOT, "tests", "extensions", "flowers.csv")
+    out = str(tmp_path / "rep")
+    args = ["--out", out, "--tasks", "table", "--data", f"data_file={table}", "--dim", "12", "--arms", "3"]
+    args += ["--methods", "NVLDB-UCB-ASYM", "tests.extensions.learners.FastNVLDB", "--rounds", "8", "--seeds", "2"]
+    reproduce = load_script("reproduce")
+    assert reproduce.main(args + ["--set", "width=4"]) == 0
+    assert reproduce.main(args + ["--set", "width=4"]) == 0  # made with the same table: reused
+    assert capsys.readouterr().out.count("[reuse]") == 2
+    assert reproduce.main(args[:5] + ["data_file=nowhere.csv"] + args[6:]) == 2
+    assert "nowhere.csv" in capsys.readouterr().err
+    assert reproduce.main(args[:5] + ["link=probit", f"data_file={table}", "colour=red"] + args[6:]) == 2
+    assert "--data: no data setting ['colour']" in capsys.readouterr().err
+    rows = str(tmp_path / "s.jsonl")
+    argv = ["sweep.py", "--rounds", "8", "--seeds", "2", "--tasks", "square", "--grid", '[{"width": 4}]']
+    monkeypatch.setattr("sys.argv", argv + ["--vary", "data.dim=3,6", "data.arms=4", "--out", rows])
+    load_script("sweep").main()
+    runs = [json.loads(line) for line in open(rows)]
+    assert [(r["config"]["data.dim"], r["config"]["data.arms"]) for r in runs] == [(3, 4), (6, 4)]
+    assert runs[0]["per_seed"] != runs[1]["per_seed"]

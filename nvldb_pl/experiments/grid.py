@@ -162,14 +162,31 @@ def unfinished_run(
     return None
 
 
+def task_data(task: str, data_overrides: Optional[dict]) -> dict:
+    """The data settings of ``task`` in a grid: a UCI task's own shape (its d, K, preference: --dim and --arms do
+    not apply) with the other --data settings, a synthetic or table task's settings as given."""
+    given = dict(data_overrides or {})
+    if task in TASK_DATA:
+        return {**{k: v for k, v in given.items() if k not in ("dim", "arms")}, **TASK_DATA[task]}
+    return given
+
+
 def made_with_settings(folder: str, method: str, model: dict, data: dict) -> bool:
     """Whether the run in ``folder`` was made with exactly the model settings ``model`` (``--set``: every
-    one as given, and no other change from the method's defaults) and the data settings ``data``."""
+    one as given, and no other change from the method's defaults) and the data settings ``data`` (those the
+    learner holds, as d and K, read from its hparams; the others, as a table's file, from its summary.json's data)."""
     hp = run_hparams(folder)
     if not hp:  # a run from before hparams.yaml: its settings are unknown, so it stands for the defaults only
         return not model and not data
     given = {**method_spec(method)[1], **model}
-    return all(hp.get(k) == v for k, v in {**given, **data}.items()) and set(run_settings(method, hp)) <= set(model)
+    held = {k: v for k, v in data.items() if k in LINKED_FROM_DATA or k == "preference"}
+    if any(k not in held for k in data):
+        path = os.path.join(folder, "summary.json")
+        ran = (read_json(path) or {}).get("data") if os.path.isfile(path) else None
+        if not isinstance(ran, dict) or any(ran.get(k) != v for k, v in data.items() if k not in held):
+            return False  # made with other data settings, or before summaries recorded them
+    held.pop("preference", None)
+    return all(hp.get(k) == v for k, v in {**given, **held}.items()) and set(run_settings(method, hp)) <= set(model)
 
 
 def finished_runs(
@@ -222,13 +239,13 @@ def run_grid(
             learner, model = method_spec(method)
             model = {**model, **given_settings(method, overrides)}
             run_dir = os.path.join(out, "runs", task, method)
-            shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
-            # reused only if made with these settings: another --set or --dim runs anew, beside it
+            shape = task_data(task, data_overrides)
+            # reused only if made with these settings: another --set, --dim or --data runs anew, beside it
             own = method_spec(method)[1]  # the method's own arguments; --set may override them
             settings = (
                 method,
                 {k: v for k, v in model.items() if k not in own or own[k] != v},
-                {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms)},
+                {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms), **shape},
             )
             found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
             if found:
@@ -302,7 +319,7 @@ def check_settings(
     not after the runs before it (hours at full size). The learners are built on torch's meta device:
     their checks run, nothing is allocated or drawn."""
     for task in tasks:
-        shape = TASK_DATA[task] if task in TASK_DATA else (data_overrides or {})
+        shape = task_data(task, data_overrides)
         if task in uci.UCI_TASKS:
             uci.files(task)
         else:
@@ -321,7 +338,7 @@ def check_learner(where: str, learner: str, model: dict, shape: dict, rounds: in
         "arms": shape.get("arms", StreamSpec.arms),
         "rounds": rounds,
         "num_seeds": num_seeds,
-        "link": "logistic",
+        "link": shape.get("link", "logistic"),
     }
     try:
         with torch.device("meta"):

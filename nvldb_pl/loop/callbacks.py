@@ -323,6 +323,8 @@ class RunSummary(pl.Callback):
             "rounds": T,
             "num_seeds": len(cum_avg),
             "base_seed": dm.spec.base_seed,
+            **({"data": dm.settings} if hasattr(dm, "settings") else {}),
+            **({"arm_labels": dm.arm_labels} if getattr(dm, "arm_labels", None) else {}),  # arm k is label k
             "seeds": [
                 {
                     "seed": int(s),

@@ -90,6 +90,18 @@ class BanditDataModule(pl.LightningDataModule):
         require(task == TABLE or not given, given[0] if given else "data.task", f"applies to data.task={TABLE} only")
         self.link = check_link(link, "data.link")
         self.preference = preference or link
+        # what the stream is made of beyond its spec, as given (summary.json's "data": a grid reuses a run by it)
+        self.settings = {
+            "task": task,
+            **({"task_args": task_args} if task_args else {}),
+            "dim": dim,
+            "arms": arms,
+            "link": self.link,
+            "preference": self.preference,
+            **{k: v for k, v in (("data_dir", data_dir), ("data_file", data_file)) if v is not None},
+            "sampling": sampling,
+            **{k: v for k, v in table_args.items() if v is not None},
+        }
         require(self.preference in PREFERENCES, "data.preference", f"{preference!r} is not one of {list(PREFERENCES)}")
         self.spec = StreamSpec(
             task, dim, arms, rounds, num_seeds, first_seed_id, resolve_base_seed(seed), sampling, task_args
@@ -108,6 +120,7 @@ class BanditDataModule(pl.LightningDataModule):
         self.start_round = 0  # set by DuelingLoop.on_load_checkpoint when resuming
         self.local_spec = self.spec  # this process's shard of seeds (see setup)
         self.dataset = None
+        self.arm_labels = None  # a table's or UCI task's label of each arm (arm k is the k-th), recorded with the run
         if task in uci.UCI_TASKS or task == TABLE:  # read and check the files now, before any training starts
             if task == TABLE:
                 require(
@@ -121,6 +134,8 @@ class BanditDataModule(pl.LightningDataModule):
             else:
                 self.dataset = uci.load(task, data_dir, data_file)
                 K, p, name = len(uci.SPECS[task].labels), uci.SPECS[task].features, task
+                classes = list(uci.SPECS[task].labels)
+            self.arm_labels = [str(c) for c in classes]
             require(arms == K, "data.arms", f"{name} has {K} classes, so arms must be {K}, got {arms}")
             require(
                 dim == K * p,
