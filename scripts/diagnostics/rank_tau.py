@@ -5,7 +5,9 @@
 
 A person p has a hidden linear taste w ~ N(0, I_d) over the catalog's item contexts (unit norm), utilities
 u = scale * x^T w / ||w||, and answers "i over j" with probability sigmoid(u_i - u_j) (logistic noise), from
-uniforms drawn once per person: every policy meets the same person and the same noise (paired by person). After
+uniforms drawn once per person: every policy meets the same person and the same noise (paired by person). On the
+Train catalog, person p is 20 trips drawn for p and the logit fitted to the real choices
+(:mod:`nvldb_pl.environments.train_choices`), its utilities in the data's own scale. After
 each of the first ``--answers`` answers the learned order (the learner's scores of every item) is compared with u.
 
 Policies: ``regret`` (configs/live.yaml's learner, its own rule, ``--offer`` random items a question as the page
@@ -17,6 +19,7 @@ the table (mean ± standard error over persons at 10/20/40 answers, and paired d
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -28,6 +31,7 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, ROOT)
 
+from nvldb_pl.environments import train_choices as tc  # noqa: E402
 from nvldb_pl.live import DuelingBandit  # noqa: E402
 from nvldb_pl.serve.items import builtin_catalog, contexts_of, kendall_tau, read_items  # noqa: E402
 
@@ -36,19 +40,30 @@ CONFIG = os.path.join(ROOT, "configs", "live.yaml")
 
 
 def catalogs() -> dict:
-    """name -> contexts [N, d]: the built-in catalog, docs/serve-items.csv, and 25 random items of 6 features."""
+    """name -> person(p) -> (contexts [N, d], hidden utilities u [N]): the built-in catalog, docs/serve-items.csv
+    and 25 random items of 6 features, each with person p's random linear taste; and 20 trips of the Train data
+    drawn for person p, whose utilities are the logit fitted to the travellers' real choices."""
     raw = np.round(np.random.default_rng(7).uniform(0, 1, (25, 6)), 2)
-    return {
+    fixed = {
         "built-in (12 items, d=5)": builtin_catalog().contexts,
         "serve-items.csv (8, d=5)": read_items(os.path.join(ROOT, "docs", "serve-items.csv")).contexts,
         "random (25, d=6)": contexts_of(raw, [f"f{i}" for i in range(6)], "random catalog"),
     }
+    out = {name: functools.partial(_taste, x) for name, x in fixed.items()}
+    out["Train trips (20, d=4), fitted person"] = lambda p, scale: tc.catalog(20, seed=p)[2:]
+    return out
 
 
-def person(x: np.ndarray, p: int, answers: int, scale: float):
-    rng = np.random.default_rng([2026, p])
-    w = rng.standard_normal(x.shape[1])
-    return scale * x @ (w / np.linalg.norm(w)), rng.uniform(size=answers), rng
+def _taste(x: np.ndarray, p: int, scale: float):
+    w = np.random.default_rng([2026, p]).standard_normal(x.shape[1])
+    return x, scale * x @ (w / np.linalg.norm(w))
+
+
+def person(make, p: int, answers: int, scale: float):
+    """(contexts, utilities, the answers' uniforms, the policy's generator) of person p: the same for every policy."""
+    x, u = make(p, scale)
+    rng = np.random.default_rng([2027, p])
+    return x, u, rng.uniform(size=answers), rng
 
 
 def _gp_pick(X, comps, rng):
@@ -75,10 +90,8 @@ def _gp_pick(X, comps, rng):
     return (flat // N, flat % N), mean.numpy()
 
 
-def run(
-    policy: str, x: np.ndarray, p: int, answers: int, offer: int, scale: float, config: str = CONFIG
-) -> list[float]:
-    u, uniforms, rng = person(x, p, answers, scale)
+def run(policy: str, make, p: int, answers: int, offer: int, scale: float, config: str = CONFIG) -> list[float]:
+    x, u, uniforms, rng = person(make, p, answers, scale)
     N, taus = x.shape[0], []
     if policy == "gp_variance":
         X, comps = torch.tensor(x, dtype=torch.float64), []
@@ -160,17 +173,15 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     cats = catalogs()
     for name in a.catalogs or list(cats):
-        x = cats[name]
+        make = cats[name]
         for policy in a.policies:
             for p in range(a.first_person, a.first_person + a.persons):
-                taus = run(policy, x, p, a.answers, a.offer, a.scale, a.config)
+                taus = run(policy, make, p, a.answers, a.offer, a.scale, a.config)
                 row = {"catalog": name, "policy": policy, "person": p, "scale": a.scale, "offer": a.offer, "tau": taus}
                 if a.config != CONFIG:
                     row["config"] = os.path.relpath(a.config, ROOT)
-                print(
-                    f"{name} {policy} person {p}: tau@10 {taus[9]:.2f} @20 {taus[19]:.2f} @40 {taus[-1]:.2f}",
-                    flush=True,
-                )
+                shown = " ".join(f"@{n} {taus[n - 1]:.2f}" for n in (10, 20, 40) if n <= len(taus))
+                print(f"{name} {policy} person {p}: tau {shown}", flush=True)
                 if a.out:
                     with open(a.out, "a") as fh:
                         fh.write(json.dumps(row) + "\n")
