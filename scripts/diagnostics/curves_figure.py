@@ -7,8 +7,8 @@
 
 A run is a label, a method and a report folder whose ``curves_<task>.csv.gz`` (what ``scripts/reproduce.py``
 writes) holds it; ``FOLDER@T`` takes that folder's run of horizon T instead of ``--rounds`` (a short run beside
-long ones, drawn to its own horizon). ``--from`` starts the x axis at that round, ``--log-x`` draws it on a log scale. Only the seeds every run of a task has are drawn, so the curves are paired by seed. Needs
-matplotlib (``pip install -e '.[report]'``).
+long ones, drawn to its own horizon). ``--from`` starts the x axis at that round, ``--log-x`` draws it on a log
+scale. Only the seeds every run of a task has are drawn, so the curves are paired by seed. Needs matplotlib (``pip install -e '.[report]'``).
 """
 
 import argparse
