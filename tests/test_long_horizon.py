@@ -196,7 +196,9 @@ def test_the_graphed_update_is_the_chunked_update_up_to_rounding():
     a, b = out["chunked"], out["graphed"]
     for p, q in zip(a.net.param_list(), b.net.param_list()):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
-    torch.testing.assert_close(b.V, a.V, rtol=1e-6, atol=1e-8)
+    # V is float64 built from phi in float32 at those W: their float32 rounding, not a tighter one (on an AVX-512 CPU
+    # V's entries differed by 3.7e-6 relative)
+    torch.testing.assert_close(b.V, a.V, rtol=1e-4, atol=1e-6)
     assert not torch.equal(a.V, a.hparams.lam * torch.eye(4, dtype=torch.float64).expand(3, 4, 4))
 
 
