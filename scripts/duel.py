@@ -162,7 +162,7 @@ def main(argv=None, stdin=None, out=None) -> int:
         if a.objective == "rank" and a.offer is not None and a.offer < len(names):
             raise ValueError(
                 f"--offer: objective rank chooses the pair among every item (it learns the whole order); "
-                f"--offer {a.offer} would not take effect, leave it out"
+                f"--offer {a.offer} would not take effect, leave it out (or give --objective regret)"
             )
         offer_size = a.offer if a.offer is not None else (len(names) if a.objective == "rank" else 4)
         if not 2 <= offer_size <= len(names):

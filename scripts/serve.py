@@ -37,10 +37,10 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
     p.add_argument(
         "--objective",
-        default="regret",
+        default="rank",
         choices=["regret", "rank"],
-        help="what the study wants: regret (the learner's own rule, good items shown most; default) or rank (the "
-        "pair of every item that tells most about the whole order: docs/serve.md)",
+        help="what the study wants: rank (the pair of every item that tells most about the whole order; the default) "
+        "or regret (the learner's own rule on --offer items: good items shown most): docs/serve.md",
     )
     p.add_argument(
         "--offer",
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     restored = sum(annotation.restored.values())
     shown = f"[{host}]" if ":" in host else host
     print(
-        f"serving {len(items.names)} items ({items.source}) at http://{shown}:{port}/"
+        f"serving {len(items.names)} items ({items.source}), objective {a.objective}, at http://{shown}:{port}/"
         + (f"?token={a.token}" if a.token else "")
         + f"\nanswers in {a.db}: {annotation.store.count_answers()} kept, {restored} restored into the learner(s)",
         flush=True,

@@ -69,13 +69,13 @@ class Annotation:
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
+        if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
+            raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
             raise ValueError(
                 f"--offer: objective rank chooses the pair among every item (it learns the whole order); "
-                f"--offer {offer} would not take effect, leave it out"
+                f"--offer {offer} would not take effect, leave it out (or give --objective regret)"
             )
-        if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
-            raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if save_every < 1:
             raise ValueError(f"--save-every: must be >= 1, got {save_every}")
         if seed < 0:
