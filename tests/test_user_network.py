@@ -105,3 +105,17 @@ def test_a_network_whose_input_is_not_data_dim_is_refused_naming_both():
 @pytest.mark.parametrize("path", [LAYERNORM, DROPOUT])
 def test_the_sweeps_pre_check_builds_a_network_of_ones_own(path):
     check_learner("NVLDB on cos", "NVLDB", {"network": path}, {}, 20, 2)  # on torch's meta device
+
+
+def _fit(root, *extra):
+    args = ["fit", "--config", COS, f"--model.network={DROPOUT}", "--model.grad_steps=2", "--data.num_seeds=2"]
+    args += ["--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}", *extra]
+    assert run_cli(args) == 0
+    with open(os.path.join(root, "lightning_logs", "version_0", "summary.json")) as fh:
+        return [(s["seed"], s["cum_avg_regret"]) for s in json.load(fh)["seeds"]]
+
+
+def test_a_dropout_networks_run_goes_on_from_its_checkpoint_to_exactly_the_run_in_one_go(tmp_path):
+    whole = _fit(tmp_path / "whole", "--data.rounds=24")
+    _fit(tmp_path / "parts", "--data.rounds=16")
+    assert _fit(tmp_path / "parts", "--data.rounds=24", "--ckpt_path=last") == whole  # the same dropout masks
