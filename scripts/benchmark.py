@@ -1,4 +1,4 @@
-"""Throughput of the vectorized loop against the straightforward per-seed loop (tests/naive.py).
+"""Throughput of the vectorized loop against the straightforward per-seed loop (nvldb_pl/reference.py).
 
     python scripts/benchmark.py --task cos --seeds 20 --rounds 1000 --naive-seeds 2
     python scripts/benchmark.py --accelerator gpu --precision 32-true bf16-mixed --naive-seeds 0
@@ -21,7 +21,7 @@ import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 
 from nvldb_pl.environments.stream import StreamSpec  # noqa: E402
-from tests.naive import run_seed  # noqa: E402
+from nvldb_pl.reference import run_seed  # noqa: E402
 from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
 from nvldb_pl.experiments.grid import check_positive  # noqa: E402
 from nvldb_pl.machinery.history import resolve_history_pass  # noqa: E402

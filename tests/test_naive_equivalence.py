@@ -1,9 +1,9 @@
-"""The vectorized Lightning loop against the plain per-seed, per-arm loop of tests/naive.py."""
+"""The vectorized Lightning loop against the plain per-seed, per-arm loop of nvldb_pl/reference.py."""
 
 import pytest
 
 from nvldb_pl.environments.stream import RoundStream, StreamSpec
-from tests.naive import run_seed
+from nvldb_pl.reference import run_seed
 from nvldb_pl.loop.run import run_experiment
 
 

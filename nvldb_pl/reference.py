@@ -1,9 +1,10 @@
-"""A straightforward NVLDB loop: one seed at a time, Python loops over arms, as the appendix
-listings are written (``torch.inverse(V)`` per pair, V rebuilt from the history each round).
+"""Algorithm 1 in one file, as the appendix listings are written: one seed at a time, Python loops over arms,
+V rebuilt from the history each round (its inverse from a float64 Cholesky factor), the network trained by autograd.
 
-It exists for two reasons: it is the speed baseline of ``scripts/benchmark.py``, and, run on
-the same streams, it must make the same decisions as the vectorized Lightning loop
-(``tests/test_naive_equivalence.py``). It reuses no selection or Gram code of the package.
+The doorway to the algorithm: read :func:`run_seed` top to bottom for what the vectorized learner
+(:class:`nvldb_pl.learners.nvldb.NVLDB` with the loop of :mod:`nvldb_pl.loop`) computes for S seeds at once. Run on the
+same streams, it makes the same decisions as that loop (``tests/test_naive_equivalence.py``), and it is the speed
+baseline of ``scripts/benchmark.py``. It reuses no selection or Gram code of the package.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ import math
 import numpy as np
 import torch
 
-from nvldb_pl.environments.stream import RoundStream, StreamSpec
-from nvldb_pl.environments.streams import TAG_INIT, rng_for
-from nvldb_pl.maths.network import INITS_OF, init_biases, init_weights
-from nvldb_pl.maths.objective import refit_theta
+from .environments.stream import RoundStream, StreamSpec
+from .environments.streams import TAG_INIT, rng_for
+from .maths.network import INITS_OF, init_biases, init_weights
+from .maths.objective import refit_theta
+
+
+def _inverse(A: torch.Tensor) -> torch.Tensor:
+    """A^-1 of a symmetric positive-definite float64 matrix, from its Cholesky factor."""
+    return torch.cholesky_inverse(torch.linalg.cholesky(A))
 
 
 def _phi(weights, x, scale, biases=()):
@@ -140,13 +146,13 @@ def run_seed(
         with torch.no_grad():
             grads = [_phi(weights, x[k], scale, biases).double() for k in range(spec.arms)]  # d f / d theta
             f = [float(g @ theta.double()) for g in grads]
-        a1, a2 = _select(strategy, f, grads, torch.inverse(V), beta, noise, t, distinct_arms)
+        a1, a2 = _select(strategy, f, grads, _inverse(V), beta, noise, t, distinct_arms)
         if self_duel_test != "none":
             g = []
             for k in range(spec.arms):  # d f(x_k) / d(W, theta, b), one arm at a time
                 fk = _phi(weights, x[k], scale, biases) @ theta
                 g.append(torch.cat([d.flatten() for d in torch.autograd.grad(fk, weights + [theta] + biases)]).double())
-            Zinv = torch.inverse(Z) if self_duel_test == "deep_full" else torch.diag(1.0 / torch.diagonal(Z))
+            Zinv = _inverse(Z) if self_duel_test == "deep_full" else torch.diag(1.0 / torch.diagonal(Z))
             c = int(np.argmax(f))
             sure = all(
                 f[c] - f[k] >= beta * math.sqrt(max(float((g[c] - g[k]) @ Zinv @ (g[c] - g[k])), 0.0))
