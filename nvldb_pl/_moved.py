@@ -20,7 +20,8 @@ MOVED = {
     "seedwise": "maths.seedwise",
     "user_network": "maths.user_network",
     "checks": "maths.checks",
-    "streams": "environments.streams",
+    "streams": "environments.seeding",
+    "environments.streams": "environments.seeding",  # one name per idea: stream.py is the round stream
     "tasks": "environments.tasks",
     "uci": "environments.uci",
     "metrics": "environments.regret",

@@ -63,7 +63,7 @@ from .machinery.resume import (
     whole_checkpoint,
 )
 from .loop.run import stopped_by_ctrl_c, tensorboard_logger
-from .environments.streams import shard
+from .environments.seeding import shard
 from .loop.trainer_checks import check_trainer
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from .environments.stream import RoundStream, StreamSpec
-from .environments.streams import TAG_INIT, rng_for
+from .environments.seeding import TAG_INIT, rng_for
 from .maths.network import INITS_OF, init_biases, init_weights
 from .maths.objective import refit_theta
 

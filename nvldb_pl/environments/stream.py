@@ -1,6 +1,6 @@
 """The environment side of the loop: a stream of rounds for S seeds at once.
 
-Every random draw is a pure function of (base seed, seed id, round) (:mod:`nvldb_pl.environments.streams`): the
+Every random draw is a pure function of (base seed, seed id, round) (:mod:`nvldb_pl.environments.seeding`): the
 task parameter of seed i from ``(base, i, TAG_TASK)``, and round t's contexts, Thompson-sampling
 noise and feedback uniforms from ``(base, i, TAG_ROUNDS, (t-1) // CHUNK_ROUNDS)``. So a seed can be regenerated
 alone, in any batch of seeds, on any process, and the stream can start at any round (resume).
@@ -27,7 +27,7 @@ from ..maths import links
 from ..maths.checks import class_path_and_args, require
 from . import uci
 from .regret import instant_regret
-from .streams import CHUNK_ROUNDS, TAG_DISJOINT, TAG_ROUNDS, TAG_TASK, rng_for
+from .seeding import CHUNK_ROUNDS, TAG_DISJOINT, TAG_ROUNDS, TAG_TASK, rng_for
 from .tasks import TASKS, make_task
 
 TABLE = "table"  # a user's own CSV (data.data_file, data.label_column, data.feature_columns, data.header)

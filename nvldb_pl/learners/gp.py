@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..environments.streams import TAG_FIT, torch_seed
+from ..environments.seeding import TAG_FIT, torch_seed
 from ..maths.checks import check, check_integer, check_number
 from .base import DuelingLearner
 

@@ -31,7 +31,7 @@ from .base import DuelingLearner, as_pairs
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_number
 from ..maths.network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights
-from ..environments.streams import TAG_INIT, torch_seed
+from ..environments.seeding import TAG_INIT, torch_seed
 from ..maths.user_network import StackedNetwork
 
 BACKWARDS = ("manual", "autograd")

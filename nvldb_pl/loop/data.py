@@ -24,7 +24,7 @@ from ..environments.stream import (
     preference_prob,
     task_and_args,
 )
-from ..environments.streams import CHUNK_ROUNDS, TAG_ROUNDS, TAG_TASK, rng_for, resolve_base_seed, shard
+from ..environments.seeding import CHUNK_ROUNDS, TAG_ROUNDS, TAG_TASK, rng_for, resolve_base_seed, shard
 from ..environments.tasks import make_task
 from ..machinery.host import check_memory
 from ..maths.checks import config_differences, refuse_other_config, require

@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 import torch
 
-from ..environments.streams import TAG_SAMPLE, rng_for
+from ..environments.seeding import TAG_SAMPLE, rng_for
 from ..maths.checks import check
 from . import graphs, host
 

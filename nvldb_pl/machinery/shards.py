@@ -4,7 +4,7 @@ Under ``seed_parallel`` every process saves its own seeds (rank 0 to ``last.ckpt
 ``last.ckpt.rank{r}``, each keeping ``.prev``). Seeds are independent, so a run saved by W
 processes goes on exactly with another number W': the W files at a round they all hold are merged
 into one checkpoint of every seed (rank order is seed-id order) and each new process takes its
-contiguous share (:func:`nvldb_pl.environments.streams.shard`). Per seed are the learner's tensors with a
+contiguous share (:func:`nvldb_pl.environments.seeding.shard`). Per seed are the learner's tensors with a
 leading seed dimension (all but ``SHARED_BUFFERS`` and 0-d ones), Adam's moments and
 the DuelingLoop's rounds not yet logged; everything else (round counter, loops, curves gathered
 over all seeds) is the same in every file and taken from rank 0's.
