@@ -3,10 +3,14 @@ in windows of answers, with the device named.
 
     python scripts/benchmark_live.py --answers 5000 --windows 100 500 1000 2000 5000
     python scripts/benchmark_live.py --config configs/live-full.yaml --answers 700 --windows 100 700
+    python scripts/benchmark_live.py --page --answers 2000 --windows 100 1000 2000
 
 A simulated person (a hidden linear taste, logistic noise) answers pairs of ``--offer`` items drawn afresh each
 question from the unit sphere in ``--dim`` dimensions. Each window reports the answers just before it (the last
 ``--span`` of them): p50 and p99 of ``observe`` and of ``select`` in milliseconds, on this process's threads.
+``--page``: the annotation server's own handlers instead (``Annotation.question`` and ``Annotation.answer`` on the
+built-in catalog with its SQLite store in a temporary folder, objective ``--objective``; no HTTP): the reply's
+cost without the network.
 """
 
 import argparse
@@ -33,6 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dim", type=int, default=5)
     ap.add_argument("--offer", type=int, default=4)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--page", action="store_true", help="time the annotation server's question and answer")
+    ap.add_argument("--objective", default="rank", choices=["rank", "regret"], help="with --page (default rank)")
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -40,6 +46,8 @@ def main(argv=None) -> int:
     if not windows or a.span < 1:
         print("error: --windows: at least one window <= --answers, and --span >= 1", file=sys.stderr)
         return 2
+    if a.page:
+        return page(a, windows)
     bandit = DuelingBandit.from_config(a.config, dim=a.dim, horizon=a.answers)
     rng = np.random.default_rng(0)
     taste = rng.standard_normal(a.dim)
@@ -69,6 +77,48 @@ def main(argv=None) -> int:
                 f"{np.percentile(s, 50):.1f} | {np.percentile(s, 99):.1f} |",
                 flush=True,
             )
+    return 0
+
+
+def page(a, windows) -> int:
+    """--page: the server's question and answer handlers, timed per answer."""
+    import tempfile
+
+    from nvldb_pl.serve.annotation import Annotation
+    from nvldb_pl.serve.items import builtin_catalog
+    from nvldb_pl.serve.store import Store
+
+    with tempfile.TemporaryDirectory() as folder:
+        items = builtin_catalog()
+        offer = None if a.objective == "rank" else min(a.offer, len(items.names))
+        ann = Annotation(items, Store(os.path.join(folder, "a.db")), a.config, 0, offer, objective=a.objective)
+        sid, taste = ann.new_session(), np.random.default_rng(0).standard_normal(len(items.features))
+        print(
+            f"{a.config}: the server's handlers, objective {a.objective}, {a.answers} answers, "
+            f"{len(items.names)} items; cpu ({platform.processor() or platform.machine()}), "
+            f"{torch.get_num_threads()} torch thread(s)"
+        )
+        print("| answers | answer p50 ms | answer p99 ms | question p50 ms | question p99 ms |")
+        print("|---|---|---|---|---|")
+        ask, reply = [], []
+        for n in range(1, a.answers + 1):
+            t0 = time.perf_counter()
+            q = ann.question(sid)
+            t1 = time.perf_counter()
+            first = np.array([q["first"]["features"][f] for f in items.features]) @ taste
+            second = np.array([q["second"]["features"][f] for f in items.features]) @ taste
+            ann.answer(sid, q["question"], 1 if first > second else 2)
+            t2 = time.perf_counter()
+            ask.append(1e3 * (t1 - t0))
+            reply.append(1e3 * (t2 - t1))
+            if n in windows:
+                r, s = np.array(reply[-a.span :]), np.array(ask[-a.span :])
+                print(
+                    f"| {n} | {np.percentile(r, 50):.1f} | {np.percentile(r, 99):.1f} | "
+                    f"{np.percentile(s, 50):.1f} | {np.percentile(s, 99):.1f} |",
+                    flush=True,
+                )
+        ann.close()
     return 0
 
 

@@ -40,3 +40,10 @@ def test_the_short_table_pairs_a_sweep_with_a_report_folder(tmp_path, capsys):
     assert table.main(args + ["--tasks", "square"]) == 0
     out = capsys.readouterr().out
     assert "| {} | 1.300 ± 0.785 | +0.339 ± 0.163 | 5/20 |" in out
+
+
+def test_benchmark_live_times_the_servers_handlers_with_page(capsys):
+    bench = load_script("benchmark_live")
+    assert bench.main(["--page", "--answers", "8", "--windows", "8", "--span", "4", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "the server's handlers, objective rank" in out and any(line.startswith("| 8 |") for line in out.splitlines())
