@@ -5,6 +5,7 @@
     python scripts/duel.py --simulate               # a simulated person with a hidden taste
     python scripts/duel.py --questions 30 --save me.pt   # ... and keep the learner (answers also in me.pt.answers)
     python scripts/duel.py --load me.pt             # go on from a saved learner
+    python scripts/duel.py --catalog train --simulate --objective rank   # trips of real data, a person fitted to them
 
 Each question offers ``--offer`` random items of the catalog (the round's context set X_t); the
 learner (``configs/live.yaml`` by default: NVLDB-UCB-ASYM with distinct arms) picks the two to
@@ -35,6 +36,29 @@ def catalog(seed: int = 2026) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(names, raw features [N, 5] in [0, 1] with one decimal, contexts [N, 5] of unit norm)."""
     c = builtin_catalog(seed)
     return c.names, c.raw, c.contexts
+
+
+class Catalog:
+    """What ``--catalog`` offers: names, raw features (as shown), the learner's contexts, and the simulated person's
+    utility of raw features. ``builtin``: 12 made-up items, the person a hidden linear taste (TASTE). ``train``: 20
+    trips of Ecdat's Train data (price in cents of guilders, minutes, changes, comfort 0 best), the person the
+    conditional logit fitted to the travellers' real choices (:mod:`nvldb_pl.environments.train_choices`)."""
+
+    def __init__(self, name: str, seed: int):
+        if name == "train":
+            from nvldb_pl.environments import train_choices as tc
+
+            self.names, self.raw, self.contexts, _ = tc.catalog(20, seed)
+            self.features, self.beta = ("price", "time", "change", "comfort"), tc.fit()[0] * tc.UNITS
+        else:
+            self.names, self.raw, self.contexts = catalog()
+            self.features, self.beta = FEATURES, TASTE
+
+    def utility(self, raw: np.ndarray) -> np.ndarray:
+        return raw @ self.beta
+
+    def describe(self, k: int) -> str:
+        return f"{self.names[k]:<8s} " + "  ".join(f"{f} {v:g}" for f, v in zip(self.features, self.raw[k]))
 
 
 def describe(name: str, raw: np.ndarray) -> str:
@@ -84,8 +108,9 @@ def deferred_interrupt():
 class Answers:
     """Where answers come from: the terminal, a file (checked line by line) or a simulated person."""
 
-    def __init__(self, path=None, simulate=False, stdin=None, out=None):
+    def __init__(self, path=None, simulate=False, stdin=None, out=None, person=None):
         self.lines, self.path, self.simulate = None, path, simulate
+        self.person = person or (lambda raw: raw @ TASTE)  # the simulated person's utility of raw features
         self.stdin, self.out = stdin or sys.stdin, out or sys.stdout
         if path is not None:
             if os.path.isdir(path):
@@ -102,7 +127,7 @@ class Answers:
     def next(self, raw_i, raw_j):
         """1 if the first item shown is preferred, 0 if the second, None to stop."""
         if self.simulate:
-            return int(raw_i @ TASTE > raw_j @ TASTE)
+            return int(self.person(raw_i) > self.person(raw_j))
         if self.lines is not None:
             if not self.lines:
                 return None
@@ -152,13 +177,21 @@ def main(argv=None, stdin=None, out=None) -> int:
     p.add_argument("--load", type=os.path.expanduser, help="go on from a learner saved with --save")
     p.add_argument("--save", type=os.path.expanduser, help="save the learner here at the end")
     p.add_argument("--seed", type=int, default=0, help="which items are offered, and the learner's seed")
+    p.add_argument(
+        "--catalog",
+        choices=["builtin", "train"],
+        default="builtin",
+        help="builtin (12 made-up items) or train (20 trips of the Train data; --simulate: the person fitted to the "
+        "travellers' real choices; --seed picks the trips)",
+    )
     a = p.parse_args(argv)
     try:
         if a.questions < 0:
             raise ValueError(f"--questions: must be >= 0, got {a.questions}")
         if a.seed < 0:  # (it was refused as the config file's error)
             raise ValueError(f"--seed: must be >= 0, got {a.seed}")
-        names, raw, contexts = catalog()
+        cat = Catalog(a.catalog, a.seed)
+        names, raw, contexts = cat.names, cat.raw, cat.contexts
         if a.objective == "rank" and a.offer is not None and a.offer < len(names):
             raise ValueError(
                 f"--offer: objective rank chooses the pair among every item (it learns the whole order); "
@@ -167,7 +200,7 @@ def main(argv=None, stdin=None, out=None) -> int:
         offer_size = a.offer if a.offer is not None else (len(names) if a.objective == "rank" else 4)
         if not 2 <= offer_size <= len(names):
             raise ValueError(f"--offer: must be between 2 and {len(names)}, got {a.offer}")
-        answers = Answers(a.answers, a.simulate, stdin, out)
+        answers = Answers(a.answers, a.simulate, stdin, out, cat.utility)
         if a.save:  # before the questions: a person's answers must not be lost to a bad path at the end
             folder = os.path.dirname(os.path.abspath(a.save))
             if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
@@ -193,8 +226,8 @@ def main(argv=None, stdin=None, out=None) -> int:
                 offer = rng.choice(len(names), size=offer_size, replace=False)
                 i, j = bandit.select(contexts[offer])
                 out.write(
-                    f"\nQuestion {asked + 1}: which do you prefer?\n  1) {describe(names[offer[i]], raw[offer[i]])}\n"
-                    f"  2) {describe(names[offer[j]], raw[offer[j]])}\n"
+                    f"\nQuestion {asked + 1}: which do you prefer?\n  1) {cat.describe(offer[i])}\n"
+                    f"  2) {cat.describe(offer[j])}\n"
                 )
                 o = answers.next(raw[offer[i]], raw[offer[j]])
                 if o is None:
@@ -212,9 +245,9 @@ def main(argv=None, stdin=None, out=None) -> int:
         out.write(f"\nLearned ranking after {bandit.num_observed} answers (estimated utility):\n")
         ranking = rank(bandit, contexts, names)
         for n, (name, score) in enumerate(ranking, 1):
-            out.write(f"{n:3d}. {describe(name, raw[names.index(name)])}   {score:+.3f}\n")
+            out.write(f"{n:3d}. {cat.describe(names.index(name))}   {score:+.3f}\n")
         if a.simulate:
-            tau = kendall_tau(bandit.scores(contexts), raw @ TASTE)
+            tau = kendall_tau(bandit.scores(contexts), cat.utility(raw))
             out.write(f"Kendall tau against the simulated person's hidden taste: {tau:.2f}\n")
         if a.save:
             try:

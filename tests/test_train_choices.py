@@ -41,3 +41,37 @@ def test_the_catalog_is_distinct_trips_with_the_persons_utilities():
     assert len(names) == 20 and len(np.unique(x, axis=0)) == 20
     z = raw * tc.UNITS
     assert np.allclose(u - u.mean(), (z @ tc.fit()[0]) - (z @ tc.fit()[0]).mean())
+
+
+def test_duel_script_asks_the_fitted_person_about_trips_and_learns_their_order(capsys):
+    from tests.script_loader import load_script
+
+    assert (
+        load_script("duel").main(["--catalog", "train", "--simulate", "--objective", "rank", "--questions", "25"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "price" in out and "comfort" in out
+    tau = float(out.rsplit("hidden taste: ", 1)[1].split()[0])
+    assert tau > 0.6  # 20 trips, 25 answers of a noiseless person: well above a random order's 0
+
+
+def test_the_page_learns_the_fitted_persons_order_of_trips(tmp_path):
+    """The annotation server on a catalog of trips (an items CSV), answered by the fitted person."""
+    from nvldb_pl.serve.annotation import SHARED, Annotation
+    from nvldb_pl.serve.items import kendall_tau, read_items
+    from nvldb_pl.serve.store import Store
+
+    names, raw, _, u = tc.catalog(12, seed=1)
+    path = tmp_path / "trips.csv"
+    path.write_text(
+        "name,price,time,change,comfort\n" + "".join(f"{n},{','.join(map(str, r))}\n" for n, r in zip(names, raw))
+    )
+    items = read_items(str(path))
+    ann = Annotation(items, Store(str(tmp_path / "a.db")), "configs/live.yaml", offer=None, objective="rank")
+    utility = dict(zip(names, u))
+    sid = ann.new_session()
+    for _ in range(25):
+        q = ann.question(sid)
+        ann.answer(sid, q["question"], 1 if utility[q["first"]["name"]] > utility[q["second"]["name"]] else 2)
+    scores = ann.bandits[SHARED].scores(items.contexts)
+    assert kendall_tau(scores, [utility[n] for n in items.names]) > 0.5
