@@ -408,21 +408,48 @@ def home_in_config_paths(argv: list[str]) -> list[str]:
     return out
 
 
+def _unique_keys_loader():
+    """A YAML SafeLoader that refuses a key given twice in one mapping (YAML keeps the last one silently: ``rounds: 20``
+    then ``rounds: 30`` would run 30; two ``data:`` sections would drop the first whole)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ValueError(
+                    f"the key {key!r} is given twice in one mapping (lines {seen[key] + 1} and "
+                    f"{key_node.start_mark.line + 1}); YAML would keep the last one silently: give it once"
+                )
+            seen[key] = key_node.start_mark.line
+        return loader.construct_mapping(node, deep=deep)
+
+    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return UniqueKeys
+
+
 def check_config_files(argv: list[str]) -> None:
     """Each ``--config`` file that exists must be a YAML mapping of settings: a syntax error, a file that is
     not text, an empty file or a list is named with its file (the parser's own reports say ``"<unicode
     string>", line 4``, ``'utf-8' codec can't decode ...`` or ``Unexpected config: - 1``)."""
     import yaml
 
+    _UniqueKeys = _unique_keys_loader()
     paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")]
     paths += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
     for path in paths:
         if os.path.isfile(path):
             try:
                 with open_text(path, "--config") as fh:
-                    config = yaml.safe_load(fh)
+                    config = yaml.load(fh, Loader=_UniqueKeys)
             except yaml.YAMLError as err:
                 raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
+            except ValueError as err:  # a key given twice
+                raise ValueError(f"--config: {path}: {err}") from None
             if not isinstance(config, dict):
                 what = (
                     "is empty"

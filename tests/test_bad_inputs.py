@@ -500,3 +500,22 @@ def test_a_run_without_checkpoints_writes_none_and_its_summary(tmp_path, capsys)
         == 0
     )
     assert not list(tmp_path.rglob("*.ckpt")) and len(list(tmp_path.rglob("summary.json"))) == 1
+
+
+@pytest.mark.parametrize(
+    "text, key, lines",
+    [
+        ("data:\n  rounds: 20\n  rounds: 30\n", "rounds", "2 and 3"),
+        ("data:\n  rounds: 5\ndata:\n  num_seeds: 3\n", "data", "1 and 3"),
+    ],
+)
+def test_a_key_given_twice_in_a_config_is_refused_not_dropped(text, key, lines, tmp_path, capsys):
+    cfg = tmp_path / "twice.yaml"
+    cfg.write_text(text)
+    assert run_cli(["fit", "--config", COS, "--config", str(cfg), f"--trainer.default_root_dir={tmp_path / 'r'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: --config: {cfg}: the key '{key}' is given twice in one mapping (lines {lines}); YAML would keep the "
+        f"last one silently: give it once"
+    )
+    assert not (tmp_path / "r").exists()
