@@ -519,3 +519,26 @@ def test_a_key_given_twice_in_a_config_is_refused_not_dropped(text, key, lines, 
         f"last one silently: give it once"
     )
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model.escape_rate=2"], "model.escape_rate: it is the escape test's rate; with self_duel_test deep_diag"),
+        (
+            ["--model.self_duel_test=none", "--model.self_duel_width=2"],
+            "model.self_duel_width: it is the deep test's width",
+        ),
+        (
+            ["--model.refit_theta=false", "--model.refit_iterations=3"],
+            "model.refit_iterations: they are the theta refit's",
+        ),
+        (
+            ["--model.variance_aware=false", "--model.epsilon=0.1"],
+            "model.epsilon: it bounds zeta of the variance weights",
+        ),
+    ],
+)
+def test_a_setting_that_cannot_take_effect_is_refused(args, message, tmp_path, capsys):
+    assert run_cli(["fit", "--config", COS, *QUICK, *args, f"--trainer.default_root_dir={tmp_path / 'r'}"]) == 2
+    assert message in capsys.readouterr().err

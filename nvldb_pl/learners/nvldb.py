@@ -189,6 +189,27 @@ class NVLDB(NeuralLearner):
             f"{self_duel_test} decides the self-duels itself; it needs distinct_arms=true",
         )
         check_number(escape_rate, "escape_rate")
+        # a setting that cannot take effect is refused, not run as the run without it under the same name
+        _check(
+            escape_rate == 1.0 or self_duel_test == "escape",
+            "escape_rate",
+            f"it is the escape test's rate; with self_duel_test {self_duel_test} it would change nothing",
+        )
+        _check(
+            self_duel_width is None or self_duel_test.startswith("deep"),
+            "self_duel_width",
+            f"it is the deep test's width; with self_duel_test {self_duel_test} it would change nothing",
+        )
+        _check(
+            refit_iterations == 8 or refit_theta,
+            "refit_iterations",
+            "they are the theta refit's Newton iterations; with refit_theta false they would change nothing",
+        )
+        _check(
+            not given_epsilon or variance_aware,
+            "epsilon",
+            "it bounds zeta of the variance weights; with variance_aware false (zeta = 1) it would change nothing",
+        )
         if self_duel_width is not None:
             check_number(self_duel_width, "self_duel_width")
         _check(second_arm in ("rule", "deep"), "second_arm", f"{second_arm!r} is not one of ['rule', 'deep']")
