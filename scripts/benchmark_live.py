@@ -56,10 +56,8 @@ def main(argv=None) -> int:
         f"{a.config}: {a.answers} answers, d={a.dim}, {a.offer} items a question; cpu ({cpu}), "
         f"{torch.get_num_threads()} torch thread(s)"
     )
-    print("| answers | observe p50 ms | observe p99 ms | select p50 ms | select p99 ms |")
-    print("|---|---|---|---|---|")
-    obs, sel = [], []
-    for n in range(1, a.answers + 1):
+
+    def step():
         x = rng.uniform(-1, 1, (a.offer, a.dim))
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         t0 = time.perf_counter()
@@ -67,17 +65,29 @@ def main(argv=None) -> int:
         t1 = time.perf_counter()
         won = rng.uniform() < 1 / (1 + np.exp(-3 * (x[i] - x[j]) @ taste))
         bandit.observe(x, i, j, int(won))
-        t2 = time.perf_counter()
-        sel.append(1e3 * (t1 - t0))
-        obs.append(1e3 * (t2 - t1))
+        return 1e3 * (time.perf_counter() - t1), 1e3 * (t1 - t0)
+
+    time_answers(step, a.answers, windows, a.span, ("observe", "select"))
+    return 0
+
+
+def time_answers(step, answers: int, windows: list, span: int, names: tuple) -> None:
+    """Run ``step`` (one answer: (ms of the first part, ms of the second)) ``answers`` times; print p50 and p99 of
+    each over the last ``span`` answers at every window."""
+    print(f"| answers | {names[0]} p50 ms | {names[0]} p99 ms | {names[1]} p50 ms | {names[1]} p99 ms |")
+    print("|---|---|---|---|---|")
+    first, second = [], []
+    for n in range(1, answers + 1):
+        a_ms, b_ms = step()
+        first.append(a_ms)
+        second.append(b_ms)
         if n in windows:
-            o, s = np.array(obs[-a.span :]), np.array(sel[-a.span :])
+            f, s = np.array(first[-span:]), np.array(second[-span:])
             print(
-                f"| {n} | {np.percentile(o, 50):.1f} | {np.percentile(o, 99):.1f} | "
+                f"| {n} | {np.percentile(f, 50):.1f} | {np.percentile(f, 99):.1f} | "
                 f"{np.percentile(s, 50):.1f} | {np.percentile(s, 99):.1f} |",
                 flush=True,
             )
-    return 0
 
 
 def page(a, windows) -> int:
@@ -98,26 +108,17 @@ def page(a, windows) -> int:
             f"{len(items.names)} items; cpu ({platform.processor() or platform.machine()}), "
             f"{torch.get_num_threads()} torch thread(s)"
         )
-        print("| answers | answer p50 ms | answer p99 ms | question p50 ms | question p99 ms |")
-        print("|---|---|---|---|---|")
-        ask, reply = [], []
-        for n in range(1, a.answers + 1):
+
+        def step():
             t0 = time.perf_counter()
             q = ann.question(sid)
             t1 = time.perf_counter()
             first = np.array([q["first"]["features"][f] for f in items.features]) @ taste
             second = np.array([q["second"]["features"][f] for f in items.features]) @ taste
             ann.answer(sid, q["question"], 1 if first > second else 2)
-            t2 = time.perf_counter()
-            ask.append(1e3 * (t1 - t0))
-            reply.append(1e3 * (t2 - t1))
-            if n in windows:
-                r, s = np.array(reply[-a.span :]), np.array(ask[-a.span :])
-                print(
-                    f"| {n} | {np.percentile(r, 50):.1f} | {np.percentile(r, 99):.1f} | "
-                    f"{np.percentile(s, 50):.1f} | {np.percentile(s, 99):.1f} |",
-                    flush=True,
-                )
+            return 1e3 * (time.perf_counter() - t1), 1e3 * (t1 - t0)
+
+        time_answers(step, a.answers, windows, a.span, ("answer", "question"))
         ann.close()
     return 0
 
