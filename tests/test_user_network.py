@@ -119,3 +119,21 @@ def test_a_dropout_networks_run_goes_on_from_its_checkpoint_to_exactly_the_run_i
     whole = _fit(tmp_path / "whole", "--data.rounds=24")
     _fit(tmp_path / "parts", "--data.rounds=16")
     assert _fit(tmp_path / "parts", "--data.rounds=24", "--ckpt_path=last") == whole  # the same dropout masks
+
+
+def test_the_live_api_takes_a_dropout_network_with_the_deep_test_and_its_save_loads(tmp_path):
+    import numpy as np
+
+    from nvldb_pl.live import DuelingBandit
+
+    bandit = DuelingBandit.create(network=DROPOUT, grad_steps=2)
+    assert bandit.learner.hparams.self_duel_test == "deep_diag"
+    x = np.eye(5)[:4]
+    for _ in range(3):
+        i, j = bandit.select(x)
+        assert i != j  # a person is never asked an item against itself
+        bandit.observe(x, i, j, 1)
+    bandit.save(str(tmp_path / "b.pt"))
+    again = DuelingBandit.from_checkpoint(str(tmp_path / "b.pt"))
+    np.testing.assert_array_equal(again.scores(x), bandit.scores(x))
+    assert again.learner.net.noise_step.tolist() == bandit.learner.net.noise_step.tolist()
