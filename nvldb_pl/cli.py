@@ -408,6 +408,10 @@ def home_in_config_paths(argv: list[str]) -> list[str]:
     return out
 
 
+class DuplicateKey(ValueError):
+    """A key given twice in one mapping of a config file."""
+
+
 def _unique_keys_loader():
     """A YAML SafeLoader that refuses a key given twice in one mapping (YAML keeps the last one silently: ``rounds: 20``
     then ``rounds: 30`` would run 30; two ``data:`` sections would drop the first whole)."""
@@ -421,7 +425,7 @@ def _unique_keys_loader():
         for key_node, _ in node.value:
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:
-                raise ValueError(
+                raise DuplicateKey(
                     f"the key {key!r} is given twice in one mapping (lines {seen[key] + 1} and "
                     f"{key_node.start_mark.line + 1}); YAML would keep the last one silently: give it once"
                 )
@@ -448,7 +452,7 @@ def check_config_files(argv: list[str]) -> None:
                     config = yaml.load(fh, Loader=_UniqueKeys)
             except yaml.YAMLError as err:
                 raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
-            except ValueError as err:  # a key given twice
+            except DuplicateKey as err:
                 raise ValueError(f"--config: {path}: {err}") from None
             if not isinstance(config, dict):
                 what = (

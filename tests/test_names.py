@@ -204,7 +204,9 @@ def test_an_epsilon_that_turns_the_variance_weighting_off_is_refused_or_said():
 
     with pytest.raises(ValueError, match=r"model.epsilon: 0.6 >= 0.5, .* variance_aware does nothing \(NLDB\)"):
         NVLDB(dim=5, arms=5, rounds=10, num_seeds=1, epsilon=0.6)
-    NVLDB(dim=5, arms=5, rounds=10, num_seeds=1, epsilon=0.6, variance_aware=False)  # NLDB: nothing to say
+    with pytest.raises(ValueError, match="model.epsilon: it bounds zeta of the variance weights; with variance_aware"):
+        NVLDB(dim=5, arms=5, rounds=10, num_seeds=1, epsilon=0.6, variance_aware=False)  # NLDB: it would change nothing
+    NVLDB(dim=5, arms=5, rounds=10, num_seeds=1, variance_aware=False)  # NLDB with the default: nothing to say
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         NVLDB(dim=3, arms=5, rounds=10, num_seeds=1)  # the default 1/sqrt(3) = 0.577
