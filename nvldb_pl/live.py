@@ -42,7 +42,7 @@ import torch
 
 from .maths.checks import typed_args, LINKED_FROM_DATA, refuse_other_state
 from .loop.data import BanditDataModule
-from .machinery.host import atomic_open, checkpoint_problem, open_text
+from .machinery.host import atomic_open, checkpoint_problem, keep_freed_memory, open_text
 from .learners.base import DuelingLearner
 from .learners.neural import saved_hparams
 from .learners.registry import init_args, learner_class, learner_path
@@ -149,6 +149,7 @@ class DuelingBandit:
         objective: str = "regret",
     ):
         self.objective = check_objective(objective)
+        keep_freed_memory()  # an answer's temporaries reused, not faulted in again (speed only)
         if objective == "rank" and type(learner).estimate is DuelingLearner.estimate:
             raise ValueError(
                 f"objective: rank reads the learner's estimate (utilities and widths), which "
@@ -303,8 +304,9 @@ class DuelingBandit:
             module.take_seeds(list(range(len(held))))
         if "hist_o" in ckpt["state_dict"]:
             module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
-        refuse_other_state(ckpt["state_dict"], module.state_dict(), path, module.LEGACY_STATE)
-        module.load_state_dict(ckpt["state_dict"])
+        state = module.upgraded_state(ckpt["state_dict"])  # a save an older version wrote, in this one's terms
+        refuse_other_state(state, module.state_dict(), path, module.LEGACY_STATE)
+        module.load_state_dict(state)
         module._t = int(module.rounds_done)
         S = module.num_local
         index = _as_index(seed_index)

@@ -415,20 +415,20 @@ def test_failed_run_leaves_an_earlier_summary_untouched(tmp_path, capsys):
     assert summary.read_bytes() == before
 
 
-def test_several_processes_without_seed_parallel_are_refused_by_the_learner_too():
-    """The learner's own check, for trainers built outside the CLI (e.g. Trainer(strategy="ddp"))."""
+def test_several_processes_without_seed_parallel_are_refused_by_the_loop_too():
+    """The loop's own check, for trainers built outside the CLI (e.g. Trainer(strategy="ddp"), whose run still
+    needs the DuelingLoop callback to play its rounds)."""
     from types import SimpleNamespace
 
     from nvldb_pl.learners.nvldb import NVLDB
+    from nvldb_pl.loop.callbacks import DuelingLoop
 
     module = NVLDB(rounds=4, num_seeds=2, width=4)
-    module._trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(), datamodule=None)
+    trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(), datamodule=None)
     with pytest.raises(ValueError, match="trainer.strategy: 2 processes under SimpleNamespace would average gradients"):
-        module.setup("fit")
-    module._trainer = SimpleNamespace(
-        world_size=2, strategy=SimpleNamespace(strategy_name="seed_parallel"), datamodule=None
-    )
-    module.setup("fit")  # seed_parallel: allowed
+        DuelingLoop().setup(trainer, module, "fit")
+    trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(strategy_name="seed_parallel"), datamodule=None)
+    DuelingLoop().setup(trainer, module, "fit")  # seed_parallel: allowed
 
 
 class _NaNContexts(pl.Callback):

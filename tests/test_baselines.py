@@ -63,9 +63,9 @@ def test_ndb_gram_after_rank_one_updates_equals_direct_formula(gram):
         m.update({"dg": z})
     V = 0.7 * torch.eye(p, dtype=torch.float64) + sum(torch.einsum("sp,sq->spq", z, z) for z in zs)
     if gram == "full":
-        torch.testing.assert_close(m.Vinv, torch.linalg.inv(V), rtol=1e-9, atol=1e-10)
+        torch.testing.assert_close(m.gradient_gram.Zinv, torch.linalg.inv(V), rtol=1e-9, atol=1e-10)
     else:
-        torch.testing.assert_close(m.U, torch.diagonal(V, dim1=1, dim2=2))
+        torch.testing.assert_close(m.gradient_gram.U, torch.diagonal(V, dim1=1, dim2=2))
 
 
 @pytest.mark.parametrize("rule", ["ucb", "ts"])
@@ -90,7 +90,7 @@ def test_ndb_selection_equals_per_seed_loop(rule, gram):
             fk = math.sqrt(6) * th @ h
             f.append(float(fk.detach()))
             grads.append(torch.cat([q.reshape(-1) for q in torch.autograd.grad(fk, ws + [th])]).double())
-        A_inv = m.Vinv[s] if gram == "full" else torch.diag(1.0 / m.U[s])
+        A_inv = m.gradient_gram.Zinv[s] if gram == "full" else torch.diag(1.0 / m.gradient_gram.U[s])
         first = int(np.argmax(f))
         score = [
             (f[k] + 2.5 * _wnorm(grads[k] - grads[first], A_inv))

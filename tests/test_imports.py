@@ -1,5 +1,5 @@
-"""Imports run one way: maths → environments → learners → loop → cli, experiments, live, serve; the machinery
-imports no learner and not the loop; and the modules' old names (before the layout by role) still import."""
+"""Imports run one way: maths → environments → learners → machinery → loop → cli, experiments, live, serve (the
+learners import no machinery); and the modules' old names (before the layout by role) still import."""
 
 import ast
 import importlib
@@ -15,8 +15,8 @@ PACKAGE = os.path.join(ROOT, "nvldb_pl")
 MAY_IMPORT = {
     "maths": set(),
     "environments": {"maths"},
-    "machinery": {"maths", "environments"},
-    "learners": {"maths", "environments", "machinery"},
+    "learners": {"maths", "environments"},  # the algorithm: no machinery (checkpoints, devices, files)
+    "machinery": {"maths", "environments", "learners"},
     "loop": {"maths", "environments", "machinery", "learners"},
     "experiments": {"maths", "environments", "machinery", "learners", "loop"},
 }

@@ -222,13 +222,14 @@ def test_a_graph_replay_of_the_update_reads_no_round_number_baked_at_its_capture
     replay re-runs the update as captured at the bucket's first round. If the graphed update read the
     round from Python anywhere (not from the rounds_done buffer), the replays would drift from the
     eager run; they must give it bit for bit, capturing once per bucket."""
+    from nvldb_pl.learners import history
     from nvldb_pl.machinery import graphs
 
-    monkeypatch.setattr(graphs, "BUCKET_ROUNDS", 8)  # 30 rounds: buckets 8, 16, 24, 30
+    monkeypatch.setattr(history, "BUCKET_ROUNDS", 8)  # 30 rounds: buckets 8, 16, 24, 30
     data = {"task": "cos", "rounds": 30, "num_seeds": 2}
     model = {"width": 8, "grad_steps": 2, "history_pass": "graphed"}
     _, eager = run_experiment(data, model)
-    monkeypatch.setattr(graphs, "available", lambda device: True)
+    monkeypatch.setattr(history, "graphs_available", lambda device: True)
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", lambda self, fn: setattr(self, "graph", fn))
     monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
@@ -242,8 +243,9 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     """history_pass=auto (the default): on a CPU the chunked pass, bit for bit; where CUDA graphs exist
     (simulated on the CPU as above) the graphed pass, bit for bit, with its captures; with a sample of
     rows (shapes that change) chunked there too."""
+    from nvldb_pl.learners import history
     from nvldb_pl.machinery import graphs
-    from nvldb_pl.machinery.history import resolve_history_pass
+    from nvldb_pl.learners.history import resolve_history_pass
 
     cuda = torch.device("cuda")
     assert resolve_history_pass("auto", cuda, None) == "graphed"
@@ -257,8 +259,8 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     _, default = run_experiment(data, model)
     _, chunked = run_experiment(data, {**model, "history_pass": "chunked"})
     assert torch.equal(default.V, chunked.V) and torch.equal(default.hist_xt, chunked.hist_xt)
-    monkeypatch.setattr(graphs, "BUCKET_ROUNDS", 8)
-    monkeypatch.setattr(graphs, "available", lambda device: True)
+    monkeypatch.setattr(history, "BUCKET_ROUNDS", 8)
+    monkeypatch.setattr(history, "graphs_available", lambda device: True)
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", lambda self, fn: setattr(self, "graph", fn))
     monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
@@ -274,10 +276,11 @@ def test_one_seed_runs_graphed_where_graphs_exist_and_plays_what_it_plays_among_
     """Where CUDA graphs exist (simulated), one seed in a process walks its history graphed too (auto), one
     capture per bucket, and ends where the same seed ends among three in one run, bit for bit. (On an H200, in
     two calls, one seed's capture failed; since call 5 it captures: results/gpu/README.md.)"""
+    from nvldb_pl.learners import history
     from nvldb_pl.machinery import graphs
 
-    monkeypatch.setattr(graphs, "BUCKET_ROUNDS", 8)
-    monkeypatch.setattr(graphs, "available", lambda device: True)
+    monkeypatch.setattr(history, "BUCKET_ROUNDS", 8)
+    monkeypatch.setattr(history, "graphs_available", lambda device: True)
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", lambda self, fn: setattr(self, "graph", fn))
     monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
@@ -296,6 +299,7 @@ def test_a_graph_that_cannot_be_captured_stops_the_run_in_one_line_naming_the_pa
     avoids graphs, not a traceback of torch's CUDA error."""
     import os
 
+    from nvldb_pl.learners import history
     from nvldb_pl.machinery import graphs
     from nvldb_pl.cli import run_cli
 
@@ -305,7 +309,7 @@ def test_a_graph_that_cannot_be_captured_stops_the_run_in_one_line_naming_the_pa
             "`TORCH_USE_CUDA_DSA` to enable device-side assertions."
         )
 
-    monkeypatch.setattr(graphs, "available", lambda device: True)
+    monkeypatch.setattr(history, "graphs_available", lambda device: True)
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", broken)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -340,6 +344,7 @@ def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_
     of activations an Adam step, refused where 1 GiB is free (it would have run out of memory hours in);
     chunked (256-round blocks) and a bounded sample run."""
     from nvldb_pl.machinery import host
+    from nvldb_pl.machinery.history import check_learner_memory
     from nvldb_pl.cli import run_cli
 
     monkeypatch.setattr(host, "available_memory_bytes", lambda: 2**30)
@@ -369,7 +374,7 @@ def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_
                 history_pass="chunked",
                 sample_size=256 if mode == "sampled" else None,
             )
-        learner._check_training_memory()
+        check_learner_memory(learner)
         return
     assert run_cli(argv) == 2
     err = capsys.readouterr().err
@@ -381,20 +386,18 @@ def test_processes_on_one_host_check_the_history_block_against_their_share_of_it
     """seed_parallel's processes on a CPU host each checked their own block against all the free memory, so
     two processes whose blocks together could not fit both passed the check. Each now gets its share (on CUDA
     each process has a GPU of its own)."""
-    from types import SimpleNamespace
     from nvldb_pl.machinery import host
+    from nvldb_pl.machinery.history import check_learner_memory
 
     with torch.device("cpu"):
         learner = NVLDB(rounds=200000, num_seeds=2, width=64, history_pass="full")
     need = learner.training_block_bytes(200000)  # about 1.5 GiB
     monkeypatch.setattr(host, "available_memory_bytes", lambda: int(need / 0.9 * 1.5))  # one fits, two do not
-    learner._check_training_memory()  # no trainer: one process
-    learner.trainer = SimpleNamespace(num_devices=1)
-    learner._check_training_memory()
-    learner.trainer = SimpleNamespace(num_devices=2)
+    check_learner_memory(learner)  # one process
+    check_learner_memory(learner, 1)
     with pytest.raises(
         ValueError,
         match=r"model.history_pass: full walks 200000 rounds .* GiB is free on cpu for "
         r"each of the 2 processes on this host; use history_pass chunked",
     ):
-        learner._check_training_memory()
+        check_learner_memory(learner, 2)

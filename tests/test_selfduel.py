@@ -101,7 +101,10 @@ def test_the_live_api_never_asks_a_to_duel_with_itself_under_the_fit_default():
         i, j = bandit.select(x)
         assert i != j
         bandit.observe(x, i, j, int(x[i] @ taste > x[j] @ taste))
-    assert float(bandit.learner.U.sum()) > bandit.learner.hparams.lam * bandit.learner.U.numel()  # Z gains the duels
+    assert (
+        float(bandit.learner.self_duel.gram.U.sum())
+        > bandit.learner.hparams.lam * bandit.learner.self_duel.gram.U.numel()
+    )  # Z gains the duels
 
 
 def test_the_deep_second_arm_is_the_optimistic_rival_under_the_whole_networks_width():
@@ -144,6 +147,66 @@ def test_the_self_duel_width_and_second_arm_are_checked_and_change_the_run():
     p1, p2 = plain.propose(x, noise, 1), deep.propose(x, noise, 1)
     assert torch.equal(p1["a1"], p2["a1"])  # a1 is the rule's
     with torch.no_grad():
-        D = selfduel.gradient_pair_norms(deep._gradients(x), None, deep.U)
+        D = selfduel.gradient_pair_norms(deep._gradients(x), None, deep.self_duel.gram.U)
         want = selfduel.deep_second_arm(p2["a1"], deep.estimate(x)["f"], D, 1.0)
     assert torch.equal(p2["a2"], want) and not torch.equal(p1["a2"], want)
+
+
+def test_saves_and_checkpoints_from_before_the_test_owned_its_gram_still_load(tmp_path):
+    """The deep test's Z was NVLDB's own buffer (U, Zinv) and NDB's V its own (Vinv, U) before both became a
+    GradientGram: a fit checkpoint of that layout goes on to exactly the run in one go, and a live save of it loads
+    with its Gram."""
+    import json
+    import os
+
+    import numpy as np
+
+    from nvldb_pl.cli import run_cli
+    from nvldb_pl.learners.ndb import NDB
+    from nvldb_pl.learners.nvldb import NVLDB
+    from nvldb_pl.live import DuelingBandit
+
+    cos = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "cos.yaml")
+
+    def old_layout(state, cls):
+        back = {new: old for old, new in cls.RENAMED_STATE.items()}
+        return {back.get(k, k): v for k, v in state.items()}
+
+    short = ["--data.num_seeds=2", "--model.width=8", "--model.grad_steps=2", "--trainer.enable_progress_bar=false"]
+    for model in (["--model.self_duel_test=deep_full"], ["--model=NDB", "--model.gram=diag"]):
+        whole, part = tmp_path / f"whole{len(model)}", tmp_path / f"part{len(model)}"
+        assert (
+            run_cli(["fit", "--config", cos, *short, *model, "--data.rounds=16", f"--trainer.default_root_dir={whole}"])
+            == 0
+        )
+        assert (
+            run_cli(["fit", "--config", cos, *short, *model, "--data.rounds=8", f"--trainer.default_root_dir={part}"])
+            == 0
+        )
+        path = part / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+        ckpt = torch.load(path, weights_only=False)
+        cls = NDB if "--model=NDB" in model else NVLDB
+        ckpt["state_dict"] = old_layout(ckpt["state_dict"], cls)
+        assert not any(k.startswith(("self_duel.", "gradient_gram.")) for k in ckpt["state_dict"])
+        torch.save(ckpt, path)
+        args = ["fit", "--config", cos, *short, *model, "--data.rounds=16", f"--trainer.default_root_dir={part}"]
+        assert run_cli([*args, "--ckpt_path=last"]) == 0
+
+        def regret(root):
+            with open(root / "lightning_logs" / "version_0" / "summary.json") as fh:
+                return [s["cum_avg_regret"] for s in json.load(fh)["seeds"]]
+
+        assert regret(part) == regret(whole)
+
+    bandit = DuelingBandit.create(dim=3, grad_steps=2, seed=1, self_duel_test="deep_full")
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x = rng.standard_normal((4, 3))
+        i, j = bandit.select(x)
+        bandit.observe(x, i, j, 1)
+    bandit.save(str(tmp_path / "live.pt"))
+    save = torch.load(tmp_path / "live.pt", weights_only=False)
+    save["state_dict"] = old_layout(save["state_dict"], NVLDB)
+    torch.save(save, tmp_path / "old.pt")
+    loaded = DuelingBandit.from_checkpoint(str(tmp_path / "old.pt"))
+    assert torch.equal(loaded.learner.self_duel.gram.Zinv, bandit.learner.self_duel.gram.Zinv)

@@ -85,7 +85,7 @@ def test_a_dropout_network_runs_with_the_default_deep_test_a_seed_alone_as_besid
     ckpt = torch.load(
         tmp_path / "both" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False
     )
-    assert ckpt["hyper_parameters"]["self_duel_test"] == "deep_diag" and "U" in ckpt["state_dict"]
+    assert ckpt["hyper_parameters"]["self_duel_test"] == "deep_diag" and "self_duel.gram.U" in ckpt["state_dict"]
     assert ckpt["state_dict"]["net.noise_step"].min() > 0
 
 

@@ -14,6 +14,10 @@ The round, as data (no per-round state is kept in attributes between the calls):
 The live API (:mod:`nvldb_pl.live`) calls the same ``propose``/``learn``; for an answer that comes
 later, ``memo(contexts, a1, a2)`` recomputes the selection-time part at the current parameters.
 Every learner holds S independent seeds stacked along the first dimension.
+
+What is not the algorithm lives with the loop: wiring the learner to the data module, refusing a checkpoint of
+another config, layout or device, and recording where a run's rounds were computed
+(:class:`nvldb_pl.loop.callbacks.DuelingLoop` with :mod:`nvldb_pl.machinery.provenance`).
 """
 
 from __future__ import annotations
@@ -21,22 +25,15 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
+from typing import Callable, Optional
+
 import lightning.pytorch as pl
-from lightning.pytorch.utilities import rank_zero_info
 import torch
 
-from ..maths.checks import (
-    LINKED_FROM_DATA,
-    check,
-    check_linked,
-    config_differences,
-    refuse_other_config,
-    refuse_other_state,
-    require,
-)
-from ..machinery.host import check_memory, keep_freed_memory, run_parts, software, software_change
 from ..environments.regret import CumulativeRegret
-from ..machinery.shards import SHARED_BUFFERS
+from ..maths.checks import check, check_linked, check_memory
+
+SHARED_BUFFERS = ("rounds_done", "reg", "base_seed")  # a learner's tensors without a leading seed dimension
 
 
 def history_bytes(dim: int, rounds: int, num_seeds: int) -> int:
@@ -72,6 +69,7 @@ class DuelingLearner(pl.LightningModule):
     LIVE = True  # usable by nvldb_pl.live.DuelingBandit (answers late, in any order)
     EXTENDABLE = True  # nothing depends on the horizon T: a run can be resumed with a larger data.rounds
     LEGACY_STATE: tuple = ()  # state keys an older version saved that this learner no longer keeps (dropped on load)
+    RENAMED_STATE: dict = {}  # state keys an older version saved under another name: old -> new (renamed on load)
 
     def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
         super().__init__()
@@ -80,7 +78,6 @@ class DuelingLearner(pl.LightningModule):
             history_bytes(dim, rounds, num_seeds),
             f"history S x T x 2 x d = {num_seeds} x {rounds} x 2 x {dim} and the learner's state",
         )
-        keep_freed_memory()  # a round's temporaries reused, not faulted in again (speed only)
         S, T, d = num_seeds, rounds, dim
         # (x_{i,a1}, x_{i,a2}) as columns 2i, 2i+1: feature-major, as the networks consume them
         self.register_buffer("hist_xt", torch.zeros(S, d, 2 * T))
@@ -101,7 +98,8 @@ class DuelingLearner(pl.LightningModule):
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
         self._timers_off = False
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
-        self.earlier_parts: list[dict] = []  # the rounds made before this process, by part (host.run_parts)
+        # handed over by the loop (DuelingLoop.setup): checks a checkpoint before its state is loaded
+        self.resume_check: Optional[Callable[["DuelingLearner", dict], None]] = None
         self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
         self._own_optimizer = None  # live use, without a Trainer (see attach_optimizer)
 
@@ -117,36 +115,25 @@ class DuelingLearner(pl.LightningModule):
         self._base_seed, self._seed_ids = int(base_seed), [int(i) for i in seed_ids]
         self.regret = CumulativeRegret(list(seed_ids)).to(self.device)  # nothing accumulated yet
 
+    def upgraded_state(self, state_dict: dict) -> dict:
+        """A saved state in this version's terms: the keys of ``LEGACY_STATE`` (no longer kept) left out, those of
+        ``RENAMED_STATE`` under their new names."""
+        return {self.RENAMED_STATE.get(k, k): v for k, v in state_dict.items() if k not in self.LEGACY_STATE}
+
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """torch's, with the keys of ``LEGACY_STATE`` (saved by an older version, no longer kept) left out."""
-        kept = {k: v for k, v in state_dict.items() if k not in self.LEGACY_STATE}
-        return super().load_state_dict(kept, strict=strict, assign=assign)
+        """torch's, on :meth:`upgraded_state` (a state an older version saved loads)."""
+        return super().load_state_dict(self.upgraded_state(state_dict), strict=strict, assign=assign)
 
     @staticmethod
     def _mirror_seed_buffers(module, incompatible_keys) -> None:
         """After load_state_dict: read the loaded base_seed and seed_id buffers once (a sync at load time)."""
         module._base_seed, module._seed_ids = int(module.base_seed), module.seed_id.tolist()
 
-    def setup(self, stage: str) -> None:
-        if self.trainer.world_size > 1 and getattr(self.trainer.strategy, "strategy_name", None) != "seed_parallel":
-            raise ValueError(
-                f"trainer.strategy: {self.trainer.world_size} processes under "
-                f"{type(self.trainer.strategy).__name__} would average gradients and broadcast weights "
-                f"across processes, coupling the seeds; use --trainer.strategy seed_parallel"
-            )
-        dm = self.trainer.datamodule
-        if dm is not None and getattr(self, "variance_mode", None) == "oracle" and dm.preference != dm.link:
-            raise ValueError(
-                f"model.oracle_variance: the true variance follows data.link={dm.link}, but the environment answers "
-                f"by data.preference={dm.preference}; the 'true' sigma would be another model's"
-            )
-        if dm is not None and self._t == 0:
-            for name in ("dim", "arms", "rounds", "num_seeds"):
-                if getattr(dm.spec, name) != self.hparams[name]:
-                    raise ValueError(f"model.{name}={self.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
-            if len(dm.seed_ids) != self.num_local:  # seeds sharded over processes: keep this rank's share
-                self.take_seeds(list(range(len(dm.seed_ids))))  # every slot still holds the same initial value
-            self.init_parameters(dm.spec.base_seed, dm.seed_ids)
+    def bind_seeds(self, base_seed: int, seed_ids: list[int]) -> None:
+        """Before round 1: this process's seeds (a share of them under ``seed_parallel``) and their initial draw."""
+        if len(seed_ids) != self.num_local:  # seeds sharded over processes: keep this rank's share
+            self.take_seeds(list(range(len(seed_ids))))  # every slot still holds the same initial value
+        self.init_parameters(base_seed, seed_ids)
 
     @torch.no_grad()
     def take_seeds(self, index: list[int]) -> None:
@@ -246,111 +233,22 @@ class DuelingLearner(pl.LightningModule):
         """Rounds observed so far (the current round once ``observe`` has run)."""
         return self._t
 
-    def on_load_checkpoint(self, checkpoint) -> None:
-        """Refuse a checkpoint of another config (naming the fields); restart the stream at its round.
+    def upgrade_checkpoint(self, checkpoint: dict) -> None:
+        """A checkpoint in this version's terms, in place: its state by :meth:`upgraded_state` (subclasses add
+        the settings an older version did not save, as they were then)."""
+        checkpoint["state_dict"] = self.upgraded_state(checkpoint["state_dict"])
 
-        A larger ``data.rounds`` than the checkpoint's goes on with the same run (its history is
-        padded to the new horizon) where the learner does not depend on T (``EXTENDABLE``)."""
-        # the stream's fields too (Lightning checks the data module after the model), so that one refusal names
-        # every field that differs, the data ones under the names the config gives them (data.num_seeds, ...)
-        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
-        stream = checkpoint.get(type(dm).__qualname__) if hasattr(dm, "config_differences") else None
-        data = dm.config_differences(stream) if stream is not None else []
-        name = learner_name(type(self))
-        saved_name = checkpoint.get("learner", name)
-        if saved_name == type(self).__name__:  # saved before checkpoints named a user's class by its import path
-            saved_name = name
-        saved = {"learner": saved_name, **checkpoint.get("hyper_parameters", {})}
-        T_saved, T = saved.get("rounds"), self.hparams["rounds"]
-        if T_saved is not None and T_saved != T and saved["learner"] == name:
-            require(
-                T > T_saved,
-                "data.rounds",
-                f"the checkpoint holds a run of {T_saved} rounds; resuming can go on to more rounds, not fewer ({T})",
-            )
-            require(
-                self.EXTENDABLE,
-                "data.rounds",
-                f"{name} depends on the horizon T, so its run of {T_saved} "
-                f"rounds cannot go on exactly to {T}; start a new run",
-            )
-            saved["rounds"] = T
-            self._pad_history(checkpoint["state_dict"], T)
-            # Lightning saved the loop as at the stream's last batch (T_saved was the end): it is not now
-            progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.batch_progress")
-            if progress is not None:
-                progress["is_last_batch"] = False
-        linked = LINKED_FROM_DATA if stream is not None else ()  # named once, as data.<field>
-        refuse_other_config(data, config_differences(saved, {"learner": name, **self.hparams}, "model.", linked))
-        if hasattr(dm, "config_differences"):
-            require(
-                stream is not None,
-                "ckpt_path",
-                f"the checkpoint holds no state of the round stream "
-                f"({type(dm).__qualname__}): it is not a fit run's checkpoint",
-            )
-        refuse_other_state(checkpoint["state_dict"], self.state_dict(), "the checkpoint", self.LEGACY_STATE)
-        self._refuse_other_run_layout(checkpoint)
-        self._say_other_device(checkpoint)
-        moved = software_change(checkpoint.get("software"))  # another commit, torch, ...: said as for another device
-        if moved:
-            rank_zero_info(moved)
+    def on_load_checkpoint(self, checkpoint) -> None:
+        """Lightning's hook, before the state is loaded: the checkpoint in this version's terms, the loop's checks
+        (``resume_check``: another config, run layout or device refused; a longer horizon's history padded), then the
+        round it holds."""
+        self.upgrade_checkpoint(checkpoint)
+        if self.resume_check is not None:
+            self.resume_check(self, checkpoint)
         self._t = int(checkpoint["state_dict"]["rounds_done"])
-        self.earlier_parts = run_parts(checkpoint)
-        if self._t >= self.hparams["rounds"]:
-            rank_zero_info(
-                f"data.rounds={self._t}: the checkpoint already holds every round of the run, so nothing "
-                f"runs (a larger data.rounds goes on with it)"
-            )
 
     def on_save_checkpoint(self, checkpoint) -> None:
-        checkpoint["learner"] = learner_name(type(self))
-        if self._trainer is not None:  # what the rounds so far were computed under (checked on resume)
-            checkpoint["processes"] = self.trainer.world_size
-            checkpoint["precision"] = str(self.trainer.precision)
-            checkpoint["accelerator"] = self.trainer.strategy.root_device.type
-        checkpoint["software"] = software()
-        first = self.earlier_parts[-1]["rounds"][1] + 1 if self.earlier_parts else 1  # this process's part
-        checkpoint["parts"] = self.earlier_parts + (
-            [{"rounds": [first, self._t], "accelerator": self.device.type, "software": checkpoint["software"]}]
-            if self._t >= first
-            else []
-        )
-
-    def _say_other_device(self, checkpoint) -> None:
-        """A run may go on on another device (a GPU run on a CPU-only machine, or the reverse): the
-        same algorithm, but not the run it would have been on one device. Say so."""
-        saved = checkpoint.get("accelerator")
-        now = self._trainer.strategy.root_device.type if self._trainer is not None else None
-        if saved and now and saved != now:
-            rank_zero_info(
-                f"trainer.accelerator: the checkpoint's rounds were computed on {saved}, and this run goes "
-                f"on on {now}: the same algorithm, but the two devices' kernels differ in the last bits, "
-                f"which the Adam steps amplify, so each seed's rounds from here are not those of a run "
-                f"made on either device alone"
-            )
-
-    def _refuse_other_run_layout(self, checkpoint) -> None:
-        """Refuse going on under another precision, or with the seeds spread over another number of
-        processes (each process's checkpoint holds its own shard of the seeds)."""
-        trainer = self._trainer
-        saved_ids = checkpoint["state_dict"].get("seed_id")
-        if saved_ids is not None and saved_ids.tolist() != self.seed_ids:
-            runs = checkpoint.get("processes")
-            here = trainer.world_size if trainer is not None else 1
-            raise ValueError(
-                f"trainer.devices x trainer.num_nodes: the checkpoint holds seeds {saved_ids.tolist()} "
-                f"(saved by a run of {runs or 'another number of'} process(es)), where this run of {here} "
-                f"gives this process seeds {self.seed_ids}; resume with {runs or 'as many'} processes "
-                f"(per-seed results do not depend on the count, but each process saved only its own seeds)"
-            )
-        saved, now = checkpoint.get("precision"), None if trainer is None else str(trainer.precision)
-        require(
-            saved is None or now is None or saved == now,
-            "trainer.precision",
-            f"the checkpoint's rounds were computed in {saved!r}; going on in {now!r} would give a run that "
-            f"equals neither; resume with --trainer.precision {saved}",
-        )
+        checkpoint["learner"] = learner_name(type(self))  # a user's class by its import path
 
     @contextmanager
     def _timed(self, name: str):

@@ -23,10 +23,9 @@ from typing import Optional
 
 import torch
 
-from ..maths.selfduel import gradient_pair_norms, sherman_morrison_
 from ..maths import selection
-from ..machinery.host import check_memory
-from ..maths.checks import check, check_linked, check_number
+from ..maths.checks import check, check_linked, check_memory, check_number
+from ..maths.gram import GradientGram
 from .base import history_bytes
 from ..maths.network import layer_sizes
 from .neural import NeuralLearner, pair_difference, resolve_network
@@ -42,6 +41,7 @@ class NDB(NeuralLearner):
     paper's equations."""
 
     LEGACY_STATE = ("V",)  # saved before 2026-11, when NDB subclassed NVLDB and kept its (unused) V
+    RENAMED_STATE = {"Vinv": "gradient_gram.Zinv", "U": "gradient_gram.U"}  # before NDB shared the deep test's Gram
 
     def __init__(
         self,
@@ -73,7 +73,7 @@ class NDB(NeuralLearner):
         sizes = layer_sizes(dim, width, depth)
         p = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + dim + (sum(sizes[1:]) if bias else 0)  # |W|+|theta|+|b|
         check_memory(
-            history_bytes(dim, rounds, num_seeds) + num_seeds * p * (p if gram == "full" else 1) * 8,
+            history_bytes(dim, rounds, num_seeds) + num_seeds * GradientGram.bytes_per_seed(p, gram),
             f"history and V^-1 of {num_seeds} x {p} x {p} float64",
             "model.width / model.depth (p = {p} network parameters; model.gram diag keeps {num_seeds} x {p}), "
             "or data.num_seeds".format(p=p, num_seeds=num_seeds)
@@ -87,16 +87,11 @@ class NDB(NeuralLearner):
         self.strategy = f"{rule}_asym"
         self.selection_rule = selection.make_rule(self.strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
         self.method = f"{'NDB' if type(self) is NDB else type(self).__name__}-{rule.upper()}"  # a subclass by its name
-        eye = torch.eye(p, dtype=torch.float64)
-        if gram == "full":
-            self.register_buffer("Vinv", eye.repeat(num_seeds, 1, 1) / lam)  # V_0^-1 = I / lam
-        else:
-            self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))
+        self.gradient_gram = GradientGram(num_seeds, p, lam, gram)  # V_0 = lam I over all p parameters
 
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:
         """||g_k - g_k'||_{V^-1} for all pairs: g [S, K, p] (float64) -> [S, K, K]."""
-        full = self.hparams.gram == "full"
-        return gradient_pair_norms(g, self.Vinv if full else None, None if full else self.U)
+        return self.gradient_gram.pair_norms(g)
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):
@@ -125,11 +120,7 @@ class NDB(NeuralLearner):
         """V^-1 (or diag V) gains the duel's gradient difference, then the n Adam steps."""
         t = self.t
         with self._timed("gram"), torch.no_grad():
-            z = duel["dg"]
-            if self.hparams.gram == "full":  # Sherman-Morrison: (V + z z^T)^-1, in place
-                sherman_morrison_(self.Vinv, z)
-            else:
-                self.U = self.U + z.pow(2)
+            self.gradient_gram.add_(duel["dg"])  # full: Sherman-Morrison, (V + z z^T)^-1 in place
         if self.hparams.grad_steps > 0:
             with self._timed("train"):
                 loss = self._adam_steps(t)

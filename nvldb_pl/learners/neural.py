@@ -9,17 +9,18 @@ matrix of the gradients of all parameters.
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, fields
+from typing import Optional, Union
 
 import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from ..machinery import graphs
-from ..machinery.history import (
+from . import history
+from .history import (
     HISTORY_PASSES,
     TRAIN_CHUNK_ROUNDS,
+    EagerSteps,
     block_bytes,
-    check_block_memory,
     history_blocks,
     resolve_history_pass,
     sample_rows,
@@ -99,6 +100,40 @@ def resolve_network(
     return bias, init
 
 
+@dataclass(frozen=True)
+class NetworkSettings:
+    """The network learner's settings, typed: the subclass's arguments with their values in force (its saved hparams
+    keep them as given). A learner without one of the optional ones (NDB: no epsilon, backward, sample_size, ...) has
+    its default here."""
+
+    dim: int
+    arms: int
+    rounds: int
+    num_seeds: int
+    link: str
+    width: int
+    depth: int
+    parametrization: str
+    bias: Optional[bool]
+    feature_dim: Optional[int]
+    init: str
+    lr: float
+    lam: float
+    grad_steps: int
+    epsilon: float = 1.0
+    backward: str = "manual"
+    sample_size: Optional[int] = None
+    sample_weighting: str = "uniform"
+    history_pass: str = "auto"
+    network: Optional[Union[str, dict]] = None
+
+    @classmethod
+    def of(cls, hp: dict) -> "NetworkSettings":
+        """From a learner's hyperparameters (the names it does not know are the subclass's own)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in hp.items() if k in names})
+
+
 class NeuralLearner(DuelingLearner):
     """The stacked network ``self.net`` and its training, from the resolved hyperparameters ``hp``
     (saved as the learner's hparams: the subclass's own arguments with their values in force).
@@ -111,62 +146,56 @@ class NeuralLearner(DuelingLearner):
     """
 
     def __init__(self, hp: dict, variance_mode: str, w_reg: float):
-        super().__init__(hp["dim"], hp["arms"], hp["rounds"], hp["num_seeds"], hp["link"])
-        check_integer(hp["grad_steps"], "grad_steps", 0)
+        s = self.settings = NetworkSettings.of(hp)
+        super().__init__(s.dim, s.arms, s.rounds, s.num_seeds, s.link)
+        check_integer(s.grad_steps, "grad_steps", 0)
         check_number(w_reg, "w_reg", strict=False)
         _check(
-            hp.get("backward", "manual") in BACKWARDS,
+            s.backward in BACKWARDS,
             "backward",
-            f"{hp.get('backward')!r} is not one of {list(BACKWARDS)}",
+            f"{s.backward!r} is not one of {list(BACKWARDS)}",
         )
-        sample_size = hp.get("sample_size")
+        sample_size = s.sample_size
         if sample_size is not None:  # None: the whole history
             check_integer(sample_size, "sample_size", 1)
         _check(
-            hp.get("history_pass", "auto") in HISTORY_PASSES,
+            s.history_pass in HISTORY_PASSES,
             "history_pass",
-            f"{hp.get('history_pass')!r} is not one of {list(HISTORY_PASSES)}",
+            f"{s.history_pass!r} is not one of {list(HISTORY_PASSES)}",
         )
         _check(
-            hp.get("history_pass") != "graphed" or sample_size is None,
+            s.history_pass != "graphed" or sample_size is None,
             "history_pass",
             "graphed walks the whole history (a graph's shapes are fixed); with model.sample_size use chunked",
         )
         _check(
-            hp.get("sample_weighting", "uniform") in SAMPLE_WEIGHTINGS,
+            s.sample_weighting in SAMPLE_WEIGHTINGS,
             "sample_weighting",
-            f"{hp.get('sample_weighting')!r} is not one of {list(SAMPLE_WEIGHTINGS)}",
+            f"{s.sample_weighting!r} is not one of {list(SAMPLE_WEIGHTINGS)}",
         )
         _check(
-            hp.get("sample_weighting", "uniform") == "uniform" or sample_size is not None,
+            s.sample_weighting == "uniform" or sample_size is not None,
             "sample_weighting",
-            f"{hp.get('sample_weighting')} weights the rows of a bounded training set; without model.sample_size "
+            f"{s.sample_weighting} weights the rows of a bounded training set; without model.sample_size "
             f"every Adam step uses the whole history and it would change nothing",
         )
         for name in ("lr", "lam"):
-            check_number(hp[name], name)
+            check_number(getattr(s, name), name)
         self.save_hyperparameters(hp)
         self.automatic_optimization = False
         self.variance_mode = variance_mode
         self.w_reg = w_reg
-        if hp.get("network") is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
+        if s.network is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
             _check(
-                hp.get("history_pass", "auto") in ("auto", "chunked", "full", "masked"),
+                s.history_pass in ("auto", "chunked", "full", "masked"),
                 "history_pass",
-                f"{hp.get('history_pass')} captures the built-in MLP's update; with model.network use auto or chunked",
+                f"{s.history_pass} captures the built-in MLP's update; with model.network use auto or chunked",
             )
-            self.net = StackedNetwork(hp["network"], hp["num_seeds"], hp["dim"], hp["feature_dim"])
+            self.net = StackedNetwork(s.network, s.num_seeds, s.dim, s.feature_dim)
         else:
-            self.net = StackedMLP(
-                hp["num_seeds"],
-                hp["dim"],
-                hp["width"],
-                hp["depth"],
-                hp["parametrization"],
-                hp["bias"],
-                hp["feature_dim"],
-            )
-        self.step_graphs = graphs.CapturedSteps()  # history_pass=graphed on CUDA
+            self.net = StackedMLP(s.num_seeds, s.dim, s.width, s.depth, s.parametrization, s.bias, s.feature_dim)
+        # history_pass=graphed: the update's steps run through this (the loop hands over a CUDA graph's runner)
+        self.step_graphs = EagerSteps()
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
@@ -183,11 +212,12 @@ class NeuralLearner(DuelingLearner):
                 biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
         self.net.load_seed_init(per_seed, biases)
 
-    def on_load_checkpoint(self, checkpoint) -> None:
+    def upgrade_checkpoint(self, checkpoint: dict) -> None:
+        """Also the settings the checkpoint predates, as they were then (:func:`saved_hparams`)."""
         checkpoint["hyper_parameters"] = saved_hparams(
             checkpoint.get("hyper_parameters", {}), checkpoint.get("learner", type(self).__name__)
         )
-        super().on_load_checkpoint(checkpoint)
+        super().upgrade_checkpoint(checkpoint)
 
     def configure_optimizers(self):
         # Elementwise, so seeds stay independent. foreach, not fused, off the graph: torch's fused CPU Adam
@@ -212,18 +242,18 @@ class NeuralLearner(DuelingLearner):
     @property
     def history_pass(self) -> str:
         """How the whole history is walked on this learner's device (``auto`` resolved)."""
-        if self.custom_network and self.hparams.get("history_pass", "auto") == "auto":
+        if self.custom_network and self.settings.history_pass == "auto":
             return "chunked"
         return resolve_history_pass(
-            self.hparams.get("history_pass", "auto"),
+            self.settings.history_pass,
             self.device,
-            self.hparams.get("sample_size"),
+            self.settings.sample_size,
             self._scaler() is not None,
         )
 
     def _graphed(self) -> bool:
         """The update's Adam steps and refit go through a CUDA graph: history_pass=graphed where graphs exist."""
-        return self.history_pass == "graphed" and graphs.available(self.device)
+        return self.history_pass == "graphed" and history.graphs_available(self.device)
 
     def _capturable(self) -> bool:
         """Adam keeps its step count on the device (what a CUDA graph of its step needs)."""
@@ -243,8 +273,7 @@ class NeuralLearner(DuelingLearner):
             "graphed cannot run under 16-mixed: its GradScaler reads the inf check on the host, which a "
             "CUDA graph cannot hold; use bf16-mixed, or history_pass auto or chunked",
         )
-        self._check_training_memory()
-        if self.custom_network and self.hparams.get("backward", "manual") == "manual":
+        if self.custom_network and self.settings.backward == "manual":
             rank_zero_info(
                 f"model.network={self.net.path}: trained by autograd (the hand-written gradient, "
                 f"model.backward=manual, is the built-in MLP's)"
@@ -259,22 +288,6 @@ class NeuralLearner(DuelingLearner):
     def training_block_bytes(self, rows: int) -> int:
         """About the activations of one Adam step over ``rows`` history rounds (:func:`block_bytes`)."""
         return block_bytes(self.hparams.depth, self.num_local, self.hparams.width, rows)
-
-    def _check_training_memory(self) -> None:
-        """Refuse, before round 1, a pass whose one block of history cannot fit at the horizon
-        (:func:`check_block_memory`)."""
-        hp = self.hparams
-        processes = self._trainer.num_devices if self._trainer is not None else 1
-        check_block_memory(
-            self.history_pass,
-            hp.rounds,
-            hp.get("sample_size"),
-            self.device,
-            processes,
-            self.num_local,
-            hp.width,
-            hp.depth,
-        )
 
     def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
         """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters: [S, K, d] -> [S, K, p] (float64); NDB's
@@ -309,7 +322,7 @@ class NeuralLearner(DuelingLearner):
     def _history_rows(self, t: int) -> int:
         """How many history rows a whole-history computation at round t walks: t, or under
         history_pass=graphed t rounded up to its bucket (the rows after t weighted 0)."""
-        return graphs.bucket(t, self.hist_o.shape[1]) if self.history_pass == "graphed" else t
+        return history.bucket(t, self.hist_o.shape[1]) if self.history_pass == "graphed" else t
 
     def _history_weights(self, delta_f: torch.Tensor, t: int) -> torch.Tensor:
         """1 / zeta_i^2 of the first n = delta_f.shape[1] history rows at round t ([S, n]), 0 for the rows
@@ -337,20 +350,12 @@ class NeuralLearner(DuelingLearner):
             delta = self.hist_du[:, lo:t] if rows is None else self.hist_du.gather(1, rows)
         else:
             delta = delta_f
-        return objective.zeta(delta, hp.link, hp.get("epsilon", 1.0), self.variance_mode).to(torch.float64).pow(-2)
+        return objective.zeta(delta, hp.link, self.settings.epsilon, self.variance_mode).to(torch.float64).pow(-2)
 
     def _sample_rows(self, t: int, draws: int) -> Optional[torch.Tensor]:
         """``draws`` samples of B = sample_size history rows per seed, [S, draws, B] (:func:`sample_rows`)."""
-        hp = self.hparams
-        return sample_rows(
-            self._seed_ids,
-            self._base_seed,
-            t,
-            draws,
-            hp.get("sample_size"),
-            hp.get("sample_weighting", "uniform"),
-            self.device,
-        )
+        s = self.settings
+        return sample_rows(self._seed_ids, self._base_seed, t, draws, s.sample_size, s.sample_weighting, self.device)
 
     def _train_blocks(self, t: int, rows: Optional[torch.Tensor]):
         """The blocks of the loss at round t (:func:`history_blocks`, under this learner's history_pass)."""
@@ -364,7 +369,7 @@ class NeuralLearner(DuelingLearner):
         a block's activations stay in cache, about 2x faster on CPU at t >= 1000.
         Returns the loss per seed [S] at the parameters before the last step.
         """
-        if self.hparams.get("backward", "manual") == "autograd" or self._scaler() is not None or self.custom_network:
+        if self.settings.backward == "autograd" or self._scaler() is not None or self.custom_network:
             return self._adam_steps_autograd(t)
         hp, opt, net = self.hparams, self.optimizer(), self.net
         params = net.param_list()

@@ -80,8 +80,11 @@ class NVLDB(NeuralLearner):
             (:mod:`nvldb_pl.maths.selfduel`): ``deep_diag`` (where c = argmax f clears every other arm under the
             whole network's gradient width, NDB's diagonal Gram), ``deep_full`` (its full Gram), ``escape``
             (the rule with self-duels allowed, a self-duel replaced by the distinct pair with probability
-            min(1, escape_rate / sqrt(t))) or ``none`` (today's a2 != a1). ``None``: ``deep_diag`` where
-            distinct_arms, else ``none`` (with ``network`` too: its per-arm gradients by torch.func).
+            min(1, escape_rate / sqrt(t))), ``none`` (today's a2 != a1), or the import path of a
+            :class:`nvldb_pl.maths.selfduel.SelfDuelTest` subclass (built from
+            :class:`~nvldb_pl.maths.selfduel.SelfDuelSettings`; escape_rate and self_duel_width reach it there).
+            ``None``: ``deep_diag`` where distinct_arms, else ``none`` (with ``network`` too: its per-arm
+            gradients by torch.func).
         escape_rate: c of ``escape``.
         self_duel_width: the deep test's width coefficient (f_c - f_k >= this times ||g_c - g_k||_{Z^-1});
             ``None`` = beta.
@@ -111,6 +114,9 @@ class NVLDB(NeuralLearner):
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
             paper's eq. total_loss, which regularizes theta only; 0 = the paper).
     """
+
+    # the deep test's Gram was NVLDB's own buffer before the test became an object (its Gram now self_duel.gram)
+    RENAMED_STATE = {"U": "self_duel.gram.U", "Zinv": "self_duel.gram.Zinv"}
 
     def __init__(
         self,
@@ -178,25 +184,21 @@ class NVLDB(NeuralLearner):
         _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
         if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1
             self_duel_test = "deep_diag" if distinct_arms else "none"
-        _check(
-            self_duel_test in selfduel.SELF_DUEL_TESTS,
-            "self_duel_test",
-            f"{self_duel_test!r} is not one of {list(selfduel.SELF_DUEL_TESTS)}",
-        )
+        own_test = selfduel.resolve_test(self_duel_test) not in selfduel.SELF_DUEL_TESTS.values()  # a user's class
         _check(
             self_duel_test == "none" or distinct_arms,
             "self_duel_test",
-            f"{self_duel_test} decides the self-duels itself; it needs distinct_arms=true",
+            f"{selfduel.label(self_duel_test)} decides the self-duels itself; it needs distinct_arms=true",
         )
         check_number(escape_rate, "escape_rate")
         # a setting that cannot take effect is refused, not run as the run without it under the same name
         _check(
-            escape_rate == 1.0 or self_duel_test == "escape",
+            escape_rate == 1.0 or self_duel_test == "escape" or own_test,
             "escape_rate",
             f"it is the escape test's rate; with self_duel_test {self_duel_test} it would change nothing",
         )
         _check(
-            self_duel_width is None or self_duel_test.startswith("deep"),
+            self_duel_width is None or self_duel_test in ("deep_diag", "deep_full") or own_test,
             "self_duel_width",
             f"it is the deep test's width; with self_duel_test {self_duel_test} it would change nothing",
         )
@@ -214,7 +216,7 @@ class NVLDB(NeuralLearner):
             check_number(self_duel_width, "self_duel_width")
         _check(second_arm in ("rule", "deep"), "second_arm", f"{second_arm!r} is not one of ['rule', 'deep']")
         _check(
-            second_arm == "rule" or self_duel_test.startswith("deep"),
+            second_arm == "rule" or self_duel_test in ("deep_diag", "deep_full"),
             "second_arm",
             "deep takes the deep test's Gram; it needs self_duel_test deep_diag or deep_full",
         )
@@ -223,17 +225,21 @@ class NVLDB(NeuralLearner):
         variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
         super().__init__(args, variance_mode, w_reg)
         self.strategy = strategy
+        self.own_test = own_test
         # False: the self-duel test never replaces the rule's distinct pair (live use: nobody is asked "A or A?")
         self.self_duels_allowed = True
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # built once (an acquisition object)
-        if self_duel_test == "escape":  # the rule with self-duels allowed; the distinct one replaces some of them
-            self.allowed_rule = selection.make_rule(strategy, beta, False)
-        if self_duel_test.startswith("deep"):  # Z_0 = lambda I over all network parameters (NDB's Gram)
-            n = sum(par[0].numel() for par in self.net.parameters())
-            if self_duel_test == "deep_full":
-                self.register_buffer("Zinv", torch.eye(n, dtype=torch.float64).repeat(num_seeds, 1, 1) / lam)
-            else:
-                self.register_buffer("U", torch.full((num_seeds, n), lam, dtype=torch.float64))
+        settings = selfduel.SelfDuelSettings(
+            num_seeds=num_seeds,
+            num_params=sum(par[0].numel() for par in self.net.parameters()),  # Z over all network parameters
+            lam=lam,
+            beta=beta,
+            width=beta if self_duel_width is None else self_duel_width,
+            escape_rate=escape_rate,
+            second_arm=second_arm,
+            strategy=strategy,
+        )
+        self.self_duel = selfduel.make_test(self_duel_test, settings)  # built once, owns its Gram Z
         # the method's name: a subclass by its class name, a network of one's own in brackets
         if type(self) is NVLDB:
             prefix = "NVLDB" if variance_aware else "NLDB"
@@ -264,38 +270,27 @@ class NVLDB(NeuralLearner):
         """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6): the estimate,
         then the rule; with ``dphi`` [S, p] = Delta phi_{t,a1,a2} at W_{t-1} (V's new term in
         incremental mode)."""
-        test = self.hparams.self_duel_test
         with self._timed("select"):
             est = self.estimate(contexts)
             f, norm = est["f"], est["norm"]
-            a1, a2 = self.selection_rule(f, norm, noise, t)
+            pair = self.selection_rule(f, norm, noise, t)
             if self.strategy not in selection.STRATEGIES:  # a rule of one's own, checked where it meets the loop
-                a1, a2 = selection.checked_pair(self.selection_rule, (a1, a2), *f.shape)
-            extra = {}
-            if test == "escape" and self.self_duels_allowed:
-                allowed = self.allowed_rule(f, norm, noise, t)
-                a1, a2 = selfduel.escape(
-                    allowed, (a1, a2), torch.special.ndtr(noise[:, -1, 0]), t, self.hparams.escape_rate
-                )
-            elif test.startswith("deep"):  # Z gains every duel's gradient difference, played or asked
-                hp = self.hparams
-                g = self._gradients(contexts)
-                if self.self_duels_allowed or hp.second_arm == "deep":
-                    D = selfduel.gradient_pair_norms(g, getattr(self, "Zinv", None), getattr(self, "U", None))
-                if hp.second_arm == "deep":
-                    a2 = selfduel.deep_second_arm(a1, f, D, hp.beta)
-                if self.self_duels_allowed:
-                    width = hp.beta if hp.self_duel_width is None else hp.self_duel_width
-                    a1, a2 = selfduel.deep_test((a1, a2), f, D, width)
-                extra["dg"] = pair_difference(g, a1, a2)
+                pair = selection.checked_pair(self.selection_rule, pair, *f.shape)
+            g = self._gradients(contexts) if self.self_duel.uses_gradients else None  # df/d(W, theta, b) [S, K, p]
+            a1, a2 = self.self_duel(pair, f, norm, noise, t, g, self.self_duels_allowed)
+            if self.own_test:  # a test of one's own, checked as a rule is
+                a1, a2 = selection.checked_pair(self.self_duel, (a1, a2), *f.shape, field="model.self_duel_test")
             self._flag_bad(~est["ok"] | ~torch.isfinite(f).all(dim=1), t)
-        return {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2), **extra}
+        duel = {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2)}
+        if g is not None:  # the test's Gram gains every duel's gradient difference, played or asked
+            duel["dg"] = pair_difference(g, a1, a2)
+        return duel
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):
         with torch.autocast(self.device.type, enabled=False):
             out = {"dphi": pair_difference(self.net.features(contexts.float()).to(torch.float64), a1, a2)}
-        if self.hparams.self_duel_test.startswith("deep"):
+        if self.self_duel.uses_gradients:
             out["dg"] = pair_difference(self._gradients(contexts), a1, a2)
         return out
 
@@ -304,12 +299,9 @@ class NVLDB(NeuralLearner):
         """After round t's duel joined the history: every H rounds n Adam steps (line 9), the theta
         refit (line 10), then V (lines 11-13); between updates V gains the duel's term only."""
         hp, t = self.hparams, self.t
-        if "dg" in duel:  # the deep test's Gram Z gains the duel's gradient difference (at selection time)
+        if "dg" in duel:  # the self-duel test's Gram Z gains the duel's gradient difference (at selection time)
             with self._timed("gram"), torch.no_grad():
-                if hp.self_duel_test == "deep_full":
-                    selfduel.sherman_morrison_(self.Zinv, duel["dg"])
-                else:
-                    self.U = self.U + duel["dg"].pow(2)
+                self.self_duel.remember(duel["dg"])
         if t % hp.episode != 0:  # no update: V gains round t's term at the unchanged parameters
             with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 df = self.net.utility(duel["dphi"].unsqueeze(1), self.net.theta.to(torch.float64))

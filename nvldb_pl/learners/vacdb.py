@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 
 from ..maths import gram, objective, seedwise
-from ..machinery.host import reads_without_sync
+from ..maths.seedwise import reads_without_sync
 from ..maths.checks import check_integer, check_number
 from .base import DuelingLearner
 

@@ -25,9 +25,12 @@ from lightning.pytorch.utilities import rank_zero_warn
 import torch
 
 from ..learners.base import learner_name
+from ..learners.neural import NeuralLearner
+from ..machinery import graphs, provenance
 from ..machinery.cores import AUTO, SharedCores
+from ..machinery.history import check_learner_memory
+from ..machinery.host import atomic_open, keep_freed_memory, software, write_json_atomic
 from ..maths.checks import LINKED_FROM_DATA
-from ..machinery.host import atomic_open, software, write_json_atomic
 
 
 def device_name(device: torch.device) -> str:
@@ -71,6 +74,35 @@ class DuelingLoop(pl.Callback):
         self._unlogged = list(state.get("pending", []))
         self.running_mean = state.get("running_mean", float("nan"))
 
+    def setup(self, trainer, module, stage: str) -> None:
+        """Before anything runs: the learner wired to the data module (its linked fields checked, this process's
+        seeds drawn), the checks a checkpoint to go on from passes (:func:`nvldb_pl.machinery.provenance.check_resume`,
+        handed to the learner, which calls it before its state is loaded), a CUDA graph's runner for the graphed
+        pass, and freed memory kept for reuse (speed only)."""
+        provenance.refuse_coupled_processes(trainer)
+        dm = trainer.datamodule
+        if dm is not None and getattr(module, "variance_mode", None) == "oracle" and dm.preference != dm.link:
+            raise ValueError(
+                f"model.oracle_variance: the true variance follows data.link={dm.link}, but the environment answers "
+                f"by data.preference={dm.preference}; the 'true' sigma would be another model's"
+            )
+        if dm is not None and module.t == 0:
+            for name in ("dim", "arms", "rounds", "num_seeds"):
+                if getattr(dm.spec, name) != module.hparams[name]:
+                    raise ValueError(f"model.{name}={module.hparams[name]} but data.{name}={getattr(dm.spec, name)}")
+            module.bind_seeds(dm.spec.base_seed, dm.seed_ids)
+        self.earlier_parts: list[dict] = []  # the rounds of this run made before this process, by part
+        module.resume_check = self._check_resume
+        if isinstance(module, NeuralLearner):
+            module.step_graphs = graphs.CapturedSteps()  # used where history_pass is graphed on a CUDA device
+        keep_freed_memory()  # a round's temporaries reused, not faulted in again
+
+    def _check_resume(self, module, checkpoint: dict) -> None:
+        self.earlier_parts = provenance.check_resume(module, checkpoint, module._trainer)
+
+    def on_save_checkpoint(self, trainer, module, checkpoint) -> None:
+        provenance.stamp(module, checkpoint, trainer, getattr(self, "earlier_parts", []))
+
     def on_load_checkpoint(self, trainer, module, checkpoint) -> None:
         """Resume: the stream restarts after the checkpoint's round (every draw is a function of
         base seed, seed id and round, so nothing else of the stream needs restoring)."""
@@ -78,6 +110,8 @@ class DuelingLoop(pl.Callback):
             trainer.datamodule.start_round = int(checkpoint["state_dict"]["rounds_done"])
 
     def on_fit_start(self, trainer, module):
+        if isinstance(module, NeuralLearner):  # one block of the history's activations must fit at the horizon
+            check_learner_memory(module, trainer.num_devices)
         if module.t < module.hparams.rounds:  # (a finished run resumed at its horizon runs nothing anyway, and says so)
             refuse_spent_time_limit(trainer, module.t)
 
@@ -344,7 +378,7 @@ class RunSummary(pl.Callback):
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
             "timings_seconds": dict(module.timings),
             "software": self._software,  # of the process that ran rounds resumed_at_round + 1 .. T
-            **({"earlier_parts": module.earlier_parts} if self._start_round else {}),  # rounds 1 .. resumed_at_round
+            **({"earlier_parts": _earlier_parts(trainer)} if self._start_round else {}),  # rounds 1 .. resumed_at_round
         }
         if live is not None:
             self.summary["feature_units"] = int(module.net.theta.shape[1])
@@ -387,6 +421,12 @@ class RunSummary(pl.Callback):
                 f"{s['wall_seconds']:.1f} s; {self._written}",
                 flush=True,
             )
+
+
+def _earlier_parts(trainer) -> list[dict]:
+    """The parts of the run made before this process (the loop's, from the checkpoint it went on from)."""
+    loop = next((c for c in trainer.callbacks if isinstance(c, DuelingLoop)), None)
+    return getattr(loop, "earlier_parts", [])
 
 
 def changed_settings(module) -> dict:

@@ -20,7 +20,7 @@ from typing import Callable, Hashable, Optional
 
 import torch
 
-BUCKET_ROUNDS = 256  # the history rows a graph covers grow in steps of this many rounds
+from ..learners import history
 
 
 class CaptureFailed(ValueError):
@@ -29,13 +29,13 @@ class CaptureFailed(ValueError):
 
 
 def bucket(t: int, T: int) -> int:
-    """The rows the graphed pass walks at round t of T: t rounded up to a multiple of BUCKET_ROUNDS."""
-    return min(T, -(-t // BUCKET_ROUNDS) * BUCKET_ROUNDS)
+    """:func:`nvldb_pl.learners.history.bucket` (the graphed pass's rows at round t of T)."""
+    return history.bucket(t, T)
 
 
 def available(device: torch.device) -> bool:
-    """Whether ``device`` can capture CUDA graphs (a CUDA device)."""
-    return device.type == "cuda"
+    """:func:`nvldb_pl.learners.history.graphs_available`."""
+    return history.graphs_available(device)
 
 
 class CapturedSteps:

@@ -15,6 +15,9 @@ import zipfile
 from contextlib import contextmanager
 from typing import Optional
 
+from ..maths.checks import available_memory_bytes, check_memory  # noqa: F401  (their old home)
+from ..maths.seedwise import reads_without_sync  # noqa: F401  (its old home)
+
 
 class CannotWrite(OSError):
     """A run's file could not be written (a full disk, a quota, a read-only file system): ``path``
@@ -81,12 +84,6 @@ def replace_keeping_previous(tmp: str, path: str) -> None:
     if os.path.exists(path):
         os.replace(path, f"{path}.prev")
     os.replace(tmp, path)
-
-
-def reads_without_sync(x) -> bool:
-    """True where reading tensor ``x`` on the host costs no device synchronisation (it is in host
-    memory). Per-round code may use such a read to skip work, never to change a result."""
-    return x.device.type == "cpu"
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
@@ -206,32 +203,6 @@ def keep_freed_memory() -> bool:
             except (OSError, AttributeError):
                 pass
     return _kept
-
-
-def check_memory(need: int, what: str, fields: str = "data.num_seeds / data.rounds") -> None:
-    """Refuse up front a config whose preallocated state cannot fit in memory, with the numbers."""
-    avail = available_memory_bytes()
-    if need > 0.9 * avail:
-        raise ValueError(
-            f"{fields}: this config preallocates about {need / 2**30:.2f} GiB ({what}) but "
-            f"{avail / 2**30:.2f} GiB of memory is available; lower them, or spread the seeds "
-            f"over processes"
-        )
-
-
-def available_memory_bytes() -> int:
-    """MemAvailable from /proc/meminfo (Linux), else physical memory, else no limit."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
 
 
 def software() -> dict:

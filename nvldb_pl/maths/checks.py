@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import math
 from typing import Optional
 
@@ -188,3 +190,29 @@ def typed_value(cls: type, name: str, value, field: str):
 def typed_args(cls: type, args: dict, field: str) -> dict:
     """:func:`typed_value` for every entry of ``args`` that ``cls.__init__`` takes (the others as given)."""
     return {k: typed_value(cls, k, v, field) for k, v in args.items()}
+
+
+def check_memory(need: int, what: str, fields: str = "data.num_seeds / data.rounds") -> None:
+    """Refuse up front a config whose preallocated state cannot fit in memory, with the numbers."""
+    avail = available_memory_bytes()
+    if need > 0.9 * avail:
+        raise ValueError(
+            f"{fields}: this config preallocates about {need / 2**30:.2f} GiB ({what}) but "
+            f"{avail / 2**30:.2f} GiB of memory is available; lower them, or spread the seeds "
+            f"over processes"
+        )
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo (Linux), else physical memory, else no limit."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62

@@ -49,3 +49,64 @@ def norms_from_whitened(z: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
     """||z_k - z_k'||_2 for all pairs, NaN where V was not positive definite: [S, d, K] -> [S, K, K]."""
     norms = (z.unsqueeze(3) - z.unsqueeze(2)).pow(2).sum(dim=1).sqrt()  # over d of [S, d, K, K]
     return torch.where(ok[:, None, None], norms, torch.nan)
+
+
+def gradient_pair_norms(
+    g: torch.Tensor, Zinv: torch.Tensor | None = None, U: torch.Tensor | None = None
+) -> torch.Tensor:
+    """||g_k - g_k'||_{Z^-1} for all pairs: g [S, K, p] with Zinv [S, p, p] (full) or U [S, p] (diag Z) -> [S, K, K]."""
+    M = (
+        seedwise.bmm(seedwise.bmm(g, Zinv), g.transpose(1, 2))
+        if Zinv is not None
+        else seedwise.bmm(g / U.unsqueeze(1), g.transpose(1, 2))
+    )
+    diag = torch.diagonal(M, dim1=1, dim2=2)
+    return (diag.unsqueeze(2) + diag.unsqueeze(1) - 2 * M).clamp(min=0).sqrt()
+
+
+def sherman_morrison_(Zinv: torch.Tensor, z: torch.Tensor) -> None:
+    """(Z + z z^T)^-1 in place from Zinv [S, p, p] = Z^-1 and z [S, p]."""
+    vz = seedwise.bmm(Zinv, z.unsqueeze(2))
+    u = vz / (1.0 + (z.unsqueeze(2) * vz).sum(1, keepdim=True)).sqrt()
+    Zinv.baddbmm_(u, u.transpose(1, 2), alpha=-1.0)
+
+
+GRADIENT_GRAM_FORMS = ("full", "diag")
+
+
+class GradientGram(torch.nn.Module):
+    """Z = lambda I + sum_i z_i z_i^T over all p network parameters, S seeds (float64): NDB's V and the deep
+    self-duel test's Z (:mod:`nvldb_pl.maths.selfduel`), z_i = g(x_{i,a1}) - g(x_{i,a2}) the duel's gradient
+    difference at selection time.
+
+    ``full`` keeps Z^-1 as buffer ``Zinv`` [S, p, p], updated by Sherman-Morrison rank-one steps (O(p^2) a duel,
+    never a p x p inverse or Cholesky in the loop); ``diag`` keeps diag(Z) as buffer ``U`` [S, p], with
+    ||z||^2_{Z^-1} ~ sum_j z_j^2 / U_j (the diagonal approximation neural-bandit codes use at larger widths)."""
+
+    def __init__(self, num_seeds: int, p: int, lam: float, form: str = "full"):
+        super().__init__()
+        if form not in GRADIENT_GRAM_FORMS:
+            raise ValueError(f"gram: {form!r} is not one of {list(GRADIENT_GRAM_FORMS)}")
+        self.form = form
+        if form == "full":
+            self.register_buffer("Zinv", torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1) / lam)  # Z_0^-1
+        else:
+            self.register_buffer("U", torch.full((num_seeds, p), lam, dtype=torch.float64))  # diag Z_0
+
+    @staticmethod
+    def bytes_per_seed(p: int, form: str) -> int:
+        """The float64 state one seed keeps: p x p (``full``) or p (``diag``) numbers."""
+        return p * (p if form == "full" else 1) * 8
+
+    def pair_norms(self, g: torch.Tensor) -> torch.Tensor:
+        """||g_k - g_k'||_{Z^-1} of one round: g [S, K, p] (float64) -> [S, K, K]."""
+        full = self.form == "full"
+        return gradient_pair_norms(g, self.Zinv if full else None, None if full else self.U)
+
+    @torch.no_grad()
+    def add_(self, z: torch.Tensor) -> None:
+        """Z gains z z^T for each seed's duel: z [S, p]."""
+        if self.form == "full":
+            sherman_morrison_(self.Zinv, z)
+        else:
+            self.U = self.U + z.pow(2)

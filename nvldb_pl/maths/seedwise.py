@@ -65,3 +65,9 @@ def solve_triangular(a: torch.Tensor, b: torch.Tensor, upper: bool) -> torch.Ten
     if a.shape[0] == 1 and a.device.type == "cuda":
         return torch.linalg.solve_triangular(_two(a), _two(b), upper=upper)[:1]
     return torch.linalg.solve_triangular(a, b, upper=upper)
+
+
+def reads_without_sync(x) -> bool:
+    """True where reading tensor ``x`` on the host costs no device synchronisation (it is in host
+    memory). Per-round code may use such a read to skip work, never to change a result."""
+    return x.device.type == "cpu"

@@ -158,10 +158,10 @@ class CandidateSymmetric(SelectionRule):
 RULES = {"asym": Asymmetric, "osym": OptimisticSymmetric, "csym": CandidateSymmetric}
 
 
-def checked_pair(rule: SelectionRule, pair, S: int, K: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A rule of one's own's (a1, a2) as it meets the loop: two integer tensors [S] of arms in [0, K), else one line
-    naming the rule's class and ``model.strategy``."""
-    name = f"model.strategy: {type(rule).__module__}.{type(rule).__qualname__}"
+def checked_pair(rule, pair, S: int, K: int, field: str = "model.strategy") -> tuple[torch.Tensor, torch.Tensor]:
+    """A rule's (or a self-duel test's) of one's own (a1, a2) as it meets the loop: two integer tensors [S] of arms
+    in [0, K), else one line naming ``field`` and the part's class."""
+    name = f"{field}: {type(rule).__module__}.{type(rule).__qualname__}"
     if not isinstance(pair, tuple) or len(pair) != 2:
         raise ValueError(f"{name} returned {type(pair).__name__}; expected a tuple (a1, a2) of [S] arm tensors")
     for label, a in zip(("a1", "a2"), pair):

@@ -19,18 +19,25 @@ and may replace it by the greedy arm's self-duel:
   min(1, c / sqrt(t)), by the pair of the same rule with a2 != a1, so that a stuck learner keeps getting
   informative duels (sum_t c/sqrt(t) grows without bound, its regret as sqrt(T)).
 
+Each test is an object built once from the config (:func:`make_test`), as the rules are: a
+:class:`SelfDuelTest` takes the rule's pair with the learner's estimate and returns the pair played, and owns
+what it learns from (the deep tests: their Gram Z, a :class:`nvldb_pl.maths.gram.GradientGram` shared with NDB).
+A test of one's own subclasses :class:`SelfDuelTest` and is named by its import path in ``model.self_duel_test``
+(``docs/extending.md``).
+
 Shapes: f [S, K], D [S, K, K] (D[s, k, k'] = ||g_k - g_k'||), pairs (a1, a2) two [S] int64.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
-from . import seedwise, selection
-
-SELF_DUEL_TESTS = ("none", "deep_diag", "deep_full", "escape")
+from . import selection
+from .checks import import_class
+from .gram import GradientGram, gradient_pair_norms, sherman_morrison_  # noqa: F401  (their old home)
 
 
 def confident_greedy(f: torch.Tensor, D: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,21 +72,130 @@ def escape(
     return torch.where(swap, distinct[0], allowed[0]), torch.where(swap, distinct[1], allowed[1])
 
 
-def gradient_pair_norms(
-    g: torch.Tensor, Zinv: torch.Tensor | None = None, U: torch.Tensor | None = None
-) -> torch.Tensor:
-    """||g_k - g_k'||_{Z^-1} for all pairs: g [S, K, p] with Zinv [S, p, p] (full) or U [S, p] (diag Z) -> [S, K, K]."""
-    M = (
-        seedwise.bmm(seedwise.bmm(g, Zinv), g.transpose(1, 2))
-        if Zinv is not None
-        else seedwise.bmm(g / U.unsqueeze(1), g.transpose(1, 2))
-    )
-    diag = torch.diagonal(M, dim1=1, dim2=2)
-    return (diag.unsqueeze(2) + diag.unsqueeze(1) - 2 * M).clamp(min=0).sqrt()
+@dataclass(frozen=True)
+class SelfDuelSettings:
+    """What a self-duel test is built from (the learner's config, resolved).
+
+    num_seeds: S; num_params: p, the network's parameters per seed (the length of g); lam: Z_0 = lambda I;
+    beta: the rule's a_t; width: the deep test's width coefficient (``model.self_duel_width``, else beta);
+    escape_rate: c of the escape test; second_arm: ``rule`` or ``deep``; strategy: the rule's name (the escape
+    test builds the same rule with self-duels allowed)."""
+
+    num_seeds: int
+    num_params: int
+    lam: float
+    beta: float
+    width: float
+    escape_rate: float = 1.0
+    second_arm: str = "rule"
+    strategy: str = "ucb_asym"
 
 
-def sherman_morrison_(Zinv: torch.Tensor, z: torch.Tensor) -> None:
-    """(Z + z z^T)^-1 in place from Zinv [S, p, p] = Z^-1 and z [S, p]."""
-    vz = seedwise.bmm(Zinv, z.unsqueeze(2))
-    u = vz / (1.0 + (z.unsqueeze(2) * vz).sum(1, keepdim=True)).sqrt()
-    Zinv.baddbmm_(u, u.transpose(1, 2), alpha=-1.0)
+class SelfDuelTest(torch.nn.Module):
+    """When the greedy arm's self-duel replaces the rule's distinct pair, for S seeds; built as ``cls(settings)``
+    (:class:`SelfDuelSettings`). Its buffers (if any) carry the seed dimension first and are saved with the learner.
+
+    ``uses_gradients``: the test needs g [S, K, p] = df(x_k)/d(all parameters) of the round's contexts (then the
+    learner computes it, and hands each answered duel's z = g_a1 - g_a2 to :meth:`remember`)."""
+
+    uses_gradients = False
+
+    def __init__(self, settings: SelfDuelSettings):
+        super().__init__()
+        self.settings = settings
+
+    def forward(
+        self,
+        pair: tuple[torch.Tensor, torch.Tensor],
+        f: torch.Tensor,
+        norm: torch.Tensor,
+        noise: torch.Tensor,
+        t: int,
+        g: torch.Tensor | None = None,
+        allowed: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pair played at round t: ``pair`` (the rule's, a2 != a1) or a replacement, from f [S, K], the rule's
+        norms [S, K, K], the round's normals [S, K, K] and (``uses_gradients``) g [S, K, p]. ``allowed`` False (live
+        use: nobody is asked "A or A?"): no self-duel may be returned."""
+        return pair
+
+    def remember(self, z: torch.Tensor) -> None:
+        """A duel was answered (or asked): z [S, p] its gradient difference at selection time."""
+
+
+class NoSelfDuel(SelfDuelTest):
+    """``none``: the rule's distinct pair, always."""
+
+
+class DeepTest(SelfDuelTest):
+    """``deep_diag`` / ``deep_full``: :func:`deep_test` under Z (NDB's Gram, diagonal or full), and with
+    ``second_arm`` ``deep`` :func:`deep_second_arm` for the distinct duels."""
+
+    uses_gradients = True
+    form = "diag"
+
+    def __init__(self, settings: SelfDuelSettings):
+        super().__init__(settings)
+        self.gram = GradientGram(settings.num_seeds, settings.num_params, settings.lam, self.form)
+
+    def forward(self, pair, f, norm, noise, t, g=None, allowed=True):
+        a1, a2 = pair
+        deep_second = self.settings.second_arm == "deep"
+        if not (allowed or deep_second):
+            return a1, a2
+        D = self.gram.pair_norms(g)
+        if deep_second:
+            a2 = deep_second_arm(a1, f, D, self.settings.beta)
+        if allowed:
+            a1, a2 = deep_test((a1, a2), f, D, self.settings.width)
+        return a1, a2
+
+    def remember(self, z: torch.Tensor) -> None:
+        self.gram.add_(z)
+
+
+class DeepFullTest(DeepTest):
+    """``deep_full``: the deep test with Z kept whole (Z^-1 by Sherman-Morrison)."""
+
+    form = "full"
+
+
+class EscapeTest(SelfDuelTest):
+    """``escape``: the rule with self-duels allowed; :func:`escape` replaces a self-duel by the distinct pair with
+    probability min(1, escape_rate / sqrt(t)) (the uniform from the round's last normal, noise[:, -1, 0])."""
+
+    def __init__(self, settings: SelfDuelSettings):
+        super().__init__(settings)
+        self.allowed_rule = selection.make_rule(settings.strategy, settings.beta, False)
+
+    def forward(self, pair, f, norm, noise, t, g=None, allowed=True):
+        if not allowed:
+            return pair
+        uniform = torch.special.ndtr(noise[:, -1, 0])
+        return escape(self.allowed_rule(f, norm, noise, t), pair, uniform, t, self.settings.escape_rate)
+
+
+SELF_DUEL_TESTS = {"none": NoSelfDuel, "deep_diag": DeepTest, "deep_full": DeepFullTest, "escape": EscapeTest}
+
+
+def resolve_test(name: str, field: str = "model.self_duel_test") -> type:
+    """The test named ``name``: one of :data:`SELF_DUEL_TESTS`, or the import path of a :class:`SelfDuelTest`
+    subclass; else one line naming ``field``."""
+    if name in SELF_DUEL_TESTS:
+        return SELF_DUEL_TESTS[name]
+    if not isinstance(name, str) or "." not in name:
+        raise ValueError(
+            f"{field}={name!r} is not a known test; choose one of {list(SELF_DUEL_TESTS)} or give the import path "
+            f"of a nvldb_pl.maths.selfduel.SelfDuelTest subclass"
+        )
+    return import_class(name, SelfDuelTest, field, "a nvldb_pl.maths.selfduel.SelfDuelTest subclass")
+
+
+def make_test(name: str, settings: SelfDuelSettings) -> SelfDuelTest:
+    """The test ``name`` (:func:`resolve_test`), built once from ``settings``."""
+    return resolve_test(name)(settings)
+
+
+def label(name: str) -> str:
+    """A test's part of a name: its key, or the class name of a test of one's own."""
+    return name if name in SELF_DUEL_TESTS else name.rpartition(".")[2]
