@@ -358,14 +358,16 @@ def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(t
 
     from tests.test_stops import SignalAt
 
+    from nvldb_pl.experiments import sweep as package_sweep
+
     sweep = _script("sweep")
-    run, calls = sweep.run_experiment, []
+    run, calls = package_sweep.run_experiment, []
 
     def second_run_interrupted(*args, **kwargs):
         calls.append(1)
         return run(*args, **kwargs, callbacks=(SignalAt(3),) if len(calls) == 2 else ())
 
-    monkeypatch.setattr(sweep, "run_experiment", second_run_interrupted)
+    monkeypatch.setattr(package_sweep, "run_experiment", second_run_interrupted)
     out = tmp_path / "s.jsonl"
     argv = [
         "sweep.py",
