@@ -537,6 +537,11 @@ def test_a_key_given_twice_in_a_config_is_refused_not_dropped(text, key, lines, 
             ["--model.variance_aware=false", "--model.epsilon=0.1"],
             "model.epsilon: it bounds zeta of the variance weights",
         ),
+        (
+            ["--data.rounds=20", "--model.episode=21"],
+            "model.episode: an update every 21 rounds never comes within data.rounds=20: the network and theta would "
+            "stay at their initial draw",
+        ),
     ],
 )
 def test_a_setting_that_cannot_take_effect_is_refused(args, message, tmp_path, capsys):

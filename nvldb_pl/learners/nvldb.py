@@ -163,6 +163,12 @@ class NVLDB(NeuralLearner):
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
         for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
             check_integer(value, name, 1)
+        _check(  # a run that never updates would be named for a learner it is not
+            episode <= rounds,
+            "episode",
+            f"an update every {episode} rounds never comes within data.rounds={rounds}: the network and theta would "
+            f"stay at their initial draw for the whole run; give model.episode <= {rounds}",
+        )
         # the default's value, as a checkpoint or save holds it, is still the default
         given_epsilon = epsilon is not None and not math.isclose(epsilon, 1.0 / math.sqrt(dim))
         if epsilon is None:
