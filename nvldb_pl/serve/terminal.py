@@ -1,0 +1,265 @@
+"""Ask a person "A or B?" about items of a small built-in catalog, learn, and show the learned ranking.
+
+    python scripts/duel.py                          # interactive: answer 1 or 2 (q or Ctrl-C stops)
+    python scripts/duel.py --answers answers.txt    # answers from a file, one per line: 1, 2 or q
+    python scripts/duel.py --simulate               # a simulated person with a hidden taste
+    python scripts/duel.py --questions 30 --save me.pt   # ... and keep the learner (answers also in me.pt.answers)
+    python scripts/duel.py --load me.pt             # go on from a saved learner
+    python scripts/duel.py --catalog train --simulate --objective rank   # trips of real data, a person fitted to them
+
+Each question offers ``--offer`` random items of the catalog (the round's context set X_t); the
+learner (``configs/live.yaml`` by default: NVLDB-UCB-ASYM with distinct arms) picks the two to
+show through :class:`nvldb_pl.live.DuelingBandit`, the same code as the simulated experiments.
+Item contexts: the catalog's features standardized over the catalog, each item scaled to unit norm.
+"""
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+
+
+from ..machinery.host import CannotWrite, open_text
+from ..live import DuelingBandit, rank
+from .items import FEATURES, builtin_catalog, kendall_tau
+
+TASTE = np.array([1.0, -0.5, 0.8, -1.0, -0.7])  # the simulated person's hidden weights per feature
+
+
+def catalog(seed: int = 2026) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(names, raw features [N, 5] in [0, 1] with one decimal, contexts [N, 5] of unit norm)."""
+    c = builtin_catalog(seed)
+    return c.names, c.raw, c.contexts
+
+
+class Catalog:
+    """What ``--catalog`` offers: names, raw features (as shown), the learner's contexts, and the simulated person's
+    utility of raw features. ``builtin``: 12 made-up items, the person a hidden linear taste (TASTE). ``train``: 20
+    trips of Ecdat's Train data (price in cents of guilders, minutes, changes, comfort 0 best), the person the
+    conditional logit fitted to the travellers' real choices (:mod:`nvldb_pl.environments.train_choices`)."""
+
+    def __init__(self, name: str, seed: int):
+        if name == "train":
+            from ..environments import train_choices as tc
+
+            self.names, self.raw, self.contexts, _ = tc.catalog(20, seed)
+            self.features, self.beta = ("price", "time", "change", "comfort"), tc.fit()[0] * tc.UNITS
+        else:
+            self.names, self.raw, self.contexts = catalog()
+            self.features, self.beta = FEATURES, TASTE
+
+    def utility(self, raw: np.ndarray) -> np.ndarray:
+        return raw @ self.beta
+
+    def describe(self, k: int) -> str:
+        return f"{self.names[k]:<8s} " + "  ".join(f"{f} {v:g}" for f, v in zip(self.features, self.raw[k]))
+
+
+def describe(name: str, raw: np.ndarray) -> str:
+    return f"{name:<8s} " + "  ".join(f"{f} {v:.1f}" for f, v in zip(FEATURES, raw))
+
+
+class Journal:
+    """Every answer appended to ``path`` as it is given (flushed and synced), in the --answers format: after
+    any end of the process, ``--answers PATH`` with the same --seed (and --load) gives them again."""
+
+    def __init__(self, path: str, seed: int, load=None):
+        self.path = path
+        try:
+            self.fh = open(path, "a", encoding="utf-8")
+        except OSError as err:
+            raise ValueError(f"--save: cannot write its answers journal {path} ({err.strerror})") from None
+        self.fh.write(
+            f"# scripts/duel.py --seed {seed}{f' --load {load}' if load else ''}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+        )
+        self._sync()
+
+    def add(self, answer: int) -> None:
+        self.fh.write(f"{answer}\n")
+        self._sync()
+
+    def _sync(self) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+
+
+@contextlib.contextmanager
+def deferred_interrupt():
+    """Ctrl-C (SIGINT) inside the block is held until the block ends, then raised as KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda sig, frame: held.append(sig))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+
+
+class Answers:
+    """Where answers come from: the terminal, a file (checked line by line) or a simulated person."""
+
+    def __init__(self, path=None, simulate=False, stdin=None, out=None, person=None):
+        self.lines, self.path, self.simulate = None, path, simulate
+        self.person = person or (lambda raw: raw @ TASTE)  # the simulated person's utility of raw features
+        self.stdin, self.out = stdin or sys.stdin, out or sys.stdout
+        if path is not None:
+            if os.path.isdir(path):
+                raise ValueError(f"--answers: {path} is a folder; give a text file of answers")
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"--answers: {path}: no such file")
+            with open_text(path, "--answers") as fh:
+                self.lines = [(n, s.split("#", 1)[0].strip()) for n, s in enumerate(fh, 1)]
+            self.lines = [(n, s) for n, s in self.lines if s]
+            for n, s in self.lines:
+                if s not in ("1", "2", "q"):
+                    raise ValueError(f"--answers: {path} line {n}: expected 1, 2 or q, got {s!r}")
+
+    def next(self, raw_i, raw_j):
+        """1 if the first item shown is preferred, 0 if the second, None to stop."""
+        if self.simulate:
+            return int(self.person(raw_i) > self.person(raw_j))
+        if self.lines is not None:
+            if not self.lines:
+                return None
+            s = self.lines.pop(0)[1]
+        else:
+            while True:
+                self.out.write("1 or 2 (q stops)? ")
+                self.out.flush()
+                try:
+                    s = self.stdin.readline()
+                except KeyboardInterrupt:  # Ctrl-C stops like q: the ranking is shown, --save keeps the answers
+                    self.out.write("\n")
+                    return None
+                if not s:  # end of input
+                    return None
+                s = s.strip().lower()
+                if s in ("1", "2", "q"):
+                    break
+                self.out.write(f"please type 1, 2 or q, not {s!r}\n")
+        return None if s == "q" else int(s == "1")
+
+
+def main(argv=None, stdin=None, out=None) -> int:
+    out = out or sys.stdout
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--answers", type=os.path.expanduser, help="read answers from this file (1, 2 or q per line; # comments)"
+    )
+    src.add_argument("--simulate", action="store_true", help="a simulated person answers (hidden taste)")
+    p.add_argument("--questions", type=int, default=20, help="at most this many questions (default 20)")
+    p.add_argument(
+        "--offer", type=int, default=None, help="items offered per question, K (default 4; objective rank: every item)"
+    )
+    p.add_argument(
+        "--objective",
+        choices=["regret", "rank"],
+        default=None,
+        help="regret (the learner's own rule: good items asked most; the default) or rank (the pair of every item "
+        "that tells most about the whole order); with --load, default the saved learner's",
+    )
+    p.add_argument(
+        "--config",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "live.yaml"),
+        type=os.path.expanduser,
+    )
+    p.add_argument("--load", type=os.path.expanduser, help="go on from a learner saved with --save")
+    p.add_argument("--save", type=os.path.expanduser, help="save the learner here at the end")
+    p.add_argument("--seed", type=int, default=0, help="which items are offered, and the learner's seed")
+    p.add_argument(
+        "--catalog",
+        choices=["builtin", "train"],
+        default="builtin",
+        help="builtin (12 made-up items) or train (20 trips of the Train data; --simulate: the person fitted to the "
+        "travellers' real choices; --seed picks the trips)",
+    )
+    a = p.parse_args(argv)
+    try:
+        if a.questions < 0:
+            raise ValueError(f"--questions: must be >= 0, got {a.questions}")
+        if a.seed < 0:  # (it was refused as the config file's error)
+            raise ValueError(f"--seed: must be >= 0, got {a.seed}")
+        cat = Catalog(a.catalog, a.seed)
+        names, raw, contexts = cat.names, cat.raw, cat.contexts
+        if a.objective == "rank" and a.offer is not None and a.offer < len(names):
+            raise ValueError(
+                f"--offer: objective rank chooses the pair among every item (it learns the whole order); "
+                f"--offer {a.offer} would not take effect, leave it out (or give --objective regret)"
+            )
+        offer_size = a.offer if a.offer is not None else (len(names) if a.objective == "rank" else 4)
+        if not 2 <= offer_size <= len(names):
+            raise ValueError(f"--offer: must be between 2 and {len(names)}, got {a.offer}")
+        answers = Answers(a.answers, a.simulate, stdin, out, cat.utility)
+        if a.save:  # before the questions: a person's answers must not be lost to a bad path at the end
+            folder = os.path.dirname(os.path.abspath(a.save))
+            if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+                raise ValueError(
+                    f"--save: {a.save}: folder {folder} "
+                    f"{'does not exist' if not os.path.isdir(folder) else 'is not writable'}"
+                )
+            if os.path.isdir(a.save):
+                raise ValueError(f"--save: {a.save} is a folder; give a file name in it")
+        if a.load:
+            bandit = DuelingBandit.from_checkpoint(a.load, objective=a.objective)
+            if bandit.dim != contexts.shape[1]:
+                raise ValueError(f"--load: {a.load} has dim {bandit.dim}, the catalog has {contexts.shape[1]} features")
+        else:
+            bandit = DuelingBandit.from_config(
+                a.config, dim=contexts.shape[1], seed=a.seed, objective=a.objective or "regret"
+            )
+        rng = np.random.default_rng([a.seed, bandit.num_observed])
+        asked, given = 0, []
+        journal = Journal(a.save + ".answers", a.seed, a.load) if a.save else None
+        try:
+            while asked < a.questions:
+                offer = rng.choice(len(names), size=offer_size, replace=False)
+                i, j = bandit.select(contexts[offer])
+                out.write(
+                    f"\nQuestion {asked + 1}: which do you prefer?\n  1) {cat.describe(offer[i])}\n"
+                    f"  2) {cat.describe(offer[j])}\n"
+                )
+                o = answers.next(raw[offer[i]], raw[offer[j]])
+                if o is None:
+                    break
+                if a.simulate or a.answers:
+                    out.write(f"answer: {1 if o else 2}\n")
+                if journal is not None:
+                    journal.add(1 if o else 2)  # on disk before the learner takes it
+                with deferred_interrupt():  # Ctrl-C here stops after this answer is learned, not halfway
+                    bandit.observe(contexts[offer], i, j, o)
+                given.append(1 if o else 2)
+                asked += 1
+        except KeyboardInterrupt:  # stops like q: the ranking is shown, --save keeps the answers
+            out.write("\ninterrupted\n")
+        out.write(f"\nLearned ranking after {bandit.num_observed} answers (estimated utility):\n")
+        ranking = rank(bandit, contexts, names)
+        for n, (name, score) in enumerate(ranking, 1):
+            out.write(f"{n:3d}. {cat.describe(names.index(name))}   {score:+.3f}\n")
+        if a.simulate:
+            tau = kendall_tau(bandit.scores(contexts), cat.utility(raw))
+            out.write(f"Kendall tau against the simulated person's hidden taste: {tau:.2f}\n")
+        if a.save:
+            try:
+                bandit.save(a.save)
+            except CannotWrite as err:  # a full disk: the answers stay, to be given again from a file
+                print(
+                    f"error: {err}; this session's answers, to give again with --answers FILE (one a line, the "
+                    f"same --seed{' and --load' if a.load else ''}): {' '.join(map(str, given))}",
+                    file=sys.stderr,
+                )
+                return 1
+            out.write(f"saved the learner to {a.save}\n")
+    except (ValueError, FileNotFoundError, FloatingPointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
