@@ -76,7 +76,7 @@ from .loop.trainer_checks import check_trainer
 # - "resuming from a checkpoint that ended before the epoch ended and your dataloader is not
 #   resumable": Lightning checks only for a stateful DataLoader, but the stream resumes exactly at
 #   the checkpoint's round (DuelingLoop.on_load_checkpoint sets RoundStream's start_round; proved by
-#   tests/test_resume.py), so the warning's "unreliable results" would be false;
+#   tests/machinery/test_resume.py), so the warning's "unreliable results" would be false;
 # - "callbacks used to create the checkpoint need to be provided ...: ['Timer']": a run stopped by
 #   trainer.max_time, resumed without it; the Timer's state is only the time used so far; and
 #   ['RoundCheckpoint...']: a run going on with trainer.enable_checkpointing false, which saves nothing more;
@@ -84,7 +84,7 @@ from .loop.trainer_checks import check_trainer
 #   (CoLSTIM, VACDB, MaxInP, the random pair) fit their estimates in closed form or by their own solver.
 # - "ModelCheckpoint with manual optimization and every_n_train_steps ... the model state AFTER optimization"
 #   (a user's own ModelCheckpoint in trainer.callbacks): a round's state after its update is what a checkpoint
-#   of a round holds; such a file resumes exactly (tests/test_resume.py).
+#   of a round holds; such a file resumes exactly (tests/machinery/test_resume.py).
 # - "Precision bf16-mixed is not supported by the model summary ... Using 32 bits instead": under mixed precision
 #   the parameters are float32, so the size the summary prints is the right one.
 QUIET = (

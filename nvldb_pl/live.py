@@ -21,7 +21,7 @@ Answers may come late, in batches and in any order. ``select`` changes nothing i
 (``memo``: Delta phi for the incremental Gram, NDB's gradient difference), then ``learn``s the
 duel (appends it and runs one update); an answer that would leave the learner non-finite, or an
 interrupt during the update, leaves it as it was before the call. With each answer given at once, this is exactly the loop's round
-(``tests/test_live.py`` checks a live bandit fed the stream's contexts and answers against a
+(``tests/live/test_live.py`` checks a live bandit fed the stream's contexts and answers against a
 ``fit`` run, selection by selection). VACDB is not offered live: a duel's layer and weight are
 decided at selection time for that round only. ``oracle_variance`` needs the true utilities,
 which live feedback does not have.

@@ -3,7 +3,7 @@ V rebuilt from the history each round (its inverse from a float64 Cholesky facto
 
 The doorway to the algorithm: read :func:`run_seed` top to bottom for what the vectorized learner
 (:class:`nvldb_pl.learners.nvldb.NVLDB` with the loop of :mod:`nvldb_pl.loop`) computes for S seeds at once. Run on the
-same streams, it makes the same decisions as that loop (``tests/test_naive_equivalence.py``), and it is the speed
+same streams, it makes the same decisions as that loop (``tests/learners/test_naive_equivalence.py``), and it is the speed
 baseline of ``scripts/benchmark.py``. It reuses no selection or Gram code of the package.
 """
 

@@ -272,7 +272,7 @@ def test_a_learner_of_ones_own_runs_from_the_cli(tmp_path):
 
 
 def test_the_comparison_script_runs_ones_own_learner_rule_and_task_beside_nvldb_on_the_same_streams(tmp_path):
-    from tests.script_loader import load_script
+    from tests.helpers.script_loader import load_script
 
     out = tmp_path / "rep"
     mine = ["tests.extensions.learners.OnlineLogistic", "tests.extensions.rules.MostUncertainChallenger"]
@@ -373,7 +373,7 @@ def _shortened(args, **values):
 
 
 def test_docs_extendings_comparison_commands_run(tmp_path, capsys):
-    from tests.script_loader import load_script
+    from tests.helpers.script_loader import load_script
 
     out = str(tmp_path / "mine")
     args = _shortened(_doc_command("reproduce.py"), **{"--out": out, "--rounds": "12", "--seeds": "2"})

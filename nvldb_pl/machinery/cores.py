@@ -8,7 +8,7 @@ count was chosen for it ("auto") takes, every few seconds, its share of the core
     threads = max(1, (cores - threads of the fixed runs) // number of auto runs),
 
 and a run given its count (``--threads``, ``OMP_NUM_THREADS``, or one thread for a small problem) keeps it and is
-counted as that many cores. A run's per-seed results do not depend on its thread count (``tests/test_names.py``),
+counted as that many cores. A run's per-seed results do not depend on its thread count (``tests/cli/test_names.py``),
 so the share changes its speed, never its numbers.
 """
 

@@ -6,7 +6,7 @@ once and replays them as one. What a graph needs, the graphed pass provides: sta
 history padded to the next multiple of ``BUCKET_ROUNDS`` rounds, the unplayed rows weighted 0 by a
 mask computed on the device from the ``rounds_done`` buffer), tensors updated in place (history,
 parameters, Adam's state, with ``capturable=True`` so its step count lives on the device), and no
-host synchronisation (``tests/test_no_sync.py``).
+host synchronisation (``tests/loop/test_no_sync.py``).
 
 :class:`CapturedSteps` keeps one graph, for the current bucket: at a bucket's first round the steps
 run eagerly on a side stream (the warm-up CUDA graphs ask for), then are captured; the bucket's
@@ -44,7 +44,7 @@ class CapturedSteps:
     own output tensors, valid until the next call (use them, or clone them, before).
 
     A replay repeats the captured kernels on the tensors' current values; every Python value ``fn``
-    read (a round number, a shape) keeps what it was at the capture. ``tests/test_long_horizon.py``
+    read (a round number, a shape) keeps what it was at the capture. ``tests/machinery/test_long_horizon.py``
     runs a loop whose replays re-run the capture-time ``fn`` on a CPU, which catches such a value."""
 
     # torch.cuda.graph's capture_error_mode: "global" (torch's default) makes any thread's unsafe CUDA call during

@@ -3,7 +3,7 @@
 The network of eq. (nn) is ReLU everywhere, so its backward pass is three matmuls and one ReLU
 mask per layer (plus a column sum per layer for the standard parametrization's biases). Written out, it skips what autograd spends on these skinny
 layers (graph bookkeeping, saved-tensor copies, a separate mask per ReLU): about 1.5-2x faster
-per Adam step on 2 CPU cores (see README "Performance"). ``tests/test_math.py`` checks it
+per Adam step on 2 CPU cores (see README "Performance"). ``tests/maths/test_math.py`` checks it
 against autograd on the same loss.
 
 Shapes, feature-major as in :class:`nvldb_pl.maths.network.StackedMLP`: x_t [S, d, 2n] holds the n

@@ -26,7 +26,7 @@ def sigmoid(z: torch.Tensor) -> torch.Tensor:
     torch.sigmoid on CPU computes a vectorized body and a scalar tail that differ in the last
     bit, and which elements fall in the tail depends on the tensor's size, so on the number of
     seeds: a seed's results then depend on the seeds beside it. exp, + and / agree in both paths
-    (tests/test_math.py checks this). Saturates to 0 and 1 without NaN (exp(-z) = inf gives 0).
+    (tests/maths/test_math.py checks this). Saturates to 0 and 1 without NaN (exp(-z) = inf gives 0).
     On CUDA, ``torch.sigmoid``: one kernel that computes every element alike, 1 / (1 + exp(-z)) in
     the same IEEE steps (four kernels fewer, twice in each Adam step of a CUDA graph).
     """

@@ -1,7 +1,7 @@
 """Batched products whose result for one seed does not depend on the other seeds in the batch.
 
 The package stacks S seeds along the first dimension and promises each seed the same result
-whatever S is (``tests/test_loop.py``). Two things of the CPU's BLAS (MKL) break that in the
+whatever S is (``tests/loop/test_loop.py``). Two things of the CPU's BLAS (MKL) break that in the
 last bit, which Adam and the arm choices then amplify into other pairs (docs/performance.md):
 
 * MKL picks its kernel by the operands' memory alignment, which depends on where a seed sits in

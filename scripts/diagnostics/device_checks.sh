@@ -3,7 +3,7 @@
 #   device call:  command "bash scripts/diagnostics/device_checks.sh", timeout_s 600, carry [".whl"] (below)
 # Steps in order of what matters most, each with its own limit and all inside BUDGET seconds (a
 # step that would start past it is skipped, one that hangs costs only its own limit):
-# 1. tests/test_cuda.py (float32 GPU against CPU, bf16-mixed, 16-mixed warning, no host sync in a
+# 1. tests/machinery/test_cuda.py (float32 GPU against CPU, bf16-mixed, 16-mixed warning, no host sync in a
 #    round, the CUDA-graphed update against eager, graphed the default on CUDA);
 # 2. the first target as users run it (no device waits around timed sections): configs/cos.yaml's
 #    run (cos, 20 seeds x 2000 rounds, m=32), graphed (the full pass where the capture fails: a figure all the same);
@@ -74,7 +74,7 @@ if [ -z "$STEPS" ] || [[ " $STEPS " == *" bench_cpu "* ]]; then
   BG=$!
 fi
 step versions 30 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python3 -c 'import torch, lightning; print(torch.__version__, lightning.__version__, torch.cuda.get_device_name(0))'; nproc; python3 -c 'import triton; print(\"triton\", triton.__version__)' 2>&1 | tail -1"
-step tests 150 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
+step tests 150 python3 -m pytest -q -p no:cacheprovider tests/machinery/test_cuda.py
 step target_cos 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0 ||
   step target_cos_full 100 python3 scripts/benchmark.py --accelerator gpu --history-pass full --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
 step target_cos_wait 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --progress-value device --seeds 20 --rounds 2000 --naive-seeds 0

@@ -76,7 +76,7 @@ def main() -> None:
 
 
 def seeds_together_and_alone(device: str) -> None:
-    """S=4 in one run against four S=1 runs on ``device``: bit for bit on a CPU (tests/test_loop.py);
+    """S=4 in one run against four S=1 runs on ``device``: bit for bit on a CPU (tests/loop/test_loop.py);
     on a GPU a kernel may pick another algorithm for another batch size: how far apart they end."""
     print(f"\nS=4 against four S=1 runs on {device} ({DATA['rounds']} rounds; 0 = bit for bit)")
     print(f"{'pass':17s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'regret rel':>10s}")

@@ -6,7 +6,7 @@
 A round should only queue work on the GPU, so the host runs ahead of the device and a run takes
 about max(host, device) time. On an H200 (results/gpu/README.md) the cos run took about the sum,
 as if something waited for the device every round, though torch's sync debug mode finds no wait
-(tests/test_cuda.py): a copy from pageable memory, or a library's own synchronisation, are not
+(tests/machinery/test_cuda.py): a copy from pageable memory, or a library's own synchronisation, are not
 flagged there. This runs the loop twice with Lightning's SimpleProfiler, the second time with
 ``--stall-ms`` of GPU work queued at the start of every round (a chain of large matmuls, calibrated
 on the device), and prints each profiled action's host time per round in both runs: the action

@@ -1,4 +1,4 @@
-"""A researcher's parts with the mistakes the package must catch where they meet it (tests/test_boundaries.py)."""
+"""A researcher's parts with the mistakes the package must catch where they meet it (tests/loop/test_boundaries.py)."""
 
 import numpy as np
 import torch

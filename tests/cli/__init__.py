@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/cli.py and what it serves."""

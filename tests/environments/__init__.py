@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/environments/ and what it serves."""

@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/experiments/ and what it serves."""

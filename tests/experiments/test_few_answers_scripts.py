@@ -1,0 +1,49 @@
+"""The commands docs/serve.md and results/short/README.md show for few answers, shortened: the live benchmark, the
+ranking objective's tau table, the short-horizon table and the crossover figure."""
+
+import json
+import os
+
+from tests.helpers.script_loader import load_script
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def test_benchmark_live_prints_observe_and_select_per_window(capsys):
+    bench = load_script("benchmark_live")
+    args = ["--answers", "12", "--windows", "5", "12", "--span", "4", "--threads", "1"]
+    assert bench.main(args + ["--config", os.path.join(ROOT, "configs", "live-full.yaml")]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| 5 |") or line.startswith("| 12 |")]
+    assert len(rows) == 2 and "cpu" in out and all(len(r.split("|")) == 7 for r in rows)
+    assert bench.main(["--answers", "3", "--windows", "5"]) == 2
+
+
+def test_rank_tau_runs_every_policy_on_every_catalog_and_summarizes(tmp_path, capsys):
+    tau = load_script("diagnostics/rank_tau")
+    out = str(tmp_path / "tau.jsonl")
+    assert tau.main(["--persons", "2", "--answers", "10", "--policies", "regret", "rank", "random", "--out", out]) == 0
+    rows = [json.loads(line) for line in open(out)]
+    assert len(rows) == 4 * 3 * 2 and all(
+        len(r["tau"]) == 10 and -1 <= min(r["tau"]) <= max(r["tau"]) <= 1 for r in rows
+    )
+    assert {r["catalog"] for r in rows} >= {"Train trips (20, d=4), fitted person", "built-in (12 items, d=5)"}
+    capsys.readouterr()
+    assert tau.main(["--summary", out]) == 0
+    assert "| rank | 2 |" in capsys.readouterr().out
+
+
+def test_the_short_table_pairs_a_sweep_with_a_report_folder(tmp_path, capsys):
+    table = load_script("diagnostics/short_table")
+    sweep = os.path.join(ROOT, "results", "short", "candidates_T300.jsonl")
+    args = ["--sweep", sweep, "--against", "PairwiseGP", os.path.join(ROOT, "results", "short", "gp300")]
+    assert table.main(args + ["--tasks", "square"]) == 0
+    out = capsys.readouterr().out
+    assert "| {} | 1.300 ± 0.785 | +0.339 ± 0.163 | 5/20 |" in out
+
+
+def test_benchmark_live_times_the_servers_handlers_with_page(capsys):
+    bench = load_script("benchmark_live")
+    assert bench.main(["--page", "--answers", "8", "--windows", "8", "--span", "4", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "the server's handlers, objective rank" in out and any(line.startswith("| 8 |") for line in out.splitlines())

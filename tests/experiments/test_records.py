@@ -1,0 +1,103 @@
+"""Every record names what ran: the learner's class path and the settings that differ from its class's defaults
+(summary.json, TensorBoard's hparams), checkpoints and live saves that find a user's class again, and a subclass
+written with **kwargs taking its parent's arguments in the live API as in the CLI."""
+
+import json
+import os
+
+import numpy as np
+
+from nvldb_pl.cli import run_cli
+from nvldb_pl.live import DuelingBandit
+from nvldb_pl.learners.registry import init_args
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+COS = os.path.join(ROOT, "configs", "cos.yaml")
+
+
+def _fit(root, *extra):
+    args = (
+        ["fit", "--config", COS, "--data.rounds=10", "--data.num_seeds=2", "--model.grad_steps=2"]
+        if not any(a.startswith("--model=") or a == "--model" for a in extra)
+        else ["fit", "--config", COS, "--data.rounds=10", "--data.num_seeds=2"]
+    )
+    assert run_cli(args + ["--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}", *extra]) == 0
+    folder = os.path.join(root, "lightning_logs", "version_0")
+    with open(os.path.join(folder, "summary.json")) as fh:
+        return json.load(fh), os.path.join(folder, "checkpoints", "last.ckpt")
+
+
+def test_a_users_network_is_named_in_the_method_and_its_settings_recorded(tmp_path):
+    s, _ = _fit(tmp_path, "--model.network=tests.extensions.networks.LayerNormMLP", "--model.self_duel_test=none")
+    assert s["method"] == "NVLDB-UCB-ASYM[LayerNormMLP]" and s["learner"] == "NVLDB"
+    assert s["settings"] == {
+        "network": "tests.extensions.networks.LayerNormMLP",
+        "self_duel_test": "none",
+        "grad_steps": 2,
+    }
+
+
+def test_the_defaults_record_no_settings(tmp_path):
+    s, _ = _fit(tmp_path, "--model.grad_steps=20")
+    assert s["method"] == "NVLDB-UCB-ASYM" and s["settings"] == {}
+
+
+def test_a_subclass_is_named_by_its_class_and_its_fit_checkpoint_loads_in_the_live_api(tmp_path):
+    s, ckpt = _fit(tmp_path, "--model=tests.extensions.learners.FastNVLDB")
+    assert s["method"] == "FastNVLDB-UCB-ASYM" and s["learner"] == "tests.extensions.learners.FastNVLDB"
+    bandit = DuelingBandit.from_checkpoint(ckpt, seed_index=1)
+    assert type(bandit.learner).__name__ == "FastNVLDB" and bandit.num_observed == 10
+
+
+def test_a_fit_checkpoint_of_a_learner_of_ones_own_loads_in_the_live_api(tmp_path):
+    _, ckpt = _fit(tmp_path, "--model=tests.extensions.learners.OnlineLogistic")
+    bandit = DuelingBandit.from_checkpoint(ckpt)
+    assert type(bandit.learner).__name__ == "OnlineLogistic" and bandit.num_observed == 10
+    x = np.eye(5)[:4]
+    i, j = bandit.select(x)
+    bandit.observe(x, i, j, 1)
+
+
+def test_a_subclass_with_kwargs_takes_its_parents_arguments_live_and_its_save_loads(tmp_path):
+    from tests.extensions.learners import WideNVLDB
+
+    assert {"width", "lr", "strategy", "network"} <= init_args(WideNVLDB)
+    bandit = DuelingBandit.create("tests.extensions.learners.WideNVLDB", lr="0.01", grad_steps=3)
+    assert bandit.learner.hparams.lr == 0.01 and bandit.learner.hparams.width == 48
+    x = np.eye(5)[:3]
+    bandit.observe(x, 0, 1, 1)
+    bandit.save(str(tmp_path / "w.pt"))
+    again = DuelingBandit.from_checkpoint(str(tmp_path / "w.pt"))
+    assert type(again.learner) is WideNVLDB and again.learner.hparams.grad_steps == 3
+    np.testing.assert_array_equal(again.scores(x), bandit.scores(x))
+
+
+def test_a_tables_run_records_its_data_and_the_label_of_each_arm(tmp_path):
+    table = os.path.join(ROOT, "tests", "extensions", "flowers.csv")
+    s, _ = _fit(tmp_path, "--data.task=table", f"--data.data_file={table}", "--data.dim=12", "--data.arms=3")
+    assert s["arm_labels"] == ["setosa", "versicolor", "virginica"]
+    assert s["data"]["data_file"] == table and s["data"]["task"] == "table" and s["data"]["dim"] == 12
+
+
+def test_the_comparison_scripts_take_a_table_file_and_d_and_k_in_a_sweep(tmp_path, capsys, monkeypatch):
+    from tests.helpers.script_loader import load_script
+
+    table = os.path.join(ROOT, "tests", "extensions", "flowers.csv")
+    out = str(tmp_path / "rep")
+    args = ["--out", out, "--tasks", "table", "--data", f"data_file={table}", "--dim", "12", "--arms", "3"]
+    args += ["--methods", "NVLDB-UCB-ASYM", "tests.extensions.learners.FastNVLDB", "--rounds", "8", "--seeds", "2"]
+    reproduce = load_script("reproduce")
+    assert reproduce.main(args + ["--set", "width=4"]) == 0
+    assert reproduce.main(args + ["--set", "width=4"]) == 0  # made with the same table: reused
+    assert capsys.readouterr().out.count("[reuse]") == 2
+    assert reproduce.main(args[:5] + ["data_file=nowhere.csv"] + args[6:]) == 2
+    assert "nowhere.csv" in capsys.readouterr().err
+    assert reproduce.main(args[:5] + ["link=probit", f"data_file={table}", "colour=red"] + args[6:]) == 2
+    assert "--data: no data setting ['colour']" in capsys.readouterr().err
+    rows = str(tmp_path / "s.jsonl")
+    argv = ["sweep.py", "--rounds", "8", "--seeds", "2", "--tasks", "square", "--grid", '[{"width": 4}]']
+    monkeypatch.setattr("sys.argv", argv + ["--vary", "data.dim=3,6", "data.arms=4", "--out", rows])
+    load_script("sweep").main()
+    runs = [json.loads(line) for line in open(rows)]
+    assert [(r["config"]["data.dim"], r["config"]["data.arms"]) for r in runs] == [(3, 4), (6, 4)]
+    assert runs[0]["per_seed"] != runs[1]["per_seed"]

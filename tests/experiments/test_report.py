@@ -1,0 +1,990 @@
+"""The reproduction script end to end on a tiny grid."""
+
+import glob
+import json
+import os
+import re
+
+import pytest
+
+from nvldb_pl.learners.registry import DEFAULT_METHODS
+from tests.helpers.script_loader import load_script as _script
+
+
+def _main(argv):
+    return _script("reproduce").main(argv)
+
+
+def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = str(tmp_path / "rep")
+    argv = ["--out", out, "--rounds", "12", "--seeds", "2", "--tasks", "cos", "--set", "width=4", "grad_steps=1"]
+    assert _main(argv) == 0
+    report = open(os.path.join(out, "report.md")).read()
+    rows = re.findall(r"^\| (\S+) \| ([0-9.]+) ± ([0-9.]+) \|", report, flags=re.M)
+    assert sorted(r[0] for r in rows) == sorted(DEFAULT_METHODS)
+    values = [float(r[1]) for r in rows]
+    assert values == sorted(values) and all(v > 0 for v in values)
+    assert "--rounds 12 --seeds 2" in report
+    assert "| NVLDB rule | NLDB (same rule) | NDB-UCB | NDB-TS | CoLSTIM | VACDB |" in report
+    paired = re.findall(r"^\| (NVLDB-\S+) \| ([+-][0-9.]+ ± [0-9.]+ \(\d/2\)|–) \|", report, flags=re.M)
+    assert [m for m, _ in paired] == [m for m in DEFAULT_METHODS if m.startswith("NVLDB-")]
+    assert [c == "–" for _, c in paired] == [m != "NVLDB-UCB-ASYM" for m, _ in paired]  # only NLDB-UCB-ASYM ran
+    # what --set changed, per method: the network learners took it, CoLSTIM (no network) did not
+    [changed] = [ln for ln in report.splitlines() if ln.startswith("Settings each run changed")]
+    assert "NVLDB-UCB-ASYM `grad_steps=1 width=4`" in changed and "NDB-TS `grad_steps=1 width=4`" in changed
+    assert "CoLSTIM none" in changed and "Random none" in changed
+    table = json.load(open(os.path.join(out, "report.json")))
+    assert table["cos/NVLDB-TS-CSYM"]["settings"] == "grad_steps=1 width=4" and "settings" not in table["cos/CoLSTIM"]
+    # the software the runs were made with: every run the same, said once, and each in report.json
+    import torch
+
+    [made] = [ln for ln in report.splitlines() if ln.startswith("Made with")]
+    assert made.startswith("Made with nvldb_pl ") and f", torch {torch.__version__}, " in made
+    assert all(v["software"]["torch"] == torch.__version__ for v in table.values()) and len(table) == len(
+        DEFAULT_METHODS
+    )
+    # a readable PNG: real image data of a sensible size
+    from matplotlib.image import imread
+
+    img = imread(os.path.join(out, "cos.png"))
+    assert img.shape[0] > 300 and img.shape[1] > 400 and img.std() > 0.01
+    import gzip
+
+    with gzip.open(os.path.join(out, "curves_cos.csv.gz"), "rt") as fh:
+        lines = fh.read().splitlines()
+    assert lines[0] == "method,seed,round,cum_avg_regret" and len(lines) == 1 + len(DEFAULT_METHODS) * 2 * 12
+    capsys.readouterr()
+    first = open(os.path.join(out, "curves_cos.csv.gz"), "rb").read()
+    assert _main(argv) == 0  # the second time every run is reused
+    assert open(os.path.join(out, "curves_cos.csv.gz"), "rb").read() == first  # byte for byte
+    log = capsys.readouterr().out
+    assert log.count("[reuse]") == len(DEFAULT_METHODS) and "[run]" not in log
+
+
+def test_reproduce_reuses_a_run_only_if_made_with_the_settings_asked(tmp_path, capsys):
+    """Another --set or --dim runs anew beside the finished run (which was once reused silently); the
+    report takes the run each call made or reused, and the same settings again reuse their run."""
+    out = str(tmp_path / "rep")
+    base = ["--out", out, "--rounds", "6", "--seeds", "1", "--tasks", "cos", "--methods", "NDB-UCB"]
+    calls = [
+        (["--set", "width=4"], "[run]", "version_0"),
+        (["--set", "width=8"], "[run]", "version_1"),
+        (["--set", "width=4"], "[reuse]", "version_0"),
+        (["--set", "width=4", "lr=0.001"], "[reuse]", "version_0"),
+        (["--set", "width=4", "--dim", "7"], "[run]", "version_2"),
+        ([], "[run]", "version_3"),
+        (["--set", "width=32"], "[reuse]", "version_3"),
+    ]  # 32: the default, as given
+    for extra, verb, version in calls:
+        assert _main([*base, *extra]) == 0
+        log = capsys.readouterr().out
+        assert verb in log, (extra, log)
+        folder = os.path.join(out, "runs", "cos", "NDB-UCB", "lightning_logs", version)
+        assert (folder in log) == (verb == "[reuse]")
+        made = json.load(open(os.path.join(folder, "summary.json")))["R_T_over_T_mean"]
+        reported = json.load(open(os.path.join(out, "report.json")))["cos/NDB-UCB"]["R_T_over_T_mean"]
+        assert reported == pytest.approx(made, abs=1e-6), (extra, version)  # the report shows that run
+    means = {
+        json.load(open(p))["R_T_over_T_mean"]
+        for p in glob.glob(os.path.join(out, "runs", "*", "*", "*", "*", "summary.json"))
+    }
+    assert len(means) == 4  # four different runs, so the check above could tell them apart
+
+
+def test_reproduce_rejects_unknown_method(tmp_path, capsys):
+    assert (
+        _main(["--out", str(tmp_path), "--methods", "NVLDB-UCB-ASYM", "Oracle", "--rounds", "5", "--seeds", "1"]) == 2
+    )
+    assert "--methods" in capsys.readouterr().err
+
+
+def test_reproduce_refuses_a_set_key_no_method_takes_before_running(tmp_path, capsys):
+    assert (
+        _main(
+            [
+                "--out",
+                str(tmp_path),
+                "--methods",
+                "NVLDB-UCB-ASYM",
+                "Random",
+                "--rounds",
+                "5",
+                "--seeds",
+                "1",
+                "--tasks",
+                "cos",
+                "--set",
+                "widht=8",
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "--set: ['widht'] is not an argument of any method run here" in err and "'width'" in err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--set", "width=0"], "NVLDB-UCB-ASYM on cos: model.width: must be an integer >= 1, got 0"),
+        (["--set", "beta=.inf"], "--set: beta='.inf' is not a number"),
+        (["--set", "grad_steps=1.5"], "--set: grad_steps=1.5 is not an integer"),
+        (["--set", "layers=0", "--methods", "Random", "VACDB"], "VACDB on cos: model.layers: must be an integer >= 1"),
+        (["--dim", "0"], "data.dim: must be an integer >= 1, got 0"),
+        (["--tasks", "cos", "statlog"], "data.data_dir: "),
+        # numpy's own refusal named no option: "expected non-negative integer"
+        (["--base-seed", "-1"], "--base-seed: must be between 0 and 4294967295, got -1"),
+        (["--base-seed", str(2**32)], "--base-seed: must be between 0 and 4294967295, got 4294967296"),
+    ],
+)
+def test_reproduce_refuses_a_bad_value_or_missing_data_before_any_run(tmp_path, capsys, monkeypatch, extra, message):
+    """A value no method can run with, or a UCI task without its files, was found only when its run came,
+    after the runs before it (a Random run first here; hours at full size)."""
+    monkeypatch.setenv("NVLDB_UCI_DIR", str(tmp_path / "no-uci"))
+    argv = [
+        "--out",
+        str(tmp_path / "out"),
+        "--methods",
+        "Random",
+        "NVLDB-UCB-ASYM",
+        "--rounds",
+        "5",
+        "--seeds",
+        "1",
+        "--tasks",
+        "cos",
+    ]
+    assert _main([*argv, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert not list((tmp_path / "out").rglob("summary.json"))
+
+
+@pytest.mark.parametrize(
+    "bad", ["--out a file", "--literal-from a missing folder", "--literal-from without its curves"]
+)
+def test_reproduce_refuses_a_bad_out_or_literal_from_before_running(tmp_path, capsys, bad):
+    blocker = tmp_path / "afile"
+    blocker.write_text("kept")
+    out, extra = tmp_path / "report", []
+    if bad == "--out a file":
+        out, said = blocker / "report", f"--out: {blocker / 'report'} cannot be made: {blocker} is a file, not a folder"
+    elif bad == "--literal-from a missing folder":
+        extra, said = ["--literal-from", str(tmp_path / "nope")], f"--literal-from: {tmp_path / 'nope'} is not a folder"
+    else:
+        extra, said = (
+            ["--literal-from", str(tmp_path)],
+            f"--literal-from: no curves_<task>.csv.gz with T=5, 1 seeds in {tmp_path}",
+        )
+    assert (
+        _main(["--out", str(out), "--methods", "Random", "--rounds", "5", "--seeds", "1", "--tasks", "cos", *extra])
+        == 2
+    )
+    got = capsys.readouterr()
+    assert f"error: {said}" in got.err and "[run]" not in got.out, got.err
+    assert not (tmp_path / "report").exists() and blocker.read_text() == "kept"  # nothing run, nothing made
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
+def test_reproduce_refuses_gpu_without_one_before_running(tmp_path, capsys):
+    assert (
+        _main(
+            [
+                "--out",
+                str(tmp_path / "report"),
+                "--methods",
+                "Random",
+                "--rounds",
+                "5",
+                "--seeds",
+                "1",
+                "--tasks",
+                "cos",
+                "--accelerator",
+                "gpu",
+            ]
+        )
+        == 2
+    )
+    assert "--accelerator gpu" in capsys.readouterr().err
+    assert not (tmp_path / "report").exists()  # --out was made before the refusal, and left empty
+
+
+TORCHRUN_2 = {"TORCHELASTIC_RUN_ID": "none", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+
+
+def test_the_scripts_started_as_several_processes_are_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """Under torchrun --nproc-per-node 2, each process of sweep.py ran every row and appended it (each row twice
+    in --out); reproduce.py's and benchmark.py's runs alike. A script's runs each run in one process: refused."""
+    import sys
+    from nvldb_pl.loop.run import run_experiment
+
+    for key, value in TORCHRUN_2.items():
+        monkeypatch.setenv(key, value)
+    said = "torchrun started 2 processes, and {} runs each of its runs in one process"
+    assert (
+        _main(
+            [
+                "--out",
+                str(tmp_path / "report"),
+                "--methods",
+                "Random",
+                "--rounds",
+                "5",
+                "--seeds",
+                "1",
+                "--tasks",
+                "cos",
+            ]
+        )
+        == 2
+    )
+    assert said.format(os.path.basename(sys.argv[0])) in capsys.readouterr().err
+    sweep = _script("sweep")
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--out",
+            str(tmp_path / "s.jsonl"),
+            "--grid",
+            '[{"width": 4}]',
+        ],
+    )
+    with pytest.raises(SystemExit) as stop:
+        sweep.main()
+    assert stop.value.code == 2 and said.format("sweep.py") in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == []  # no report folder, no sweep file
+    with pytest.raises(ValueError, match=said.format("sweep.py")):
+        run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {})
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    s, _ = run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {})  # torchrun with one process: runs
+    assert s["rounds"] == 2
+
+
+def test_wall_cell_names_a_non_cpu_device(tmp_path, capsys):
+    from nvldb_pl.experiments.report import wall_cell
+
+    assert wall_cell({"wall_seconds": 12.4}) == "12"  # made before the device was recorded: CPU
+    assert wall_cell({"wall_seconds": 12.6, "device": "cpu"}) == "13"
+    assert wall_cell({"wall_seconds": 7.0, "device": "cuda: NVIDIA H100"}) == "7 (cuda: NVIDIA H100)"
+    out = str(tmp_path / "rep")
+    assert _main(["--out", out, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--methods", "Random"]) == 0
+    import glob
+
+    (path,) = glob.glob(os.path.join(out, "runs", "cos", "Random", "lightning_logs", "version_*", "summary.json"))
+    assert json.load(open(path))["device"] == "cpu"
+
+
+def test_paired_differences_match_a_seed_by_seed_loop():
+    import math
+    import numpy as np
+    from nvldb_pl.experiments.report import paired_lines
+
+    T = 10
+    rng = np.random.default_rng(0)
+    rounds = np.arange(1, T + 1)
+
+    def run(seeds):
+        return rounds, list(seeds), np.cumsum(rng.random((T, len(seeds))), axis=0)
+
+    curves = {
+        "NVLDB-UCB-ASYM": run([0, 1, 2, 3]),
+        "NLDB-UCB-ASYM": run([3, 2, 1, 0]),  # seeds in another order
+        "NVLDB-TS-CSYM": run([0, 1, 2, 3]),
+        "CoLSTIM": run([0, 1, 2, 3]),
+        "VACDB": (rounds[:5], [0, 1, 2, 3], rng.random((5, 4))),
+    }  # another T: not comparable
+    lines = paired_lines(curves, T)
+    header = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert header == ["NVLDB rule", "NLDB (same rule)", "CoLSTIM", "VACDB"]
+    table = {r.split("|")[1].strip(): [c.strip() for c in r.strip("|").split("|")[1:]] for r in lines[4:] if r}
+    assert list(table) == ["NVLDB-UCB-ASYM", "NVLDB-TS-CSYM"]  # the paper's order of rules
+    for method, cells in table.items():
+        for column, cell in zip(header[1:], cells):
+            other = method.replace("NVLDB", "NLDB") if column.startswith("NLDB") else column
+            if other not in curves or other == "VACDB":
+                assert cell == "–"
+                continue
+            diffs = []
+            for seed in (0, 1, 2, 3):
+                mine = curves[method][2][-1, curves[method][1].index(seed)] / T
+                theirs = curves[other][2][-1, curves[other][1].index(seed)] / T
+                diffs.append(mine - theirs)
+            mean = sum(diffs) / 4
+            se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 3) / 2
+            wins = sum(d < 0 for d in diffs)
+            assert cell == f"{mean:+.3f} ± {se:.3f} ({wins}/4)"
+    assert (
+        paired_lines({"CoLSTIM": curves["CoLSTIM"], "NVLDB-UCB-ASYM": curves["NVLDB-UCB-ASYM"]}, T)[2].count("|") == 4
+    )
+    assert paired_lines({"CoLSTIM": curves["CoLSTIM"], "Random": curves["NVLDB-TS-CSYM"]}, T) == []
+
+
+def test_methods_run_one_per_call_add_up_to_one_report(tmp_path, capsys):
+    """A second call with another method keeps the first call's rows; --report-only picks a subset."""
+    out = str(tmp_path / "rep")
+    base = ["--out", out, "--rounds", "6", "--seeds", "2", "--tasks", "cos"]
+
+    def rows():
+        text = open(os.path.join(out, "report.md")).read()
+        return sorted(re.findall(r"^\| (\S+) \| [0-9.]+ ± [0-9.]+ \|", text, flags=re.M)), text
+
+    assert _main(base + ["--methods", "Random"]) == 0
+    assert rows()[0] == ["Random"]
+    assert _main(base + ["--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=1"]) == 0
+    names, text = rows()
+    assert names == ["NVLDB-UCB-ASYM", "Random"]
+    assert "plus the runs of earlier calls in this folder: `Random`" in text
+    assert _main(base + ["--methods", "NLDB-UCB-ASYM", "--set", "width=4", "grad_steps=1", "--rounds", "5"]) == 0
+    assert rows()[0] == ["NLDB-UCB-ASYM"]  # another T: the T=6 runs are not mixed in
+    assert _main(base + ["--methods", "Random", "--report-only"]) == 0
+    assert rows()[0] == ["Random"]
+
+
+def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap():
+    """distinct_floor is the mean over rounds and seeds of (best - second best) / 2; a run that never
+    duels an arm with itself has at least that average regret, whatever its rule."""
+    import numpy as np
+    from nvldb_pl.environments.stream import RoundStream, StreamSpec
+    from nvldb_pl.experiments.report import distinct_floor
+    from nvldb_pl.loop.run import run_experiment
+
+    floor = distinct_floor("square", 30, 3, base_seed=4)
+    gaps = []
+    for batch in RoundStream(StreamSpec(task="square", rounds=30, num_seeds=3, base_seed=4)):
+        for u in batch["utilities"].double().numpy():
+            top = sorted(u, reverse=True)
+            gaps.append((top[0] - top[1]) / 2)
+    assert floor == pytest.approx(float(np.mean(gaps)), rel=1e-12)
+    for strategy in ("ucb_asym", "ts_osym", "ucb_csym"):
+        summary, _ = run_experiment(
+            {"task": "square", "rounds": 30, "num_seeds": 3, "seed": 4},
+            {"width": 8, "grad_steps": 2, "strategy": strategy, "distinct_arms": True},
+        )
+        assert summary["R_T_over_T_mean"] >= floor
+    from nvldb_pl.environments.uci import default_data_dir
+
+    if os.path.isdir(default_data_dir()):  # one arm has u = 1, the rest 0: every distinct pair costs 0.5
+        assert distinct_floor("statlog", 30, 3) == pytest.approx(0.5)
+    assert distinct_floor("tests.extensions.tasks.Sine", 30, 3, arms=3) > 0  # any task, from its stream
+
+
+def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
+    out = str(tmp_path / "rep")
+    assert (
+        _main(
+            [
+                "--out",
+                out,
+                "--tasks",
+                "cos",
+                "--dim",
+                "3",
+                "--rounds",
+                "4",
+                "--seeds",
+                "1",
+                "--methods",
+                "NVLDB-UCB-ASYM",
+                "--set",
+                "width=4",
+                "grad_steps=1",
+            ]
+        )
+        == 0
+    )
+    import glob
+
+    [hparams] = glob.glob(os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "*", "hparams.yaml"))
+    assert "dim: 3\n" in open(hparams).read()
+    # the report names d, and its a2 != a1 floor is that of the d = 3 streams (not the default d = 5)
+    from nvldb_pl.experiments.report import distinct_floor
+
+    report = open(os.path.join(out, "report.md")).read()
+    assert "## cos (T=4, 1 seeds, d=3)" in report
+    floor = distinct_floor("cos", 4, 1, 0, dim=3)
+    assert floor != distinct_floor("cos", 4, 1, 0) and f"below {floor:.3f} on these streams" in report
+
+
+def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_only(tmp_path, monkeypatch):
+    from nvldb_pl.experiments.report import PAPER, paper_value
+
+    # the appendix's width table: R(T)/T at T = 2000 and 10000 differ, and no T=300 value exists
+    assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 2000) == "1.66 ± 0.78"
+    assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 10000) == "0.54 ± 0.19"
+    assert paper_value("square", "NVLDB-UCB-ASYM", 5, 500, 300) == ""
+    assert paper_value("square", "NVLDB-UCB-ASYM", 5, 32, 2000) == ""
+    assert paper_value("statlog", "NVLDB-UCB-OSYM", 63, 32, 500).startswith("0.017 at T=200")  # names its own T
+    # in the report: quoted for the run's width and T only (a stand-in value for a short run)
+    monkeypatch.setitem(PAPER, ("square", "NVLDB-UCB-ASYM", 5, 4), {3: "1.23 ± 0.45"})
+    for width, rounds, expected in ((4, 3, "1.23 ± 0.45"), (4, 4, ""), (5, 3, "")):
+        out = str(tmp_path / f"m{width}T{rounds}")
+        assert (
+            _main(
+                [
+                    "--out",
+                    out,
+                    "--tasks",
+                    "square",
+                    "--rounds",
+                    str(rounds),
+                    "--seeds",
+                    "1",
+                    "--methods",
+                    "NVLDB-UCB-ASYM",
+                    "--set",
+                    f"width={width}",
+                    "grad_steps=1",
+                ]
+            )
+            == 0
+        )
+        [row] = [ln for ln in open(os.path.join(out, "report.md")) if ln.startswith("| NVLDB-UCB-ASYM |")]
+        assert row.rstrip().rstrip("|").split("|")[-1].strip() == expected
+
+
+def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colours():
+    from nvldb_pl.learners.registry import LITERAL_SUFFIX
+    from nvldb_pl.experiments.report import figure_panels, method_style
+
+    methods = [
+        "NVLDB-UCB-ASYM",
+        "NLDB-UCB-ASYM",
+        "NVLDB-UCB-ASYM" + LITERAL_SUFFIX,
+        "NVLDB-TS-OSYM",
+        "NDB-UCB",
+        "NDB-UCB" + LITERAL_SUFFIX,
+        "CoLSTIM",
+        "VACDB",
+        "Random",
+    ]
+    panels = figure_panels(methods)
+    assert [title for title, _ in panels] == ["UCB-ASYM", "TS-OSYM"]
+    baselines = ["NDB-UCB", "NDB-UCB" + LITERAL_SUFFIX, "CoLSTIM", "VACDB", "Random"]
+    assert panels[0][1] == ["NVLDB-UCB-ASYM", "NLDB-UCB-ASYM", "NVLDB-UCB-ASYM" + LITERAL_SUFFIX] + baselines
+    assert panels[1][1] == ["NVLDB-TS-OSYM"] + baselines
+    for _, ms in panels:  # within a panel no two methods look alike
+        assert len({method_style(m) for m in ms}) == len(ms)
+    # a method's look depends on its name only, whatever else is in the figure
+    assert method_style("NDB-UCB") == ("tab:green", "--") and method_style("NVLDB-TS-OSYM") == ("tab:blue", "-")
+    assert figure_panels(["CoLSTIM", "Random"]) == [("baselines", ["CoLSTIM", "Random"])]
+
+
+def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_streams(tmp_path):
+    for base in (0, 3):
+        out = str(tmp_path / f"b{base}")
+        assert (
+            _main(
+                [
+                    "--out",
+                    out,
+                    "--rounds",
+                    "6",
+                    "--seeds",
+                    "2",
+                    "--tasks",
+                    "cos",
+                    "--methods",
+                    "Random",
+                    "--base-seed",
+                    str(base),
+                ]
+            )
+            == 0
+        )
+        entry = json.load(open(os.path.join(out, "report.json")))["cos/Random"]
+        assert entry.get("base_seed", 0) == base and ("base_seed" in entry) == (base != 0)
+
+
+def test_run_settings_name_what_set_changed_and_nothing_a_method_or_the_data_sets_itself():
+    from nvldb_pl.learners.nvldb import NVLDB
+    from nvldb_pl.experiments.grid import run_settings
+    from nvldb_pl.experiments.report import settings_lines
+
+    # a default run's hparams on other data (linked fields) with its derived values (β, ε, init, bias)
+    data = {"dim": 20, "arms": 7, "rounds": 300, "num_seeds": 3, "link": "probit"}
+    base = dict(NVLDB(**data).hparams)
+    assert base["epsilon"] is not None and base["init"] is not None  # derived, not None, in hparams
+    assert run_settings("NVLDB-UCB-ASYM", base) == {}
+    assert run_settings(
+        "NVLDB-TS-OSYM", {**base, "strategy": "ts_osym", "width": 500, "episode": 10, "sample_size": 256}
+    ) == {"width": 500, "episode": 10, "sample_size": 256}
+    assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": 0.5}) == {"epsilon": 0.5}  # a derived one, set
+    assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": None, "init": None}) == {}  # recorded unresolved
+    # the literal reading's own arguments (and what they derive) are the method, not a setting
+    literal = dict(NVLDB(**data, parametrization="ntk", bias=False, distinct_arms=False).hparams)
+    assert run_settings("NVLDB-UCB-ASYM-literal", literal) == {}
+    assert run_settings("NLDB-UCB-ASYM", {**base, "variance_aware": False}) == {}
+    assert run_settings("NVLDB-UCB-ASYM", {**base, "variance_aware": False}) == {"variance_aware": False}
+    assert run_settings("no-such-method", {"width": 500}) == {}
+    # one line in the report: once when every run changed the same, nothing when none changed anything
+    assert settings_lines({"A": "", "B": ""}) == []
+    assert settings_lines({"A": "width=500", "B": "width=500"})[-1].endswith(": `width=500`.")
+    assert settings_lines({"A": "width=500", "B": ""})[-1].endswith("A `width=500`; B none.")
+
+
+def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_path):
+    """A run split in parts: --first-seed 1 --seeds 2 gives seeds 1 and 2 of a 3-seed run, curve for curve."""
+    from nvldb_pl.experiments.grid import find_run
+    from nvldb_pl.experiments.report import load_curves
+
+    common = ["--rounds", "10", "--tasks", "square", "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=2"]
+    whole, part = str(tmp_path / "whole"), str(tmp_path / "part")
+    assert _main(["--out", whole, "--seeds", "3"] + common) == 0
+    assert _main(["--out", part, "--seeds", "2", "--first-seed", "1"] + common) == 0
+    _, ids_w, R_w = load_curves(find_run(os.path.join(whole, "runs", "square", "NVLDB-UCB-ASYM"), 10, 3, 0))
+    _, ids_p, R_p = load_curves(find_run(os.path.join(part, "runs", "square", "NVLDB-UCB-ASYM"), 10, 2, 0, 1))
+    assert ids_w == [0, 1, 2] and ids_p == [1, 2]
+    assert (R_p == R_w[:, 1:]).all() and R_w[-1, 1] != R_w[-1, 0]
+    # the run of seeds 1-2 is not taken for a run of seeds 0-1, and a negative first seed is refused
+    assert find_run(os.path.join(part, "runs", "square", "NVLDB-UCB-ASYM"), 10, 2, 0, 0) is None
+    assert _main(["--out", part, "--seeds", "2", "--first-seed", "-1"] + common) == 2
+
+
+def test_report_names_the_seeds_whose_features_died(tmp_path, capsys):
+    """A seed with live_feature_units 0 in its run's summary.json is named under its task's table; none, no line."""
+    out = str(tmp_path / "rep")
+    argv = [
+        "--out",
+        out,
+        "--rounds",
+        "12",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--methods",
+        "NVLDB-UCB-ASYM",
+        "CoLSTIM",
+        "--set",
+        "width=4",
+        "grad_steps=1",
+    ]
+    assert _main(argv) == 0
+    assert "Dead φ" not in open(os.path.join(out, "report.md")).read()
+    path = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "summary.json")
+    summary = json.load(open(path))
+    assert all(0 < s["live_feature_units"] <= summary["feature_units"] == 5 for s in summary["seeds"])
+    summary["seeds"][1]["live_feature_units"] = 0
+    json.dump(summary, open(path, "w"))
+    assert _main(argv) == 0  # the runs are reused, the report rewritten from their summaries
+    report = open(os.path.join(out, "report.md")).read()
+    assert (
+        "Dead φ, NVLDB-UCB-ASYM: seed 1 ended with every unit of φ at 0" in report and "Dead φ, CoLSTIM" not in report
+    )
+
+
+def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, capsys):
+    """scripts/diagnostics/feature_trace.py: its run is the method's run of that seed (the same regret and live units at the
+    end); a baseline without a network, or an existing --out, is refused naming the flag."""
+    from nvldb_pl.loop.run import run_experiment
+
+    trace = _script("diagnostics/feature_trace")
+    out = str(tmp_path / "trace.jsonl")
+    argv = [
+        "--task",
+        "cos",
+        "--seed",
+        "3",
+        "--rounds",
+        "40",
+        "--every",
+        "20",
+        "--probe",
+        "10",
+        "--set",
+        "width=8",
+        "grad_steps=2",
+        "--out",
+        out,
+    ]
+    assert trace.main(argv) == 0
+    rows = [json.loads(line) for line in open(out)]
+    assert [r["t"] for r in rows] == [20, 40]
+    summary, _ = run_experiment(
+        {"task": "cos", "rounds": 40, "num_seeds": 2, "first_seed_id": 2}, {"width": 8, "grad_steps": 2}
+    )
+    assert rows[-1]["cum_avg_regret"] == summary["seeds"][1]["cum_avg_regret"]
+    assert rows[-1]["live_units_history"] == summary["seeds"][1]["live_feature_units"]
+    assert 0 <= rows[-1]["probe_best_arm"] <= 1 and rows[-1]["probe_greedy_regret"] >= 0
+    for bad, flag in ((["--method", "CoLSTIM"], "--method"), ([], "--out")):
+        with pytest.raises(SystemExit):
+            trace.main(argv[:-2] + ["--out", out] + bad)
+        assert flag in capsys.readouterr().err
+    # a refused value is named before --out is made: no empty file is left to block the next call
+    fresh = str(tmp_path / "fresh.jsonl")
+    for bad, said in (
+        (["--seed", "-1"], "--seed: must be >= 0, got -1"),
+        (["--task", "sine"], "--task: unknown 'sine'"),
+        (["--set", "widht=3"], "--set: ['widht'] is not an argument of NVLDB"),
+        (["--set", "width=0"], "model.width: must be an integer >= 1, got 0"),
+    ):
+        with pytest.raises(SystemExit):
+            trace.main(argv[:-2] + ["--out", fresh] + bad)
+        assert said in capsys.readouterr().err and not os.path.exists(fresh)
+
+
+def test_ctrl_c_in_a_trace_or_a_benchmark_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C inside a run ended in Lightning's sys.exit(1) without a word, and feature_trace.py left an empty
+    --out that blocked the next call. Now one line and 130; a trace keeps the lines written before."""
+    trace, bench = _script("diagnostics/feature_trace"), _script("benchmark")
+    out = tmp_path / "trace.jsonl"
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trace, "run_experiment", cut)
+    argv = ["--task", "cos", "--rounds", "40", "--out", str(out)]
+    assert trace.main(argv) == 130
+    assert capsys.readouterr().err == "feature_trace.py: stopped by Ctrl-C\n" and not out.exists()
+
+    def cut_after_a_line(*args, callbacks=(), **kwargs):
+        callbacks[0].fh.write('{"t": 10}\n')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trace, "run_experiment", cut_after_a_line)
+    assert trace.main(argv) == 130
+    assert f"stopped by Ctrl-C; {out} keeps the lines written before" in capsys.readouterr().err
+    assert out.read_text() == '{"t": 10}\n'
+    monkeypatch.setattr(bench, "benchmark", cut)
+    monkeypatch.setattr("sys.argv", ["benchmark.py", "--rounds", "3"])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 130 and capsys.readouterr().err == "benchmark.py: stopped by Ctrl-C\n"
+
+
+class _StopAt:
+    """run_experiment with a callback that sends ``signum`` ``times`` times at the start of round ``at`` (the first
+    call only; :class:`tests.loop.test_stops.SignalAt`), or raises there (``signum`` None: a job killed without a word)."""
+
+    def __init__(self, run_experiment, at, signum, times=1):
+        self.run, self.at, self.signum, self.times, self.calls = run_experiment, at, signum, times, 0
+
+    def __call__(self, *args, **kwargs):
+        import lightning.pytorch as pl
+
+        from tests.loop.test_stops import SignalAt
+
+        at = self.at
+
+        class Killed(pl.Callback):
+            def on_train_batch_start(self, trainer, module, batch, batch_idx):
+                if int(batch["round"]) == at:
+                    raise RuntimeError("killed")
+
+        self.calls += 1
+        stop = Killed() if self.signum is None else SignalAt(at, self.times, int(self.signum))
+        return self.run(*args, **kwargs, callbacks=(stop,) if self.calls == 1 else ())
+
+
+@pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM", "killed", "Ctrl-C twice"])
+def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have_been(
+    tmp_path, capsys, monkeypatch, how
+):
+    """reproduce.py stopped by Ctrl-C exited 1 without a word (Lightning's exit inside fit), and every run of the
+    grid, hours at full size, started over from round 1. Now a signal stops the run at the end of the round,
+    saved, and the same command goes on from there; a killed run goes on from its last save."""
+    import signal
+
+    from nvldb_pl.experiments import grid
+
+    argv = [
+        "--rounds",
+        "30",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--methods",
+        "Random",
+        "NVLDB-UCB-ASYM",
+        "--set",
+        "width=8",
+        "grad_steps=2",
+    ]
+    assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
+    monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 10)
+    signum = {"Ctrl-C": signal.SIGINT, "SIGTERM": signal.SIGTERM, "killed": None, "Ctrl-C twice": signal.SIGINT}[how]
+    monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, signum, 1 + (how == "Ctrl-C twice")))
+    out = str(tmp_path / "cut")
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (pytest may ignore it)
+    capsys.readouterr()
+    try:
+        if signum is None:
+            with pytest.raises(RuntimeError, match="killed"):
+                _main(["--out", out, "--methods", "NVLDB-UCB-ASYM", *argv[:6], *argv[-3:]])
+        else:
+            assert _main(["--out", out, "--methods", "NVLDB-UCB-ASYM", *argv[:6], *argv[-3:]]) == 128 + signum
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Lightning's Ctrl-C left it ignored
+    finally:
+        signal.signal(signal.SIGINT, outside)
+    folder = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0")
+    saved = 10 if signum is None or "twice" in how else 17  # killed, or stopped at once: its last save
+    if how == "Ctrl-C twice":  # the second one stops at once (Lightning's sys.exit(1) inside fit, without a word)
+        assert (
+            "stopped by Ctrl-C; the finished runs are kept, and a stopped run goes on from its last save"
+            in capsys.readouterr().err
+        )
+    elif signum is not None:
+        assert (
+            f"stopped by {how}: cos NVLDB-UCB-ASYM at round 17, saved in {folder}/checkpoints/last.ckpt; the "
+            f"finished runs are kept, and the same command goes on from there"
+        ) in capsys.readouterr().err
+    if how == "SIGTERM":  # a checkpoint made on another device: not gone on from (the run would equal neither)
+        import shutil
+
+        import torch
+
+        other = os.path.join(str(tmp_path / "other"), "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs")
+        shutil.copytree(os.path.dirname(folder), other)
+        ckpt = torch.load(os.path.join(other, "version_0", "checkpoints", "last.ckpt"), weights_only=False)
+        assert ckpt["accelerator"] == "cpu"
+        torch.save({**ckpt, "accelerator": "cuda"}, os.path.join(other, "version_0", "checkpoints", "last.ckpt"))
+        assert _main(["--out", str(tmp_path / "other"), "--methods", "NVLDB-UCB-ASYM", *argv[:6], *argv[-3:]]) == 0
+        assert "[go on]" not in capsys.readouterr().out and os.path.isdir(os.path.join(other, "version_1"))
+    assert _main(["--out", out, *argv]) == 0  # the same grid again (with one more method): the stopped run goes on
+    log = capsys.readouterr().out
+    assert f"[go on] cos        NVLDB-UCB-ASYM   from round {saved} ({folder}/checkpoints/last.ckpt)" in log
+    assert f"(rounds {saved + 1}-30)" in log and not os.path.exists(os.path.join(os.path.dirname(folder), "version_1"))
+    ref = os.path.join(str(tmp_path / "ref"), "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0")
+    mine, theirs = (json.load(open(os.path.join(f, "summary.json"))) for f in (folder, ref))
+    assert mine["seeds"] == theirs["seeds"] and mine["resumed_at_round"] == saved  # per seed, to the bit
+    assert open(os.path.join(folder, "curves.csv")).read() == open(os.path.join(ref, "curves.csv")).read()
+    assert f"(rounds {saved + 1}-30) |" in open(os.path.join(out, "report.md")).read()
+    assert not glob.glob(os.path.join(out, "runs", "*", "*", "*", "*", "checkpoints"))  # finished: no checkpoints kept
+
+
+def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_twice(tmp_path, capsys, monkeypatch):
+    """Two grids started at once with a method in common: the second would have gone on with the run the first
+    was going on with, two processes writing one folder. A run holds its folder (an flock) while it runs."""
+    import signal
+
+    from nvldb_pl.experiments import grid
+    from nvldb_pl.machinery.host import hold_folder
+    from nvldb_pl.loop.run import run_experiment
+
+    monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, signal.SIGTERM))
+    out = str(tmp_path / "rep")
+    argv = [
+        "--out",
+        out,
+        "--rounds",
+        "30",
+        "--seeds",
+        "1",
+        "--tasks",
+        "cos",
+        "--methods",
+        "NVLDB-UCB-ASYM",
+        "--set",
+        "width=8",
+        "grad_steps=2",
+    ]
+    assert _main(argv) == 128 + signal.SIGTERM
+    logs = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs")
+    held = hold_folder(os.path.join(logs, "version_0"))  # as the other process would, going on with it
+    assert held is not None and hold_folder(os.path.join(logs, "version_0")) is None
+    try:
+        capsys.readouterr()
+        assert _main(argv) == 0
+        assert "[go on]" not in capsys.readouterr().out and os.path.isdir(os.path.join(logs, "version_1"))
+        with pytest.raises(ValueError, match="another process is running this run now"):
+            run_experiment(
+                {"task": "cos", "rounds": 30, "num_seeds": 1},
+                {"width": 8, "grad_steps": 2},
+                root_dir=os.path.dirname(logs),
+                checkpoint_every=10,
+                resume=(0, os.path.join(logs, "version_0", "checkpoints", "last.ckpt")),
+            )
+    finally:
+        held.close()
+    assert not os.path.exists(os.path.join(logs, "version_1", ".lock"))  # a finished run leaves no lock file
+    assert hold_folder(os.path.join(logs, "version_0")) is not None  # let go: a later grid goes on with it
+
+
+def test_a_grid_run_whose_last_save_is_damaged_goes_on_from_the_one_before_saying_so_without_a_flag(
+    tmp_path, capsys, monkeypatch
+):
+    """A job killed while it wrote last.ckpt: the grid goes on from last.ckpt.prev and says so. The line named
+    ``ckpt_path:``, an option reproduce.py does not have; it now names only the files."""
+    from nvldb_pl.experiments import grid
+
+    argv = [
+        "--rounds",
+        "30",
+        "--seeds",
+        "1",
+        "--tasks",
+        "cos",
+        "--methods",
+        "NVLDB-UCB-ASYM",
+        "--set",
+        "width=8",
+        "grad_steps=2",
+    ]
+    assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
+    monkeypatch.setattr(grid, "CHECKPOINT_EVERY", 5)
+    monkeypatch.setattr(grid, "run_experiment", _StopAt(grid.run_experiment, 17, None))
+    out = str(tmp_path / "cut")
+    with pytest.raises(RuntimeError, match="killed"):
+        _main(["--out", out, *argv])
+    last = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "checkpoints", "last.ckpt")
+    with open(last, "r+b") as f:  # cut off mid-write
+        f.truncate(os.path.getsize(last) // 2)
+    capsys.readouterr()
+    assert _main(["--out", out, *argv]) == 0
+    said = capsys.readouterr()
+    assert f"{last} cannot be read (" in said.err and f"resuming from the previous checkpoint {last}.prev" in said.err
+    assert "ckpt_path" not in said.err
+    assert f"from round 10 ({last}.prev)" in said.out  # the save before the last (every 5 rounds: 10, then 15)
+    mine, theirs = (
+        json.load(
+            open(os.path.join(root, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", "version_0", "summary.json"))
+        )
+        for root in (out, str(tmp_path / "ref"))
+    )
+    assert mine["seeds"] == theirs["seeds"] and mine["resumed_at_round"] == 10
+
+
+def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(capsys):
+    """gpu_drift.py, gpu_profile.py, ... ended a Ctrl-C in a KeyboardInterrupt traceback (or, inside fit, in
+    Lightning's silent exit 1). Every script's entry now goes through one helper; other exits pass through."""
+    import sys
+
+    from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def lightning_inside_fit():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            sys.exit(1)
+
+    for main in (interrupted, lightning_inside_fit):
+        with pytest.raises(SystemExit) as stop:
+            stop_at_ctrl_c_in_one_line(main, "gpu_drift.py")
+        assert stop.value.code == 130 and capsys.readouterr().err == "gpu_drift.py: stopped by Ctrl-C\n"
+    with pytest.raises(SystemExit) as stop:  # argparse's own refusal: its status, not a Ctrl-C
+        stop_at_ctrl_c_in_one_line(lambda: sys.exit(2), "gpu_drift.py")
+    assert stop.value.code == 2 and capsys.readouterr().err == ""
+    scripts = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "diagnostics")
+    for name in ("gpu_capture_probe", "gpu_drift", "gpu_profile", "gpu_wait_finder", "benchmark_horizon"):
+        source = open(os.path.join(scripts, f"{name}.py")).read()
+        assert source.endswith(f'if __name__ == "__main__":\n    stop_at_ctrl_c_in_one_line(main, "{name}.py")\n')
+
+
+def test_the_software_line_says_it_once_when_shared_else_per_method_and_names_runs_without_it():
+    from nvldb_pl.experiments.report import software_lines
+
+    one = {
+        "nvldb_pl": "0.1.0",
+        "commit": "a" * 40 + "+modified",
+        "torch": "2.13.0",
+        "lightning": "2.6.6",
+        "numpy": "2.4.6",
+        "python": "3.11.7",
+    }
+    other = {**one, "commit": "b" * 40, "torch": "2.14.0"}
+    text = "nvldb_pl 0.1.0 at commit aaaaaaaaaaaa+modified, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7"
+    assert software_lines({"A": one, "B": dict(one)}) == ["", f"Made with {text}."]
+    assert software_lines({"A": one, "B": other}) == [
+        "",
+        f"Made with: A: {text}; B: nvldb_pl 0.1.0 at commit "
+        f"bbbbbbbbbbbb, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7.",
+    ]
+    assert software_lines({"A": one, "B": None}) == [
+        "",
+        f"Made with: A: {text}. Not recorded (made before summary.json held it): B.",
+    ]
+    assert software_lines({"A": None}) == [] and software_lines({"A": {**one, "commit": None}})[1] == (
+        "Made with nvldb_pl 0.1.0, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7."
+    )
+
+
+def test_the_software_line_names_earlier_parts_of_a_resumed_run_made_with_other_software():
+    from nvldb_pl.experiments.report import software_lines
+
+    one = {
+        "nvldb_pl": "0.1.0",
+        "commit": "a" * 40,
+        "torch": "2.13.0",
+        "lightning": "2.6.6",
+        "numpy": "2.4.6",
+        "python": "3.11.7",
+    }
+    other = {**one, "torch": "2.14.0"}
+    text = "nvldb_pl 0.1.0 at commit aaaaaaaaaaaa, torch 2.13.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7"
+    parts = [
+        {"rounds": [1, 8], "accelerator": "cpu", "software": other},
+        {"rounds": [9, 16], "accelerator": "cpu", "software": one},
+    ]
+    assert software_lines({"A": one, "B": one}, {"A": parts, "B": []}) == [
+        "",
+        f"Made with {text}. Earlier parts of resumed runs made with other software: A: rounds 1-8 with "
+        f"nvldb_pl 0.1.0 at commit aaaaaaaaaaaa, torch 2.14.0, lightning 2.6.6, numpy 2.4.6, Python 3.11.7.",
+    ]
+    assert software_lines({"A": one}, {"A": parts[1:]}) == ["", f"Made with {text}."]  # the same software: nothing
+
+
+def test_the_curves_figure_draws_committed_runs_paired_by_seed(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from tests.helpers.script_loader import load_script
+
+    fig = load_script("diagnostics/curves_figure")
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "results", "probe", "long10k")
+    out = tmp_path / "f.png"
+    runs = [
+        "--run",
+        "a",
+        "NVLDB-UCB-ASYM",
+        os.path.join(root, "m32"),
+        "--run",
+        "b",
+        "NVLDB-UCB-ASYM",
+        os.path.join(root, "m32-self"),
+    ]
+    assert fig.main(["--out", str(out), "--tasks", "square", "--rounds", "10000", *runs]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (
+        fig.main(
+            [
+                "--out",
+                str(out),
+                "--tasks",
+                "square",
+                "--rounds",
+                "10000",
+                "--run",
+                "c",
+                "NDB-UCB",
+                os.path.join(root, "m32"),
+            ]
+        )
+        == 2
+    )
+    assert "has no run of 'NDB-UCB' to T=10000" in capsys.readouterr().err
+
+
+def test_a_truncated_curves_file_is_named_in_one_line(tmp_path):
+    from nvldb_pl.experiments.report import committed_curves
+
+    src = os.path.join(
+        os.path.dirname(__file__), "..", "..", "results", "probe", "long10k", "m32", "curves_square.csv.gz"
+    )
+    data = open(src, "rb").read()
+    (tmp_path / "curves_square.csv.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"curves_square\.csv\.gz: damaged or not a curves file \(EOFError"):
+        committed_curves(str(tmp_path), "square", 10000, None)

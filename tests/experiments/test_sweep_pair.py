@@ -1,0 +1,513 @@
+"""scripts/sweep.py (paired hyperparameter sweeps: runs appended to a JSON-lines file, finished ones skipped,
+bad input and damaged files named) and scripts/pair.py (runs paired by seed over folders)."""
+
+import json
+import os
+
+import pytest
+
+from nvldb_pl.environments.uci import default_data_dir
+
+from tests.helpers.script_loader import load_script as _script
+
+
+def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys):
+    import sys
+
+    sweep = _script("sweep")
+    out = str(tmp_path / "s.jsonl")
+    argv = [
+        "sweep.py",
+        "--rounds",
+        "6",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--out",
+        out,
+        "--grid",
+        '[{"width": 4, "grad_steps": 1}]',
+        "--vary",
+        "distinct_arms=false,true",
+    ]
+    old, sys.argv = sys.argv, argv
+    try:
+        sweep.main()
+        sweep.main()  # everything finished: nothing runs again
+        sys.argv = [*argv[:2], "8", *argv[3:]]
+        sweep.main()  # another T is another run (it was once skipped as finished)
+    finally:
+        sys.argv = old
+    rows = [json.loads(line) for line in open(out)]
+    assert [(r["rounds"], r["config"]["distinct_arms"]) for r in rows] == [(6, False), (6, True), (8, False), (8, True)]
+    assert all(len(r["per_seed"]) == 2 for r in rows) and rows[1]["self_duels"] == [0.0, 0.0]
+    capsys.readouterr()
+    sweep.summarize(out, {"distinct_arms": False})
+    table = capsys.readouterr().out
+    for a, b in ((rows[0], rows[1]), (rows[2], rows[3])):  # each paired with the baseline of its own T
+        d = [y - x for x, y in zip(a["per_seed"], b["per_seed"])]
+        assert f"{sum(d) / 2:+.3f}" in table
+
+
+def _sweep_exit(sweep, monkeypatch, *argv):
+    monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        sweep.main()
+    return stop.value.code
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--grid", '[{"widht": 4}]'], "--grid/--vary: NVLDB takes no ['widht']"),
+        (["--grid", '[{"learner": "NDB", "strategy": "ucb_asym"}]'], "--grid/--vary: NDB takes no ['strategy']"),
+        (["--grid", '[{"learner": "Oracle"}]'], "--grid: unknown learner 'Oracle'"),
+        (["--grid", "{width: 4}"], "--grid: not JSON"),
+        (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),
+        (["--grid", "[]"], "--grid: an empty list runs nothing"),  # printed an empty table, exit 0
+        (["--vary", "width"], "--vary: 'width' is not key=value"),
+        (["--vary", "widht=4,8"], "--grid/--vary: NVLDB takes no ['widht']"),
+        (["--tasks", "cos", "sine"], "--tasks: unknown ['sine']"),
+        (["--rounds", "0"], "--rounds: must be >= 1"),
+        (["--threads", "-1"], "--threads: must be >= 0"),
+        # a value no learner takes, in the second entry: the first entry's run came before it
+        (
+            ["--grid", '[{"width": 4, "grad_steps": 1}, {"width": 0}]'],
+            '--grid/--vary {"width": 0} on cos: model.width: must be an integer >= 1, got 0',
+        ),
+        (["--vary", "beta=1,-1"], '"beta": -1} on cos: model.beta: must be a finite number > 0, got -1'),
+    ],
+)
+def test_sweep_refuses_bad_input_before_running_naming_the_flag(tmp_path, capsys, monkeypatch, extra, message):
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    assert (
+        _sweep_exit(sweep, monkeypatch, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), *extra)
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_a_sweep_file_that_is_a_folder_or_holds_a_line_that_is_no_run_is_named_with_the_line(
+    tmp_path, capsys, monkeypatch
+):
+    sweep = _script("sweep")
+    run = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"width": 4}]']
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task": "cos", "config": {}, "rounds": 4, "per_seed": [1.0], "self_duels": [0.0]}\n{}\n')
+    for argv, said in (
+        ([*run, "--out", str(tmp_path)], f"--out: {tmp_path} is a folder; give a JSON-lines file"),
+        (["--summarize", str(tmp_path)], f"--summarize: {tmp_path} is a folder"),
+        ([*run, "--out", str(bad)], f"--out: {bad} line 2 is not a sweep run"),
+        (["--summarize", str(bad)], f"--summarize: {bad} line 2 is not a sweep run"),
+        (["--summarize", str(tmp_path / "none.jsonl")], f"--summarize: {tmp_path / 'none.jsonl'}: no such file"),
+    ):
+        assert _sweep_exit(sweep, monkeypatch, *argv) == 2
+        got = capsys.readouterr()
+        assert got.err.startswith(f"error: {said}") and "| cos |" not in got.out, got.err
+    assert bad.read_text().endswith("\n{}\n")  # left as it was
+
+
+def test_a_sweep_file_whose_last_line_was_cut_short_goes_on_without_it(tmp_path, capsys, monkeypatch):
+    """A sweep killed (or a disk filled) while a run's line was written: that line holds no finished run. The
+    summary leaves it out, saying so; the sweep run again removes it, saying so, and appends after the whole lines."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--out",
+            str(out),
+            "--grid",
+            '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]',
+        ],
+    )
+    sweep.main()
+    whole = out.read_text()
+    first, second = whole.splitlines()
+    out.write_text(first + "\n" + second[: len(second) // 2])  # the second run's line cut short
+    capsys.readouterr()
+    sweep.summarize(str(out), {})
+    got = capsys.readouterr()
+    assert "ends in a line cut short" in got.err and got.out.count("| cos |") == 1
+    sweep.main()  # the second run again
+    got = capsys.readouterr()
+    assert f"--out: {out} ends in a line cut short" in got.err and got.out.count("| cos |") == 1
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["config"]["width"] for r in rows] == [4, 6]
+    assert rows[0] == json.loads(first) and rows[1]["per_seed"] == json.loads(second)["per_seed"]  # the same run again
+
+
+def _write_curves(path, rows):
+    import csv
+    import gzip
+
+    with gzip.open(path, "wt", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["method", "seed", "round", "cum_avg_regret"])
+        w.writerows(rows)
+
+
+def test_pair_script_pairs_runs_over_folders_on_their_common_seeds_and_names_bad_input(tmp_path, capsys):
+    import numpy as np
+
+    pair = _script("pair")
+    T, rng = 20, np.random.default_rng(3)
+    final = {}  # (folder, seed) -> R(T)
+    for name, seeds in (("a", range(2)), ("a2", range(2, 4)), ("b", range(2, 7))):  # a + a2: seeds 0-3
+        (tmp_path / name).mkdir()
+        rows = []
+        for s in seeds:
+            for r in range(1, T + 1):
+                rows.append(["NVLDB-UCB-ASYM", s, r, float(rng.uniform(0, r))])
+            final[name, s] = rows[-1][3]
+            rows.append(["Random", s, T, 99.0])
+        _write_curves(tmp_path / name / "curves_cos.csv.gz", rows)
+    a, a2, b = (str(tmp_path / n) for n in ("a", "a2", "b"))
+    argv = ["--task", "cos", "--rounds", str(T), "--first", "NVLDB-UCB-ASYM", a, a2, "--second", "NVLDB-UCB-ASYM", b]
+    assert pair.main(argv) == 0
+    out = capsys.readouterr().out
+    d = [(final["a2", s] - final["b", s]) / T for s in (2, 3)]  # seeds in common: 2, 3 (from a2)
+    se = abs(d[0] - d[1]) / 2  # std (ddof=1) of two values / sqrt(2)
+    assert f"difference over 2 seeds (2-3): {np.mean(d):+.3f} ± {se:.3f} ({sum(x < 0 for x in d)}/2)" in out
+    assert f"R(T)/T {np.mean([final['b', s] / T for s in (2, 3)]):.3f}" in out
+    # one run over two folders, alone: all four seeds
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "NVLDB-UCB-ASYM", a, a2]) == 0
+    whole = [final["a", 0], final["a", 1], final["a2", 2], final["a2", 3]]
+    assert f"R(T)/T {np.mean(whole) / T:.3f} ± {np.std(whole, ddof=1) / T:.3f} over 4 seeds" in capsys.readouterr().out
+    # bad input: the file, the method, the seeds and the flag are named, and no result is printed
+    bad = [
+        (
+            ["--first", "NDB-UCB", a, "--second", "Random", b],
+            f"no run of 'NDB-UCB' with T={T}; runs there: NVLDB-UCB-ASYM (T={T}), Random (T={T})",
+        ),  # what is there, with its T (was: the methods with this T)
+        (["--first", "Random", a, "--second", "Random", b, "--task", "square"], "curves_square.csv.gz: no such file"),
+        (["--first", "Random", a, a], "seeds 0-1 of 'Random' are also in an earlier folder"),
+        (["--first", a], "--first: give a method and at least one folder"),
+    ]
+    for extra, message in bad:
+        assert pair.main(["--task", "cos", "--rounds", str(T)] + extra) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and captured.out == ""
+    _write_curves(tmp_path / "b" / "curves_cos.csv.gz", [["Random", 9, T, 1.0]])
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", a, "--second", "Random", b]) == 2
+    assert "no seed in common" in capsys.readouterr().err
+    # a seed id names a stream only with its base seed (report.json records it when not 0): seeds 0-1 of
+    # base seed 10 are other streams than seeds 0-1 of base seed 0, so they join a run and never pair with one
+    (tmp_path / "c").mkdir()
+    _write_curves(tmp_path / "c" / "curves_cos.csv.gz", [["Random", i, T, 2.0 * T] for i in range(2)])
+    (tmp_path / "c" / "report.json").write_text(json.dumps({"cos/Random": {"R_T_over_T_mean": 2.0, "base_seed": 10}}))
+    c = str(tmp_path / "c")
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", a, c]) == 0
+    assert "R(T)/T 3.475 ± 1.703 over 4 seeds (0-1; 0-1 of base seed 10)" in capsys.readouterr().out
+    assert pair.main(["--task", "cos", "--rounds", str(T), "--first", "Random", c, "--second", "Random", a]) == 2
+    assert "ran seeds 0-1 of base seed 10, Random ran 0-1" in capsys.readouterr().err
+
+
+def test_pair_script_reads_an_earlier_round_and_pairs_runs_of_different_lengths(tmp_path, capsys):
+    import numpy as np
+
+    pair = _script("pair")
+    rng = np.random.default_rng(5)
+
+    def kept(T):  # what reproduce.py commits
+        return [r for r in range(1, T + 1) if r <= 100 or r % 10 == 0]
+
+    R = {}  # (folder, seed, round) -> R(t)
+    for name, T in (("long", 150), ("short", 40)):
+        (tmp_path / name).mkdir()
+        rows = []
+        for s in range(3):
+            for r in kept(T):
+                R[name, s, r] = float(rng.uniform(0, r))
+                rows.append(["NVLDB-UCB-ASYM", s, r, R[name, s, r]])
+        _write_curves(tmp_path / name / "curves_square.csv.gz", rows)
+    long, short = str(tmp_path / "long"), str(tmp_path / "short")
+    # one run read at round 120: R(120)/120 over its seeds, by a plain loop
+    assert pair.main(["--task", "square", "--rounds", "150", "--at", "120", "--first", "NVLDB-UCB-ASYM", long]) == 0
+    v = [R["long", s, 120] / 120 for s in range(3)]
+    assert f"R(120)/120 {np.mean(v):.3f} ± {np.std(v, ddof=1):.3f} over 3 seeds (0-2)" in capsys.readouterr().out
+    # runs of different T: read at the shorter one's end unless --at says otherwise
+    for extra, t in (([], 40), (["--at", "30"], 30)):
+        argv = [
+            "--task",
+            "square",
+            "--rounds",
+            "150",
+            "40",
+            "--first",
+            "NVLDB-UCB-ASYM",
+            long,
+            "--second",
+            "NVLDB-UCB-ASYM",
+            short,
+        ] + extra
+        assert pair.main(argv) == 0
+        d = [(R["long", s, t] - R["short", s, t]) / t for s in range(3)]
+        out = capsys.readouterr().out
+        assert f"difference over 3 seeds (0-2): {np.mean(d):+.3f} ± {np.std(d, ddof=1) / np.sqrt(3):.3f}" in out
+        assert f"R({t})/{t}" in out
+    # bad input names the flag or the file and the round
+    bad = [
+        (["--rounds", "150", "--at", "105", "--first", "NVLDB-UCB-ASYM", long], "has no round 105"),
+        (
+            [
+                "--rounds",
+                "150",
+                "40",
+                "--at",
+                "60",
+                "--first",
+                "NVLDB-UCB-ASYM",
+                long,
+                "--second",
+                "NVLDB-UCB-ASYM",
+                short,
+            ],
+            "--at: round 60 is past the end of a run",
+        ),
+        (["--rounds", "150", "40", "30", "--first", "NVLDB-UCB-ASYM", long], "--rounds: give one T, or two"),
+        (["--rounds", "150", "40", "--first", "NVLDB-UCB-ASYM", long], "give --second, or one T"),
+        (["--rounds", "150", "--at", "0", "--first", "NVLDB-UCB-ASYM", long], "--at"),
+    ]
+    for argv, message in bad:
+        assert pair.main(["--task", "square"] + argv) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and captured.out == ""
+
+
+@pytest.mark.skipif(not os.path.isdir(default_data_dir()), reason="UCI data folder absent")
+def test_sweep_runs_a_uci_task_in_its_shape(tmp_path, capsys, monkeypatch):
+    """statlog's block-encoded contexts (d = 63, K = 7): the sweep ran it with the synthetic shape and
+    stopped with data.arms' error."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "statlog",
+            "--out",
+            str(out),
+            "--grid",
+            '[{"width": 4, "grad_steps": 1}]',
+        ],
+    )
+    sweep.main()
+    [row] = [json.loads(line) for line in open(out)]
+    assert row["task"] == "statlog" and len(row["per_seed"]) == 1
+
+
+def test_the_scripts_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_path, capsys, monkeypatch):
+    """``--out=~/x`` reaches a script unexpanded (no shell expands ``~`` after ``=``): reproduce.py and sweep.py
+    made a folder literally named ``~`` in the working folder, and sweep.py/pair.py did not find ``~/...``."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(), work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    reproduce, sweep, pair = _script("reproduce"), _script("sweep"), _script("pair")
+    assert (
+        reproduce.main(["--out=~/rep", "--rounds", "5", "--seeds", "2", "--tasks", "cos", "--methods", "Random"]) == 0
+    )
+    assert (home / "rep" / "curves_cos.csv.gz").is_file()
+    assert pair.main(["--task", "cos", "--rounds", "5", "--first", "Random", "~/rep"]) == 0  # a quoted ~ in a folder
+    assert "Random in " + str(home / "rep") + ": R(T)/T" in capsys.readouterr().out
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--out=~/s.jsonl",
+            "--grid",
+            '[{"width": 4, "grad_steps": 1}]',
+        ],
+    )
+    sweep.main()
+    assert len((home / "s.jsonl").read_text().splitlines()) == 1
+    capsys.readouterr()
+    monkeypatch.setattr("sys.argv", ["sweep.py", "--summarize=~/s.jsonl"])
+    sweep.main()
+    assert "cos" in capsys.readouterr().out
+    assert os.listdir(work) == []  # no folder named ~ (nor anything else) in the working folder
+
+
+def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(tmp_path, capsys, monkeypatch):
+    """Ctrl-C in a sweep's run exited 1 without a word (Lightning's sys.exit(1) inside fit, its notice an info
+    line a quiet run does not show). Now: exit 130, the run cut short named, the finished ones kept."""
+    import signal
+
+    from tests.loop.test_stops import SignalAt
+
+    from nvldb_pl.experiments import sweep as package_sweep
+
+    sweep = _script("sweep")
+    run, calls = package_sweep.run_experiment, []
+
+    def second_run_interrupted(*args, **kwargs):
+        calls.append(1)
+        return run(*args, **kwargs, callbacks=(SignalAt(3),) if len(calls) == 2 else ())
+
+    monkeypatch.setattr(package_sweep, "run_experiment", second_run_interrupted)
+    out = tmp_path / "s.jsonl"
+    argv = [
+        "sweep.py",
+        "--rounds",
+        "6",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--out",
+        str(out),
+        "--grid",
+        '[{"width": 4, "grad_steps": 1}]',
+        "--vary",
+        "distinct_arms=false,true",
+    ]
+    monkeypatch.setattr("sys.argv", argv)
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (pytest may ignore it)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            sweep.main()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Lightning's Ctrl-C left it ignored
+    finally:
+        signal.signal(signal.SIGINT, outside)
+    assert stop.value.code == 130
+    assert (
+        f'stopped by Ctrl-C: cos {{"width": 4, "grad_steps": 1, "distinct_arms": true}} was cut short and is not '
+        f"written; the runs finished (1 in this call) are in {out}, and the same command goes on from this one"
+        in capsys.readouterr().err
+    )
+    assert [json.loads(line)["config"]["distinct_arms"] for line in open(out)] == [False]
+    sweep.main()  # the same command: the finished run skipped, the cut one run
+    assert [json.loads(line)["config"]["distinct_arms"] for line in open(out)] == [False, True]
+
+
+def test_sweep_runs_on_the_device_asked_records_it_and_the_software_and_refuses_a_missing_gpu_up_front(
+    tmp_path, capsys, monkeypatch
+):
+    import torch
+
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    argv = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), "--grid", '[{"width": 4}]']
+    monkeypatch.setattr("sys.argv", ["sweep.py", *argv, "--accelerator", "cpu"])
+    sweep.main()
+    row = json.loads(out.read_text())
+    assert row["device"] == "cpu" and row["software"]["torch"] == torch.__version__
+    if torch.cuda.is_available():
+        return
+    out.unlink()
+    assert _sweep_exit(sweep, monkeypatch, *argv, "--accelerator", "gpu") == 2
+    assert "error: --accelerator gpu: torch sees no CUDA GPU here" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_one_seed_sweep_says_one_seed_in_its_header(tmp_path, capsys, monkeypatch):
+    sweep = _script("sweep")
+    monkeypatch.setattr(
+        "sys.argv",
+        ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"width": 4, "grad_steps": 1}]'],
+    )
+    sweep.main()
+    out = capsys.readouterr().out
+    assert "(T=4, one seed)" in out and "1 seeds" not in out
+
+
+def test_a_sweep_run_again_says_which_runs_it_did_not_run_again_and_where_they_were_made(tmp_path, capsys, monkeypatch):
+    """Runs already in --out were skipped without a word: a sweep asked for on a GPU after one on the CPU printed
+    an empty table. It now says how many, and on which device they were made."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--out",
+            str(out),
+            "--grid",
+            '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]',
+        ],
+    )
+    sweep.main()
+    assert "were not run again" not in capsys.readouterr().err
+    lines = out.read_text().splitlines()
+    first = json.loads(lines[0])
+    out.write_text(json.dumps({**first, "device": "cuda: NVIDIA H200"}) + "\n" + lines[1] + "\n")
+    sweep.main()
+    said = capsys.readouterr()
+    assert (
+        f"2 of the runs asked are already in {out} (1 on cpu, 1 on cuda: NVIDIA H200) and were not run again; "
+        f"--summarize {out} shows them"
+    ) in said.err
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_a_row_made_under_other_defaults_is_refused_not_skipped_and_not_paired(tmp_path, capsys, monkeypatch):
+    """Rows are keyed by their config, and ``{}`` names the defaults of the code that ran it: after a default
+    changed, a sweep run again skipped the old row as finished and paired it with new ones. Rows now record every
+    setting as run; one that is not what this code makes of its config, or one made before rows recorded them, is
+    refused before anything runs, naming the file, the line and the setting; the summary does not pair across them."""
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    grid = '[{"width": 4, "grad_steps": 1}, {"width": 4, "grad_steps": 1, "w_reg": 0.1}]'
+    argv = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), "--grid", grid]
+    monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
+    sweep.main()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["settings"]["w_reg"] for r in rows] == [0.0, 0.1] and rows[0]["settings"]["self_duel_test"] == "deep_diag"
+    assert all(k not in rows[0]["settings"] for k in ("dim", "arms", "rounds", "num_seeds", "link"))
+    sweep.main()  # the same code: skipped as finished
+    assert len(out.read_text().splitlines()) == 2
+    capsys.readouterr()
+
+    moved = {**rows[0], "settings": {**rows[0]["settings"], "beta": 2.0}}  # as if beta's default had been 2
+    for first, said in (
+        (moved, "ran other settings than this code gives the same config (beta 2.0 -> 1.0, the row's -> this code's"),
+        ({k: v for k, v in rows[0].items() if k != "settings"}, "before rows recorded their settings"),
+    ):
+        text = json.dumps(first) + "\n" + json.dumps(rows[1]) + "\n"
+        out.write_text(text)
+        assert _sweep_exit(sweep, monkeypatch, *argv) == 2
+        err = capsys.readouterr().err
+        assert (
+            f"error: --out: {out} line 1 (cos {{\"width\": 4, \"grad_steps\": 1}}, T=4, 1 seeds)" in err and said in err
+        )
+        assert out.read_text() == text  # nothing run, nothing written
+
+    out.write_text(json.dumps(moved) + "\n" + json.dumps(rows[1]) + "\n")
+    sweep.summarize(str(out), {"w_reg": None})
+    table = capsys.readouterr().out
+    assert "– (not paired with line 1: made under other defaults: beta 1.0 here, 2.0 there)" in table
+    d = rows[1]["per_seed"][0] - rows[0]["per_seed"][0]
+    both_moved = {**rows[1], "settings": {**rows[1]["settings"], "beta": 2.0}}
+    for second in (rows[1], both_moved):  # the same code, or both rows under the same older default: a pair
+        out.write_text(json.dumps(rows[0] if second is rows[1] else moved) + "\n" + json.dumps(second) + "\n")
+        sweep.summarize(str(out), {"w_reg": None})
+        table = capsys.readouterr().out
+        assert f"{d:+.3f} ± " in table and "not paired" not in table

@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/learners/ and what it serves."""

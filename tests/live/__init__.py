@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/live.py and what it serves."""

@@ -1,0 +1,73 @@
+"""Files written before the package was laid out by role still load and go on: a fit run's checkpoint and
+config.yaml, a live save, and YAML naming the old class paths.
+
+``tests/data/old_layout/`` was written by commit 74acbcb (the flat layout): ``last.ckpt`` and ``config.yaml`` by
+``tests.runs.ARGS`` with ``--data.rounds=16 --checkpoint.every_n_rounds=8``; ``live-save.pt`` by
+``DuelingBandit.from_config("configs/live.yaml", dim=5, seed=3)`` after six answers (contexts and answers from
+``np.random.default_rng(0)``), and ``live-expected.json`` is that bandit's ``select`` and ``scores`` on four
+contexts from ``np.random.default_rng(1)``, as the old code gave them."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from tests.helpers.runs import _made, _per_seed
+
+OLD = os.path.join(os.path.dirname(__file__), "..", "data", "old_layout")
+TO_24 = ["--data.rounds=24", "--checkpoint.every_n_rounds=8"]
+
+
+def test_a_checkpoint_of_the_old_layout_resumes_to_exactly_the_new_codes_uninterrupted_run(tmp_path):
+    ckpt = tmp_path / "old" / "last.ckpt"
+    ckpt.parent.mkdir()
+    shutil.copy(os.path.join(OLD, "last.ckpt"), ckpt)
+    _made(str(tmp_path / "fresh"), *TO_24)
+    _made(str(tmp_path / "resumed"), *TO_24, f"--ckpt_path={ckpt}")
+    fresh, resumed = _per_seed(str(tmp_path / "fresh")), _per_seed(str(tmp_path / "resumed"))
+    assert [s for s, _, _ in resumed] == [0, 1, 2]
+    assert resumed == fresh  # rounds 1-16 by the old code, 17-24 by the new: bit for bit the new code's own run
+
+
+def test_a_config_yaml_of_the_old_layout_runs(tmp_path):
+    from nvldb_pl.cli import run_cli
+
+    code = run_cli(["fit", "--config", os.path.join(OLD, "config.yaml"), f"--trainer.default_root_dir={tmp_path}"])
+    assert code == 0
+    assert [s for s, _, _ in _per_seed(str(tmp_path))] == [0, 1, 2]
+
+
+def test_yaml_naming_the_old_module_paths_runs_the_same_classes(tmp_path):
+    """``nvldb_pl.module.NVLDB`` and a rule class ``nvldb_pl.selection.OptimisticSymmetric`` as a config of the old
+    layout would name them, and ``nvldb_pl.baselines.NDB``: the same runs as under the new paths."""
+    from nvldb_pl.cli import run_cli
+
+    runs = {}
+    for layout, nvldb, rule, ndb in [
+        ("old", "nvldb_pl.module.NVLDB", "nvldb_pl.selection.OptimisticSymmetric", "nvldb_pl.baselines.NDB"),
+        ("new", "nvldb_pl.learners.NVLDB", "nvldb_pl.maths.selection.OptimisticSymmetric", "nvldb_pl.learners.NDB"),
+    ]:
+        for name, model, extra in [("nvldb", nvldb, f"    strategy: {rule}\n"), ("ndb", ndb, "")]:
+            cfg = tmp_path / f"{layout}-{name}.yaml"
+            cfg.write_text(
+                f"model:\n  class_path: {model}\n  init_args:\n    width: 8\n    grad_steps: 2\n{extra}"
+                "data:\n  task: cos\n  rounds: 12\n  num_seeds: 2\ntrainer:\n  enable_progress_bar: false\n"
+            )
+            root = tmp_path / f"{layout}-{name}"
+            assert run_cli(["fit", "--config", str(cfg), f"--trainer.default_root_dir={root}"]) == 0
+            runs[layout, name] = _per_seed(str(root))
+    assert runs["old", "nvldb"] == runs["new", "nvldb"] and runs["old", "ndb"] == runs["new", "ndb"]
+    assert runs["new", "nvldb"] != runs["new", "ndb"] and len(runs["new", "ndb"]) == 2
+
+
+def test_a_live_save_of_the_old_layout_loads_and_answers_as_it_did():
+    from nvldb_pl.live import DuelingBandit
+
+    bandit = DuelingBandit.from_checkpoint(os.path.join(OLD, "live-save.pt"))
+    expected = json.load(open(os.path.join(OLD, "live-expected.json")))
+    x = np.random.default_rng(1).normal(size=(4, 5)).astype(np.float32)
+    assert list(map(int, bandit.select(x))) == expected["select"]
+    # the scores were written on another machine: float32 kernels of another CPU (AVX-512 here) round the last bits
+    # differently, so they agree to float32's precision, not bit for bit (the pair chosen is the same)
+    np.testing.assert_allclose(bandit.scores(x), np.array(expected["scores"]), rtol=1e-6)

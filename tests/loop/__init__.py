@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/loop/ and what it serves."""

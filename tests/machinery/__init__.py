@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/machinery/ and what it serves."""

@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/maths/ and what it serves."""

@@ -1,0 +1,79 @@
+"""The ranking objective (objective: rank): the BALD score against an independent quadrature, the pair it picks, and
+the objective through the live API, scripts/duel.py and the annotation server."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from nvldb_pl.live import DuelingBandit
+from nvldb_pl.maths.ranking import InformativePair, bald, binary_entropy
+from nvldb_pl.serve.annotation import SHARED, Annotation
+from nvldb_pl.serve.items import builtin_catalog
+from nvldb_pl.serve.store import Store
+from tests.helpers.script_loader import load_script
+
+CONFIG = "configs/live.yaml"
+
+
+@pytest.mark.parametrize("m", [-3.0, -0.4, 0.0, 0.7, 2.5])
+@pytest.mark.parametrize("s", [0.01, 0.5, 1.0, 4.0])
+def test_bald_is_the_probit_models_information_up_to_its_approximation(m, s):
+    """h(Phi(m / sqrt(1 + s^2))) - E_{d ~ N(m, s^2)} h(Phi(d)), the expectation by Gauss-Hermite quadrature."""
+    z, w = np.polynomial.hermite_e.hermegauss(120)
+    d = torch.tensor(m + s * z)
+    given = float((torch.tensor(w) * binary_entropy(torch.special.ndtr(d))).sum() / w.sum())
+    exact = float(binary_entropy(torch.special.ndtr(torch.tensor(m / math.sqrt(1 + s * s))))) - given
+    assert abs(float(bald(torch.tensor(m), torch.tensor(s))) - exact) < 5e-3
+    assert float(bald(torch.tensor(m), torch.tensor(s))) >= -1e-9
+
+
+def test_the_informative_pair_is_an_open_order_with_the_widest_gap_never_a_self_duel():
+    f = torch.tensor([[0.0, 3.0, 0.1, 3.05]])
+    norm = torch.tensor([[[0, 1, 2, 1], [1, 0, 1, 0.5], [2, 1, 0, 1], [1, 0.5, 1, 0]]], dtype=torch.float64)
+    a1, a2 = InformativePair()(f.double(), norm)
+    assert {int(a1), int(a2)} == {0, 2}  # close utilities, width 2: the most open order
+    a1, a2 = InformativePair()(torch.zeros(3, 5, dtype=torch.float64), torch.zeros(3, 5, 5, dtype=torch.float64))
+    assert (a1 != a2).all()
+
+
+def test_the_live_api_asks_the_rank_rules_pair_and_keeps_the_objective_in_its_save(tmp_path):
+    x = builtin_catalog().contexts
+    bandit = DuelingBandit.from_config(CONFIG, dim=5, seed=1, objective="rank")
+    for _ in range(4):
+        i, j = bandit.select(x)
+        est = bandit.learner.estimate(torch.tensor(x, dtype=torch.float32).unsqueeze(0))
+        assert (i, j) == tuple(int(a) for a in InformativePair()(est["f"], est["norm"]))
+        bandit.observe(x, i, j, 1)
+    bandit.save(str(tmp_path / "b.pt"))
+    assert DuelingBandit.from_checkpoint(str(tmp_path / "b.pt")).objective == "rank"
+    assert DuelingBandit.from_checkpoint(str(tmp_path / "b.pt"), objective="regret").objective == "regret"
+
+
+def test_a_bad_objective_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="objective: 'ranking' is not one of"):
+        DuelingBandit.create(objective="ranking")
+    with pytest.raises(ValueError, match="objective: rank reads the learner's estimate.*RandomPair"):
+        DuelingBandit.create("RandomPair", objective="rank")
+
+
+def test_duel_script_runs_the_rank_objective_and_refuses_an_offer_it_would_ignore(capsys):
+    duel = load_script("duel")
+    assert duel.main(["--simulate", "--objective", "rank", "--questions", "6"]) == 0
+    assert "Kendall tau" in capsys.readouterr().out
+    assert duel.main(["--simulate", "--objective", "rank", "--offer", "4"]) == 2
+    assert "--offer: objective rank chooses the pair among every item" in capsys.readouterr().err
+
+
+def test_the_server_takes_the_objective_and_refuses_a_database_made_with_another(tmp_path):
+    ann = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG, offer=None, objective="rank")
+    sid = ann.new_session()
+    q = ann.question(sid)
+    ann.answer(sid, q["question"], 1)
+    assert ann.bandits[SHARED].objective == "rank"
+    ann.close()
+    with pytest.raises(ValueError, match="--offer: objective rank chooses the pair among every item"):
+        Annotation(builtin_catalog(), Store(str(tmp_path / "b.db")), CONFIG, offer=4, objective="rank")
+    with pytest.raises(ValueError, match="made with objective = 'rank', this server has 'regret'"):
+        Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG, offer=None)

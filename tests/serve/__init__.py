@@ -1,0 +1,1 @@
+"""Tests of nvldb_pl/serve/ and what it serves."""

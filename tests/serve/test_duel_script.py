@@ -1,0 +1,165 @@
+"""scripts/duel.py: the interactive session, its file mode and a simulated person."""
+
+import io
+import os
+import re
+
+import numpy as np
+
+from nvldb_pl.live import DuelingBandit
+from tests.helpers.script_loader import load_script
+
+duel = load_script("duel")
+
+
+def _run(argv, stdin=""):
+    out = io.StringIO()
+    code = duel.main(argv, stdin=io.StringIO(stdin), out=out)
+    return code, out.getvalue()
+
+
+def _ranking(text):
+    return re.findall(r"^\s+\d+\. (\w+)", text.split("Learned ranking")[1], flags=re.M)
+
+
+def test_a_simulated_person_is_learned():
+    """20 answers from a hidden linear taste: the learned ranking agrees with it (Kendall tau)."""
+    code, text = _run(["--simulate", "--questions", "20"])
+    assert code == 0 and text.count("Question ") == 20
+    tau = float(re.search(r"hidden taste: (-?[\d.]+)", text).group(1))
+    names, raw, contexts = duel.catalog()
+    assert tau >= 0.6  # 0.85 measured; a learner that learned nothing scores about 0
+    assert sorted(_ranking(text)) == sorted(names)
+
+
+def test_answers_from_a_file_save_and_go_on(tmp_path):
+    answers = tmp_path / "a.txt"
+    answers.write_text("# my answers\n1\n2\n\n1  # the third\n")
+    saved = str(tmp_path / "me.pt")
+    code, text = _run(["--answers", str(answers), "--questions", "10", "--save", saved])
+    assert code == 0 and text.count("Question ") == 4  # three answered, the fourth finds the file ended
+    assert re.findall(r"answer: (\d)", text) == ["1", "2", "1"]
+    assert DuelingBandit.from_checkpoint(saved).num_observed == 3
+    more = tmp_path / "b.txt"
+    more.write_text("2\n2\nq\n1\n")
+    code, text = _run(["--answers", str(more), "--load", saved, "--save", saved])
+    assert code == 0 and "after 5 answers" in text
+    assert DuelingBandit.from_checkpoint(saved).num_observed == 5
+
+
+def test_interactive_reprompts_and_stops_at_end_of_input():
+    code, text = _run(["--questions", "5"], stdin="x\n1\n2\n")
+    assert code == 0
+    assert "please type 1, 2 or q, not 'x'" in text
+    assert "after 2 answers" in text
+
+
+def test_ctrl_c_stops_like_q_and_the_answers_are_saved(tmp_path):
+    class Interrupted(io.StringIO):  # a person who answers twice, then presses Ctrl-C
+        def readline(self, *args):
+            line = super().readline(*args)
+            if not line:
+                raise KeyboardInterrupt
+            return line
+
+    saved = str(tmp_path / "me.pt")
+    out = io.StringIO()
+    assert duel.main(["--questions", "5", "--save", saved], stdin=Interrupted("1\n2\n"), out=out) == 0
+    assert "after 2 answers" in out.getvalue()
+    assert DuelingBandit.from_checkpoint(saved).num_observed == 2
+
+
+def test_a_full_disk_at_the_save_keeps_the_answers_to_give_again(tmp_path, capsys, monkeypatch):
+    """The save at the end fails (ENOSPC): one error line naming the file, exit 1, and the session's answers
+    printed; given again from a file, they make the same learner."""
+    import errno
+
+    from nvldb_pl.machinery.host import CannotWrite, atomic_open
+
+    saved, real_save = str(tmp_path / "me.pt"), DuelingBandit.save
+
+    def disk_full(self, path):
+        with atomic_open(path, "wb") as fh:
+            fh.write(b"part of it")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(DuelingBandit, "save", disk_full)
+    code, text = _run(["--questions", "4", "--save", saved], stdin="1\n2\n2\n1\n")
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith(f"error: {saved}: cannot be written (No space left on device)")
+    assert err.rstrip().endswith("(one a line, the same --seed): 1 2 2 1") and not os.path.exists(saved)
+    monkeypatch.setattr(DuelingBandit, "save", real_save)
+    replay = tmp_path / "answers.txt"
+    replay.write_text("\n".join(err.rsplit(": ", 1)[1].split()) + "\n")
+    again, text_again = _run(["--questions", "4", "--answers", str(replay), "--save", saved])
+    ranking = text.split("Learned ranking")[1]  # names and estimated utilities
+    assert again == 0 and text_again.split("Learned ranking")[1] == f"{ranking}saved the learner to {saved}\n"
+    assert DuelingBandit.from_checkpoint(saved).num_observed == 4
+    assert isinstance(CannotWrite(saved, OSError(errno.ENOSPC, "x")), OSError)
+
+
+def test_a_save_path_that_cannot_be_written_is_refused_before_any_question(tmp_path, capsys):
+    code, text = _run(["--questions", "5", "--save", str(tmp_path / "absent" / "me.pt")], stdin="1\n")
+    assert code == 2 and "Question" not in text
+    assert (
+        f"--save: {tmp_path / 'absent' / 'me.pt'}: folder {tmp_path / 'absent'} does not exist"
+        in capsys.readouterr().err
+    )
+    code, text = _run(["--questions", "5", "--save", str(tmp_path)], stdin="1\n")  # a folder, not a file
+    assert code == 2 and "Question" not in text
+    assert f"--save: {tmp_path} is a folder; give a file name in it" in capsys.readouterr().err
+
+
+def test_saving_a_live_bandit_to_a_folder_is_refused_naming_it(tmp_path):
+    import pytest
+
+    bandit = DuelingBandit.create(dim=5, horizon=10)
+    with pytest.raises(IsADirectoryError, match=f"{tmp_path}: a folder; give a file name in it"):
+        bandit.save(str(tmp_path))
+    assert os.listdir(tmp_path) == []
+
+
+def test_bad_input_is_named(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1\nyes\n")
+    assert _run(["--answers", str(bad)])[0] == 2
+    assert f"{bad} line 2: expected 1, 2 or q, got 'yes'" in capsys.readouterr().err
+    assert _run(["--answers", str(tmp_path / "none.txt")])[0] == 2
+    assert "no such file" in capsys.readouterr().err
+    assert _run(["--answers", str(tmp_path)])[0] == 2
+    assert f"--answers: {tmp_path} is a folder; give a text file of answers" in capsys.readouterr().err
+    binary = tmp_path / "answers.bin"
+    binary.write_bytes(b"\xff\xfe1\n")
+    assert _run(["--answers", str(binary)])[0] == 2
+    assert f"--answers: {binary} is not a UTF-8 text file (invalid start byte at byte 0)" in capsys.readouterr().err
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("modle:\n  width: 8\n")
+    assert _run(["--config", str(typo)])[0] == 2
+    assert f"{typo}: no section(s) ['modle']" in capsys.readouterr().err
+    assert _run(["--offer", "1"])[0] == 2
+    assert "--offer: must be between 2 and 12" in capsys.readouterr().err
+    assert _run(["--seed", "-1"])[0] == 2  # was refused as configs/live.yaml's error
+    assert "error: --seed: must be >= 0, got -1" in capsys.readouterr().err
+    other = DuelingBandit.create("NVLDB", dim=3, horizon=5)
+    other.save(str(tmp_path / "d3.pt"))
+    assert _run(["--load", str(tmp_path / "d3.pt")])[0] == 2
+    assert "has dim 3" in capsys.readouterr().err
+
+
+def test_kendall_tau_reference():
+    a = np.array([3.0, 1.0, 2.0])
+    assert duel.kendall_tau(a, a) == 1.0 and duel.kendall_tau(a, -a) == -1.0
+    assert abs(duel.kendall_tau(a, np.array([1.0, 2.0, 3.0])) - (-1 / 3)) < 1e-12
+
+
+def test_file_options_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_path, monkeypatch):
+    """``--save=~/me.pt`` (no shell expands ``~`` after ``=``) wrote a file under a folder named ``~``."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("1\n2\n")
+    code, _ = _run(["--answers=~/a.txt", "--questions", "2", "--save=~/me.pt"])
+    assert code == 0 and DuelingBandit.from_checkpoint(str(tmp_path / "me.pt")).num_observed == 2
+    (tmp_path / "b.txt").write_text("1\n")
+    code, text = _run(["--answers=~/b.txt", "--load=~/me.pt", "--questions", "1"])
+    assert code == 0 and "after 3 answers" in text
+    assert not (tmp_path / "~").exists()

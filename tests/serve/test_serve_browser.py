@@ -1,0 +1,122 @@
+"""The annotation page in a real browser: headless Chromium (Debian's package) driven by Playwright.
+
+A person answers 20 questions by clicking; the server is killed with SIGKILL after the 12th and started
+again on the same database; all 20 answers are in the database and in the learner, and the ranking view
+shows the learner's own order. Skipped, with the reason, where Playwright or Chromium is not installed.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')")
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (apt-get install chromium)")
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+UTILITY = {"Alder": 3.0, "Birch": 2.0, "Cedar": 1.0, "<b>Damson</b>": 0.0, "Elm": -1.0, "Fir": -2.0}
+
+
+def _items(tmp_path):
+    f = tmp_path / "trees.csv"
+    rows = ["name,text,height,leaf,bark"]
+    for k, name in enumerate(UTILITY):
+        text = '<img src=x onerror="window.pwned=1">' if k == 3 else f"tree {k}"
+        rows.append(f'"{name}","{text}",{UTILITY[name] + 0.3 * (k % 2)},{(k * 7) % 5},{(k * 3) % 4}')
+    f.write_text("\n".join(rows) + "\n")
+    return str(f)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(items, db, port):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "serve.py"),
+            "--items",
+            items,
+            "--db",
+            db,
+            "--port",
+            str(port),
+            "--save-every",
+            "5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    said = []
+    while not (said and said[-1].startswith("serving")) and len(said) < 20:  # warnings may come first
+        said.append(proc.stdout.readline())
+        if not said[-1]:  # the process ended
+            break
+    if not said[-1].startswith("serving 6 items") or f"http://127.0.0.1:{port}/" not in said[-1]:
+        proc.kill()
+        raise AssertionError("".join(said) + proc.communicate()[0])
+    return proc, proc.stdout.readline()
+
+
+def _answer(page, n):
+    """Click the preferred item of the question shown; wait until the page counts ``n`` answers."""
+    names = [page.locator(f"#{s} .name").inner_text() for s in ("first", "second")]
+    page.click("#first" if UTILITY[names[0]] > UTILITY[names[1]] else "#second")
+    page.wait_for_function(f"document.getElementById('count').dataset.answers === '{n}'", timeout=30000)
+
+
+def test_twenty_answers_by_clicking_survive_a_kill(tmp_path):
+    items, db, port = _items(tmp_path), str(tmp_path / "answers.db"), _free_port()
+    shots = os.environ.get("NVLDB_SCREENSHOTS")
+    proc, _ = _start(items, db, port)
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1000, "height": 640})
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector("#first .name")
+            for n in range(1, 13):
+                _answer(page, n)
+            asked = page.get_attribute("#ask", "data-question")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            proc, restored = _start(items, db, port)
+            assert "12 kept" in restored, restored
+            page.reload()
+            page.wait_for_selector("#first .name")
+            assert page.get_attribute("#ask", "data-question") == asked  # the open question survives too
+            for n in range(13, 21):
+                _answer(page, n)
+            if shots:
+                page.screenshot(path=os.path.join(shots, "serve-question.png"))
+            page.keyboard.press("0")  # "can't decide" by key: kept, not learned from
+            page.wait_for_function("document.getElementById('count').dataset.answers === '21'", timeout=30000)
+            assert page.evaluate("window.pwned") is None and page.locator("#first b, #second b").count() == 0
+            page.click("#to-rank")
+            page.wait_for_function("document.querySelectorAll('#ranking tr').length === 6", timeout=30000)
+            shown = page.locator("#ranking tr td:nth-child(2)").all_inner_texts()
+            if shots:
+                page.screenshot(path=os.path.join(shots, "serve-ranking.png"))
+            own = page.evaluate("fetch('/api/ranking').then(r => r.json())")
+            status = page.evaluate("fetch('/api/status').then(r => r.json())")
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0]
+    scores = [r["score"] for r in own["ranking"]]
+    assert shown == [r["name"] for r in own["ranking"]] and scores == sorted(scores, reverse=True)
+    assert status["answers"] == 21 and status["learned"] == {"shared": 20}
+    db_ = sqlite3.connect(db)
+    assert db_.execute("SELECT COUNT(*), SUM(choice != 0), SUM(learned) FROM answers").fetchone() == (21, 20, 20)
+    assert "stopped; 21 answers" in out

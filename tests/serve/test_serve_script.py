@@ -1,0 +1,88 @@
+"""scripts/serve.py as a user runs it: every command README.md and docs/ show, and its refusals in one line."""
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install -e '.[serve]')")
+pytest.importorskip("uvicorn", reason="the serve extra is not installed (pip install -e '.[serve]')")
+
+from tests.helpers.script_loader import load_script  # noqa: E402
+from tests.test_readme import DOCS, ROOT  # noqa: E402
+
+
+def serve_commands() -> list:
+    out = []
+    for f in DOCS:
+        for block in re.findall(r"```bash\n(.*?)```", open(os.path.join(ROOT, f)).read(), flags=re.S):
+            for line in block.splitlines():
+                line = line.split("#", 1)[0].strip()
+                if line.startswith("python scripts/serve.py") and line not in out:
+                    out.append(line)
+    return out
+
+
+def _serve(args, tmp_path):
+    return subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+
+
+def test_the_docs_show_serve_commands():
+    commands = serve_commands()
+    assert "python scripts/serve.py" in commands and any("--items" in c for c in commands)
+
+
+@pytest.mark.parametrize("command", serve_commands())
+def test_a_serve_command_of_the_docs_serves_the_page(command, tmp_path):
+    """Run as shown, on a temporary database and a free port (appended: the last value counts)."""
+    args = shlex.split(command)[2:] + ["--db", str(tmp_path / "a.db"), "--port", "0"]
+    proc = _serve(args, tmp_path)
+    try:
+        first = proc.stdout.readline()
+        address = re.search(r"at (http://127\.0\.0\.1:\d+/)(\?token=(\S+))?", first)
+        assert address, first + proc.stderr.read()
+        headers = {"X-Token": address.group(3)} if address.group(3) else {}
+        assert "A or B?" in urllib.request.urlopen(address.group(1), timeout=30).read().decode()
+        req = urllib.request.Request(address.group(1) + "api/status", headers=headers)
+        status = json.loads(urllib.request.urlopen(req, timeout=30).read())
+        assert status["answers"] == 0 and status["items"] >= 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "stopped; 0 answers" in out, out + err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--items", "nothing.csv"], "--items: nothing.csv: no such file"),
+        (["--items", "BAD"], "line 3, column 'x': not a number: 'oops'"),
+        (["--port", "70000"], "--port: must be between 0 and 65535"),
+        (["--db", "no/such/folder/a.db"], "--db: no/such/folder/a.db: folder"),
+        (["--offer", "1"], "--offer: must be an integer >= 2"),
+        (["--config", "nothing.yaml"], "--config: nothing.yaml: no such file"),
+    ],
+)
+def test_a_bad_start_is_refused_in_one_line(args, message, tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,x\nA,1\nB,oops\n")
+    args = [str(bad) if a == "BAD" else a for a in args]
+    if "--db" not in args:
+        args += ["--db", str(tmp_path / "a.db")]
+    monkeypatch.chdir(ROOT)
+    code = load_script("serve").main(args + ["--port", "0"] if "--port" not in args else args)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
