@@ -33,6 +33,7 @@ import torch
 
 from .grid import TASK_DATA, check_learner, check_positive, check_tasks
 from ..machinery.host import check_folder_can_be_made
+from ..learners.neural import saved_hparams
 from ..learners.nvldb import LITERAL
 from ..maths.checks import LINKED_FROM_DATA, typed_args
 from ..learners.registry import init_args, learner_class
@@ -148,6 +149,9 @@ def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
         if not isinstance(row, dict) or any(k not in row for k in ROW_KEYS):
             raise ValueError(f"{flag}: {path} line {n} is not a sweep run (one JSON object with {', '.join(ROW_KEYS)})")
         row["_line"] = n
+        learner = row["config"].get("learner", "NVLDB") if isinstance(row["config"], dict) else None
+        if learner == "NDB" and isinstance(row.get("settings"), dict):  # NDB's rule: recorded by its name now
+            row["settings"] = saved_hparams(row["settings"], "NDB")
         rows.append(row)
     return rows, whole
 

@@ -31,11 +31,14 @@ from ..maths.network import layer_sizes
 from .neural import NeuralLearner, pair_difference, resolve_network
 
 NDB_GRAMS = ("full", "diag")
+NDB_STRATEGIES = ("ucb_asym", "ts_asym")
 
 
 class NDB(NeuralLearner):
-    """NDB-UCB / NDB-TS: the network of :class:`nvldb_pl.NVLDB` (same arguments) with ``rule``
-    (``ucb`` or ``ts``) and ``gram`` (``full`` or ``diag``); lam is both the ridge towards the
+    """NDB-UCB / NDB-TS: the network of :class:`nvldb_pl.NVLDB` (same arguments) with ``strategy``
+    (NVLDB's name for the rule: ``ucb_asym`` or ``ts_asym``, NDB's UCB and TS being NVLDB's ASYM rules on the
+    gradients; ``rule``, ``ucb`` or ``ts``, is its old name, still taken) and ``gram`` (``full`` or ``diag``, the form
+    of :class:`nvldb_pl.maths.gram.GradientGram`); lam is both the ridge towards the
     initial parameters and V_0. The defaults give NDB NVLDB's network and second arm (a2 != a1, as
     NDB's authors' code); ``parametrization=ntk, bias=false, distinct_arms=false`` is the NDB
     paper's equations."""
@@ -50,7 +53,7 @@ class NDB(NeuralLearner):
         rounds: int = 2000,
         num_seeds: int = 20,
         link: str = "logistic",
-        rule: str = "ucb",
+        strategy: str = "ucb_asym",
         gram: str = "full",
         width: int = 32,
         depth: int = 3,
@@ -62,10 +65,23 @@ class NDB(NeuralLearner):
         beta: Optional[float] = None,
         grad_steps: int = 20,
         distinct_arms: bool = True,
+        rule: Optional[str] = None,
     ):
-        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        args = {k: v for k, v in locals().items() if k not in ("self", "__class__", "rule")}
         check_linked(dim, arms, rounds, num_seeds, link)
-        check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
+        if rule is not None:  # the old name (a config or call written before NDB took NVLDB's name for the rule)
+            check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
+            check(
+                strategy in ("ucb_asym", f"{rule}_asym"),
+                "rule",
+                f"it is strategy's old name (rule {rule} is strategy {rule}_asym); give strategy alone",
+            )
+            strategy = args["strategy"] = f"{rule}_asym"
+        check(
+            strategy in NDB_STRATEGIES,
+            "strategy",
+            f"{strategy!r}: NDB's rules are NVLDB's ASYM rules on the network's gradients, one of {list(NDB_STRATEGIES)}",
+        )
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
         bias, init = resolve_network(dim, width, depth, parametrization, bias, init, None)
         beta = 1.0 if beta is None else beta
@@ -84,9 +100,10 @@ class NDB(NeuralLearner):
         super().__init__(
             {**args, "bias": bias, "init": init, "beta": beta, "feature_dim": None}, variance_mode="none", w_reg=lam
         )
-        self.strategy = f"{rule}_asym"
+        self.strategy = strategy
         self.selection_rule = selection.make_rule(self.strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
-        self.method = f"{'NDB' if type(self) is NDB else type(self).__name__}-{rule.upper()}"  # a subclass by its name
+        kind = strategy.split("_")[0].upper()
+        self.method = f"{'NDB' if type(self) is NDB else type(self).__name__}-{kind}"  # a subclass by its name
         self.gradient_gram = GradientGram(num_seeds, p, lam, gram)  # V_0 = lam I over all p parameters
 
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:

@@ -60,6 +60,8 @@ def saved_hparams(hparams: dict, learner: str) -> dict:
     they were then."""
     if learner not in ("NVLDB", "NDB"):
         return dict(hparams)
+    if learner == "NDB" and "rule" in hparams:  # NDB's rule, before it took NVLDB's name for it (strategy)
+        hparams = {**{k: v for k, v in hparams.items() if k != "rule"}, "strategy": f"{hparams['rule']}_asym"}
     before = {
         **BEFORE_PARAMETRIZATION,
         **({**BEFORE_SELF_DUEL_TEST, **BEFORE_SECOND_ARM} if learner == "NVLDB" else {}),

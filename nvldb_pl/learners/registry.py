@@ -41,8 +41,8 @@ def init_args(cls: type) -> set[str]:
 METHODS: dict[str, tuple[str, dict]] = {
     **{f"NVLDB-{s.upper().replace('_', '-')}": ("NVLDB", {"strategy": s}) for s in STRATEGIES},
     **{f"NLDB-{s.upper().replace('_', '-')}": ("NVLDB", {"strategy": s, "variance_aware": False}) for s in STRATEGIES},
-    "NDB-UCB": ("NDB", {"rule": "ucb"}),
-    "NDB-TS": ("NDB", {"rule": "ts"}),
+    "NDB-UCB": ("NDB", {"strategy": "ucb_asym"}),
+    "NDB-TS": ("NDB", {"strategy": "ts_asym"}),
     "CoLSTIM": ("CoLSTIM", {}),
     "VACDB": ("VACDB", {}),
     "MaxInP": ("MaxInP", {}),

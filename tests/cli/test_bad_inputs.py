@@ -33,7 +33,7 @@ ROWS = [
     ("--model.width=32.0", "model.width: expected a <class 'int'>, got 32.0"),
     ("--model.bias=maybe", "model.bias: expected a <class 'bool'>; got maybe"),
     ("--model.widht=3", "model.widht: not an option of nvldb_pl.NVLDB"),
-    ("--model=NDB --model.strategy=ucb_asym", "model.strategy: not an option of nvldb_pl.learners.NDB"),
+    ("--model=NDB --model.variance_aware=false", "model.variance_aware: not an option of nvldb_pl.learners.NDB"),
     ("--trainer.logger=foo.Bar", "trainer.logger: foo.Bar: No module named 'foo'"),
     ("--data.dimm=3", "unrecognized arguments: --data.dimm=3"),
     ("--data.task=sine", "data.task"),

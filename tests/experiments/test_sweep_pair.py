@@ -61,7 +61,7 @@ def _sweep_exit(sweep, monkeypatch, *argv):
     "extra,message",
     [
         (["--grid", '[{"widht": 4}]'], "--grid/--vary: NVLDB takes no ['widht']"),
-        (["--grid", '[{"learner": "NDB", "strategy": "ucb_asym"}]'], "--grid/--vary: NDB takes no ['strategy']"),
+        (["--grid", '[{"learner": "NDB", "variance_aware": false}]'], "--grid/--vary: NDB takes no ['variance_aware']"),
         (["--grid", '[{"learner": "Oracle"}]'], "--grid: unknown learner 'Oracle'"),
         (["--grid", "{width: 4}"], "--grid: not JSON"),
         (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),

@@ -71,7 +71,18 @@ def test_ndb_gram_after_rank_one_updates_equals_direct_formula(gram):
 @pytest.mark.parametrize("rule", ["ucb", "ts"])
 @pytest.mark.parametrize("gram", ["full", "diag"])
 def test_ndb_selection_equals_per_seed_loop(rule, gram):
-    m = NDB(dim=D, arms=K, rounds=10, num_seeds=S, width=6, rule=rule, gram=gram, beta=2.5, grad_steps=0, **NDB_PAPER)
+    m = NDB(
+        dim=D,
+        arms=K,
+        rounds=10,
+        num_seeds=S,
+        width=6,
+        strategy=f"{rule}_asym",
+        gram=gram,
+        beta=2.5,
+        grad_steps=0,
+        **NDB_PAPER,
+    )
     m.init_parameters(4, [0, 1, 2])
     p = sum(w[0].numel() for w in m.net.weights) + D
     g = torch.Generator().manual_seed(5)
@@ -283,3 +294,21 @@ def test_an_ndb_checkpoint_from_when_ndb_subclassed_nvldb_still_loads():
     fresh.on_load_checkpoint(checkpoint)
     fresh.load_state_dict(checkpoint["state_dict"])  # strict: no unexpected V
     assert torch.equal(fresh.net.theta, m.net.theta) and not hasattr(fresh, "V")
+
+
+def test_ndb_takes_nvldbs_name_for_its_rule_and_still_its_old_one():
+    """strategy names the rule in NDB as in NVLDB (ucb_asym, ts_asym: NVLDB's ASYM on the gradients); rule (ucb, ts)
+    is its old name: the same learner, saved under the new name; a checkpoint or run record of the old name reads
+    as the new; another of NVLDB's rules, or both names at odds, refused naming the field."""
+    from nvldb_pl.learners.neural import saved_hparams
+
+    new, old = NDB(rounds=5, num_seeds=1, width=4, strategy="ts_asym"), NDB(rounds=5, num_seeds=1, width=4, rule="ts")
+    assert dict(new.hparams) == dict(old.hparams) and "rule" not in new.hparams
+    assert new.method == old.method == "NDB-TS" and new.selection_rule == old.selection_rule
+    assert saved_hparams({**{k: v for k, v in new.hparams.items() if k != "strategy"}, "rule": "ts"}, "NDB") == {
+        **new.hparams
+    }
+    with pytest.raises(ValueError, match="model.strategy: 'ucb_osym': NDB's rules are NVLDB's ASYM rules"):
+        NDB(rounds=5, num_seeds=1, width=4, strategy="ucb_osym")
+    with pytest.raises(ValueError, match="model.rule: it is strategy's old name"):
+        NDB(rounds=5, num_seeds=1, width=4, strategy="ts_asym", rule="ucb")

@@ -27,7 +27,7 @@ def _stream(data):
     [
         ("NVLDB", {"strategy": "ucb_asym"}),
         ("NVLDB", {"strategy": "ts_csym", "variance_aware": False, "episode": 3, "gram_mode": "incremental"}),
-        ("NDB", {"rule": "ts", "width": 8}),
+        ("NDB", {"strategy": "ts_asym", "width": 8}),
         ("CoLSTIM", {}),
     ],
 )
