@@ -32,7 +32,7 @@ from .machinery.parallel import (
 from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
-from .machinery.devices import cpu_threads
+from .machinery.devices import threads_for
 from .machinery.host import (
     CannotWrite,
     check_writable,
@@ -254,16 +254,14 @@ class NVLDBCLI(LightningCLI):
             value = cfg.get(key)
             if isinstance(value, str) and value.startswith("~"):
                 cfg[key] = os.path.expanduser(value)
-        model = cfg.get("model")
-        width = model.get("init_args", {}).get("width") if model is not None else None
-        threads = cpu_threads(cfg.get("threads"), int(cfg["data"]["num_seeds"]), width, int(cfg["data"]["rounds"]))
+
+    def instantiate_trainer(self, **kwargs):
+        section = self.config_init[self.subcommand] if self.subcommand else self.config_init
+        threads = threads_for(section.get("threads"), self.model.problem_size())  # as the learner measures its run
         if threads is not None:  # a second thread stalls a small run beside another (docs/performance.md)
             torch.set_num_threads(threads)
         # torch's count, chosen for the run: shared with the runs beside it (nvldb_pl/machinery/cores.py)
         self.share_cores = ShareCores.for_choice(threads)
-
-    def instantiate_trainer(self, **kwargs):
-        section = self.config_init[self.subcommand] if self.subcommand else self.config_init
         cfg = section.get("trainer") or {}
         n = check_trainer(cfg)
         if n > 1:  # here, before the processes start: one message, not one per rank

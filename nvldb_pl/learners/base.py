@@ -222,6 +222,11 @@ class DuelingLearner(pl.LightningModule):
     def configure_optimizers(self):
         return None
 
+    def problem_size(self) -> int:
+        """S x T x m^2: how much arithmetic a run of this learner makes, which picks its CPU threads (one for a
+        small problem: a second thread stalls it). m = 32 here, the default network's width."""
+        return self.num_local * self.hparams["rounds"] * 32 * 32
+
     @property
     def seed_ids(self) -> list[int]:
         """The seed ids this learner holds (the ``seed_id`` buffer's host mirror: it follows

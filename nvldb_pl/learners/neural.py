@@ -236,6 +236,11 @@ class NeuralLearner(DuelingLearner):
         """16-mixed's GradScaler (Lightning's precision plugin under a Trainer), else None."""
         return getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
 
+    def problem_size(self) -> int:
+        """S x T x m^2 with the built-in MLP's width m (a network of one's own: 32)."""
+        m = 32 if self.custom_network else self.settings.width
+        return self.num_local * self.settings.rounds * m * m
+
     @property
     def custom_network(self) -> bool:
         """phi is a user's module (``model.network``), not the built-in MLP."""

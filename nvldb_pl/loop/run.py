@@ -153,9 +153,7 @@ def run_experiment(
     module.sync_timings = sync_timings
     share = []
     if threads is not None:
-        n = devices.cpu_threads(
-            None if threads == "auto" else threads, dm.spec.num_seeds, module.hparams.get("width"), dm.spec.rounds
-        )
+        n = devices.threads_for(None if threads == "auto" else threads, module.problem_size())
         if n is not None:
             torch.set_num_threads(n)
         # torch's count, chosen for the run: shared with the runs beside it (nvldb_pl/machinery/cores.py)

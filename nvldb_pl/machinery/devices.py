@@ -107,14 +107,19 @@ ONE_THREAD_BELOW = 10_000_000
 
 
 def cpu_threads(given, num_seeds: int, width: int | None, rounds: int = 1) -> int | None:
+    """:func:`threads_for` a problem of ``num_seeds`` x ``rounds`` x m^2, m = ``width`` (None: the default MLP's 32)."""
+    m = 32 if width is None else width
+    return threads_for(given, num_seeds * rounds * m * m)
+
+
+def threads_for(given, size: int) -> int | None:
     """The CPU threads a run takes: ``given`` (``--threads``) if set; None (torch's own choice: one a core, or
-    OMP_NUM_THREADS) where that variable is set or the problem is large; else 1. ``width``: m (None: the
-    default MLP's 32, as for a network of one's own)."""
+    OMP_NUM_THREADS) where that variable is set or the problem is large; else 1. ``size``: the run's arithmetic as
+    its learner measures it (:meth:`nvldb_pl.learners.base.DuelingLearner.problem_size`)."""
     if given is not None:
         if isinstance(given, bool) or not isinstance(given, int) or given < 1:
             raise ValueError(f"threads: must be an integer >= 1 (or null: chosen by the problem's size), got {given!r}")
         return given
     if os.environ.get("OMP_NUM_THREADS"):
         return None
-    m = 32 if width is None else width
-    return 1 if num_seeds * rounds * m * m < ONE_THREAD_BELOW else None
+    return 1 if size < ONE_THREAD_BELOW else None

@@ -252,3 +252,19 @@ def test_a_saved_learner_at_d_3_loads_with_its_default_epsilon(tmp_path):
     b.observe(x, 0, 1, 1)
     b.save(str(tmp_path / "b.pt"))
     assert DuelingBandit.from_checkpoint(str(tmp_path / "b.pt")).num_observed == 1
+
+
+def test_the_learner_measures_its_run_for_the_thread_choice():
+    """The CLI and run_experiment read a run's size from its learner (problem_size), not from the model's config:
+    S x T x m^2 for the built-in network, 32^2 for a network of one's own or a learner without one."""
+    from nvldb_pl.learners.linear import CoLSTIM
+    from nvldb_pl.learners.nvldb import NVLDB
+    from nvldb_pl.machinery.devices import cpu_threads, threads_for
+
+    assert NVLDB(rounds=300, num_seeds=5, width=8).problem_size() == 5 * 300 * 8 * 8
+    assert (
+        NVLDB(rounds=300, num_seeds=5, network="tests.extensions.networks.LayerNormMLP").problem_size()
+        == 5 * 300 * 32**2
+    )
+    assert CoLSTIM(rounds=300, num_seeds=5).problem_size() == 5 * 300 * 32**2
+    assert threads_for(None, 5 * 300 * 32**2) == cpu_threads(None, 5, 32, 300)
