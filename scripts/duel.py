@@ -1,15 +1,5 @@
-"""duel.py: the entry point of :mod:`nvldb_pl.serve.terminal`, "A or B?" in a terminal (its docstring, and
-``--help``, say how it is used).
-
-Usage, for example:
-
-    python scripts/duel.py                          # interactive: answer 1 or 2 (q or Ctrl-C stops)
-    python scripts/duel.py --answers answers.txt    # answers from a file, one per line: 1, 2 or q
-    python scripts/duel.py --simulate               # a simulated person with a hidden taste
-    python scripts/duel.py --questions 30 --save me.pt   # ... and keep the learner (answers also in me.pt.answers)
-    python scripts/duel.py --load me.pt             # go on from a saved learner
-    python scripts/duel.py --catalog train --simulate --objective rank   # trips of real data, a person fitted to them
-"""
+"""duel.py: the entry point of :mod:`nvldb_pl.serve.terminal`, whose docstring (and ``python scripts/duel.py --help``) says how it is
+used."""
 
 import os
 import sys

@@ -1,10 +1,5 @@
-"""pair.py: the entry point of :mod:`nvldb_pl.experiments.pair` (its docstring, and ``--help``, say how it is used).
-
-Usage, for example:
-
-    python scripts/pair.py --task square --first NVLDB-UCB-ASYM results/paper/width/m1000 --second NVLDB-UCB-ASYM results/paper/width/m32
-    python scripts/pair.py --task square --rounds 10000 2000 --at 2000 --first NVLDB-UCB-ASYM results/paper/width10k/m500 --second NVLDB-UCB-ASYM results/paper/width/m500
-"""
+"""pair.py: the entry point of :mod:`nvldb_pl.experiments.pair`, whose docstring (and ``python scripts/pair.py --help``) says how it is
+used."""
 
 import os
 import sys

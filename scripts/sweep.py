@@ -1,10 +1,5 @@
-"""sweep.py: the entry point of :mod:`nvldb_pl.experiments.sweep` (its docstring, and ``--help``, say how it is used).
-
-Usage, for example:
-
-    python scripts/sweep.py --rounds 500 --seeds 8 --tasks cos square --out results/probe/probe.jsonl \
-    python scripts/sweep.py --summarize results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
-"""
+"""sweep.py: the entry point of :mod:`nvldb_pl.experiments.sweep`, whose docstring (and ``python scripts/sweep.py --help``) says how it is
+used."""
 
 import os
 import sys
