@@ -149,6 +149,7 @@ class DuelingBandit:
         objective: str = "regret",
     ):
         self.objective = check_objective(objective)
+        self.saved_meta: Optional[dict] = None  # what the file it was loaded from recorded beside it (save's meta)
         keep_freed_memory()  # an answer's temporaries reused, not faulted in again (speed only)
         if objective == "rank" and type(learner).estimate is DuelingLearner.estimate:
             raise ValueError(
@@ -330,7 +331,9 @@ class DuelingBandit:
         seed = ckpt.get("seed", int(hp.get("seed", 0)) if live else 0)
         if objective is None:
             objective = ckpt.get("objective", "regret") if live else "regret"
-        return cls(module, seed, ckpt.get("generator") if live else None, opt_state, objective)
+        bandit = cls(module, seed, ckpt.get("generator") if live else None, opt_state, objective)
+        bandit.saved_meta = ckpt.get("meta") if live and isinstance(ckpt.get("meta"), dict) else None
+        return bandit
 
     # ------------------------------------------------------------------ ask / tell
     @property
@@ -417,8 +420,9 @@ class DuelingBandit:
         return self.learner.scores(x.unsqueeze(0))[0].cpu().numpy()
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str) -> None:
-        """Everything needed to go on exactly where this bandit stands (written atomically)."""
+    def save(self, path: str, meta: Optional[dict] = None) -> None:
+        """Everything needed to go on exactly where this bandit stands (written atomically); ``meta``: what the
+        caller records with it (a JSON-like dict, given back as :attr:`saved_meta` by :meth:`from_checkpoint`)."""
         L = self.learner
         L.check_finite()  # never a broken state over a good file
         opt = L.optimizer()
@@ -431,6 +435,7 @@ class DuelingBandit:
             "generator": self._gen.get_state(),
             "seed": self.seed,
             "objective": self.objective,
+            **({"meta": dict(meta)} if meta is not None else {}),
         }
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):

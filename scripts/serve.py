@@ -83,7 +83,8 @@ def main(argv=None) -> int:
             raise ValueError(f"--db: {a.db} is a folder; give a file name in it")
         items = read_items(a.items) if a.items else builtin_catalog()
         offer = None if a.offer_all else (a.offer if a.offer is not None else (4 if a.objective == "regret" else None))
-        annotation = Annotation(items, Store(a.db), a.config, a.seed, offer, a.per_annotator, a.save_every, a.objective)
+        store = Store(a.db, exclusive=True)  # one server a database
+        annotation = Annotation(items, store, a.config, a.seed, offer, a.per_annotator, a.save_every, a.objective)
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

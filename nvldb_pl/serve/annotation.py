@@ -7,15 +7,18 @@ drive directly. One learner (:class:`nvldb_pl.live.DuelingBandit`, so the same `
 serializes select and observe; answers may come late and in any order.
 
 Nothing is lost: an answer is committed to the :class:`~.store.Store` before it is learned from, and
-the learners are saved every ``save_every`` answers (and on :meth:`close`). On start, each learner is
-rebuilt from its last saved file whose sha256 the database vouches for (else from the config) and then
-takes, in the order given, every answer after those the file holds: the state an uninterrupted server
-would have reached.
+the learners are saved every ``save_every`` answers (and on :meth:`close`). A learner's file records the last
+answer it holds (its number in the database) and a digest of every answer it learned, in order. On start, each
+learner is rebuilt from its file where the database holds the same answers up to that one (else from the config)
+and then takes, in the order given, every answer after those: the state an uninterrupted server would have
+reached. A file that holds answers the database does not (the database lost acknowledged answers, or is another
+study's) is refused in one line before anything is written.
 """
 
 from __future__ import annotations
 
 import csv
+import glob
 import hashlib
 import io
 import json
@@ -39,6 +42,11 @@ class BadRequest(ValueError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+def chained(digest: str, seq: int, offer: list, i: int, j: int, choice: int) -> str:
+    """The digest of a learner's answers after it takes answer ``seq`` (the one before: ``digest``)."""
+    return hashlib.sha256(f"{digest}|{seq}|{list(map(int, offer))}|{i}|{j}|{choice}".encode()).hexdigest()
 
 
 def _sha256(path: str) -> str:
@@ -103,7 +111,9 @@ class Annotation:
         self.lock = store.lock
         self.bandits: dict = {}
         self.previous: dict = {}  # the scores after each learner's latest answer
-        self.restored = {k: self._restore(k) for k in store.learners()}
+        self.chain: dict = {}  # learner -> (number of its last answer learned, digest of its answers in order)
+        files = self._learner_files()  # checked, every one, before anything is written
+        self.restored = {k: self._restore(k, files.get(k)) for k in store.learners()}
 
     # ------------------------------------------------------------------ learners
     def snapshot_path(self, key: str) -> str:
@@ -115,15 +125,65 @@ class Annotation:
             self.config, dim=self.items.contexts.shape[1], seed=self.seed, objective=self.objective
         )
 
-    def _restore(self, key: str) -> int:
-        """Rebuild learner ``key`` from its saved file and the answers after it; the answers replayed."""
-        bandit, held = None, 0
-        snap = self.store.snapshot(key)
-        if snap is not None and os.path.isfile(snap[2]) and _sha256(snap[2]) == snap[1]:
-            bandit, held = DuelingBandit.from_checkpoint(snap[2], objective=self.objective), int(snap[0])
+    def _learner_files(self) -> dict:
+        """The learner files beside the database that hold answers, by learner: (bandit, held) where the database
+        holds the same answers up to the file's last (``held`` of its answers to learn), else a ValueError naming
+        ``--db``. Files saved before they recorded their last answer: as the database's record of them says."""
+        todo = {k: self.store.to_learn(k) for k in self.store.learners()}
+        found = {}
+        for path in sorted(glob.glob(glob.escape(self.store.path) + ".learner*.pt")):
+            try:
+                bandit = DuelingBandit.from_checkpoint(path, objective=self.objective)
+            except ValueError:
+                continue  # unreadable: a copy only (the database holds every answer it was made from)
+            meta = bandit.saved_meta or {}
+            if "last_answer" not in meta:
+                continue  # an older file: taken below only where the database vouches for its sha256
+            key, last = meta.get("learner"), int(meta["last_answer"])
+            answers = todo.get(key, [])
+            seqs = [row[0] for row in answers]
+            if last == 0 and not answers:
+                continue
+            where = f"--db: {self.store.path}"
+            if last not in seqs:
+                newest = f"#{seqs[-1]}" if seqs else "none"
+                raise ValueError(
+                    f"{where}: its learner file {path} holds answers up to #{last}, and the database's last answer of "
+                    f"that learner is {newest}: the database has lost acknowledged answers, or the file is another "
+                    f"study's; restore the database (with its -wal file) from a backup, or move the file away (nothing "
+                    f"was changed)"
+                )
+            n = seqs.index(last) + 1
+            digest = ""
+            for seq, offer, i, j, choice, _ in answers[:n]:
+                digest = chained(digest, seq, offer, i, j, choice)
+            if digest != meta.get("digest") or bandit.num_observed != n:
+                raise ValueError(
+                    f"{where}: its learner file {path} holds other answers than the database up to #{last} (their "
+                    f"digests differ): the file is another study's or the database was changed; move the file away "
+                    f"to rebuild the learner from the database (nothing was changed)"
+                )
+            found[key] = (bandit, n, digest, last)
+        return found
+
+    def _restore(self, key: str, checked: Optional[tuple] = None) -> int:
+        """Rebuild learner ``key`` from its file (``checked``: :meth:`_learner_files`'s) and the answers after it;
+        the number of answers replayed."""
         todo = self.store.to_learn(key)
-        if bandit is None or held > len(todo) or bandit.num_observed != held:
-            bandit, held = None, 0  # no file the database vouches for: from the config
+        bandit, held = None, 0
+        if checked is not None:
+            bandit, held, digest, last = checked
+            self.chain[key] = (last, digest)
+        else:  # a file saved before files recorded their last answer: where the database vouches for it
+            snap = self.store.snapshot(key)
+            if snap is not None and os.path.isfile(snap[2]) and _sha256(snap[2]) == snap[1]:
+                bandit, held = DuelingBandit.from_checkpoint(snap[2], objective=self.objective), int(snap[0])
+            if bandit is None or held > len(todo) or bandit.num_observed != held:
+                bandit, held = None, 0  # no file the database vouches for: from the config
+            digest = ""
+            for seq, offer, i, j, choice, _ in todo[:held]:
+                digest = chained(digest, seq, offer, i, j, choice)
+            self.chain[key] = (todo[held - 1][0] if held else 0, digest)
         self._bandit(key, bandit)
         for seq, offer, i, j, choice, _ in todo[held:]:
             self._learn(key, seq, offer, i, j, choice)
@@ -147,6 +207,7 @@ class Annotation:
             self.store.mark(seq, False, str(err))
             return str(err)
         self.store.mark(seq, True)
+        self.chain[key] = (seq, chained(self.chain.get(key, (0, ""))[1], seq, offer, i, j, choice))
         scores = bandit.scores(self.items.contexts)
         self.store.add_tau(key, bandit.num_observed, kendall_tau(self.previous[key], scores))
         self.previous[key] = scores
@@ -155,7 +216,8 @@ class Annotation:
     def save(self, key: str) -> None:
         """Save learner ``key`` (atomically), then record its file's sha256 and answers held."""
         path = self.snapshot_path(key)
-        self.bandits[key].save(path)
+        last, digest = self.chain.get(key, (0, ""))
+        self.bandits[key].save(path, meta={"learner": key, "last_answer": last, "digest": digest})
         self.store.set_snapshot(key, self.bandits[key].num_observed, _sha256(path), path)
 
     def close(self) -> None:

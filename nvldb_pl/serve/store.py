@@ -7,14 +7,23 @@ decide; ``learned`` NULL until the learner has taken it, 1 then, 0 where the lea
 ``settle`` (Kendall tau between the rankings before and after each learned answer) and ``snapshots``
 (the learner files saved, with the number of answers each holds and its sha256).
 An answer is committed before :meth:`Store.answer` returns: a killed server loses none.
+
+Refused at start, in one line naming ``--db`` (nothing read or written beside it): a file that is empty (0 bytes),
+not SQLite, another program's database or damaged (SQLite's integrity check); with ``exclusive`` (a server), a
+database another server holds (the lock file ``<db>.lock`` names it), since two servers on one file would each learn
+half of the answers.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
+import urllib.parse
 from typing import Optional
 
 SCHEMA = """
@@ -35,23 +44,55 @@ CREATE TABLE IF NOT EXISTS snapshots (learner TEXT PRIMARY KEY, answers INTEGER 
 FORMAT = "nvldb_pl.serve/1"
 
 
-class Store:
-    """The database at ``path`` (made if absent). Safe to share between threads (one lock)."""
+def hold(path: str):
+    """An exclusive lock on ``path`` (made if absent) for this process's lifetime, recording who holds it; a
+    ValueError naming the holder where another process holds it. Returns the open file (closing it releases)."""
+    fh = open(path, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise ValueError(
+            f"--db: {path[: -len('.lock')]} is in use by another server ({holder}); two servers on one database "
+            f"would each learn half of the answers: stop it, or give another --db"
+        ) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    fh.flush()
+    return fh
 
-    def __init__(self, path: str):
+
+class Store:
+    """The database at ``path`` (made if absent). Safe to share between threads (one lock). ``exclusive``: held by
+    this process alone while it is open (a server; see the module's doc)."""
+
+    def __init__(self, path: str, exclusive: bool = False):
         self.path = path
+        self._held = hold(f"{path}.lock") if exclusive else None
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            self._release()
+            raise ValueError(
+                f"--db: {path} is an empty file (0 bytes), not a database this server made; if it should hold "
+                f"answers, restore it from a backup, else remove it to start a new study"
+            )
+        self.db = None
         try:
+            if os.path.isfile(path):  # checked read-only first: a refused file is left as it was
+                self._check_existing(path)
             self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
-            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables and "meta" not in tables:
-                raise ValueError(f"--db: {path} is an SQLite file of something else (tables {sorted(tables)})")
             self.db.executescript(SCHEMA)
-            self.db.execute("PRAGMA integrity_check").fetchone()
         except sqlite3.DatabaseError as err:
-            raise ValueError(f"--db: {path} is not a readable database ({err})") from None
+            self._abandon()
+            raise ValueError(f"--db: {path} is not a readable database ({err}); nothing was changed") from None
+        except ValueError:
+            self._abandon()
+            raise
         self.lock = threading.RLock()
 
     def _write(self, sql: str, args=()) -> sqlite3.Cursor:
@@ -165,6 +206,35 @@ class Store:
     def set_snapshot(self, learner: str, answers: int, sha256: str, path: str) -> None:
         self._write("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (learner, int(answers), sha256, path))
 
+    @staticmethod
+    def _check_existing(path: str) -> None:
+        """A database file that exists: this server's kind, and whole (SQLite's integrity check), read-only."""
+        probe = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and "meta" not in tables:
+                raise ValueError(f"--db: {path} is an SQLite file of something else (tables {sorted(tables)})")
+            check = probe.execute("PRAGMA integrity_check").fetchone()[0]
+            if check != "ok":
+                raise ValueError(
+                    f"--db: {path} is damaged (SQLite's integrity check: {str(check).splitlines()[0]}); restore it "
+                    f"from a backup (nothing was changed)"
+                )
+        finally:
+            probe.close()
+
+    def _abandon(self) -> None:
+        """A refused start: the connection closed and the lock released, the file as it was."""
+        if self.db is not None:
+            self.db.close()
+        self._release()
+
+    def _release(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+
     def close(self) -> None:
         with self.lock:
             self.db.close()
+            self._release()

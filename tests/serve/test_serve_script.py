@@ -86,3 +86,26 @@ def test_a_bad_start_is_refused_in_one_line(args, message, tmp_path, capsys, mon
     code = load_script("serve").main(args + ["--port", "0"] if "--port" not in args else args)
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_second_server_on_one_database_is_refused_naming_the_first(tmp_path):
+    """Two servers on one --db each learned half of the answers and restored a learner that differed from a replay;
+    the second start is refused in one line naming the first, which serves on."""
+    db = str(tmp_path / "a.db")
+    first = _serve(["--db", db, "--port", "0"], tmp_path)
+    try:
+        line = first.stdout.readline()
+        assert "serving" in line, line + first.stderr.read()
+        second = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), "--db", db, "--port", "0"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 2 and len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert f"error: --db: {db} is in use by another server (pid {first.pid} on " in second.stderr
+        assert first.poll() is None
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)

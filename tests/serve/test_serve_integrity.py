@@ -1,0 +1,117 @@
+"""One server a database, and a damaged or inconsistent database refused at start in one line, every file beside it
+left as it was (issue "The page, ready for a real study")."""
+
+import hashlib
+import os
+import re
+import sqlite3
+
+import pytest
+
+from nvldb_pl.serve.annotation import Annotation
+from nvldb_pl.serve.items import builtin_catalog
+from nvldb_pl.serve.store import Store
+from tests.serve.test_serve import CONFIG, _answer_n
+
+
+def _study(tmp_path, answers=12):
+    """A study of ``answers`` answers, its learner saved (save_every 5, then at close), the server stopped."""
+    db = str(tmp_path / "a.db")
+    ann = Annotation(builtin_catalog(), Store(db), CONFIG, save_every=5)
+    _answer_n(ann, ann.new_session(), answers)
+    ann.close()
+    ann.store.close()
+    return db
+
+
+def _files(db):
+    """sha256 of the database and every learner file beside it (not SQLite's -wal/-shm, made while it is open)."""
+    folder = os.path.dirname(db)
+    names = sorted(
+        f
+        for f in os.listdir(folder)
+        if f.startswith(os.path.basename(db)) and not f.endswith(("-wal", "-shm", ".lock"))
+    )
+    return {f: hashlib.sha256(open(os.path.join(folder, f), "rb").read()).hexdigest() for f in names}
+
+
+def _refused(db, match):
+    before = _files(db)
+    with pytest.raises(ValueError, match=match) as err:
+        store = Store(db)
+        try:
+            Annotation(builtin_catalog(), store, CONFIG, save_every=5)
+        finally:
+            store.close()
+    assert "\n" not in str(err.value) and str(err.value).startswith(f"--db: {db}")
+    assert _files(db) == before  # nothing read-write touched, nothing overwritten
+    return str(err.value)
+
+
+def test_a_page_of_garbage_is_refused(tmp_path):
+    db = _study(tmp_path)
+    with sqlite3.connect(db) as con:
+        page = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'answers'").fetchone()[0]
+    con.close()
+    with open(db, "r+b") as fh:  # the answers' table page, every byte of it garbage
+        fh.seek((page - 1) * 4096)
+        fh.write(os.urandom(4096))
+    _refused(db, r"(is damaged \(SQLite's integrity check|is not a readable database)")
+
+
+def test_an_empty_database_file_is_refused_and_the_learner_beside_it_kept(tmp_path):
+    db = _study(tmp_path)
+    open(db, "wb").close()  # 0 bytes, the learner file of 12 answers beside it
+    for f in os.listdir(tmp_path):
+        if f.endswith(("-wal", "-shm")):
+            os.remove(tmp_path / f)
+    _refused(db, "is an empty file \\(0 bytes\\), not a database this server made")
+
+
+def test_a_database_that_lost_acknowledged_answers_is_refused_against_its_learner_file(tmp_path):
+    """As after WAL damage: the learner file holds answers up to #12, the database only to #9."""
+    db = _study(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM answers WHERE seq > 9")
+    message = _refused(db, "holds answers up to #12, and the database's last answer of that learner is #9")
+    assert "has lost acknowledged answers" in message
+
+
+def test_a_learner_file_of_other_answers_is_refused(tmp_path):
+    db = _study(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE answers SET choice = 3 - choice WHERE seq = 4")
+    _refused(db, "holds other answers than the database up to #12")
+
+
+def test_a_learner_file_without_its_database_is_refused(tmp_path):
+    db = _study(tmp_path)
+    for f in os.listdir(tmp_path):
+        if re.fullmatch(r"a\.db(-wal|-shm)?", f):
+            os.remove(tmp_path / f)
+    learner_files = _files(db)
+    with pytest.raises(ValueError, match="the database's last answer of that learner is none"):
+        Annotation(builtin_catalog(), Store(db), CONFIG)
+    assert {f: h for f, h in _files(db).items() if f != "a.db"} == learner_files
+
+
+def test_a_consistent_restart_goes_on_from_the_file_and_the_answers_after_it(tmp_path):
+    """The check does not refuse the ordinary case: 12 answers, the file saved at 10 (save_every 5), killed before
+    the close's save: the restart takes the file and replays the answers after #10."""
+    db = str(tmp_path / "a.db")
+    ann = Annotation(builtin_catalog(), Store(db), CONFIG, save_every=5)
+    _answer_n(ann, ann.new_session(), 12)
+    scores = ann.bandits["shared"].scores(ann.items.contexts)
+    ann.store.close()  # no close(): as a killed server
+    again = Annotation(builtin_catalog(), Store(db), CONFIG, save_every=5)
+    assert again.restored == {"shared": 2}
+    assert (again.bandits["shared"].scores(again.items.contexts) == scores).all()
+
+
+def test_a_second_store_of_a_server_on_one_database_is_refused_naming_the_first(tmp_path):
+    db = str(tmp_path / "a.db")
+    first = Store(db, exclusive=True)
+    with pytest.raises(ValueError, match=rf"--db: {re.escape(db)} is in use by another server \(pid {os.getpid()} on "):
+        Store(db, exclusive=True)
+    first.close()
+    Store(db, exclusive=True).close()  # released with the first
