@@ -3,15 +3,20 @@
     python scripts/serve.py                         # the built-in catalog of scripts/duel.py
     python scripts/serve.py --items items.csv --db answers.db --port 8000
     python scripts/serve.py --token SECRET          # annotators open http://HOST:PORT/?token=SECRET
+    python scripts/serve.py --invite alice --invite bob --prompt "Which would you rather drink?"   # a link each
 
 Items file: a CSV with a header: ``name``, optional ``text`` and ``image`` (URL) columns shown to people,
 every other column a numeric feature (see nvldb_pl.serve.items). Every answer is in ``--db`` (SQLite)
 before the page gets its reply; starting again on the same ``--db`` goes on from every answer given.
+The researcher's link (``?token=`` the researcher's token: ``--researcher-token``, else a new one each start) opens
+the exports, the status and every annotator's ranking; ``--invite NAME`` gives an annotator a link of their own
+(a secret kept as its sha256 in ``--db``): once a study has invites, only they start sessions.
 Needs the serve extra: pip install -e '.[serve]'.
 """
 
 import argparse
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -57,6 +62,18 @@ def main(argv=None) -> int:
     )
     p.add_argument("--save-every", type=int, default=10, help="save the learners every this many answers (default 10)")
     p.add_argument("--token", help="an access token annotators must give (?token=...)")
+    p.add_argument(
+        "--researcher-token",
+        help="the researcher's token for the exports, the status and every ranking (default: a new one, printed)",
+    )
+    p.add_argument(
+        "--invite",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="invite an annotator: prints their link (repeat for several); a study with invites takes no others",
+    )
+    p.add_argument("--prompt", help='the question put to people (default "Which do you prefer?")')
     a = p.parse_args(argv)
     try:
         import uvicorn
@@ -85,6 +102,7 @@ def main(argv=None) -> int:
         offer = None if a.offer_all else (a.offer if a.offer is not None else (4 if a.objective == "regret" else None))
         store = Store(a.db, exclusive=True)  # one server a database
         annotation = Annotation(items, store, a.config, a.seed, offer, a.per_annotator, a.save_every, a.objective)
+        invites = {name: annotation.invite(name) for name in a.invite}
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -104,7 +122,14 @@ def main(argv=None) -> int:
         + f"\nanswers in {a.db}: {annotation.store.count_answers()} kept, {restored} restored into the learner(s)",
         flush=True,
     )
-    server = uvicorn.Server(uvicorn.Config(make_app(annotation, a.token), log_level="warning"))
+    researcher = a.researcher_token or secrets.token_urlsafe(18)
+    print(f"researcher (exports, status, every ranking): http://{shown}:{port}/?token={researcher}", flush=True)
+    for name, secret in invites.items():
+        print(f"invite for {name}: http://{shown}:{port}/?invite={secret}", flush=True)
+    local = {"127.0.0.1", "localhost", "::1"}
+    hosts = local if a.host in local else None if a.host in ("0.0.0.0", "::") else {a.host}
+    app = make_app(annotation, a.token, researcher, hosts, a.prompt)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     # uvicorn stops gracefully on SIGINT/SIGTERM, then raises the signal again with the handlers it found: these,
     # which let the learners be saved below instead of ending the process there
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -23,6 +23,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import secrets
 import uuid
 from typing import Optional
 
@@ -34,6 +36,20 @@ from .items import Catalog, kendall_tau
 from .store import Store
 
 SHARED = "shared"
+SESSION_ID = re.compile(r"[0-9a-f]{32}")  # what new_session hands out (uuid4's hex)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a CSV cell a spreadsheet would read as a formula
+
+
+def csv_cell(value) -> str:
+    """A text cell of an export, neutralized: one that a spreadsheet would run as a formula gets a leading '."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def _clip(value) -> str:
+    """A value as a refusal may quote it: its repr, cut to 40 characters (never the whole of a huge one)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class BadRequest(ValueError):
@@ -226,7 +242,27 @@ class Annotation:
                 self.save(key)
 
     # ------------------------------------------------------------------ sessions, questions, answers
-    def new_session(self, annotator: Optional[str] = None) -> str:
+    def invite(self, annotator: str) -> str:
+        """Invite ``annotator``: the secret of their link (only its sha256 is kept; a second invite replaces the first).
+        Once a study has invites, a session starts only from one."""
+        if not (isinstance(annotator, str) and 0 < len(annotator.strip()) <= 100):
+            raise ValueError(f"--invite: a name of 1 to 100 characters, got {_clip(annotator)}")
+        secret = secrets.token_urlsafe(18)
+        self.store.add_invite(annotator.strip(), hashlib.sha256(secret.encode()).hexdigest())
+        return secret
+
+    def new_session(self, annotator: Optional[str] = None, invite: Optional[str] = None) -> str:
+        """A session; with ``invite`` (a secret of :meth:`invite`), its annotator's. Refused: an unknown invite, and
+        once the study has invites, a session without one (nobody answers as another by naming them)."""
+        if invite is not None:
+            name = self.store.invited(hashlib.sha256(invite.encode()).hexdigest()) if isinstance(invite, str) else None
+            if name is None:
+                raise BadRequest(403, "invite: not an invite of this study; open the link the researcher gave you")
+            if annotator is not None and annotator != name:
+                raise BadRequest(422, "annotator: an invite names its annotator; leave annotator out")
+            annotator = name
+        elif self.store.has_invites():
+            raise BadRequest(403, "invite: this study's annotators are invited; open the link the researcher gave you")
         if annotator is not None and not (isinstance(annotator, str) and 0 < len(annotator.strip()) <= 100):
             raise BadRequest(422, "annotator: a name of 1 to 100 characters, or none")
         sid = uuid.uuid4().hex
@@ -234,9 +270,9 @@ class Annotation:
         return sid
 
     def _session(self, sid) -> tuple:
-        found = self.store.session(sid) if isinstance(sid, str) else None
+        found = self.store.session(sid) if isinstance(sid, str) and SESSION_ID.fullmatch(sid) else None
         if found is None:
-            raise BadRequest(404, f"session: no session {sid!r}; start one with POST /api/session")
+            raise BadRequest(404, "session: not a session of this server; start one with POST /api/session")
         return found
 
     def learner_of(self, sid: str) -> str:
@@ -274,13 +310,15 @@ class Annotation:
         """Record ``choice`` (1: the first item shown, 2: the second, 0: can't decide) to question ``qid`` of
         session ``sid``, then learn from it. Refused (nothing changed): an unknown session or question, another
         session's question, one already answered, a choice not 0, 1 or 2."""
-        if isinstance(qid, bool) or not isinstance(qid, int):
-            raise BadRequest(422, f"question: a question number, got {qid!r}")
-        if isinstance(choice, bool) or choice not in (0, 1, 2):
-            raise BadRequest(422, f"choice: 1 (the first item), 2 (the second) or 0 (can't decide), got {choice!r}")
+        if type(qid) is not int:
+            raise BadRequest(422, f"question: a question number, got {_clip(qid)}")
+        if type(choice) is not int or choice not in (0, 1, 2):
+            raise BadRequest(
+                422, f"choice: 1 (the first item), 2 (the second) or 0 (can't decide), got {_clip(choice)}"
+            )
         with self.lock:
             self._session(sid)
-            q = self.store.question(qid)
+            q = self.store.question(qid) if 0 < qid < 2**63 else None  # (SQLite's integers: below 2^63)
             if q is None:
                 raise BadRequest(404, f"question: {qid} was never asked")
             session, key, offer, i, j, answered = q
@@ -318,6 +356,8 @@ class Annotation:
             }
 
     def answers_csv(self) -> str:
+        """Every answer, in the order given. A session is named by its number (its id, which lets one answer in it,
+        never leaves the server); text cells neutralized (:func:`csv_cell`)."""
         out = io.StringIO()
         w = csv.writer(out)
         w.writerow(
@@ -334,19 +374,21 @@ class Annotation:
                 "learned",
             ]
         )
+        number = self.store.session_numbers()
         for seq, sid, annotator, key, offer, i, j, choice, t, learned in self.store.answers():
             offer = json.loads(offer)
             a, b = self.items.names[offer[i]], self.items.names[offer[j]]
+            learner = f"session {number.get(key)}" if key in number else key  # a learner of one session: its number
             w.writerow(
                 [
                     seq,
-                    sid,
-                    annotator or "",
-                    key,
-                    a,
-                    b,
+                    number.get(sid, ""),
+                    csv_cell(annotator),
+                    csv_cell(learner),
+                    csv_cell(a),
+                    csv_cell(b),
                     choice,
-                    {1: a, 2: b}.get(choice, ""),
+                    csv_cell({1: a, 2: b}.get(choice, "")),
                     f"{t:.3f}",
                     "" if learned is None else learned,
                 ]
@@ -358,5 +400,5 @@ class Annotation:
         w = csv.writer(out)
         w.writerow(["rank", "name", "score"])
         for row in self.ranking(key)["ranking"]:
-            w.writerow([row["rank"], row["name"], f"{row['score']:.6f}"])
+            w.writerow([row["rank"], csv_cell(row["name"]), f"{row['score']:.6f}"])
         return out.getvalue()

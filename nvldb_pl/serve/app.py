@@ -1,20 +1,29 @@
 """The HTTP face of :class:`~.annotation.Annotation` (FastAPI; ``pip install -e '.[serve]'``).
 
     GET  /                      the page (``page.html``: plain HTML and a little JavaScript)
-    POST /api/session           {"annotator": name or null} -> {"session"}
+    POST /api/session           {"annotator": name or null} or {"invite": secret} -> {"session"}
     GET  /api/question?session= the session's question: {"question", "first", "second", "answers", "learned"}
     POST /api/answer            {"session", "question", "choice": 1 | 2 | 0 (can't decide)} -> {"answer", ...}
     GET  /api/ranking[?session=] the items best first, with how the ranking settled
     GET  /api/answers.csv, /api/ranking.csv   exports
     GET  /api/status            answers kept, answers each learner holds, answers restored at start
 
-A refused request gets a 4xx and ``{"error": one line}``, and changes nothing. With ``token`` set,
-every ``/api`` request must carry it (header ``X-Token``, or ``?token=``).
+A refused request gets a 4xx and ``{"error": one line}`` (a value quoted in it cut short), and changes nothing.
+
+Who may ask what: with ``researcher_token`` set, the exports, the status and a ranking without a session (every
+annotator's) need it; with ``token`` set, the annotators' requests need that (or the researcher's) unless the study
+has invites, whose secret starts a session; a token travels as header ``X-Token`` or ``?token=``. With
+``allowed_hosts``, a request whose Host header names another server is refused (DNS rebinding). Every response
+forbids framing and carries a content policy that allows the page's own script and style only (their sha256).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
+import html
+import re
 from importlib import resources
 from typing import Any, Optional
 
@@ -39,20 +48,81 @@ def _body(body, *fields, optional=()) -> list:
     return [body.get(f) for f in fields]
 
 
-def make_app(annotation: Annotation, token: Optional[str] = None) -> FastAPI:
-    """The web app over ``annotation``; ``token``: the access token annotators need, or None."""
+MAX_BODY = 65536  # bytes: every body the API takes is a few fields
+RESEARCHER_ONLY = ("/api/answers.csv", "/api/status")  # and /api/ranking(.csv) without a session
+
+
+def _inline_hash(page: str, tag: str) -> str:
+    """The CSP source of the page's one inline ``<tag>``: 'sha256-...' of its text."""
+    body = re.search(rf"<{tag}>(.*?)</{tag}>", page, flags=re.S).group(1)
+    return "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+
+
+def _host_name(header: str) -> str:
+    """The name of a Host header, without its port (an IPv6 address without its brackets)."""
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _matches(given: str, secret: Optional[str]) -> bool:
+    return secret is not None and hmac.compare_digest(given.encode(), secret.encode())
+
+
+def make_app(
+    annotation: Annotation,
+    token: Optional[str] = None,
+    researcher_token: Optional[str] = None,
+    allowed_hosts: Optional[set] = None,
+    prompt: Optional[str] = None,
+) -> FastAPI:
+    """The web app over ``annotation`` (the module's doc: who may ask what). ``token``: the access token annotators
+    need, or None; ``researcher_token``: the researcher's, or None (open); ``allowed_hosts``: the names a Host
+    header may give, or None (any); ``prompt``: the question put to people (default "Which do you prefer?")."""
     app = FastAPI(title="nvldb_pl: A or B?", docs_url=None, redoc_url=None, openapi_url=None)
     page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+    policy = (
+        f"default-src 'none'; script-src {_inline_hash(page, 'script')}; style-src {_inline_hash(page, 'style')}; "
+        "img-src * data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+    if prompt is not None:
+        page = page.replace("<p>Which do you prefer?</p>", f"<p>{html.escape(prompt)}</p>", 1)
+    headers = {
+        "Content-Security-Policy": policy,
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",  # a link's token or invite never leaves in a Referer
+    }
+
+    def refused(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
 
     @app.middleware("http")
-    async def check_token(request: Request, call_next):
-        if token is not None and request.url.path.startswith("/api"):
+    async def guard(request: Request, call_next):
+        host = _host_name(request.headers.get("host", ""))
+        if allowed_hosts is not None and host not in allowed_hosts:
+            return refused(400, "Host: this server answers to " + ", ".join(sorted(allowed_hosts)))
+        length = request.headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > MAX_BODY:
+            return refused(413, f"body: at most {MAX_BODY} bytes")
+        path = request.url.path
+        if path.startswith("/api"):
             given = request.headers.get("x-token") or request.query_params.get("token") or ""
-            if not hmac.compare_digest(given.encode(), token.encode()):
-                return JSONResponse(
-                    {"error": "token: missing or wrong; open the page with ?token=..."}, status_code=401
-                )
-        return await call_next(request)
+            researcher = _matches(given, researcher_token)
+            whole = path in RESEARCHER_ONLY or (
+                path in ("/api/ranking", "/api/ranking.csv") and "session" not in request.query_params
+            )
+            if whole and researcher_token is not None and not researcher:
+                return refused(401, "token: the researcher's token is needed here (exports, status, every ranking)")
+            if not whole and token is not None and not (researcher or _matches(given, token)):
+                if not (
+                    annotation.store.has_invites()
+                    and path in ("/api/session", "/api/question", "/api/answer", "/api/ranking")
+                ):
+                    return refused(401, "token: missing or wrong; open the page with ?token=...")
+        response = await call_next(request)
+        response.headers.update(headers)
+        return response
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, err: BadRequest):
@@ -75,8 +145,8 @@ def make_app(annotation: Annotation, token: Optional[str] = None) -> FastAPI:
 
     @app.post("/api/session")
     def session(body: Any = Body(None)):
-        (annotator,) = _body({} if body is None else body, "annotator", optional=("annotator",))
-        return {"session": annotation.new_session(annotator)}
+        annotator, invite = _body({} if body is None else body, "annotator", "invite", optional=("annotator", "invite"))
+        return {"session": annotation.new_session(annotator, invite)}
 
     @app.get("/api/question")
     def question(session: str):

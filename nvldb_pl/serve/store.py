@@ -4,8 +4,9 @@ Tables: ``meta`` (what the file was made with: the items' sha256, the learner's 
 ``sessions`` (one a browser), ``questions`` (the offer, as item indices, and the pair shown),
 ``answers`` (one a question at most; ``choice`` 1: the first item shown, 2: the second, 0: can't
 decide; ``learned`` NULL until the learner has taken it, 1 then, 0 where the learner refused it),
-``settle`` (Kendall tau between the rankings before and after each learned answer) and ``snapshots``
-(the learner files saved, with the number of answers each holds and its sha256).
+``settle`` (Kendall tau between the rankings before and after each learned answer), ``snapshots``
+(the learner files saved, with the number of answers each holds and its sha256) and ``invites`` (an invited
+annotator's name and the sha256 of their secret: the secret itself is kept nowhere).
 An answer is committed before :meth:`Store.answer` returns: a killed server loses none.
 
 Refused at start, in one line naming ``--db`` (nothing read or written beside it): a file that is empty (0 bytes),
@@ -40,6 +41,7 @@ CREATE TABLE IF NOT EXISTS settle (learner TEXT NOT NULL, answers INTEGER NOT NU
     PRIMARY KEY (learner, answers));
 CREATE TABLE IF NOT EXISTS snapshots (learner TEXT PRIMARY KEY, answers INTEGER NOT NULL, sha256 TEXT NOT NULL,
     path TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS invites (annotator TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL UNIQUE, created REAL NOT NULL);
 """
 FORMAT = "nvldb_pl.serve/1"
 
@@ -191,6 +193,21 @@ class Store:
             "SELECT a.seq, a.session, s.annotator, a.learner, q.offer, q.i, q.j, a.choice, a.answered, a.learned "
             "FROM answers a JOIN questions q ON q.id = a.question JOIN sessions s ON s.id = a.session ORDER BY a.seq"
         )
+
+    def session_numbers(self) -> dict:
+        """Session id -> its number (1 for the first session started): how exports name a session."""
+        return {sid: n for n, (sid,) in enumerate(self.rows("SELECT id FROM sessions ORDER BY created, id"), 1)}
+
+    # ------------------------------------------------------------------ invited annotators
+    def add_invite(self, annotator: str, secret_sha256: str) -> None:
+        self._write("INSERT OR REPLACE INTO invites VALUES (?, ?, ?)", (annotator, secret_sha256, time.time()))
+
+    def invited(self, secret_sha256: str) -> Optional[str]:
+        r = self.rows("SELECT annotator FROM invites WHERE secret_sha256 = ?", (secret_sha256,))
+        return r[0][0] if r else None
+
+    def has_invites(self) -> bool:
+        return bool(self.rows("SELECT 1 FROM invites LIMIT 1"))
 
     # ------------------------------------------------------------------ how the ranking settled; saved learners
     def add_tau(self, learner: str, answers: int, tau: float) -> None:

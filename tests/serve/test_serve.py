@@ -90,7 +90,7 @@ def test_a_question_stays_until_answered_and_an_answer_is_learned(tmp_path):
 @pytest.mark.parametrize(
     "case, status, message",
     [
-        ("unknown session", 404, "no session"),
+        ("unknown session", 404, "session: not a session of this server"),
         ("never asked", 404, "was never asked"),
         ("answered twice", 409, "already answered"),
         ("another session's", 403, "another session"),

@@ -66,7 +66,8 @@ def _start(items, db, port):
     if not said[-1].startswith("serving 6 items") or f"http://127.0.0.1:{port}/" not in said[-1]:
         proc.kill()
         raise AssertionError("".join(said) + proc.communicate()[0])
-    return proc, proc.stdout.readline()
+    restored, researcher = proc.stdout.readline(), proc.stdout.readline()
+    return proc, restored, researcher.rsplit("?token=", 1)[1].strip()
 
 
 def _answer(page, n):
@@ -79,11 +80,12 @@ def _answer(page, n):
 def test_twenty_answers_by_clicking_survive_a_kill(tmp_path):
     items, db, port = _items(tmp_path), str(tmp_path / "answers.db"), _free_port()
     shots = os.environ.get("NVLDB_SCREENSHOTS")
-    proc, _ = _start(items, db, port)
+    proc, _, token = _start(items, db, port)
     try:
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1000, "height": 640})
+            # the test's own waits evaluate strings, which the page's content policy forbids it (not the page's script)
+            page = browser.new_page(viewport={"width": 1000, "height": 640}, bypass_csp=True)
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_selector("#first .name")
             for n in range(1, 13):
@@ -91,7 +93,7 @@ def test_twenty_answers_by_clicking_survive_a_kill(tmp_path):
             asked = page.get_attribute("#ask", "data-question")
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
-            proc, restored = _start(items, db, port)
+            proc, restored, token = _start(items, db, port)
             assert "12 kept" in restored, restored
             page.reload()
             page.wait_for_selector("#first .name")
@@ -108,8 +110,8 @@ def test_twenty_answers_by_clicking_survive_a_kill(tmp_path):
             shown = page.locator("#ranking tr td:nth-child(2)").all_inner_texts()
             if shots:
                 page.screenshot(path=os.path.join(shots, "serve-ranking.png"))
-            own = page.evaluate("fetch('/api/ranking').then(r => r.json())")
-            status = page.evaluate("fetch('/api/status').then(r => r.json())")
+            own = page.evaluate(f"fetch('/api/ranking?token={token}').then(r => r.json())")
+            status = page.evaluate(f"fetch('/api/status?token={token}').then(r => r.json())")
             browser.close()
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -120,3 +122,25 @@ def test_twenty_answers_by_clicking_survive_a_kill(tmp_path):
     db_ = sqlite3.connect(db)
     assert db_.execute("SELECT COUNT(*), SUM(choice != 0), SUM(learned) FROM answers").fetchone() == (21, 20, 20)
     assert "stopped; 21 answers" in out
+
+
+def test_the_page_runs_under_its_content_policy_and_refuses_framing(tmp_path):
+    """Without bypassing the policy: the page's own script and style run (a question is shown and answered by
+    key), an item's markup stays text, and the page may not be framed."""
+    items, db, port = _items(tmp_path), str(tmp_path / "answers.db"), _free_port()
+    proc, _, token = _start(items, db, port)
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page()
+            response = page.goto(f"http://127.0.0.1:{port}/")
+            assert response.headers["x-frame-options"] == "DENY"
+            assert "script-src 'sha256-" in response.headers["content-security-policy"]
+            page.wait_for_selector("#first .name")
+            page.keyboard.press("1")
+            page.locator("#count[data-answers='1']").wait_for(timeout=30000)
+            assert page.locator("#first b, #second b").count() == 0
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
