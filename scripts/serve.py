@@ -74,6 +74,11 @@ def main(argv=None) -> int:
         help="invite an annotator: prints their link (repeat for several); a study with invites takes no others",
     )
     p.add_argument("--prompt", help='the question put to people (default "Which do you prefer?")')
+    p.add_argument(
+        "--questions-per-person",
+        type=int,
+        help="each person's goal: after this many answers the page thanks them and asks no more (default: no end)",
+    )
     a = p.parse_args(argv)
     try:
         import uvicorn
@@ -101,7 +106,9 @@ def main(argv=None) -> int:
         items = read_items(a.items) if a.items else builtin_catalog()
         offer = None if a.offer_all else (a.offer if a.offer is not None else (4 if a.objective == "regret" else None))
         store = Store(a.db, exclusive=True)  # one server a database
-        annotation = Annotation(items, store, a.config, a.seed, offer, a.per_annotator, a.save_every, a.objective)
+        annotation = Annotation(
+            items, store, a.config, a.seed, offer, a.per_annotator, a.save_every, a.objective, a.questions_per_person
+        )
         invites = {name: annotation.invite(name) for name in a.invite}
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -17,6 +17,7 @@ study's) is refused in one line before anything is written.
 
 from __future__ import annotations
 
+import copy
 import csv
 import glob
 import hashlib
@@ -90,6 +91,7 @@ class Annotation:
         per_annotator: bool = False,
         save_every: int = 10,
         objective: str = "regret",
+        questions_per_person: Optional[int] = None,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
@@ -104,6 +106,9 @@ class Annotation:
             raise ValueError(f"--save-every: must be >= 1, got {save_every}")
         if seed < 0:
             raise ValueError(f"--seed: must be >= 0, got {seed}")
+        if questions_per_person is not None and (type(questions_per_person) is not int or questions_per_person < 1):
+            raise ValueError(f"--questions-per-person: must be an integer >= 1, got {_clip(questions_per_person)}")
+        self.goal = questions_per_person
         self.items, self.store, self.config, self.seed = items, store, config, int(seed)
         self.offer, self.per_annotator, self.save_every = min(offer or N, N), bool(per_annotator), int(save_every)
         with open(config, "rb") as fh:
@@ -128,6 +133,7 @@ class Annotation:
         self.bandits: dict = {}
         self.previous: dict = {}  # the scores after each learner's latest answer
         self.chain: dict = {}  # learner -> (number of its last answer learned, digest of its answers in order)
+        self.before: dict = {}  # learner -> (its latest answer, the learner, chain and scores before it): undo
         files = self._learner_files()  # checked, every one, before anything is written
         self.restored = {k: self._restore(k, files.get(k)) for k in store.learners()}
 
@@ -217,12 +223,14 @@ class Annotation:
     def _learn(self, key: str, seq: int, offer: list, i: int, j: int, choice: int) -> Optional[str]:
         """Learner ``key`` takes answer ``seq``; its reason where it refuses (the learner unchanged)."""
         bandit = self._bandit(key)
+        before = (seq, copy.deepcopy(bandit), self.chain.get(key, (0, "")), self.previous[key])
         try:
             bandit.observe(self.items.contexts[offer], i, j, int(choice == 1))
         except (ValueError, FloatingPointError) as err:
             self.store.mark(seq, False, str(err))
             return str(err)
         self.store.mark(seq, True)
+        self.before[key] = before
         self.chain[key] = (seq, chained(self.chain.get(key, (0, ""))[1], seq, offer, i, j, choice))
         scores = bandit.scores(self.items.contexts)
         self.store.add_tau(key, bandit.num_observed, kendall_tau(self.previous[key], scores))
@@ -293,6 +301,8 @@ class Annotation:
         """The session's unanswered question if it has one, else a new one the learner picks."""
         with self.lock:
             key = self.learner_of(sid)
+            if self.goal is not None and self.store.count_answers(sid) >= self.goal:
+                return {"done": True, **self.counts(key, sid)}  # the person has answered all they were asked
             pending = self.store.pending(sid)
             if pending is None:
                 qn = self.store.rows("SELECT COALESCE(MAX(id), 0) FROM questions")[0][0] + 1
@@ -304,7 +314,12 @@ class Annotation:
                 i, j = self._bandit(key).select(self.items.contexts[offer])
                 pending = (self.store.add_question(sid, key, offer, i, j), offer, i, j)
             qid, offer, i, j = pending
-            return {"question": qid, "first": self._item(offer[i]), "second": self._item(offer[j]), **self.counts(key)}
+            return {
+                "question": qid,
+                "first": self._item(offer[i]),
+                "second": self._item(offer[j]),
+                **self.counts(key, sid),
+            }
 
     def answer(self, sid: str, qid, choice) -> dict:
         """Record ``choice`` (1: the first item shown, 2: the second, 0: can't decide) to question ``qid`` of
@@ -330,11 +345,41 @@ class Annotation:
             refused = self._learn(key, seq, offer, i, j, choice) if choice else None
             if choice and self.bandits[key].num_observed % self.save_every == 0:
                 self.save(key)
-            return {"answer": seq, "refused": refused, **self.counts(key)}
+            return {"answer": seq, "refused": refused, **self.counts(key, sid)}
 
-    def counts(self, key: str) -> dict:
+    def undo(self, sid: str) -> dict:
+        """Take back the session's last answer: kept in the database as undone, learned from by no one (its learner
+        as it was before it), and its pair asked again. Refused where nothing is left to undo, or where the learner
+        has learned another answer since (another person's, with one learner for all)."""
+        with self.lock:
+            self._session(sid)
+            last = self.store.last_answer(sid)
+            if last is None:
+                raise BadRequest(409, "undo: this session has no answer to take back")
+            seq, qid, key, choice, learned = last
+            if learned == 1:
+                held = self.before.get(key)
+                if held is None or held[0] != seq or self.chain.get(key, (0, ""))[0] != seq:
+                    raise BadRequest(
+                        409,
+                        "undo: the learner has moved on since (another answer, or a restart); it can no longer be undone",
+                    )
+                _, self.bandits[key], self.chain[key], self.previous[key] = held
+                del self.before[key]
+                self.save(key)  # first the learner without it, then the database: a crash between keeps it whole
+            self.store.undo(seq)
+            _, _, offer, i, j, _ = self.store.question(qid)
+            self.store.add_question(sid, key, offer, i, j)  # the same pair, asked again
+            return {"undone": seq, **self.counts(key, sid)}
+
+    def counts(self, key: str, sid: Optional[str] = None) -> dict:
+        """Answers kept in all, answers ``key``'s learner holds, and (a session given) the session's own and its
+        goal (None: no end)."""
         learned = self.bandits[key].num_observed if key in self.bandits else 0
-        return {"answers": self.store.count_answers(), "learned": learned}
+        out = {"answers": self.store.count_answers(), "learned": learned}
+        if sid is not None:
+            out.update(yours=self.store.count_answers(sid), goal=self.goal)
+        return out
 
     # ------------------------------------------------------------------ what was learned
     def learner_for_view(self, sid: Optional[str]) -> str:
@@ -372,10 +417,11 @@ class Annotation:
                 "preferred",
                 "answered_unix",
                 "learned",
+                "undone_unix",
             ]
         )
         number = self.store.session_numbers()
-        for seq, sid, annotator, key, offer, i, j, choice, t, learned in self.store.answers():
+        for seq, sid, annotator, key, offer, i, j, choice, t, learned, undone in self.store.answers():
             offer = json.loads(offer)
             a, b = self.items.names[offer[i]], self.items.names[offer[j]]
             learner = f"session {number.get(key)}" if key in number else key  # a learner of one session: its number
@@ -391,6 +437,7 @@ class Annotation:
                     csv_cell({1: a, 2: b}.get(choice, "")),
                     f"{t:.3f}",
                     "" if learned is None else learned,
+                    "" if undone is None else f"{undone:.3f}",
                 ]
             )
         return out.getvalue()

@@ -4,6 +4,7 @@
     POST /api/session           {"annotator": name or null} or {"invite": secret} -> {"session"}
     GET  /api/question?session= the session's question: {"question", "first", "second", "answers", "learned"}
     POST /api/answer            {"session", "question", "choice": 1 | 2 | 0 (can't decide)} -> {"answer", ...}
+    POST /api/undo              {"session"}: the session's last answer taken back (kept as undone) -> {"undone", ...}
     GET  /api/ranking[?session=] the items best first, with how the ranking settled
     GET  /api/answers.csv, /api/ranking.csv   exports
     GET  /api/status            answers kept, answers each learner holds, answers restored at start
@@ -50,6 +51,7 @@ def _body(body, *fields, optional=()) -> list:
 
 MAX_BODY = 65536  # bytes: every body the API takes is a few fields
 RESEARCHER_ONLY = ("/api/answers.csv", "/api/status")  # and /api/ranking(.csv) without a session
+ANNOTATOR_PATHS = ("/api/session", "/api/question", "/api/answer", "/api/undo", "/api/ranking")  # invites open these
 
 
 def _inline_hash(page: str, tag: str) -> str:
@@ -115,10 +117,7 @@ def make_app(
             if whole and researcher_token is not None and not researcher:
                 return refused(401, "token: the researcher's token is needed here (exports, status, every ranking)")
             if not whole and token is not None and not (researcher or _matches(given, token)):
-                if not (
-                    annotation.store.has_invites()
-                    and path in ("/api/session", "/api/question", "/api/answer", "/api/ranking")
-                ):
+                if not (annotation.store.has_invites() and path in ANNOTATOR_PATHS):
                     return refused(401, "token: missing or wrong; open the page with ?token=...")
         response = await call_next(request)
         response.headers.update(headers)
@@ -156,6 +155,11 @@ def make_app(
     def answer(body: Any = Body(...)):
         sid, qid, choice = _body(body, "session", "question", "choice")
         return annotation.answer(sid, qid, choice)
+
+    @app.post("/api/undo")
+    def undo(body: Any = Body(...)):
+        (sid,) = _body(body, "session")
+        return annotation.undo(sid)
 
     @app.get("/api/ranking")
     def ranking(session: Optional[str] = None):

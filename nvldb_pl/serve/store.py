@@ -3,7 +3,8 @@
 Tables: ``meta`` (what the file was made with: the items' sha256, the learner's config, seed, offer),
 ``sessions`` (one a browser), ``questions`` (the offer, as item indices, and the pair shown),
 ``answers`` (one a question at most; ``choice`` 1: the first item shown, 2: the second, 0: can't
-decide; ``learned`` NULL until the learner has taken it, 1 then, 0 where the learner refused it),
+decide; ``learned`` NULL until the learner has taken it, 1 then, 0 where the learner refused it; ``undone`` the
+time the person took it back, else NULL: an undone answer is kept, and learned from by no one),
 ``settle`` (Kendall tau between the rankings before and after each learned answer), ``snapshots``
 (the learner files saved, with the number of answers each holds and its sha256) and ``invites`` (an invited
 annotator's name and the sha256 of their secret: the secret itself is kept nowhere).
@@ -36,7 +37,7 @@ CREATE TABLE IF NOT EXISTS questions (
 CREATE TABLE IF NOT EXISTS answers (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, question INTEGER NOT NULL UNIQUE REFERENCES questions(id),
     session TEXT NOT NULL, learner TEXT NOT NULL, choice INTEGER NOT NULL CHECK (choice IN (0, 1, 2)),
-    answered REAL NOT NULL, learned INTEGER, refused TEXT);
+    answered REAL NOT NULL, learned INTEGER, refused TEXT, undone REAL);
 CREATE TABLE IF NOT EXISTS settle (learner TEXT NOT NULL, answers INTEGER NOT NULL, tau REAL NOT NULL,
     PRIMARY KEY (learner, answers));
 CREATE TABLE IF NOT EXISTS snapshots (learner TEXT PRIMARY KEY, answers INTEGER NOT NULL, sha256 TEXT NOT NULL,
@@ -89,6 +90,8 @@ class Store:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
+            if "undone" not in {r[1] for r in self.db.execute("PRAGMA table_info(answers)")}:  # made before undo
+                self.db.execute("ALTER TABLE answers ADD COLUMN undone REAL")
         except sqlite3.DatabaseError as err:
             self._abandon()
             raise ValueError(f"--db: {path} is not a readable database ({err}); nothing was changed") from None
@@ -176,7 +179,8 @@ class Store:
         """The learner's decided answers not refused, in the order given: (seq, offer, i, j, choice, learned)."""
         r = self.rows(
             "SELECT a.seq, q.offer, q.i, q.j, a.choice, a.learned FROM answers a JOIN questions q ON q.id = a.question "
-            "WHERE a.learner = ? AND a.choice != 0 AND (a.learned IS NULL OR a.learned = 1) ORDER BY a.seq",
+            "WHERE a.learner = ? AND a.choice != 0 AND (a.learned IS NULL OR a.learned = 1) AND a.undone IS NULL "
+            "ORDER BY a.seq",
             (learner,),
         )
         return [(s, json.loads(o), i, j, c, lr) for s, o, i, j, c, lr in r]
@@ -184,13 +188,30 @@ class Store:
     def learners(self) -> list:
         return [r[0] for r in self.rows("SELECT DISTINCT learner FROM questions ORDER BY learner")]
 
-    def count_answers(self) -> int:
-        return self.rows("SELECT COUNT(*) FROM answers")[0][0]
+    def count_answers(self, session: Optional[str] = None) -> int:
+        """The answers kept (undone ones not counted): all, or ``session``'s."""
+        if session is None:
+            return self.rows("SELECT COUNT(*) FROM answers WHERE undone IS NULL")[0][0]
+        return self.rows("SELECT COUNT(*) FROM answers WHERE session = ? AND undone IS NULL", (session,))[0][0]
+
+    def last_answer(self, session: str) -> Optional[tuple]:
+        """The session's latest answer not undone: (seq, question, learner, choice, learned), else None."""
+        r = self.rows(
+            "SELECT seq, question, learner, choice, learned FROM answers WHERE session = ? AND undone IS NULL "
+            "ORDER BY seq DESC LIMIT 1",
+            (session,),
+        )
+        return r[0] if r else None
+
+    def undo(self, seq: int) -> None:
+        self._write("UPDATE answers SET undone = ? WHERE seq = ?", (time.time(), seq))
 
     def answers(self) -> list:
-        """Every answer, in the order given: (seq, session, annotator, learner, first, second, choice, answered, learned)."""
+        """Every answer, in the order given: (seq, session, annotator, learner, first, second, choice, answered, learned,
+        undone)."""
         return self.rows(
-            "SELECT a.seq, a.session, s.annotator, a.learner, q.offer, q.i, q.j, a.choice, a.answered, a.learned "
+            "SELECT a.seq, a.session, s.annotator, a.learner, q.offer, q.i, q.j, a.choice, a.answered, a.learned, "
+            "a.undone "
             "FROM answers a JOIN questions q ON q.id = a.question JOIN sessions s ON s.id = a.session ORDER BY a.seq"
         )
 

@@ -236,3 +236,42 @@ def test_a_refused_answer_is_kept_and_the_learner_unchanged(tmp_path, monkeypatc
         0,
         "model: a non-finite value",
     )
+
+
+def test_undo_takes_the_last_answer_back_exactly_and_keeps_it_as_undone(tmp_path):
+    """The learner after an undo is the learner that never took the answer (bit for bit: the next answers give the
+    same scores as a run without it), the answer stays in the database as undone, its pair is asked again, a restart
+    replays without it; refused where another person's answer came since (one learner for all) or none is left."""
+    ann = _annotation(tmp_path, save_every=2)
+    sid, other = ann.new_session(), ann.new_session()
+    _answer_n(ann, sid, 3)
+    ref = _annotation(tmp_path, name="ref.db", save_every=2)
+    rsid = ref.new_session()
+    _answer_n(ref, rsid, 3)
+    q = ann.question(sid)
+    ann.answer(sid, q["question"], 1)
+    out = ann.undo(sid)
+    assert out["yours"] == 3 and ann.store.count_answers() == 3
+    again = ann.question(sid)
+    assert (again["first"]["name"], again["second"]["name"]) == (q["first"]["name"], q["second"]["name"])
+    assert (ann.bandits[SHARED].scores(ann.items.contexts) == ref.bandits[SHARED].scores(ref.items.contexts)).all()
+    with pytest.raises(BadRequest, match="undo: the learner has moved on since"):
+        _answer_n(ann, other, 1)
+        ann.undo(sid)
+    ann.store.close()
+    restarted = _annotation(tmp_path, save_every=2)
+    assert restarted.bandits[SHARED].num_observed == 4  # 3 of sid and 1 of other; the undone one not replayed
+    fresh = _annotation(tmp_path, name="empty.db")
+    with pytest.raises(BadRequest, match="undo: this session has no answer to take back"):
+        fresh.undo(fresh.new_session())
+
+
+def test_a_goal_ends_a_persons_questions_and_counts_their_own_answers(tmp_path):
+    ann = _annotation(tmp_path, questions_per_person=2)
+    a, b = ann.new_session(), ann.new_session()
+    _answer_n(ann, a, 2)
+    assert ann.question(a) == {"done": True, "answers": 2, "learned": 2, "yours": 2, "goal": 2}
+    q = ann.question(b)
+    assert q["yours"] == 0 and q["goal"] == 2 and "question" in q
+    with pytest.raises(ValueError, match="--questions-per-person: must be an integer >= 1, got 0"):
+        _annotation(tmp_path, name="b.db", questions_per_person=0)

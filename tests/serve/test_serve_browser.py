@@ -39,7 +39,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _start(items, db, port):
+def _start(items, db, port, *extra):
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -52,6 +52,7 @@ def _start(items, db, port):
             str(port),
             "--save-every",
             "5",
+            *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -144,3 +145,63 @@ def test_the_page_runs_under_its_content_policy_and_refuses_framing(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
+
+
+def _wait(page, expression, timeout=30000):
+    page.wait_for_function(expression, timeout=timeout)
+
+
+def _prefer(page):
+    names = [page.locator(f"#{s} .name").inner_text() for s in ("first", "second")]
+    page.click("#first" if UTILITY[names[0]] > UTILITY[names[1]] else "#second")
+
+
+def test_the_persons_side_a_second_tab_undo_a_server_that_is_down_and_the_end(tmp_path):
+    """Two tabs of one person: an answer in the first makes the second's question stale, and a click there brings
+    the next question with a note (it was refused, the page stuck); undo takes the answer back (the same pair asked
+    again); with the server down a click says so and is retried, and lands once the server is back; after
+    --questions-per-person answers the page thanks the person and asks no more."""
+    items, db, port = _items(tmp_path), str(tmp_path / "answers.db"), _free_port()
+    proc, _, _ = _start(items, db, port, "--questions-per-person", "3")
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            context = browser.new_context(bypass_csp=True)  # one person: one session in both tabs (localStorage)
+            one, two = context.new_page(), context.new_page()
+            for page in (one, two):
+                page.goto(url)
+                page.wait_for_selector("#first .name")
+            asked = one.get_attribute("#ask", "data-question")
+            assert two.get_attribute("#ask", "data-question") == asked
+            pair = [one.locator(f"#{s} .name").inner_text() for s in ("first", "second")]
+            _prefer(one)
+            _wait(one, "document.getElementById('count').dataset.yours === '1'")
+            _prefer(two)  # stale here
+            _wait(two, "document.getElementById('note').textContent.includes('answered already')")
+            _wait(two, f"document.getElementById('ask').dataset.question !== '{asked}'")
+            assert two.get_attribute("#ask", "data-question") == one.get_attribute("#ask", "data-question") != asked
+            assert two.locator("#error").inner_text() == "" and two.locator("#count").get_attribute("data-yours") == "1"
+            one.click("#undo")
+            _wait(one, "document.getElementById('count').dataset.yours === '0'")
+            assert "taken back" in one.locator("#note").inner_text()
+            assert [one.locator(f"#{s} .name").inner_text() for s in ("first", "second")] == pair  # asked again
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            _prefer(one)
+            _wait(one, "document.getElementById('error').textContent.startsWith('The server cannot be reached')")
+            proc, restored, _ = _start(items, db, port, "--questions-per-person", "3")
+            _wait(one, "document.getElementById('count').dataset.yours === '1'", timeout=60000)
+            _prefer(one)
+            _wait(one, "document.getElementById('count').dataset.yours === '2'")
+            _prefer(one)
+            one.wait_for_selector("#done", state="visible", timeout=30000)
+            assert one.locator("#ask").is_hidden() and "Thank you" in one.locator("#done").inner_text()
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT COUNT(*), SUM(undone IS NOT NULL) FROM answers").fetchone()
+    assert rows == (4, 1)  # three kept and the one taken back, kept as undone
+    assert "0 kept" in restored  # (the one answer before the kill was taken back)

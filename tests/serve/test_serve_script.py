@@ -55,7 +55,9 @@ def test_a_serve_command_of_the_docs_serves_the_page(command, tmp_path):
         address = re.search(r"at (http://127\.0\.0\.1:\d+/)(\?token=(\S+))?", first)
         assert address, first + proc.stderr.read()
         proc.stdout.readline()  # answers kept and restored
-        researcher = re.search(r"researcher \(exports, status, every ranking\): \S+\?token=(\S+)", proc.stdout.readline())
+        researcher = re.search(
+            r"researcher \(exports, status, every ranking\): \S+\?token=(\S+)", proc.stdout.readline()
+        )
         assert "A or B?" in urllib.request.urlopen(address.group(1), timeout=30).read().decode()
         req = urllib.request.Request(address.group(1) + "api/status", headers={"X-Token": researcher.group(1)})
         status = json.loads(urllib.request.urlopen(req, timeout=30).read())
