@@ -75,6 +75,13 @@ def main(argv=None) -> int:
     )
     p.add_argument("--prompt", help='the question put to people (default "Which do you prefer?")')
     p.add_argument(
+        "--most-behind",
+        type=int,
+        default=20,
+        help="answers the learner (a thread of its own) may lag before a reply waits for it (default 20: about a "
+        "second); larger: quicker replies under heavy load, a longer lag",
+    )
+    p.add_argument(
         "--questions-per-person",
         type=int,
         help="each person's goal: after this many answers the page thanks them and asks no more (default: no end)",
@@ -90,6 +97,8 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    import torch
+
     from nvldb_pl.serve.annotation import Annotation
     from nvldb_pl.serve.store import Store
 
@@ -107,11 +116,24 @@ def main(argv=None) -> int:
         offer = None if a.offer_all else (a.offer if a.offer is not None else (4 if a.objective == "regret" else None))
         store = Store(a.db, exclusive=True)  # one server a database
         annotation = Annotation(
-            items, store, a.config, a.seed, offer, a.per_annotator, a.save_every, a.objective, a.questions_per_person
+            items,
+            store,
+            a.config,
+            a.seed,
+            offer,
+            a.per_annotator,
+            a.save_every,
+            a.objective,
+            a.questions_per_person,
+            background=True,  # a reply waits for no learning, unless the learner lags --most-behind answers
+            most_behind=a.most_behind,
         )
         invites = {name: annotation.invite(name) for name in a.invite}
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # a reply in one segment, not held by Nagle's algorithm for the last one's ACK (40 ms on a kept-alive
+        # connection); the connections accepted take it from here
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((a.host, a.port))
             sock.listen(128)  # connections wait from now on, before the address is printed
@@ -136,6 +158,10 @@ def main(argv=None) -> int:
     local = {"127.0.0.1", "localhost", "::1"}
     hosts = local if a.host in local else None if a.host in ("0.0.0.0", "::") else {a.host}
     app = make_app(annotation, a.token, researcher, hosts, a.prompt)
+    # the learning thread holds the GIL in its Python between torch's kernels: switch more often, so that a reply
+    # (which passes through the event loop and a worker thread) is not queued behind it (docs/serve.md, "Load")
+    sys.setswitchinterval(0.0005)
+    torch.set_num_threads(1)  # the learner's tensors are small: a second thread only contends with the replies
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     # uvicorn stops gracefully on SIGINT/SIGTERM, then raises the signal again with the handlers it found: these,
     # which let the learners be saved below instead of ending the process there

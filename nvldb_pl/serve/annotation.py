@@ -26,6 +26,7 @@ import json
 import os
 import re
 import secrets
+import threading
 import uuid
 from typing import Optional
 
@@ -35,8 +36,10 @@ from ..live import DuelingBandit
 from ..maths.ranking import check_objective
 from .items import Catalog, kendall_tau
 from .store import Store
+from .worker import LearningQueue
 
 SHARED = "shared"
+MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (the lag stays about a second)
 SESSION_ID = re.compile(r"[0-9a-f]{32}")  # what new_session hands out (uuid4's hex)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a CSV cell a spreadsheet would read as a formula
 
@@ -92,6 +95,8 @@ class Annotation:
         save_every: int = 10,
         objective: str = "regret",
         questions_per_person: Optional[int] = None,
+        background: bool = False,
+        most_behind: int = MOST_BEHIND,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
@@ -109,6 +114,9 @@ class Annotation:
         if questions_per_person is not None and (type(questions_per_person) is not int or questions_per_person < 1):
             raise ValueError(f"--questions-per-person: must be an integer >= 1, got {_clip(questions_per_person)}")
         self.goal = questions_per_person
+        if type(most_behind) is not int or most_behind < 0:
+            raise ValueError(f"--most-behind: must be an integer >= 0, got {_clip(most_behind)}")
+        self.most_behind = most_behind
         self.items, self.store, self.config, self.seed = items, store, config, int(seed)
         self.offer, self.per_annotator, self.save_every = min(offer or N, N), bool(per_annotator), int(save_every)
         with open(config, "rb") as fh:
@@ -129,13 +137,17 @@ class Annotation:
                 "objective": objective,
             }
         )
-        self.lock = store.lock
+        self.lock = threading.RLock()  # the learners (the database has its own)
         self.bandits: dict = {}
         self.previous: dict = {}  # the scores after each learner's latest answer
         self.chain: dict = {}  # learner -> (number of its last answer learned, digest of its answers in order)
         self.before: dict = {}  # learner -> (its latest answer, the learner, chain and scores before it): undo
+        self.asker: dict = {}  # learner -> a copy of it as it stands, which questions are chosen on (background)
+        self.ask_lock = threading.Lock()
         files = self._learner_files()  # checked, every one, before anything is written
         self.restored = {k: self._restore(k, files.get(k)) for k in store.learners()}
+        # background: a reply waits for no learning; the learners take the answers in order, in a thread
+        self.queue = LearningQueue(self._learn_job) if background else None
 
     # ------------------------------------------------------------------ learners
     def snapshot_path(self, key: str) -> str:
@@ -229,13 +241,21 @@ class Annotation:
         except (ValueError, FloatingPointError) as err:
             self.store.mark(seq, False, str(err))
             return str(err)
-        self.store.mark(seq, True)
         self.before[key] = before
         self.chain[key] = (seq, chained(self.chain.get(key, (0, ""))[1], seq, offer, i, j, choice))
         scores = bandit.scores(self.items.contexts)
-        self.store.add_tau(key, bandit.num_observed, kendall_tau(self.previous[key], scores))
+        self.store.learned(seq, key, bandit.num_observed, kendall_tau(self.previous[key], scores))
         self.previous[key] = scores
         return None
+
+    def _learn_job(self, job: tuple) -> None:
+        """The learning thread's step: one committed answer learned, the learner saved every save_every, and a copy
+        of it as it now stands handed to the questions (they never wait for a learning step)."""
+        key = job[0]
+        with self.lock:
+            if self._learn(*job) is None and self.bandits[key].num_observed % self.save_every == 0:
+                self.save(key)
+            self._publish(key)
 
     def save(self, key: str) -> None:
         """Save learner ``key`` (atomically), then record its file's sha256 and answers held."""
@@ -245,6 +265,9 @@ class Annotation:
         self.store.set_snapshot(key, self.bandits[key].num_observed, _sha256(path), path)
 
     def close(self) -> None:
+        """Learn what waits, then save every learner."""
+        if self.queue is not None:
+            self.queue.stop()
         with self.lock:
             for key in self.bandits:
                 self.save(key)
@@ -298,9 +321,12 @@ class Annotation:
         }
 
     def question(self, sid: str) -> dict:
-        """The session's unanswered question if it has one, else a new one the learner picks."""
-        with self.lock:
-            key = self.learner_of(sid)
+        """The session's unanswered question if it has one, else a new one the learner picks (background: on its copy,
+        never waiting for a learning step)."""
+        key = self.learner_of(sid)
+        if self.queue is not None:
+            self._ensure_asker(key)
+        with self.lock if self.queue is None else self.store.lock:  # (questions are numbered one at a time)
             if self.goal is not None and self.store.count_answers(sid) >= self.goal:
                 return {"done": True, **self.counts(key, sid)}  # the person has answered all they were asked
             pending = self.store.pending(sid)
@@ -311,7 +337,7 @@ class Annotation:
                 offer = (
                     sorted(rng.choice(N, size=self.offer, replace=False).tolist()) if self.offer < N else list(range(N))
                 )
-                i, j = self._bandit(key).select(self.items.contexts[offer])
+                i, j = self._select(key, offer)
                 pending = (self.store.add_question(sid, key, offer, i, j), offer, i, j)
             qid, offer, i, j = pending
             return {
@@ -320,6 +346,30 @@ class Annotation:
                 "second": self._item(offer[j]),
                 **self.counts(key, sid),
             }
+
+    def _select(self, key: str, offer: list) -> tuple:
+        """The pair learner ``key`` picks among ``offer``: on the learner itself, or (background) on its copy as it
+        stood after its latest answer learned."""
+        if self.queue is None:
+            return self._bandit(key).select(self.items.contexts[offer])
+        with self.ask_lock:
+            return self.asker[key].select(self.items.contexts[offer])
+
+    def _ensure_asker(self, key: str) -> None:
+        """(background) A copy of learner ``key`` for the questions, made where it has none yet."""
+        if key in self.asker:
+            return
+        with self.lock:
+            asker = copy.deepcopy(self._bandit(key))
+        with self.ask_lock:
+            self.asker.setdefault(key, asker)
+
+    def _publish(self, key: str) -> None:
+        """(background; self.lock held) Learner ``key`` as it now stands, copied for the questions."""
+        if self.queue is not None or key in self.asker:
+            asker = copy.deepcopy(self.bandits[key])
+            with self.ask_lock:
+                self.asker[key] = asker
 
     def answer(self, sid: str, qid, choice) -> dict:
         """Record ``choice`` (1: the first item shown, 2: the second, 0: can't decide) to question ``qid`` of
@@ -331,28 +381,42 @@ class Annotation:
             raise BadRequest(
                 422, f"choice: 1 (the first item), 2 (the second) or 0 (can't decide), got {_clip(choice)}"
             )
-        with self.lock:
-            self._session(sid)
-            q = self.store.question(qid) if 0 < qid < 2**63 else None  # (SQLite's integers: below 2^63)
-            if q is None:
-                raise BadRequest(404, f"question: {qid} was never asked")
-            session, key, offer, i, j, answered = q
-            if session != sid:
-                raise BadRequest(403, f"question: {qid} was asked in another session")
-            if answered:
-                raise BadRequest(409, f"question: {qid} is already answered")
-            seq = self.store.add_answer(qid, sid, key, choice)  # committed: from here on the answer is kept
+        if self.queue is not None:  # committed and queued in the database's order; the reply waits for no learning
+            with self.store.lock:
+                key, seq, offer, i, j = self._commit(sid, qid, choice)
+                if choice:
+                    self.queue.put((key, seq, offer, i, j, choice))
+            self.queue.wait_below(self.most_behind)  # committed: the reply waits only where the learner lags far behind
+            return {"answer": seq, "refused": None, **self.counts(key, sid)}
+        with self.lock:  # committed and learned in one: the learner takes the answers in the database's order
+            key, seq, offer, i, j = self._commit(sid, qid, choice)
             refused = self._learn(key, seq, offer, i, j, choice) if choice else None
-            if choice and self.bandits[key].num_observed % self.save_every == 0:
+            if choice and refused is None and self.bandits[key].num_observed % self.save_every == 0:
                 self.save(key)
             return {"answer": seq, "refused": refused, **self.counts(key, sid)}
+
+    def _commit(self, sid: str, qid: int, choice: int) -> tuple:
+        """Answer ``choice`` to question ``qid`` of session ``sid`` committed (the database's lock held by the
+        caller); (learner, answer number, offer, i, j)."""
+        self._session(sid)
+        q = self.store.question(qid) if 0 < qid < 2**63 else None  # (SQLite's integers: below 2^63)
+        if q is None:
+            raise BadRequest(404, f"question: {qid} was never asked")
+        session, key, offer, i, j, answered = q
+        if session != sid:
+            raise BadRequest(403, f"question: {qid} was asked in another session")
+        if answered:
+            raise BadRequest(409, f"question: {qid} is already answered")
+        return key, self.store.add_answer(qid, sid, key, choice), offer, i, j  # committed: from here on it is kept
 
     def undo(self, sid: str) -> dict:
         """Take back the session's last answer: kept in the database as undone, learned from by no one (its learner
         as it was before it), and its pair asked again. Refused where nothing is left to undo, or where the learner
         has learned another answer since (another person's, with one learner for all)."""
+        self._session(sid)
+        if self.queue is not None:
+            self.queue.drain()  # the answer to take back learned first
         with self.lock:
-            self._session(sid)
             last = self.store.last_answer(sid)
             if last is None:
                 raise BadRequest(409, "undo: this session has no answer to take back")
@@ -367,6 +431,7 @@ class Annotation:
                 _, self.bandits[key], self.chain[key], self.previous[key] = held
                 del self.before[key]
                 self.save(key)  # first the learner without it, then the database: a crash between keeps it whole
+                self._publish(key)
             self.store.undo(seq)
             _, _, offer, i, j, _ = self.store.question(qid)
             self.store.add_question(sid, key, offer, i, j)  # the same pair, asked again
@@ -377,6 +442,7 @@ class Annotation:
         goal (None: no end)."""
         learned = self.bandits[key].num_observed if key in self.bandits else 0
         out = {"answers": self.store.count_answers(), "learned": learned}
+        out["behind"] = self.queue.behind if self.queue is not None else 0  # answers kept, not yet learned
         if sid is not None:
             out.update(yours=self.store.count_answers(sid), goal=self.goal)
         return out

@@ -188,6 +188,11 @@ def make_app(
                 "learned": {k: b.num_observed for k, b in annotation.bandits.items()},
                 "restored": annotation.restored,
                 "items": len(annotation.items.names),
+                **(
+                    {"behind": annotation.queue.behind, "failed": annotation.queue.failed}
+                    if annotation.queue is not None
+                    else {}
+                ),
             }
 
     return app

@@ -175,6 +175,18 @@ class Store:
     def mark(self, seq: int, learned: bool, refused: Optional[str] = None) -> None:
         self._write("UPDATE answers SET learned = ?, refused = ? WHERE seq = ?", (int(learned), refused, seq))
 
+    def learned(self, seq: int, learner: str, answers: int, tau: float) -> None:
+        """Answer ``seq`` learned by ``learner``, now holding ``answers``, its ranking's tau: one transaction."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute("UPDATE answers SET learned = 1, refused = NULL WHERE seq = ?", (seq,))
+                self.db.execute("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), float(tau)))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
     def to_learn(self, learner: str) -> list:
         """The learner's decided answers not refused, in the order given: (seq, offer, i, j, choice, learned)."""
         r = self.rows(

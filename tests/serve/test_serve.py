@@ -270,7 +270,7 @@ def test_a_goal_ends_a_persons_questions_and_counts_their_own_answers(tmp_path):
     ann = _annotation(tmp_path, questions_per_person=2)
     a, b = ann.new_session(), ann.new_session()
     _answer_n(ann, a, 2)
-    assert ann.question(a) == {"done": True, "answers": 2, "learned": 2, "yours": 2, "goal": 2}
+    assert ann.question(a) == {"done": True, "answers": 2, "learned": 2, "behind": 0, "yours": 2, "goal": 2}
     q = ann.question(b)
     assert q["yours"] == 0 and q["goal"] == 2 and "question" in q
     with pytest.raises(ValueError, match="--questions-per-person: must be an integer >= 1, got 0"):

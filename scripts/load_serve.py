@@ -1,0 +1,186 @@
+"""Many people answering the annotation page at once: answers a second, the reply's latency, and how soon every
+answer is learned, with the machine named. Bounded in time and count, and on 127.0.0.1 only.
+
+    python scripts/load_serve.py --people 1 5 20 --seconds 20
+
+For each number of people, a fresh ``scripts/serve.py`` (its own temporary database, the built-in catalog, the
+default objective and config) on a free port of 127.0.0.1; each person is a thread with a connection of their own
+that starts a session, then asks for a question and answers it (a simulated taste) as fast as the replies come,
+for ``--seconds`` or until ``--max-answers`` answers in all. A row: people, answers a second, the replies' p50,
+p95 and p99 in milliseconds (every question and answer request), answers kept, answers learned when the people
+stop, and the seconds until the learner holds every answer.
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+TOKEN = "load-test-researcher"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(folder: str, extra: list) -> tuple:
+    port = _free_port()
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), "--db", os.path.join(folder, "load.db")]
+    cmd += ["--port", str(port), "--researcher-token", TOKEN, *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = proc.stdout.readline()
+    if "serving" not in line:
+        proc.kill()
+        raise SystemExit(f"error: scripts/serve.py did not start: {line}{proc.communicate()[0]}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # the rest of its output, unread
+    return proc, port
+
+
+class Connection:
+    """One person's keep-alive HTTP/1.1 connection, each request sent in one write (http.client sends a body apart
+    from its headers, and Nagle's algorithm with delayed ACKs then holds every POST 40 ms on the client)."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.port, self.buf = port, b""
+
+    def request(self, method: str, url: str, body=None, token=None) -> tuple:
+        data = b"" if body is None else json.dumps(body).encode()
+        head = f"{method} {url} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nContent-Length: {len(data)}\r\n"
+        head += "Content-Type: application/json\r\n" + (f"X-Token: {token}\r\n" if token else "") + "\r\n"
+        self.sock.sendall(head.encode() + data)
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self._recv()
+        header, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        status = int(header.split(b" ", 2)[1])
+        length = int(re.search(rb"(?i)content-length: *(\d+)", header).group(1))
+        while len(self.buf) < length:
+            self.buf += self._recv()
+        reply, self.buf = self.buf[:length], self.buf[length:]
+        return status, json.loads(reply or b"{}")
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        return chunk
+
+
+def _call(conn: Connection, method: str, url: str, body=None) -> tuple:
+    start = time.perf_counter()
+    status, data = conn.request(method, url, body)
+    return status, data, time.perf_counter() - start
+
+
+def _person(port: int, taste: np.ndarray, until: float, budget: list, lock, latencies: list, errors: list) -> None:
+    conn = Connection(port)
+    _, data, _ = _call(conn, "POST", "/api/session", {})
+    sid = data["session"]
+    while time.perf_counter() < until:
+        with lock:
+            if budget[0] <= 0:
+                return
+            budget[0] -= 1
+        status, q, t1 = _call(conn, "GET", f"/api/question?session={sid}")
+        if status != 200:
+            errors.append(q)
+            return
+        f = [np.array(list(q[s]["features"].values())) @ taste for s in ("first", "second")]
+        status, a, t2 = _call(
+            conn, "POST", "/api/answer", {"session": sid, "question": q["question"], "choice": 1 + int(f[1] > f[0])}
+        )
+        if status != 200:
+            errors.append(a)
+        latencies.extend([t1, t2])
+
+
+def _status(port: int) -> dict:
+    return Connection(port).request("GET", "/api/status", token=TOKEN)[1]
+
+
+def level(people: int, seconds: float, max_answers: int, extra: list) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        proc, port = _start(folder, extra)
+        try:
+            rng = np.random.default_rng(0)
+            taste = rng.standard_normal(5)
+            latencies, errors, lock, budget = [], [], threading.Lock(), [max_answers]
+            until = time.perf_counter() + seconds
+            start = time.perf_counter()
+            threads = [
+                threading.Thread(target=_person, args=(port, taste, until, budget, lock, latencies, errors))
+                for _ in range(people)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if not latencies:
+                raise SystemExit(f"error: no answer was taken: {errors[:1]}")
+            wall = time.perf_counter() - start
+            status = _status(port)
+            kept, learned_then = status["answers"], sum(status["learned"].values())
+            caught = time.perf_counter()
+            while sum(_status(port)["learned"].values()) < kept and time.perf_counter() - caught < 120:
+                time.sleep(0.05)
+            lag = time.perf_counter() - caught
+            learned = sum(_status(port)["learned"].values())
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    ms = np.array(latencies) * 1000
+    return {
+        "people": people,
+        "answers_per_s": kept / wall,
+        "p50": float(np.percentile(ms, 50)),
+        "p95": float(np.percentile(ms, 95)),
+        "p99": float(np.percentile(ms, 99)),
+        "kept": kept,
+        "learned_at_stop": learned_then,
+        "learned": learned,
+        "catch_up_s": lag,
+        "errors": len(errors),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--people", type=int, nargs="+", default=[1, 5, 20])
+    ap.add_argument("--seconds", type=float, default=20.0, help="how long the people answer at each level")
+    ap.add_argument("--max-answers", type=int, default=5000, help="answers at most, at each level")
+    ap.add_argument("serve_args", nargs="*", help="more arguments for scripts/serve.py (after --)")
+    a = ap.parse_args(argv)
+    if any(n < 1 for n in a.people) or a.seconds <= 0 or a.max_answers < 1:
+        print("error: --people, --seconds and --max-answers must be positive", file=sys.stderr)
+        return 2
+    cpu = platform.processor() or platform.machine()
+    print(f"# scripts/serve.py on 127.0.0.1, {os.cpu_count()} CPU cores ({cpu}), {a.seconds:g} s a level")
+    print(
+        "| people | answers/s | reply p50 ms | p95 ms | p99 ms | answers kept | learned at stop | all learned after s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for n in a.people:
+        r = level(n, a.seconds, a.max_answers, a.serve_args)
+        print(
+            f"| {n} | {r['answers_per_s']:.1f} | {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['kept']} | "
+            f"{r['learned_at_stop']} | {r['catch_up_s']:.1f} |" + (f" {r['errors']} refused" if r["errors"] else ""),
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
