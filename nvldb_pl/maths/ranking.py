@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import links
+
 OBJECTIVES = ("regret", "rank")
 _C2 = math.pi * math.log(2.0) / 2.0
 
@@ -58,3 +60,28 @@ class InformativePair:
         score = score.masked_fill(torch.eye(K, dtype=torch.bool, device=f.device), -torch.inf)
         flat = torch.argmax(score.flatten(1), dim=1)
         return flat // K, flat % K
+
+
+def ranking_view(f: torch.Tensor, norm: torch.Tensor, beta: float, link: str) -> dict:
+    """What one learner's estimate says of its ranking, on scales a person reads, from f [K] and norm [K, K] (one
+    seed; the exploration norms, read as above: f_k - f_j ~ N(m, (beta norm_kj)^2)).
+
+    ``vs_average`` [K]: g(f_k - mean_j f_j), the learner's probability that item k is preferred to an item of the
+    catalog's average utility (g the link); ``low``, ``high`` [K]: the same at f_k - mean f -/+ beta w_k, w_k =
+    mean_{j != k} norm_kj (the item's average width against the others); ``settled``: the expected share of pairs
+    in the order the ranking shows, mean_{k < j} Phi(|f_k - f_j| / (beta norm_kj)) (1: every pair certain; 0.5 for
+    a learner that knows nothing), the learner's own estimate, as sure as its widths are."""
+    K = f.shape[0]
+    d = f - f.mean()
+    off = ~torch.eye(K, dtype=torch.bool, device=f.device)
+    w = (norm * off).sum(dim=1) / max(K - 1, 1)
+    g = lambda z: links.prob(link, z)  # noqa: E731
+    upper = torch.triu(off, diagonal=1)
+    gap, width = (f.unsqueeze(1) - f.unsqueeze(0)).abs()[upper], (beta * norm)[upper]
+    sure = torch.where(width > 0, torch.special.ndtr(gap / width.clamp(min=1e-12)), (gap > 0).to(f.dtype))
+    return {
+        "vs_average": g(d),
+        "low": g(d - beta * w),
+        "high": g(d + beta * w),
+        "settled": float(sure.mean()) if sure.numel() else 1.0,
+    }

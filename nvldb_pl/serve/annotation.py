@@ -31,9 +31,10 @@ import uuid
 from typing import Optional
 
 import numpy as np
+import torch
 
 from ..live import DuelingBandit
-from ..maths.ranking import check_objective
+from ..maths.ranking import check_objective, ranking_view
 from .items import Catalog, kendall_tau
 from .store import Store
 from .worker import LearningQueue
@@ -452,19 +453,48 @@ class Annotation:
         return self.learner_of(sid) if sid is not None and self.per_annotator else SHARED
 
     def ranking(self, key: str = SHARED) -> dict:
-        """The items best first by learner ``key``'s estimated utility, and how its ranking settled."""
+        """The items best first by learner ``key``'s estimated utility ``score``, with, where the learner gives an
+        estimate, its probability that the item beats one of average utility and that probability's band
+        (``vs_average``, ``low``, ``high``: :func:`nvldb_pl.maths.ranking.ranking_view`), the answers it was
+        compared in (``compared``), the learner's own estimate of how settled the whole order is (``settled``),
+        and the stability of the ranking (``settle``: Kendall tau between the rankings before and after each
+        answer)."""
+        N = len(self.items.names)
         with self.lock:
-            scores = (
-                self.bandits[key].scores(self.items.contexts)
-                if key in self.bandits
-                else np.zeros(len(self.items.names))
-            )
-            order = np.argsort(-scores, kind="stable")
-            return {
-                "ranking": [{"rank": r + 1, **self._item(k), "score": float(scores[k])} for r, k in enumerate(order)],
-                "settle": [{"answers": n, "tau": t} for n, t in self.store.taus(key)],
-                **self.counts(key),
-            }
+            scores = self.bandits[key].scores(self.items.contexts) if key in self.bandits else np.zeros(N)
+            view = self._view(key)
+        compared = np.zeros(N, dtype=int)
+        for _, offer, i, j, _, learned in self.store.to_learn(key):
+            if learned == 1:
+                compared[offer[i]] += 1
+                compared[offer[j]] += 1
+        order = np.argsort(-scores, kind="stable")
+        rows = []
+        for r, k in enumerate(order):
+            row = {"rank": r + 1, **self._item(k), "score": float(scores[k]), "compared": int(compared[k])}
+            if view is not None:
+                row.update({name: float(view[name][k]) for name in ("vs_average", "low", "high")})
+            rows.append(row)
+        return {
+            "ranking": rows,
+            "settled": None if view is None else view["settled"],
+            "settle": [{"answers": n, "tau": t} for n, t in self.store.taus(key)],
+            **self.counts(key),
+        }
+
+    def _view(self, key: str) -> Optional[dict]:
+        """(self.lock held) :func:`ranking_view` of learner ``key`` over every item; None where it gives no estimate
+        (no learner yet, or one without widths)."""
+        if key not in self.bandits:
+            return None
+        learner = self.bandits[key].learner
+        try:
+            est = learner.estimate(torch.as_tensor(self.items.contexts, dtype=torch.float32).unsqueeze(0))
+        except NotImplementedError:
+            return None
+        hp = learner.hparams
+        view = ranking_view(est["f"][0].double(), est["norm"][0].double(), float(hp.get("beta") or 1.0), hp["link"])
+        return {k: (v.cpu().numpy() if torch.is_tensor(v) else v) for k, v in view.items()}
 
     def answers_csv(self) -> str:
         """Every answer, in the order given. A session is named by its number (its id, which lets one answer in it,
@@ -511,7 +541,8 @@ class Annotation:
     def ranking_csv(self, key: str = SHARED) -> str:
         out = io.StringIO()
         w = csv.writer(out)
-        w.writerow(["rank", "name", "score"])
+        w.writerow(["rank", "name", "score", "p_beats_average", "p_low", "p_high", "compared"])
         for row in self.ranking(key)["ranking"]:
-            w.writerow([row["rank"], csv_cell(row["name"]), f"{row['score']:.6f}"])
+            p = [f"{row[k]:.4f}" if k in row else "" for k in ("vs_average", "low", "high")]
+            w.writerow([row["rank"], csv_cell(row["name"]), f"{row['score']:.6f}", *p, row["compared"]])
         return out.getvalue()

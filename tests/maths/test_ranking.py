@@ -77,3 +77,30 @@ def test_the_server_takes_the_objective_and_refuses_a_database_made_with_another
         Annotation(builtin_catalog(), Store(str(tmp_path / "b.db")), CONFIG, offer=4, objective="rank")
     with pytest.raises(ValueError, match="made with objective = 'rank', this server has 'regret'"):
         Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG, offer=None)
+
+
+def test_the_ranking_view_matches_a_loop_over_items_and_pairs():
+    import math
+
+    import torch
+
+    from nvldb_pl.maths.ranking import ranking_view
+
+    g = torch.Generator().manual_seed(3)
+    f = torch.randn(6, generator=g, dtype=torch.float64)
+    a = torch.rand(6, 6, generator=g, dtype=torch.float64)
+    norm = (a + a.T) * (1 - torch.eye(6, dtype=torch.float64))
+    view = ranking_view(f, norm, 2.0, "logistic")
+    mean = sum(f.tolist()) / 6
+    pairs = []
+    for k in range(6):
+        w = sum(norm[k, j].item() for j in range(6) if j != k) / 5
+        for z, name in (
+            (f[k].item() - mean, "vs_average"),
+            (f[k].item() - mean - 2 * w, "low"),
+            (f[k].item() - mean + 2 * w, "high"),
+        ):
+            assert math.isclose(view[name][k].item(), 1 / (1 + math.exp(-z)), rel_tol=1e-12)
+        for j in range(k + 1, 6):
+            pairs.append(0.5 * (1 + math.erf(abs(f[k].item() - f[j].item()) / (2 * norm[k, j].item()) / math.sqrt(2))))
+    assert math.isclose(view["settled"], sum(pairs) / len(pairs), rel_tol=1e-12)

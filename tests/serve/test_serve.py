@@ -275,3 +275,19 @@ def test_a_goal_ends_a_persons_questions_and_counts_their_own_answers(tmp_path):
     assert q["yours"] == 0 and q["goal"] == 2 and "question" in q
     with pytest.raises(ValueError, match="--questions-per-person: must be an integer >= 1, got 0"):
         _annotation(tmp_path, name="b.db", questions_per_person=0)
+
+
+def test_the_ranking_view_reads_as_probabilities_with_bands_counts_and_the_learners_own_settledness(tmp_path):
+    """vs_average is g(f_k - mean f) (checked against the scores), inside its band; compared counts the learned
+    answers an item was in (checked against the database); settled is a share of pairs in [0.5, 1]; the settle
+    chart is each answer's tau."""
+    ann = _annotation(tmp_path)
+    sid = ann.new_session()
+    _answer_n(ann, sid, 8)
+    view = ann.ranking()
+    f = np.array([r["score"] for r in view["ranking"]])
+    p = np.array([r["vs_average"] for r in view["ranking"]])
+    assert np.allclose(p, 1 / (1 + np.exp(-(f - f.mean()))), atol=1e-6)  # the logistic link of configs/live.yaml
+    assert all(r["low"] <= r["vs_average"] <= r["high"] for r in view["ranking"])
+    assert sum(r["compared"] for r in view["ranking"]) == 2 * 8
+    assert 0.5 <= view["settled"] <= 1 and len(view["settle"]) == 8
