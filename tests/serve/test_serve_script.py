@@ -112,3 +112,14 @@ def test_a_second_server_on_one_database_is_refused_naming_the_first(tmp_path):
     finally:
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
+
+
+def test_the_load_script_prints_a_row_for_each_number_of_people(capsys):
+    """scripts/load_serve.py (bounded: here 1 and 3 people, 2 s each, 40 answers at most) prints its table with every
+    answer kept and learned."""
+    assert load_script("load_serve").main(["--people", "1", "3", "--seconds", "2", "--max-answers", "40"]) == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if re.match(r"\| \d", line)]
+    assert [int(r[0]) for r in rows] == [1, 3]
+    for r in rows:
+        kept, learned_after = int(r[5]), float(r[7])
+        assert 0 < kept <= 40 and float(r[1]) > 0 and learned_after < 30
