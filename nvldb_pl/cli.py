@@ -33,6 +33,7 @@ from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
 from .machinery.devices import threads_for
+from .machinery.yaml_files import DuplicateKey, _unique_keys_loader
 from .machinery.host import (
     CannotWrite,
     check_writable,
@@ -404,34 +405,6 @@ def home_in_config_paths(argv: list[str]) -> list[str]:
         elif a.startswith("~") and i > 0 and out[i - 1] in ("--config", "-c"):
             out[i] = os.path.expanduser(a)
     return out
-
-
-class DuplicateKey(ValueError):
-    """A key given twice in one mapping of a config file."""
-
-
-def _unique_keys_loader():
-    """A YAML SafeLoader that refuses a key given twice in one mapping (YAML keeps the last one silently: ``rounds: 20``
-    then ``rounds: 30`` would run 30; two ``data:`` sections would drop the first whole)."""
-    import yaml
-
-    class UniqueKeys(yaml.SafeLoader):
-        pass
-
-    def mapping(loader, node, deep=False):
-        seen = {}
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise DuplicateKey(
-                    f"the key {key!r} is given twice in one mapping (lines {seen[key] + 1} and "
-                    f"{key_node.start_mark.line + 1}); YAML would keep the last one silently: give it once"
-                )
-            seen[key] = key_node.start_mark.line
-        return loader.construct_mapping(node, deep=deep)
-
-    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    return UniqueKeys
 
 
 def check_config_files(argv: list[str]) -> None:

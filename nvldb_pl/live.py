@@ -43,6 +43,7 @@ import torch
 from .maths.checks import typed_args, LINKED_FROM_DATA, refuse_other_state
 from .loop.data import BanditDataModule
 from .machinery.host import atomic_open, checkpoint_problem, keep_freed_memory, open_text
+from .machinery.yaml_files import refuse_duplicate_keys
 from .learners.base import DuelingLearner
 from .learners.neural import saved_hparams
 from .learners.registry import init_args, learner_class, learner_path
@@ -90,7 +91,14 @@ def _as_contexts(contexts, dim: int, min_items: int = 2) -> torch.Tensor:
     if not bool(torch.isfinite(x).all()):
         bad = sorted({int(r) for r in torch.nonzero(~torch.isfinite(x))[:, 0]})
         raise ValueError(f"contexts: non-finite (NaN or inf) features in item(s) {bad}")
-    return x.to(torch.float32)
+    x32 = x.to(torch.float32)
+    if not bool(torch.isfinite(x32).all()):  # finite in float64, beyond float32's range (the learner's)
+        bad = sorted({int(r) for r in torch.nonzero(~torch.isfinite(x32))[:, 0]})
+        raise ValueError(
+            f"contexts: features in item(s) {bad} are beyond float32's range (|x| > 3.4e38), in which the learner "
+            f"computes; rescale them (nothing changed)"
+        )
+    return x32
 
 
 def _as_index(k) -> Optional[int]:
@@ -121,8 +129,8 @@ def _read_yaml(text: str):
 
 
 def _check_seed(seed, field: str = "seed") -> None:
-    if _as_index(seed) is None or seed < 0:
-        raise ValueError(f"{field}: must be an integer >= 0, got {seed!r}")
+    if _as_index(seed) is None or not 0 <= seed <= 2**32 - 1:
+        raise ValueError(f"{field}: must be an integer between 0 and {2**32 - 1} (the seeds numpy takes), got {seed!r}")
 
 
 def _learner_args(cls: type, args: dict, where: str) -> dict:
@@ -229,8 +237,10 @@ class DuelingBandit:
             if not os.path.isfile(config):
                 raise FileNotFoundError(f"{config}: no such config file")
             with open_text(config, "config") as fh:
+                text = fh.read()
+                refuse_duplicate_keys(text, where)  # as the fit CLI refuses it
                 try:
-                    config = _read_yaml(fh.read()) or {}
+                    config = _read_yaml(text) or {}
                 except yaml.YAMLError as err:
                     raise ValueError(f"{where}: not valid YAML ({err})") from None
             if not isinstance(config, dict):
@@ -262,11 +272,18 @@ class DuelingBandit:
                 _check_seed(seed, "seed_everything")
             except ValueError as err:
                 raise ValueError(f"{where}: {err}") from None
+        given = {"dim": dim, "horizon": horizon}
+        for field, value in (("dim", data.get("dim", 5)), ("horizon", data.get("rounds", 1000))):
+            named = field if given[field] is not None else f"{where}: data.{'rounds' if field == 'horizon' else field}"
+            value = given[field] if given[field] is not None else value
+            if _as_index(value) is None or value < 1:  # (5.7 was read as 5)
+                raise ValueError(f"{named}: must be an integer >= 1, got {value!r}")
+            given[field] = int(value)
         try:
             return cls.create(
                 name,
-                dim=int(dim if dim is not None else data.get("dim", 5)),
-                horizon=int(horizon if horizon is not None else data.get("rounds", 1000)),
+                dim=given["dim"],
+                horizon=given["horizon"],
                 link=data.get("link", "logistic"),
                 seed=int(seed),
                 objective=objective,
@@ -352,13 +369,25 @@ class DuelingBandit:
         K = x.shape[0]
         if noise is None:
             noise = torch.randn(1, K, K, generator=self._gen, dtype=torch.float64)
-        if self.objective == "rank":  # the most informative pair about the order (the module's doc)
-            with torch.no_grad():
-                est = self.learner.estimate(x.unsqueeze(0).to(self.learner.device))
-            a1, a2 = self._rank_rule(est["f"], est["norm"])
-        else:
-            a1, a2 = self.learner.select(x.unsqueeze(0), noise, self.learner.t + 1)
-        self.learner.check_finite()
+        L = self.learner
+        flags = (L.first_bad_round.clone(), L.first_bad_context.clone())
+        try:
+            if self.objective == "rank":  # the most informative pair about the order (the module's doc)
+                with torch.no_grad():
+                    est = L.estimate(x.unsqueeze(0).to(L.device))
+                if not (bool(torch.isfinite(est["f"]).all()) and bool(torch.isfinite(est["norm"]).all())):
+                    raise FloatingPointError("non-finite estimate")
+                a1, a2 = self._rank_rule(est["f"], est["norm"])
+            else:
+                a1, a2 = L.select(x.unsqueeze(0), noise, L.t + 1)
+            L.check_finite()
+        except FloatingPointError as err:  # these contexts only: the learner as it was, usable
+            L.first_bad_round.copy_(flags[0])
+            L.first_bad_context.copy_(flags[1])
+            raise ValueError(
+                f"contexts: the learner's estimate of these items is not finite ({str(err).split(':')[0]}); "
+                f"rescale the features (nothing changed)"
+            ) from None
         return int(a1[0]), int(a2[0])
 
     def observe(self, contexts, i: int, j: int, outcome) -> None:
@@ -370,7 +399,9 @@ class DuelingBandit:
             index = _as_index(k)
             if index is None or not 0 <= index < K:
                 raise ValueError(f"{name}: must be an item index in [0, {K}), got {k!r}")
-        if torch.is_tensor(outcome) and outcome.numel() == 1:
+        if torch.is_tensor(outcome):
+            if outcome.numel() != 1:
+                raise ValueError(f"outcome: one answer, 1 or 0; got a tensor of shape {list(outcome.shape)}")
             outcome = outcome.item()
         if isinstance(outcome, np.ndarray):
             if outcome.size != 1:
@@ -417,7 +448,13 @@ class DuelingBandit:
     def scores(self, contexts) -> np.ndarray:
         """Estimated utilities f(x_k) of ``contexts`` [K, d] (K >= 1): sort them for the learned ranking."""
         x = _as_contexts(contexts, self.dim, min_items=1)
-        return self.learner.scores(x.unsqueeze(0))[0].cpu().numpy()
+        f = self.learner.scores(x.unsqueeze(0))[0].cpu().numpy()
+        if not np.all(np.isfinite(f)):
+            bad = [int(k) for k in np.nonzero(~np.isfinite(f))[0]]
+            raise ValueError(
+                f"contexts: the learner's estimate of item(s) {bad} is not finite; rescale the features (nothing changed)"
+            )
+        return f
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str, meta: Optional[dict] = None) -> None:

@@ -188,10 +188,13 @@ def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
         (lambda b: b.observe(np.eye(5), torch.tensor(1.0), 1, 1), "i: must be an item index"),
         (lambda b: b.observe(np.eye(5), torch.tensor([0, 1]), 1, 1), "i: must be an item index"),
         (lambda b: b.scores(np.zeros((0, 5))), "K >= 1 item and d = 5"),
-        (lambda b: DuelingBandit.create("NVLDB", dim=5, seed=-1), "seed: must be an integer >= 0, got -1"),
+        (
+            lambda b: DuelingBandit.create("NVLDB", dim=5, seed=-1),
+            "seed: must be an integer between 0 and 4294967295 (the seeds numpy takes), got -1",
+        ),
         (
             lambda b: DuelingBandit.from_config(os.path.join(ROOT, "configs", "live.yaml"), dim=5, seed=-1),
-            "seed: must be an integer >= 0",
+            "seed: must be an integer between 0 and 4294967295",
         ),
         (lambda b: DuelingBandit.from_config({"seed_everything": -4}, dim=5), "config: seed_everything: must be an"),
         (lambda b: DuelingBandit.from_config({"seed_everything": True}, dim=5), "seed_everything: true (a random seed"),

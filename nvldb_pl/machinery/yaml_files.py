@@ -1,0 +1,45 @@
+"""YAML config files read as the fit CLI and the live API both read them: a key given twice in one mapping is refused
+(YAML keeps the last one silently: ``rounds: 20`` then ``rounds: 30`` would run 30; two ``data:`` sections would drop
+the first whole)."""
+
+from __future__ import annotations
+
+
+class DuplicateKey(ValueError):
+    """A key given twice in one mapping of a config file."""
+
+
+def _unique_keys_loader():
+    """A YAML SafeLoader that refuses a key given twice in one mapping (:class:`DuplicateKey`, naming both lines)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise DuplicateKey(
+                    f"the key {key!r} is given twice in one mapping (lines {seen[key] + 1} and "
+                    f"{key_node.start_mark.line + 1}); YAML would keep the last one silently: give it once"
+                )
+            seen[key] = key_node.start_mark.line
+        return loader.construct_mapping(node, deep=deep)
+
+    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return UniqueKeys
+
+
+def refuse_duplicate_keys(text: str, where: str) -> None:
+    """A ValueError ``"<where>: the key ... is given twice ..."`` where ``text`` gives a key twice in one mapping
+    (YAML that does not parse is left to the caller's reader, which says so)."""
+    import yaml
+
+    try:
+        yaml.load(text, Loader=_unique_keys_loader())
+    except DuplicateKey as err:
+        raise ValueError(f"{where}: {err}") from None
+    except yaml.YAMLError:
+        pass

@@ -1,0 +1,58 @@
+"""The live API refuses what the fit CLI refuses, with the same kind of one line, and contexts that would poison the
+learner before any change (issue "No result without its reason")."""
+
+import numpy as np
+import pytest
+import torch
+
+from nvldb_pl.live import DuelingBandit
+
+
+@pytest.fixture
+def bandit():
+    return DuelingBandit.create(dim=3, width=4, grad_steps=2)
+
+
+@pytest.mark.parametrize("scale", [1e39, 3e38])
+def test_contexts_beyond_what_the_learner_computes_are_refused_and_it_stays_usable(bandit, scale):
+    """1e39 is finite in float64 and inf in the learner's float32 (select raised a bare FloatingPointError and left
+    the bandit unusable; scores returned NaN); 3e38 is finite in float32 and its estimate is not."""
+    x = np.full((3, 3), scale) * np.array([[1.0], [0.5], [-1.0]])
+    for call in (lambda: bandit.select(x), lambda: bandit.scores(x)):
+        try:
+            out = call()
+        except ValueError as err:
+            assert str(err).startswith("contexts: ") and "nothing changed" in str(err)
+        else:
+            assert np.all(np.isfinite(np.asarray(out, dtype=float)))
+    good = np.random.default_rng(0).standard_normal((3, 3))
+    i, j = bandit.select(good)
+    bandit.observe(good, i, j, 1)
+    assert bandit.num_observed == 1 and np.all(np.isfinite(bandit.scores(good)))
+
+
+def test_an_outcome_of_two_values_is_refused_naming_it(bandit):
+    x = np.eye(3)
+    with pytest.raises(ValueError, match=r"outcome: one answer, 1 or 0; got a tensor of shape \[2\]"):
+        bandit.observe(x, 0, 1, torch.tensor([1, 0]))
+    assert bandit.num_observed == 0
+
+
+def test_a_seed_numpy_cannot_take_is_refused_naming_it():
+    with pytest.raises(
+        ValueError, match=r"seed: must be an integer between 0 and 4294967295 \(the seeds numpy takes\)"
+    ):
+        DuelingBandit.create(dim=3, seed=2**64)
+
+
+def test_from_config_refuses_a_key_given_twice_and_a_dimension_that_is_not_an_integer(tmp_path):
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("model:\n  class_path: NDB\n  init_args:\n    width: 8\n    width: 16\n")
+    with pytest.raises(ValueError, match=r"dup.yaml: the key 'width' is given twice in one mapping \(lines 4 and 5\)"):
+        DuelingBandit.from_config(str(dup), dim=5)
+    with pytest.raises(ValueError, match=r"^dim: must be an integer >= 1, got 5.7$"):
+        DuelingBandit.from_config("configs/live.yaml", dim=5.7)
+    odd = tmp_path / "odd.yaml"
+    odd.write_text("data:\n  dim: 5.7\n")
+    with pytest.raises(ValueError, match=r"odd.yaml: data.dim: must be an integer >= 1, got 5.7"):
+        DuelingBandit.from_config(str(odd))
