@@ -13,7 +13,8 @@ An answer is committed before :meth:`Store.answer` returns: a killed server lose
 Refused at start, in one line naming ``--db`` (nothing read or written beside it): a file that is empty (0 bytes),
 not SQLite, another program's database or damaged (SQLite's integrity check); with ``exclusive`` (a server), a
 database another server holds (the lock file ``<db>.lock`` names it), since two servers on one file would each learn
-half of the answers.
+half of the answers; and a database that holds fewer answers than were acknowledged (``<db>.acked`` records, synced,
+the number of the last answer committed: damage to the write-ahead log loses its last frames without a word).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
+import zlib
 from typing import Optional
 
 SCHEMA = """
@@ -82,9 +84,16 @@ class Store:
                 f"answers, restore it from a backup, else remove it to start a new study"
             )
         self.db = None
+        self._acked = None  # the file descriptor of <db>.acked, opened at the first answer
         try:
+            acked = self._read_acked()
             if os.path.isfile(path):  # checked read-only first: a refused file is left as it was
-                self._check_existing(path)
+                self._check_existing(path, acked)
+            elif acked:
+                raise ValueError(
+                    f"--db: {path} does not exist, but {path}.acked says answers up to #{acked} were acknowledged: "
+                    f"restore the database from a backup, or move {path}.acked away to start a new study"
+                )
             self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
@@ -167,10 +176,13 @@ class Store:
         return (r[0][0], r[0][1], json.loads(r[0][2]), r[0][3], r[0][4], bool(r[0][5])) if r else None
 
     def add_answer(self, qid: int, sid: str, learner: str, choice: int) -> int:
-        return self._write(
-            "INSERT INTO answers (question, session, learner, choice, answered) VALUES (?, ?, ?, ?, ?)",
-            (qid, sid, learner, int(choice), time.time()),
-        ).lastrowid
+        with self.lock:
+            seq = self._write(
+                "INSERT INTO answers (question, session, learner, choice, answered) VALUES (?, ?, ?, ?, ?)",
+                (qid, sid, learner, int(choice), time.time()),
+            ).lastrowid
+            self._ack(seq)
+            return seq
 
     def mark(self, seq: int, learned: bool, refused: Optional[str] = None) -> None:
         self._write("UPDATE answers SET learned = ?, refused = ? WHERE seq = ?", (int(learned), refused, seq))
@@ -256,9 +268,28 @@ class Store:
     def set_snapshot(self, learner: str, answers: int, sha256: str, path: str) -> None:
         self._write("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (learner, int(answers), sha256, path))
 
-    @staticmethod
-    def _check_existing(path: str) -> None:
-        """A database file that exists: this server's kind, and whole (SQLite's integrity check), read-only."""
+    def _read_acked(self) -> int:
+        """The last answer acknowledged, as ``<db>.acked`` records it (0: none, or a record cut short)."""
+        try:
+            with open(f"{self.path}.acked", "rb") as fh:
+                seq, crc = fh.read(64).split()[:2]
+            return int(seq) if zlib.crc32(seq) == int(crc) else 0
+        except (OSError, ValueError):
+            return 0
+
+    def _ack(self, seq: int) -> None:
+        """Record, synced, that answer ``seq`` is committed (it may be acknowledged to the person from now on)."""
+        if self.path == ":memory:":
+            return
+        if self._acked is None:
+            self._acked = os.open(f"{self.path}.acked", os.O_WRONLY | os.O_CREAT, 0o644)
+        number = f"{seq:020d}".encode()
+        os.pwrite(self._acked, number + b" " + f"{zlib.crc32(number):010d}\n".encode(), 0)
+        os.fsync(self._acked)
+
+    def _check_existing(self, path: str, acked: int) -> None:
+        """A database file that exists: this server's kind, whole (SQLite's integrity check) and holding every answer
+        acknowledged, read-only."""
         probe = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -270,6 +301,13 @@ class Store:
                     f"--db: {path} is damaged (SQLite's integrity check: {str(check).splitlines()[0]}); restore it "
                     f"from a backup (nothing was changed)"
                 )
+            held = probe.execute("SELECT MAX(seq) FROM answers").fetchone()[0] if "answers" in tables else None
+            if acked > (held or 0):
+                raise ValueError(
+                    f"--db: {path} holds answers up to #{held or 0}, but #{acked} was acknowledged ({path}.acked): the "
+                    f"database has lost acknowledged answers (damage to its write-ahead log?); restore it from a "
+                    f"backup (nothing was changed)"
+                )
         finally:
             probe.close()
 
@@ -280,6 +318,9 @@ class Store:
         self._release()
 
     def _release(self) -> None:
+        if getattr(self, "_acked", None) is not None:
+            os.close(self._acked)
+            self._acked = None
         if self._held is not None:
             self._held.close()
             self._held = None

@@ -73,8 +73,10 @@ def test_a_database_that_lost_acknowledged_answers_is_refused_against_its_learne
     db = _study(tmp_path)
     with sqlite3.connect(db) as con:
         con.execute("DELETE FROM answers WHERE seq > 9")
-    message = _refused(db, "holds answers up to #12, and the database's last answer of that learner is #9")
+    message = _refused(db, r"holds answers up to #9, but #12 was acknowledged \(.*a.db.acked\)")
     assert "has lost acknowledged answers" in message
+    os.remove(db + ".acked")  # without that record, the learner file says as much
+    _refused(db, "holds answers up to #12, and the database's last answer of that learner is #9")
 
 
 def test_a_learner_file_of_other_answers_is_refused(tmp_path):
@@ -89,6 +91,13 @@ def test_a_learner_file_without_its_database_is_refused(tmp_path):
     for f in os.listdir(tmp_path):
         if re.fullmatch(r"a\.db(-wal|-shm)?", f):
             os.remove(tmp_path / f)
+    beside = _files(db)
+    with pytest.raises(
+        ValueError, match=r"a.db does not exist, but .*a.db.acked says answers up to #12 were acknowledged"
+    ):
+        Store(db)
+    assert _files(db) == beside and not os.path.exists(db)
+    os.remove(db + ".acked")
     learner_files = _files(db)
     with pytest.raises(ValueError, match="the database's last answer of that learner is none"):
         Annotation(builtin_catalog(), Store(db), CONFIG)
@@ -115,3 +124,29 @@ def test_a_second_store_of_a_server_on_one_database_is_refused_naming_the_first(
         Store(db, exclusive=True)
     first.close()
     Store(db, exclusive=True).close()  # released with the first
+
+
+def test_damage_to_the_write_ahead_log_is_found_against_the_learner_file(tmp_path):
+    """A server killed with its last answers still in the write-ahead log (copied as it stood), then the log's end
+    damaged: SQLite drops the damaged frames without a word, so the database holds fewer answers than were
+    acknowledged (12, as <db>.acked records), and the start is refused."""
+    import shutil
+
+    live = tmp_path / "live"
+    live.mkdir()
+    ann = Annotation(builtin_catalog(), Store(str(live / "a.db")), CONFIG, save_every=10)
+    _answer_n(ann, ann.new_session(), 12)
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    for f in os.listdir(live):  # the files as a kill -9 left them (the log not yet checkpointed into the database)
+        if not f.endswith(".lock"):
+            shutil.copy(live / f, crashed / f)
+    wal = crashed / "a.db-wal"
+    assert wal.stat().st_size > 32 * 4096
+    with open(wal, "r+b") as fh:  # the log's last frames damaged
+        fh.seek(wal.stat().st_size - 16 * 4120)
+        fh.write(os.urandom(16 * 4120))
+    with sqlite3.connect(f"file:{crashed / 'a.db'}?mode=ro", uri=True) as con:
+        kept = con.execute("SELECT MAX(seq) FROM answers").fetchone()[0]
+    assert kept is not None and kept < 12  # answers acknowledged to people, gone without a word
+    _refused(str(crashed / "a.db"), rf"holds answers up to #{kept}, but #12 was acknowledged")
