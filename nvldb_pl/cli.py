@@ -65,7 +65,7 @@ from .machinery.resume import (
 )
 from .loop.run import stopped_by_ctrl_c, tensorboard_logger
 from .environments.seeding import shard
-from .loop.trainer_checks import check_trainer
+from .loop.trainer_checks import check_trainer, launched_processes
 
 
 # Warnings from inside Lightning that a user of this package can do nothing about, filtered by
@@ -219,6 +219,8 @@ class NVLDBCLI(LightningCLI):
                 f"seed_everything: must be between 0 and {2**32 - 1} (the seeds numpy takes), or "
                 f"true (a random one) or false, got {seed}"
             )
+        if seed is True and cfg is not None:  # "a random one" (Lightning's seed_everything() would give 0)
+            cfg["seed_everything"] = random_seed()
         # Lightning's CLI would load an explicit ckpt_path file next (before anything is checked: a damaged or
         # foreign file gives a raw traceback) and let its hyperparameters override the command line silently.
         # It is held back until before_instantiate_classes: the command line stays the config, before_fit checks
@@ -405,6 +407,26 @@ def home_in_config_paths(argv: list[str]) -> list[str]:
         elif a.startswith("~") and i > 0 and out[i - 1] in ("--config", "-c"):
             out[i] = os.path.expanduser(a)
     return out
+
+
+def random_seed() -> int:
+    """``seed_everything: true``'s seed: drawn at random, said on stderr and kept in the run's config.yaml (so the run
+    can be made again); a process Lightning starts for the run takes its parent's (PL_GLOBAL_SEED). Refused where a
+    launcher started several processes, each of which would draw its own."""
+    inherited = os.environ.get("PL_GLOBAL_SEED")
+    if os.environ.get("LOCAL_RANK", "0") != "0" and inherited is not None and inherited.isdigit():
+        return int(inherited)  # a process Lightning started for the run: its parent's draw
+    launched = launched_processes()
+    if os.environ.get("NODE_RANK", "0") != "0":
+        launched = ("a launch by hand", 2, 1)
+    if launched is not None and launched[1] > 1:
+        raise ValueError(
+            f"seed_everything: true would draw a seed in each of the {launched[1]} processes {launched[0]} started, "
+            f"and they must share one; give the seed (an integer)"
+        )
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"seed_everything=true: seed {seed}, drawn at random (kept in the run's config.yaml)", file=sys.stderr)
+    return seed
 
 
 def check_config_files(argv: list[str]) -> None:

@@ -536,3 +536,61 @@ def test_a_quiet_run_experiment_leaves_lightnings_log_and_warnings_as_they_were(
     caplog.clear()
     assert run_cli([*args, "--ckpt_path=last"]) == 0
     assert "data.rounds=4: the checkpoint already holds every round of the run, so nothing runs" in caplog.text
+
+
+def test_seed_everything_true_draws_a_seed_says_it_and_keeps_it_so_the_run_can_be_made_again(tmp_path, capsys):
+    """Documented as "a random one", it gave seed 0 bit for bit (Lightning's seed_everything() without a seed): now
+    a seed drawn at random, said on stderr, in config.yaml and summary.json; giving that seed makes the same run."""
+    import json
+    import re
+
+    import yaml
+
+    from nvldb_pl.cli import run_cli
+
+    cos = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs", "cos.yaml"
+    )
+    short = ["--data.rounds=4", "--data.num_seeds=1", "--model.width=4", "--trainer.enable_progress_bar=false"]
+    seeds, regret = [], []
+    for name in ("a", "b"):
+        assert (
+            run_cli(
+                [
+                    "fit",
+                    "--config",
+                    cos,
+                    *short,
+                    "--seed_everything=true",
+                    f"--trainer.default_root_dir={tmp_path / name}",
+                ]
+            )
+            == 0
+        )
+        said = re.search(r"seed_everything=true: seed (\d+), drawn at random", capsys.readouterr().err)
+        folder = tmp_path / name / "lightning_logs" / "version_0"
+        summary = json.loads((folder / "summary.json").read_text())
+        assert (
+            said
+            and int(said.group(1))
+            == summary["base_seed"]
+            == yaml.safe_load((folder / "config.yaml").read_text())["seed_everything"]
+        )
+        seeds.append(summary["base_seed"])
+        regret.append(summary["seeds"][0]["cum_avg_regret"])
+    assert seeds[0] != seeds[1]
+    assert (
+        run_cli(
+            [
+                "fit",
+                "--config",
+                cos,
+                *short,
+                f"--seed_everything={seeds[0]}",
+                f"--trainer.default_root_dir={tmp_path / 'c'}",
+            ]
+        )
+        == 0
+    )
+    again = json.loads((tmp_path / "c" / "lightning_logs" / "version_0" / "summary.json").read_text())
+    assert again["seeds"][0]["cum_avg_regret"] == regret[0]
