@@ -49,9 +49,10 @@ CREATE TABLE IF NOT EXISTS invites (annotator TEXT PRIMARY KEY, secret_sha256 TE
 FORMAT = "nvldb_pl.serve/1"
 
 
-def hold(path: str):
+def hold(path: str, refusal: str = "") -> object:
     """An exclusive lock on ``path`` (made if absent) for this process's lifetime, recording who holds it; a
-    ValueError naming the holder where another process holds it. Returns the open file (closing it releases)."""
+    ValueError naming the holder where another process holds it (``refusal``: the message, ``{holder}`` in it;
+    default, the server's). Returns the open file (closing it releases)."""
     fh = open(path, "a+")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -60,8 +61,11 @@ def hold(path: str):
         holder = fh.read().strip() or "another process"
         fh.close()
         raise ValueError(
-            f"--db: {path[: -len('.lock')]} is in use by another server ({holder}); two servers on one database "
-            f"would each learn half of the answers: stop it, or give another --db"
+            (
+                refusal
+                or f"--db: {path[: -len('.lock')]} is in use by another server ({{holder}}); two servers on one "
+                f"database would each learn half of the answers: stop it, or give another --db"
+            ).format(holder=holder)
         ) from None
     fh.seek(0)
     fh.truncate()

@@ -27,6 +27,7 @@ import numpy as np
 from ..machinery.host import CannotWrite, open_text
 from ..live import DuelingBandit, rank
 from .items import FEATURES, builtin_catalog, kendall_tau
+from .store import hold
 
 TASTE = np.array([1.0, -0.5, 0.8, -1.0, -0.7])  # the simulated person's hidden weights per feature
 
@@ -184,6 +185,7 @@ def main(argv=None, stdin=None, out=None) -> int:
         "travellers' real choices; --seed picks the trips)",
     )
     a = p.parse_args(argv)
+    held = None  # --save's lock, released when the session ends
     try:
         if a.questions < 0:
             raise ValueError(f"--questions: must be >= 0, got {a.questions}")
@@ -219,7 +221,19 @@ def main(argv=None, stdin=None, out=None) -> int:
             )
         rng = np.random.default_rng([a.seed, bandit.num_observed])
         asked, given = 0, []
-        journal = Journal(a.save + ".answers", a.seed, a.load) if a.save else None
+        journal = None
+        if a.save:
+            held = hold(
+                f"{a.save}.lock",
+                f"--save: {a.save} is in use by another session ({{holder}}); two sessions on one --save would "
+                f"interleave one answers journal: stop it, or give another --save",
+            )
+            journal_path = a.save + ".answers"
+            if a.answers and os.path.exists(journal_path) and os.path.samefile(a.answers, journal_path):
+                kept = next(f"{journal_path}.{n}" for n in range(1, 10**6) if not os.path.exists(f"{journal_path}.{n}"))
+                os.replace(journal_path, kept)  # the answers read (all of them, already) stay whole there
+                out.write(f"--answers is --save's journal: it is kept as {kept}; a new journal starts\n")
+            journal = Journal(journal_path, a.seed, a.load)
         try:
             while asked < a.questions:
                 offer = rng.choice(len(names), size=offer_size, replace=False)
@@ -262,4 +276,7 @@ def main(argv=None, stdin=None, out=None) -> int:
     except (ValueError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        if held is not None:
+            held.close()
     return 0

@@ -163,3 +163,36 @@ def test_file_options_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_p
     code, text = _run(["--answers=~/b.txt", "--load=~/me.pt", "--questions", "1"])
     assert code == 0 and "after 3 answers" in text
     assert not (tmp_path / "~").exists()
+
+
+def test_a_second_session_on_one_save_is_refused_naming_the_first(tmp_path, capsys):
+    """Two sessions on one --save interleaved one answers journal; the second is refused in one line."""
+    from nvldb_pl.serve.store import hold
+
+    save = str(tmp_path / "me.pt")
+    first = hold(f"{save}.lock", "held {holder}")  # as another session holds it
+    try:
+        code, _ = _run(["--simulate", "--questions", "2", "--save", save])
+    finally:
+        first.close()
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: --save: {save} is in use by another session (pid {os.getpid()} on " in err
+    assert not os.path.exists(save) and not os.path.exists(save + ".answers")
+    assert _run(["--simulate", "--questions", "2", "--save", save])[0] == 0  # released: the next one goes on
+
+
+def test_the_journal_given_back_with_the_same_save_is_not_appended_to(tmp_path):
+    """The documented recovery, --answers ME.pt.answers --save ME.pt, appended the answers it replayed to the file it
+    read (a later recovery would have given them twice): the journal read is kept aside, a new one written, and the
+    learner is the first session's."""
+    save = str(tmp_path / "me.pt")
+    assert _run(["--simulate", "--questions", "5", "--save", save])[0] == 0
+    first = DuelingBandit.from_checkpoint(save)
+    journal = save + ".answers"
+    answers = [line for line in open(journal) if not line.startswith("#")]
+    code, text = _run(["--answers", journal, "--save", save])
+    assert code == 0 and f"it is kept as {journal}.1" in text
+    assert [line for line in open(journal) if not line.startswith("#")] == answers  # once, not twice
+    assert [line for line in open(journal + ".1") if not line.startswith("#")] == answers
+    names, raw, contexts = duel.catalog()
+    assert np.array_equal(DuelingBandit.from_checkpoint(save).scores(contexts), first.scores(contexts))
