@@ -57,7 +57,15 @@ def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[
     base = 0
     report = os.path.join(folder, "report.json")
     if os.path.exists(report):
-        base = int(read_json(report).get(f"{task}/{method}", {}).get("base_seed", 0))
+        whole, entry = read_json(report), None
+        if not isinstance(whole, dict):
+            raise ValueError(f"{report}: expected a JSON object of runs, got {type(whole).__name__}")
+        entry = whole.get(f"{task}/{method}", {})
+        if not isinstance(entry, dict) or not isinstance(entry.get("base_seed", 0), int):
+            raise ValueError(
+                f"{report}: its entry {task}/{method} is not a run's record (a JSON object with base_seed)"
+            )
+        base = entry.get("base_seed", 0)
     rs, seeds, R = curves[method]
     t = rounds if at is None else at
     where = np.flatnonzero(rs == t)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import math
 import io
 import os
 from typing import Optional
@@ -90,11 +91,23 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) 
     rows: dict[str, dict[int, dict[int, float]]] = {}
     try:
         with gzip.open(path, "rt") as fh:
-            for row in csv.DictReader(fh):
-                rows.setdefault(row["method"], {}).setdefault(int(row["round"]), {})[int(row["seed"])] = float(
-                    row["cum_avg_regret"]
-                )
-    except (OSError, EOFError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:  # cut short, not gzip
+            reader = csv.DictReader(fh)
+            for row in reader:
+                at = rows.setdefault(row["method"], {}).setdefault(int(row["round"]), {})
+                seed, value = int(row["seed"]), float(row["cum_avg_regret"])
+                where = f"{path} line {reader.line_num}"
+                if seed in at:  # (the later row won, silently)
+                    raise ValueError(f"{where}: {row['method']} round {row['round']} seed {seed} is given twice")
+                if not math.isfinite(value):
+                    raise ValueError(
+                        f"{where}: {row['method']} round {row['round']} seed {seed}: {value} is not finite"
+                    )
+                at[seed] = value
+    except ValueError as err:
+        if str(err).startswith(path):
+            raise
+        raise ValueError(f"{path}: damaged or not a curves file (ValueError: {err})") from None
+    except (OSError, EOFError, UnicodeDecodeError, KeyError, TypeError) as err:  # cut short, not gzip
         raise ValueError(f"{path}: damaged or not a curves file ({type(err).__name__}: {err})") from None
     out = {}
     for method, by_round in rows.items():
@@ -102,6 +115,10 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) 
         ids = sorted(by_round[rs[0]])
         if int(rs[-1]) != rounds or (seeds is not None and len(ids) != seeds):
             continue
+        for r in rs:
+            if sorted(by_round[r]) != ids:
+                missing = sorted(set(ids) - set(by_round[r])) or sorted(set(by_round[r]) - set(ids))
+                raise ValueError(f"{path}: {method} round {r} lacks or adds seed(s) {missing} (the others have {ids})")
         out[method] = (rs, ids, np.array([[by_round[r][i] for i in ids] for r in rs]))
     return out
 

@@ -511,3 +511,36 @@ def test_a_row_made_under_other_defaults_is_refused_not_skipped_and_not_paired(t
         sweep.summarize(str(out), {"w_reg": None})
         table = capsys.readouterr().out
         assert f"{d:+.3f} ± " in table and "not paired" not in table
+
+
+@pytest.mark.parametrize(
+    "rows, report, message",
+    [
+        (
+            [["Random", 0, 2, 1.0], ["Random", 0, 2, 9.0]],
+            None,
+            "line 3: Random round 2 seed 0 is given twice",
+        ),  # the later row won: the paired difference moved from +0.010 to -0.396
+        (
+            [["Random", 0, 2, 1.0], ["Random", 1, 2, float("nan")]],
+            None,
+            "line 3: Random round 2 seed 1: nan is not finite",
+        ),
+        (
+            [["Random", 0, 1, 1.0], ["Random", 1, 1, 1.0], ["Random", 0, 2, 1.0]],
+            None,
+            "Random round 2 lacks or adds seed(s) [1] (the others have [0, 1])",
+        ),  # a KeyError traceback
+        ([["Random", 0, 2, 1.0]], "[1, 2]", "report.json: expected a JSON object of runs, got list"),
+        ([["Random", 0, 2, 1.0]], "null", "report.json: expected a JSON object of runs, got NoneType"),
+        ([["Random", 0, 2, 1.0]], '{"cos/Random": [1]}', "report.json: its entry cos/Random is not a run's record"),
+    ],
+)
+def test_pair_reads_its_files_whole_and_names_what_is_wrong(tmp_path, capsys, rows, report, message):
+    pair = _script("pair")
+    _write_curves(tmp_path / "curves_cos.csv.gz", rows)
+    if report is not None:
+        (tmp_path / "report.json").write_text(report)
+    assert pair.main(["--task", "cos", "--rounds", "2", "--first", "Random", str(tmp_path)]) == 2
+    got = capsys.readouterr()
+    assert message in got.err and got.out == "" and len(got.err.strip().splitlines()) == 1, got.err
