@@ -33,7 +33,7 @@ from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
 from .machinery.devices import threads_for
-from .machinery.yaml_files import DuplicateKey, _unique_keys_loader
+from .machinery.yaml_files import DuplicateKey, unique_keys_loader
 from .machinery.host import (
     CannotWrite,
     check_writable,
@@ -435,7 +435,7 @@ def check_config_files(argv: list[str]) -> None:
     string>", line 4``, ``'utf-8' codec can't decode ...`` or ``Unexpected config: - 1``)."""
     import yaml
 
-    _UniqueKeys = _unique_keys_loader()
+    _UniqueKeys = unique_keys_loader()
     paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")]
     paths += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
     for path in paths:

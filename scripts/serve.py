@@ -158,9 +158,6 @@ def main(argv=None) -> int:
     local = {"127.0.0.1", "localhost", "::1"}
     hosts = local if a.host in local else None if a.host in ("0.0.0.0", "::") else {a.host}
     app = make_app(annotation, a.token, researcher, hosts, a.prompt)
-    # the learning thread holds the GIL in its Python between torch's kernels: switch more often, so that a reply
-    # (which passes through the event loop and a worker thread) is not queued behind it (docs/serve.md, "Load")
-    sys.setswitchinterval(0.0005)
     torch.set_num_threads(1)  # the learner's tensors are small: a second thread only contends with the replies
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     # uvicorn stops gracefully on SIGINT/SIGTERM, then raises the signal again with the handlers it found: these,

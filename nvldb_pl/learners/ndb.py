@@ -27,7 +27,7 @@ from ..maths import selection
 from ..maths.checks import check, check_linked, check_memory, check_number
 from ..maths.gram import GradientGram
 from .base import history_bytes
-from ..maths.network import layer_sizes
+from ..maths.network import parameter_count
 from .neural import NeuralLearner, pair_difference, resolve_network
 
 NDB_GRAMS = ("full", "diag")
@@ -86,8 +86,7 @@ class NDB(NeuralLearner):
         bias, init = resolve_network(dim, width, depth, parametrization, bias, init, None)
         beta = 1.0 if beta is None else beta
         check_number(beta, "beta")
-        sizes = layer_sizes(dim, width, depth)
-        p = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + dim + (sum(sizes[1:]) if bias else 0)  # |W|+|theta|+|b|
+        p = parameter_count(dim, width, depth, bias)  # |W| + |theta| + |b|
         check_memory(
             history_bytes(dim, rounds, num_seeds) + num_seeds * GradientGram.bytes_per_seed(p, gram),
             f"history and V^-1 of {num_seeds} x {p} x {p} float64",

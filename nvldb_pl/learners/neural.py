@@ -31,7 +31,7 @@ from ..maths.backward import accumulate_nll_grad, per_point_gradients
 from .base import DuelingLearner, as_pairs
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_memory, check_number
-from ..maths.network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights, layer_sizes
+from ..maths.network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights, parameter_count
 from ..environments.seeding import TAG_INIT, torch_seed
 from ..maths.user_network import StackedNetwork
 
@@ -195,8 +195,7 @@ class NeuralLearner(DuelingLearner):
             )
             self.net = StackedNetwork(s.network, s.num_seeds, s.dim, s.feature_dim)
         else:
-            sizes = layer_sizes(s.dim, s.width, s.depth)[:-1] + [s.feature_dim or s.dim]
-            count = sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + sizes[-1]  # W^1..W^L and theta, per seed
+            count = parameter_count(s.dim, s.width, s.depth, bool(s.bias), s.feature_dim)  # per seed
             check_memory(  # with their initial copy, Adam's two moments and a gradient: refused before allocating
                 5 * 4 * s.num_seeds * count,
                 f"{s.num_seeds} networks of {count} parameters with their Adam state",

@@ -128,10 +128,16 @@ def claim_new_folder(parent: str, prefix: str = "version_") -> int:
 
 def hold_folder(folder: str):
     """This process's hold on a run ``folder`` while it runs there, so no other process goes on with the run
-    at the same time: an exclusive ``flock`` of ``<folder>/.lock``, which the system lets go when the process
-    ends, however it ends. The open file to keep (close it to let go), or None when another process holds
-    it. Where the system has no flock (Windows) nothing is held and every call gets a file."""
-    fh = open(os.path.join(folder, ".lock"), "a")
+    at the same time: :func:`hold_file` of ``<folder>/.lock``."""
+    return hold_file(os.path.join(folder, ".lock"))
+
+
+def hold_file(path: str):
+    """An exclusive ``flock`` of ``path`` (made if absent), which the system lets go when the process ends, however
+    it ends. The open file to keep (close it to let go; opened for reading and appending, so that a holder may say
+    who it is), or None when another process holds it. Where the system has no flock (Windows) nothing is held and
+    every call gets a file."""
+    fh = open(path, "a+")
     try:
         import fcntl
     except ImportError:

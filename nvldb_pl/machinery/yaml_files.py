@@ -9,7 +9,7 @@ class DuplicateKey(ValueError):
     """A key given twice in one mapping of a config file."""
 
 
-def _unique_keys_loader():
+def unique_keys_loader():
     """A YAML SafeLoader that refuses a key given twice in one mapping (:class:`DuplicateKey`, naming both lines)."""
     import yaml
 
@@ -38,7 +38,7 @@ def refuse_duplicate_keys(text: str, where: str) -> None:
     import yaml
 
     try:
-        yaml.load(text, Loader=_unique_keys_loader())
+        yaml.load(text, Loader=unique_keys_loader())
     except DuplicateKey as err:
         raise ValueError(f"{where}: {err}") from None
     except yaml.YAMLError:

@@ -58,6 +58,12 @@ def layer_sizes(dim: int, width: int, depth: int, feature_dim: int | None = None
     return [dim] + [width] * (depth - 1) + [dim if feature_dim is None else feature_dim]
 
 
+def parameter_count(dim: int, width: int, depth: int, bias: bool, feature_dim: int | None = None) -> int:
+    """p = |W^1..W^L| + |theta| (+ the biases): the parameters of one seed's network f = theta^T phi(x; W)."""
+    sizes = layer_sizes(dim, width, depth, feature_dim)
+    return sum(i * o for i, o in zip(sizes[:-1], sizes[1:])) + sizes[-1] + (sum(sizes[1:]) if bias else 0)
+
+
 def init_weights(
     dim: int, width: int, depth: int, init: str, gen: torch.Generator, feature_dim: int | None = None
 ) -> list[torch.Tensor]:

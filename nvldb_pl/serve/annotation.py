@@ -240,7 +240,7 @@ class Annotation:
         try:
             bandit.observe(self.items.contexts[offer], i, j, int(choice == 1))
         except (ValueError, FloatingPointError) as err:
-            self.store.mark(seq, False, str(err))
+            self.store.refused(seq, str(err))
             return str(err)
         self.before[key] = before
         self.chain[key] = (seq, chained(self.chain.get(key, (0, ""))[1], seq, offer, i, j, choice))
@@ -367,7 +367,7 @@ class Annotation:
 
     def _publish(self, key: str) -> None:
         """(background; self.lock held) Learner ``key`` as it now stands, copied for the questions."""
-        if self.queue is not None or key in self.asker:
+        if self.queue is not None:
             asker = copy.deepcopy(self.bandits[key])
             with self.ask_lock:
                 self.asker[key] = asker

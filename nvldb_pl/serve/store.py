@@ -19,7 +19,6 @@ the number of the last answer committed: damage to the write-ahead log loses its
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -29,6 +28,8 @@ import time
 import urllib.parse
 import zlib
 from typing import Optional
+
+from ..machinery.host import hold_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,13 +54,10 @@ def hold(path: str, refusal: str = "") -> object:
     """An exclusive lock on ``path`` (made if absent) for this process's lifetime, recording who holds it; a
     ValueError naming the holder where another process holds it (``refusal``: the message, ``{holder}`` in it;
     default, the server's). Returns the open file (closing it releases)."""
-    fh = open(path, "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.seek(0)
-        holder = fh.read().strip() or "another process"
-        fh.close()
+    fh = hold_file(path)
+    if fh is None:
+        with open(path) as other:
+            holder = other.read().strip() or "another process"
         raise ValueError(
             (
                 refusal
@@ -113,11 +111,14 @@ class Store:
             raise
         self.lock = threading.RLock()
 
-    def _write(self, sql: str, args=()) -> sqlite3.Cursor:
+    def _write(self, sql: str, args=(), *more: tuple) -> sqlite3.Cursor:
+        """``sql`` with ``args`` (and each further ``(sql, args)``) in one transaction; the first one's cursor."""
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 cur = self.db.execute(sql, args)
+                for statement in more:
+                    self.db.execute(*statement)
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
@@ -188,20 +189,17 @@ class Store:
             self._ack(seq)
             return seq
 
-    def mark(self, seq: int, learned: bool, refused: Optional[str] = None) -> None:
-        self._write("UPDATE answers SET learned = ?, refused = ? WHERE seq = ?", (int(learned), refused, seq))
+    def refused(self, seq: int, reason: str) -> None:
+        """Answer ``seq`` refused by its learner (which is as it was before it), with the reason."""
+        self._write("UPDATE answers SET learned = 0, refused = ? WHERE seq = ?", (reason, seq))
 
     def learned(self, seq: int, learner: str, answers: int, tau: float) -> None:
         """Answer ``seq`` learned by ``learner``, now holding ``answers``, its ranking's tau: one transaction."""
-        with self.lock:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                self.db.execute("UPDATE answers SET learned = 1, refused = NULL WHERE seq = ?", (seq,))
-                self.db.execute("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), float(tau)))
-                self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
+        self._write(
+            "UPDATE answers SET learned = 1, refused = NULL WHERE seq = ?",
+            (seq,),
+            ("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), float(tau))),
+        )
 
     def to_learn(self, learner: str) -> list:
         """The learner's decided answers not refused, in the order given: (seq, offer, i, j, choice, learned)."""
@@ -259,9 +257,6 @@ class Store:
         return bool(self.rows("SELECT 1 FROM invites LIMIT 1"))
 
     # ------------------------------------------------------------------ how the ranking settled; saved learners
-    def add_tau(self, learner: str, answers: int, tau: float) -> None:
-        self._write("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), float(tau)))
-
     def taus(self, learner: str) -> list:
         return self.rows("SELECT answers, tau FROM settle WHERE learner = ? ORDER BY answers", (learner,))
 

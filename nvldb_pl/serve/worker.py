@@ -11,11 +11,7 @@ from __future__ import annotations
 import collections
 import sys
 import threading
-import time
 from typing import Callable, Optional
-
-
-YIELD_S = 0.01  # how long a waking learner leaves the reply that woke it to be sent
 
 
 class LearningQueue:
@@ -61,13 +57,10 @@ class LearningQueue:
     def _run(self) -> None:
         while True:
             with self.changed:
-                idle = not self.jobs
                 self.changed.wait_for(lambda: self.jobs or self.stopping)
                 if not self.jobs:
                     return
                 job = self.jobs[0]
-            if idle:  # the answer just came: its reply goes out first (learning holds the GIL between torch's kernels)
-                time.sleep(YIELD_S)
             try:
                 self.learn(job)
             except Exception as err:  # not the learner's refusal (learn records those): stop, the answers kept
