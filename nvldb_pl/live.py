@@ -414,8 +414,7 @@ class DuelingBandit:
         i, j = _as_index(i), _as_index(j)
         if i == j:
             raise ValueError(f"i, j: both are item {i}; an answer compares two different items (nothing was recorded)")
-        L = self.learner
-        before = copy.deepcopy(L)  # the learner as it was, should this answer make it non-finite
+        L = copy.deepcopy(self.learner)  # learned on a copy: the learner as it was stays whole (a refusal, restore)
         try:
             if L.t >= L.hist_o.shape[-1]:
                 L.grow_history(2 * L.hist_o.shape[-1])
@@ -437,13 +436,23 @@ class DuelingBandit:
             if not bool(torch.isfinite(L.scores(contexts)).all()):
                 raise FloatingPointError("non-finite estimated utilities")
         except BaseException as err:  # a non-finite update, or an interrupt halfway: the learner as before
-            self.learner = before
             if isinstance(err, (FloatingPointError, torch.linalg.LinAlgError)):
                 raise ValueError(
                     f"contexts: learning from this answer would leave the learner non-finite ({err}); "
                     f"nothing was recorded, the learner is as before"
                 ) from None
             raise
+        self.learner = L
+
+    def mark(self) -> tuple:
+        """The bandit as it stands, to go back to with :meth:`restore`: its learner (which :meth:`observe` never
+        changes in place: it learns on a copy, so a mark costs no copy) and the state of its Thompson draws."""
+        return self.learner, self._gen.get_state()
+
+    def restore(self, mark: tuple) -> None:
+        """The bandit as it was at ``mark`` (:meth:`mark`'s): every answer observed since forgotten."""
+        self.learner, draws = mark
+        self._gen.set_state(draws)
 
     def scores(self, contexts) -> np.ndarray:
         """Estimated utilities f(x_k) of ``contexts`` [K, d] (K >= 1): sort them for the learned ranking."""

@@ -2,11 +2,13 @@
 answer is learned, with the machine named. Bounded in time and count, and on 127.0.0.1 only.
 
     python scripts/load_serve.py --people 1 5 20 --seconds 20
+    python scripts/load_serve.py --people 20 --think 0.8   # people who read each question for 0.8 s
 
 For each number of people, a fresh ``scripts/serve.py`` (its own temporary database, the built-in catalog, the
 default objective and config) on a free port of 127.0.0.1; each person is a thread with a connection of their own
-that starts a session, then asks for a question and answers it (a simulated taste) as fast as the replies come,
-for ``--seconds`` or until ``--max-answers`` answers in all. A row: people, answers a second, the replies' p50,
+that starts a session, then asks for a question and answers it (a simulated taste) as fast as the replies come
+(or, with ``--think``, that many seconds after the question came: a person reading it), for ``--seconds`` or until
+``--max-answers`` answers in all. A row: people, answers a second, the replies' p50,
 p95 and p99 in milliseconds (every question and answer request), answers kept, answers learned when the people
 stop, and the seconds until the learner holds every answer.
 """
@@ -58,7 +60,7 @@ def _call(conn, method: str, url: str, body=None, token=None) -> tuple:
     return reply.status, data, time.perf_counter() - start
 
 
-def _person(port: int, taste: np.ndarray, until: float, budget: list, lock, latencies: list, errors: list) -> None:
+def _person(port, taste, until: float, budget: list, lock, latencies: list, errors: list, think: float) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     _, data, _ = _call(conn, "POST", "/api/session", {})
     sid = data["session"]
@@ -72,6 +74,7 @@ def _person(port: int, taste: np.ndarray, until: float, budget: list, lock, late
             errors.append(q)
             return
         f = [np.array(list(q[s]["features"].values())) @ taste for s in ("first", "second")]
+        time.sleep(think)
         status, a, t2 = _call(
             conn, "POST", "/api/answer", {"session": sid, "question": q["question"], "choice": 1 + int(f[1] > f[0])}
         )
@@ -84,7 +87,7 @@ def _status(port: int) -> dict:
     return _call(http.client.HTTPConnection("127.0.0.1", port, timeout=60), "GET", "/api/status", token=TOKEN)[1]
 
 
-def level(people: int, seconds: float, max_answers: int, extra: list) -> dict:
+def level(people: int, seconds: float, max_answers: int, extra: list, think: float = 0.0) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         proc, port = _start(folder, extra)
         try:
@@ -94,7 +97,7 @@ def level(people: int, seconds: float, max_answers: int, extra: list) -> dict:
             until = time.perf_counter() + seconds
             start = time.perf_counter()
             threads = [
-                threading.Thread(target=_person, args=(port, taste, until, budget, lock, latencies, errors))
+                threading.Thread(target=_person, args=(port, taste, until, budget, lock, latencies, errors, think))
                 for _ in range(people)
             ]
             for t in threads:
@@ -134,19 +137,26 @@ def main(argv=None) -> int:
     ap.add_argument("--people", type=int, nargs="+", default=[1, 5, 20])
     ap.add_argument("--seconds", type=float, default=20.0, help="how long the people answer at each level")
     ap.add_argument("--max-answers", type=int, default=5000, help="answers at most, at each level")
+    ap.add_argument("--think", type=float, default=0.0, help="seconds a person reads a question before answering (0)")
     ap.add_argument("serve_args", nargs="*", help="more arguments for scripts/serve.py (after --)")
     a = ap.parse_args(argv)
     if any(n < 1 for n in a.people) or a.seconds <= 0 or a.max_answers < 1:
         print("error: --people, --seconds and --max-answers must be positive", file=sys.stderr)
         return 2
+    if not 0 <= a.think <= 60:
+        print(f"error: --think: seconds from 0 to 60, got {a.think}", file=sys.stderr)
+        return 2
     cpu = platform.processor() or platform.machine()
-    print(f"# scripts/serve.py on 127.0.0.1, {os.cpu_count()} CPU cores ({cpu}), {a.seconds:g} s a level")
+    pace = f"reading each question {a.think:g} s" if a.think else "answering as fast as the replies come"
+    print(
+        f"# scripts/serve.py on 127.0.0.1, {os.cpu_count()} CPU cores ({cpu}), {a.seconds:g} s a level, people {pace}"
+    )
     print(
         "| people | answers/s | reply p50 ms | p95 ms | p99 ms | answers kept | learned at stop | all learned after s |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for n in a.people:
-        r = level(n, a.seconds, a.max_answers, a.serve_args)
+        r = level(n, a.seconds, a.max_answers, a.serve_args, a.think)
         print(
             f"| {n} | {r['answers_per_s']:.1f} | {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['kept']} | "
             f"{r['learned_at_stop']} | {r['catch_up_s']:.1f} |" + (f" {r['errors']} refused" if r["errors"] else ""),

@@ -78,8 +78,8 @@ def main(argv=None) -> int:
         "--most-behind",
         type=int,
         default=20,
-        help="answers the learner (a thread of its own) may lag before a reply waits for it (default 20: about a "
-        "second); larger: quicker replies under heavy load, a longer lag",
+        help="answers the learner (a process of its own) may lag before a reply waits for it (default 20: about half "
+        "a second); larger: quicker replies under heavy load, a longer lag",
     )
     p.add_argument(
         "--questions-per-person",

@@ -3,8 +3,10 @@
 No web code here: :class:`Annotation` is what the HTTP routes of :mod:`.app` call, and what tests
 drive directly. One learner (:class:`nvldb_pl.live.DuelingBandit`, so the same ``select`` and
 ``observe`` as the simulated experiments) takes every session's answers, or, with
-``per_annotator``, one learner an annotator (a session without an annotator name is its own). A lock
-serializes select and observe; answers may come late and in any order.
+``per_annotator``, one learner an annotator (a session without an annotator name is its own). The learners
+take the answers in the order committed: in the reply (the default), or (``background``) in a process of their own
+(:mod:`.worker`), the questions then chosen on the learners as they last published themselves; answers may come late
+and in any order.
 
 Nothing is lost: an answer is committed to the :class:`~.store.Store` before it is learned from, and
 the learners are saved every ``save_every`` answers (and on :meth:`close`). A learner's file records the last
@@ -17,7 +19,7 @@ study's) is refused in one line before anything is written.
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import csv
 import glob
 import hashlib
@@ -35,9 +37,9 @@ import torch
 
 from ..live import DuelingBandit
 from ..maths.ranking import check_objective, ranking_view
-from .items import Catalog, kendall_tau
+from .items import Catalog
 from .store import Store
-from .worker import LearningQueue
+from .worker import LearnerProcess, Learners, chained, learner_file, sha256_of
 
 SHARED = "shared"
 MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (the lag stays about a second)
@@ -63,16 +65,6 @@ class BadRequest(ValueError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
-
-
-def chained(digest: str, seq: int, offer: list, i: int, j: int, choice: int) -> str:
-    """The digest of a learner's answers after it takes answer ``seq`` (the one before: ``digest``)."""
-    return hashlib.sha256(f"{digest}|{seq}|{list(map(int, offer))}|{i}|{j}|{choice}".encode()).hexdigest()
-
-
-def _sha256(path: str) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
 
 
 class Annotation:
@@ -138,22 +130,28 @@ class Annotation:
                 "objective": objective,
             }
         )
-        self.lock = threading.RLock()  # the learners (the database has its own)
-        self.bandits: dict = {}
-        self.previous: dict = {}  # the scores after each learner's latest answer
-        self.chain: dict = {}  # learner -> (number of its last answer learned, digest of its answers in order)
-        self.before: dict = {}  # learner -> (its latest answer, the learner, chain and scores before it): undo
-        self.asker: dict = {}  # learner -> a copy of it as it stands, which questions are chosen on (background)
-        self.ask_lock = threading.Lock()
+        self.lock = threading.RLock()  # the server's learners (the database has its own)
+        self.undo_lock = threading.Lock()  # one undo at a time
+        self.learners = Learners(items.contexts, self._fresh, store.path, self.save_every, self._record)
         files = self._learner_files()  # checked, every one, before anything is written
         self.restored = {k: self._restore(k, files.get(k)) for k in store.learners()}
-        # background: a reply waits for no learning; the learners take the answers in order, in a thread
-        self.queue = LearningQueue(self._learn_job) if background else None
+        # background: a reply waits for no learning; the learners take the answers in order, in a process
+        spec = (config, items.contexts.shape[1], self.seed, objective)
+        self.worker = LearnerProcess(self.learners, spec, self._record) if background else None
 
     # ------------------------------------------------------------------ learners
     def snapshot_path(self, key: str) -> str:
-        tag = "" if key == SHARED else "-" + hashlib.sha256(key.encode()).hexdigest()[:16]
-        return f"{self.store.path}.learner{tag}.pt"
+        return learner_file(self.store.path, key)
+
+    @property
+    def bandits(self) -> dict:
+        """The learners by key as the server holds them: the learners themselves, or (background) their copies as
+        the learning process last published them."""
+        return self.learners.bandits if self.worker is None else self.worker.published
+
+    def _record(self, kind: str, *args) -> None:
+        """What the learners did, in the database (:class:`.worker.Learners`' reports)."""
+        {"learned": self.store.learned, "refused": self.store.refused, "saved": self.store.set_snapshot}[kind](*args)
 
     def _fresh(self) -> DuelingBandit:
         return DuelingBandit.from_config(
@@ -208,70 +206,32 @@ class Annotation:
         bandit, held = None, 0
         if checked is not None:
             bandit, held, digest, last = checked
-            self.chain[key] = (last, digest)
+            self.learners.chain[key] = (last, digest)
         else:  # a file saved before files recorded their last answer: where the database vouches for it
             snap = self.store.snapshot(key)
-            if snap is not None and os.path.isfile(snap[2]) and _sha256(snap[2]) == snap[1]:
+            if snap is not None and os.path.isfile(snap[2]) and sha256_of(snap[2]) == snap[1]:
                 bandit, held = DuelingBandit.from_checkpoint(snap[2], objective=self.objective), int(snap[0])
             if bandit is None or held > len(todo) or bandit.num_observed != held:
                 bandit, held = None, 0  # no file the database vouches for: from the config
             digest = ""
             for seq, offer, i, j, choice, _ in todo[:held]:
                 digest = chained(digest, seq, offer, i, j, choice)
-            self.chain[key] = (todo[held - 1][0] if held else 0, digest)
-        self._bandit(key, bandit)
+            self.learners.chain[key] = (todo[held - 1][0] if held else 0, digest)
+        self.learners.bandit(key, bandit)
         for seq, offer, i, j, choice, _ in todo[held:]:
-            self._learn(key, seq, offer, i, j, choice)
+            self.learners.learn(key, seq, offer, i, j, choice)
         if len(todo) > held:
-            self.save(key)
+            self.learners.save(key)
         return len(todo) - held
-
-    def _bandit(self, key: str, bandit: Optional[DuelingBandit] = None) -> DuelingBandit:
-        """Learner ``key``; one not held yet is ``bandit``, else a fresh one from the config."""
-        if key not in self.bandits:
-            self.bandits[key] = bandit or self._fresh()
-            self.previous[key] = self.bandits[key].scores(self.items.contexts)
-        return self.bandits[key]
-
-    def _learn(self, key: str, seq: int, offer: list, i: int, j: int, choice: int) -> Optional[str]:
-        """Learner ``key`` takes answer ``seq``; its reason where it refuses (the learner unchanged)."""
-        bandit = self._bandit(key)
-        before = (seq, copy.deepcopy(bandit), self.chain.get(key, (0, "")), self.previous[key])
-        try:
-            bandit.observe(self.items.contexts[offer], i, j, int(choice == 1))
-        except (ValueError, FloatingPointError) as err:
-            self.store.refused(seq, str(err))
-            return str(err)
-        self.before[key] = before
-        self.chain[key] = (seq, chained(self.chain.get(key, (0, ""))[1], seq, offer, i, j, choice))
-        scores = bandit.scores(self.items.contexts)
-        self.store.learned(seq, key, bandit.num_observed, kendall_tau(self.previous[key], scores))
-        self.previous[key] = scores
-        return None
-
-    def _learn_job(self, job: tuple) -> None:
-        """The learning thread's step: one committed answer learned, the learner saved every save_every, and a copy
-        of it as it now stands handed to the questions (they never wait for a learning step)."""
-        key = job[0]
-        with self.lock:
-            if self._learn(*job) is None and self.bandits[key].num_observed % self.save_every == 0:
-                self.save(key)
-            self._publish(key)
-
-    def save(self, key: str) -> None:
-        """Save learner ``key`` (atomically), then record its file's sha256 and answers held."""
-        path = self.snapshot_path(key)
-        last, digest = self.chain.get(key, (0, ""))
-        self.bandits[key].save(path, meta={"learner": key, "last_answer": last, "digest": digest})
-        self.store.set_snapshot(key, self.bandits[key].num_observed, _sha256(path), path)
 
     def close(self) -> None:
         """Learn what waits, then save every learner."""
-        if self.queue is not None:
-            self.queue.stop()
+        if self.worker is not None:
+            self.worker.stop()
+            return
         with self.lock:
-            for key in self.bandits:
-                self.save(key)
+            for key in self.learners.bandits:
+                self.learners.save(key)
 
     # ------------------------------------------------------------------ sessions, questions, answers
     def invite(self, annotator: str) -> str:
@@ -322,12 +282,10 @@ class Annotation:
         }
 
     def question(self, sid: str) -> dict:
-        """The session's unanswered question if it has one, else a new one the learner picks (background: on its copy,
-        never waiting for a learning step)."""
+        """The session's unanswered question if it has one, else a new one the learner picks (background: on the
+        learner as last published, never waiting for a learning step)."""
         key = self.learner_of(sid)
-        if self.queue is not None:
-            self._ensure_asker(key)
-        with self.lock if self.queue is None else self.store.lock:  # (questions are numbered one at a time)
+        with self.lock:  # (questions are numbered one at a time)
             if self.goal is not None and self.store.count_answers(sid) >= self.goal:
                 return {"done": True, **self.counts(key, sid)}  # the person has answered all they were asked
             pending = self.store.pending(sid)
@@ -349,28 +307,13 @@ class Annotation:
             }
 
     def _select(self, key: str, offer: list) -> tuple:
-        """The pair learner ``key`` picks among ``offer``: on the learner itself, or (background) on its copy as it
-        stood after its latest answer learned."""
-        if self.queue is None:
-            return self._bandit(key).select(self.items.contexts[offer])
-        with self.ask_lock:
-            return self.asker[key].select(self.items.contexts[offer])
-
-    def _ensure_asker(self, key: str) -> None:
-        """(background) A copy of learner ``key`` for the questions, made where it has none yet."""
-        if key in self.asker:
-            return
-        with self.lock:
-            asker = copy.deepcopy(self._bandit(key))
-        with self.ask_lock:
-            self.asker.setdefault(key, asker)
-
-    def _publish(self, key: str) -> None:
-        """(background; self.lock held) Learner ``key`` as it now stands, copied for the questions."""
-        if self.queue is not None:
-            asker = copy.deepcopy(self.bandits[key])
-            with self.ask_lock:
-                self.asker[key] = asker
+        """(self.lock held) The pair learner ``key`` picks among ``offer``: on the learner itself, or (background) on
+        its copy as last published (a learner with no answer yet: a fresh one, as the learning process makes)."""
+        if self.worker is None:
+            bandit = self.learners.bandit(key)
+        else:
+            bandit = self.worker.published.get(key) or self.worker.published.setdefault(key, self._fresh())
+        return bandit.select(self.items.contexts[offer])
 
     def answer(self, sid: str, qid, choice) -> dict:
         """Record ``choice`` (1: the first item shown, 2: the second, 0: can't decide) to question ``qid`` of
@@ -382,18 +325,16 @@ class Annotation:
             raise BadRequest(
                 422, f"choice: 1 (the first item), 2 (the second) or 0 (can't decide), got {_clip(choice)}"
             )
-        if self.queue is not None:  # committed and queued in the database's order; the reply waits for no learning
+        if self.worker is not None:  # committed and handed on in the database's order; the reply waits for no learning
             with self.store.lock:
                 key, seq, offer, i, j = self._commit(sid, qid, choice)
-                if choice:
-                    self.queue.put((key, seq, offer, i, j, choice))
-            self.queue.wait_below(self.most_behind)  # committed: the reply waits only where the learner lags far behind
+                place = self.worker.put(key, seq, offer, i, j, choice) if choice else 0
+            # committed: the reply waits only where the learner lags far behind
+            self.worker.wait_below(place, self.most_behind)
             return {"answer": seq, "refused": None, **self.counts(key, sid)}
         with self.lock:  # committed and learned in one: the learner takes the answers in the database's order
             key, seq, offer, i, j = self._commit(sid, qid, choice)
-            refused = self._learn(key, seq, offer, i, j, choice) if choice else None
-            if choice and refused is None and self.bandits[key].num_observed % self.save_every == 0:
-                self.save(key)
+            refused = self.learners.take(key, seq, offer, i, j, choice) if choice else None
             return {"answer": seq, "refused": refused, **self.counts(key, sid)}
 
     def _commit(self, sid: str, qid: int, choice: int) -> tuple:
@@ -415,24 +356,19 @@ class Annotation:
         as it was before it), and its pair asked again. Refused where nothing is left to undo, or where the learner
         has learned another answer since (another person's, with one learner for all)."""
         self._session(sid)
-        if self.queue is not None:
-            self.queue.drain()  # the answer to take back learned first
-        with self.lock:
+        if self.worker is not None:
+            self.worker.drain()  # the answer to take back learned first
+        with self.undo_lock, self.lock if self.worker is None else contextlib.nullcontext():
             last = self.store.last_answer(sid)
             if last is None:
                 raise BadRequest(409, "undo: this session has no answer to take back")
             seq, qid, key, choice, learned = last
-            if learned == 1:
-                held = self.before.get(key)
-                if held is None or held[0] != seq or self.chain.get(key, (0, ""))[0] != seq:
-                    raise BadRequest(
-                        409,
-                        "undo: the learner has moved on since (another answer, or a restart); it can no longer be undone",
-                    )
-                _, self.bandits[key], self.chain[key], self.previous[key] = held
-                del self.before[key]
-                self.save(key)  # first the learner without it, then the database: a crash between keeps it whole
-                self._publish(key)
+            # first the learner without it (saved), then the database: a crash between keeps it whole
+            if learned == 1 and not (self.learners.undo if self.worker is None else self.worker.undo)(key, seq):
+                raise BadRequest(
+                    409,
+                    "undo: the learner has moved on since (another answer, or a restart); it can no longer be undone",
+                )
             self.store.undo(seq)
             _, _, offer, i, j, _ = self.store.question(qid)
             self.store.add_question(sid, key, offer, i, j)  # the same pair, asked again
@@ -443,7 +379,7 @@ class Annotation:
         goal (None: no end)."""
         learned = self.bandits[key].num_observed if key in self.bandits else 0
         out = {"answers": self.store.count_answers(), "learned": learned}
-        out["behind"] = self.queue.behind if self.queue is not None else 0  # answers kept, not yet learned
+        out["behind"] = self.worker.behind if self.worker is not None else 0  # answers kept, not yet learned
         if sid is not None:
             out.update(yours=self.store.count_answers(sid), goal=self.goal)
         return out

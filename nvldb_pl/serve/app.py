@@ -189,8 +189,8 @@ def make_app(
                 "restored": annotation.restored,
                 "items": len(annotation.items.names),
                 **(
-                    {"behind": annotation.queue.behind, "failed": annotation.queue.failed}
-                    if annotation.queue is not None
+                    {"behind": annotation.worker.behind, "failed": annotation.worker.failed}
+                    if annotation.worker is not None
                     else {}
                 ),
             }

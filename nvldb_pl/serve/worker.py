@@ -1,74 +1,309 @@
-"""The learners take the answers in a thread of their own, so that a reply waits for no learning.
+"""The page's learners: :class:`Learners` takes answers in order; :class:`LearnerProcess` runs it in a process of
+its own, so that a reply waits for no learning and the learning does not share the server's interpreter lock.
 
-:class:`LearningQueue` holds the answers committed and not yet learned, in the order they were committed, and one
-thread that hands them, one at a time and in that order, to ``learn``. ``behind`` says how many wait; ``drain``
-waits until none does (an undo, a stop). An exception other than the learner's own refusal (which ``learn`` records)
-stops the thread and is kept in ``failed``: the answers stay in the database and a restart learns them.
+:class:`Learners` holds learners by key (one for all, or one an annotator), each with the chain of answers it holds
+(the number of its last one and a digest of all, in order), its scores after its latest answer and, for undo, the
+learner as it was before that answer. What it does to the database goes through ``report(kind, *args)``:
+``("learned", seq, key, answers, tau)``, ``("refused", seq, reason)``, ``("saved", key, answers, sha256, path)``.
+
+:class:`LearnerProcess` is the server's side of a learning process (``multiprocessing``, spawned): ``put`` hands it
+an answer committed (in the order committed); a thread of the server takes its reports to the database and the
+learners as they stand (copies, published after every few answers) to :attr:`published`, which questions are
+chosen on. ``behind`` counts the answers handed and not yet learned; ``undo`` and ``stop`` are requests it answers.
+An exception in the process other than a learner's refusal ends it and is kept in ``failed``: the answers stay in
+the database and a restart learns them.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
+import hashlib
+import multiprocessing
+import pickle
+import signal
 import sys
 import threading
 from typing import Callable, Optional
 
+import numpy as np
 
-class LearningQueue:
-    def __init__(self, learn: Callable[[tuple], None]):
-        self.learn = learn
-        self.jobs: collections.deque = collections.deque()
+from ..live import DuelingBandit
+from .items import kendall_tau
+
+BATCH = 4  # answers a learning process takes before it publishes its learners again (when more wait)
+
+
+def chained(digest: str, seq: int, offer: list, i: int, j: int, choice: int) -> str:
+    """The digest of a learner's answers after it takes answer ``seq`` (the one before: ``digest``)."""
+    return hashlib.sha256(f"{digest}|{seq}|{list(map(int, offer))}|{i}|{j}|{choice}".encode()).hexdigest()
+
+
+def learner_file(db: str, key: str) -> str:
+    """Where learner ``key`` of the database ``db`` is saved."""
+    tag = "" if key == "shared" else "-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    return f"{db}.learner{tag}.pt"
+
+
+def sha256_of(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+class Learners:
+    """Learners by key over the items ``contexts`` ``[N, d]``; a key not held yet gets ``fresh()``. A learner is saved
+    to :func:`learner_file` beside ``db`` every ``save_every`` answers it takes (and by :meth:`save`)."""
+
+    def __init__(self, contexts: np.ndarray, fresh: Callable[[], DuelingBandit], db: str, save_every: int, report):
+        self.contexts, self.fresh, self.db, self.save_every, self.report = contexts, fresh, db, save_every, report
+        self.bandits: dict = {}
+        self.previous: dict = {}  # the scores after each learner's latest answer
+        self.chain: dict = {}  # learner -> (number of its last answer learned, digest of its answers in order)
+        self.before: dict = {}  # learner -> (its latest answer, the learner's mark, chain and scores before it): undo
+
+    def state(self) -> tuple:
+        """What a learning process starts from (no undo: a restart cannot take back an answer)."""
+        return self.bandits, self.chain, self.previous
+
+    def bandit(self, key: str, bandit: Optional[DuelingBandit] = None) -> DuelingBandit:
+        """Learner ``key``; one not held yet is ``bandit``, else a fresh one."""
+        if key not in self.bandits:
+            self.bandits[key] = bandit or self.fresh()
+            self.previous[key] = self.bandits[key].scores(self.contexts)
+        return self.bandits[key]
+
+    def learn(self, key: str, seq: int, offer: list, i: int, j: int, choice: int) -> Optional[str]:
+        """Learner ``key`` takes answer ``seq`` (``choice`` 1: item ``offer[i]`` preferred, 2: ``offer[j]``); its
+        reason where it refuses (the learner unchanged)."""
+        bandit = self.bandit(key)
+        before = (seq, bandit.mark(), self.chain.get(key, (0, "")), self.previous[key])
+        try:
+            bandit.observe(self.contexts[offer], i, j, int(choice == 1))
+        except (ValueError, FloatingPointError) as err:
+            self.report("refused", seq, str(err))
+            return str(err)
+        self.before[key] = before
+        self.chain[key] = (seq, chained(self.chain.get(key, (0, ""))[1], seq, offer, i, j, choice))
+        scores = bandit.scores(self.contexts)
+        self.report("learned", seq, key, bandit.num_observed, kendall_tau(self.previous[key], scores))
+        self.previous[key] = scores
+        return None
+
+    def take(self, key: str, seq: int, offer: list, i: int, j: int, choice: int) -> Optional[str]:
+        """:meth:`learn`, then the learner saved every ``save_every`` answers."""
+        refused = self.learn(key, seq, offer, i, j, choice)
+        if refused is None and self.bandits[key].num_observed % self.save_every == 0:
+            self.save(key)
+        return refused
+
+    def undo(self, key: str, seq: int) -> bool:
+        """Learner ``key`` as it was before answer ``seq``, saved; False (nothing changed) where ``seq`` is not the
+        last answer it took (it has taken another since, or restarted)."""
+        held = self.before.get(key)
+        if held is None or held[0] != seq or self.chain.get(key, (0, ""))[0] != seq:
+            return False
+        _, mark, self.chain[key], self.previous[key] = held
+        self.bandits[key].restore(mark)
+        del self.before[key]
+        self.save(key)
+        return True
+
+    def save(self, key: str) -> None:
+        """Save learner ``key`` (atomically) with the chain it holds; reported with the file's sha256."""
+        path = learner_file(self.db, key)
+        last, digest = self.chain.get(key, (0, ""))
+        self.bandits[key].save(path, meta={"learner": key, "last_answer": last, "digest": digest})
+        self.report("saved", key, self.bandits[key].num_observed, sha256_of(path), path)
+
+
+def _learning_process(conn, contexts, spec: tuple, db: str, save_every: int, state: bytes) -> None:
+    """A learning process's loop: answers, undos and the stop read from ``conn`` in order; reports and the learners
+    as they stand written back (see the module's docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the server's to answer (it sends "stop")
+    import torch
+
+    torch.set_num_threads(1)
+    config, dim, seed, objective = spec
+    reports: list = []  # sent after the learners they speak of are published: a drained server holds those
+    learners = Learners(
+        contexts,
+        lambda: DuelingBandit.from_config(config, dim=dim, seed=seed, objective=objective),
+        db,
+        save_every,
+        lambda *msg: reports.append(msg),
+    )
+    learners.bandits, learners.chain, learners.previous = pickle.loads(state)
+    conn.send(("ready",))
+
+    def publish(keys) -> None:
+        for key in sorted(keys):
+            conn.send(("state", key, pickle.dumps(learners.bandits[key])))
+        for msg in reports:
+            conn.send(msg)
+        reports.clear()
+
+    try:
+        while True:
+            try:
+                batch = [conn.recv()]
+                while len(batch) < BATCH and conn.poll():
+                    batch.append(conn.recv())
+            except EOFError:  # the server is gone: its answers are in the database
+                return
+            changed = set()
+            for kind, *args in batch:
+                if kind == "learn":
+                    learners.take(*args)
+                    changed.add(args[0])
+                    continue
+                publish(changed)
+                changed = set()
+                if kind == "undo":
+                    key, seq = args
+                    ok = learners.undo(key, seq)
+                    publish([key])
+                    conn.send(("undone", key, seq, ok))
+                elif kind == "stop":
+                    for key in learners.bandits:
+                        learners.save(key)
+                    publish([])
+                    conn.send(("stopped",))
+                    return
+            publish(changed)
+    except Exception as err:  # not a learner's refusal (take reports those): the answers stay in the database
+        try:
+            conn.send(("failed", f"{type(err).__name__}: {err}"))
+        except OSError:
+            pass
+
+
+class LearnerProcess:
+    """The server's side of a learning process that starts from ``learners``' state and reports to ``record(kind,
+    *args)`` (called in a thread of the server); ``spec``: (config, dim, seed, objective) of a fresh learner."""
+
+    def __init__(self, learners: Learners, spec: tuple, record: Callable):
+        self.record = record
+        self.published: dict = {k: copy.deepcopy(b) for k, b in learners.bandits.items()}
         self.changed = threading.Condition()
-        self.stopping = False
+        self.sent = self.done = 0
         self.failed: Optional[str] = None
-        self.thread = threading.Thread(target=self._run, name="nvldb_pl-learner", daemon=True)
+        self.undone: dict = {}
+        self.outbox: collections.deque = collections.deque()  # sent in order by a thread of its own: a full pipe
+        # never holds a caller (who may hold the database's lock the reports need)
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        state = pickle.dumps(learners.state())
+        args = (child, learners.contexts, spec, learners.db, learners.save_every, state)
+        self.process = ctx.Process(target=_learning_process, args=args, name="nvldb_pl-learner", daemon=True)
+        self.process.start()
+        child.close()
+        self.stopped = self.ready = False
+        self.thread = threading.Thread(target=self._receive, name="nvldb_pl-learner-reports", daemon=True)
         self.thread.start()
+        self.sender = threading.Thread(target=self._send_all, name="nvldb_pl-learner-sends", daemon=True)
+        self.sender.start()
+        with self.changed:  # the process up before the first question (a reply never waits for its start)
+            self.changed.wait_for(lambda: self.ready or self.failed is not None)
 
     @property
     def behind(self) -> int:
-        """Answers committed and not yet learned."""
-        return len(self.jobs)
+        """Answers handed to the process and not yet learned (or refused)."""
+        return self.sent - self.done
 
-    def put(self, job: tuple) -> None:
-        """An answer to learn, after those put before it (call it in the order the answers were committed)."""
+    def _send(self, msg: tuple) -> None:
         with self.changed:
-            self.jobs.append(job)
+            self.outbox.append(msg)
             self.changed.notify_all()
 
-    def drain(self, timeout: Optional[float] = None) -> bool:
-        """Wait until every answer put is learned (or the thread failed); False if ``timeout`` passed first."""
-        with self.changed:
-            return self.changed.wait_for(lambda: not self.jobs or self.failed is not None, timeout)
-
-    def wait_below(self, most: int, timeout: Optional[float] = None) -> bool:
-        """Wait until at most ``most`` answers wait (or the thread failed): how a reply holds people who answer
-        faster than the learner learns, so that every answer is learned within about ``most`` answers' time."""
-        with self.changed:
-            return self.changed.wait_for(lambda: len(self.jobs) <= most or self.failed is not None, timeout)
-
-    def stop(self) -> None:
-        """Learn what waits, then end the thread."""
-        self.drain()
-        with self.changed:
-            self.stopping = True
-            self.changed.notify_all()
-        self.thread.join()
-
-    def _run(self) -> None:
+    def _send_all(self) -> None:
         while True:
             with self.changed:
-                self.changed.wait_for(lambda: self.jobs or self.stopping)
-                if not self.jobs:
+                self.changed.wait_for(lambda: self.outbox or self.failed is not None or self.stopped)
+                if not self.outbox:
                     return
-                job = self.jobs[0]
+                msg = self.outbox.popleft()
             try:
-                self.learn(job)
-            except Exception as err:  # not the learner's refusal (learn records those): stop, the answers kept
-                with self.changed:
-                    self.failed = f"{type(err).__name__}: {err}"
-                    self.changed.notify_all()
-                print(f"error: the learner stopped taking answers ({self.failed}); they are kept", file=sys.stderr)
+                self.conn.send(msg)
+            except OSError:  # the process is gone: _receive says so
                 return
-            with self.changed:
-                self.jobs.popleft()
+
+    def put(self, key: str, seq: int, offer: list, i: int, j: int, choice: int) -> int:
+        """An answer to learn, after those put before it (call it in the order the answers were committed); its
+        place in that order, for :meth:`wait_below`."""
+        with self.changed:
+            if self.failed is None:  # else kept in the database; a restart learns it
+                self.sent += 1
+                self.outbox.append(("learn", key, seq, offer, i, j, choice))
                 self.changed.notify_all()
+            return self.sent
+
+    def drain(self, timeout: Optional[float] = None) -> bool:
+        """Wait until every answer put is learned and published (or the process failed); False if ``timeout``
+        passed first."""
+        with self.changed:
+            return self.changed.wait_for(lambda: self.behind == 0 or self.failed is not None, timeout)
+
+    def wait_below(self, place: int, most: int, timeout: Optional[float] = None) -> bool:
+        """Wait until the answer at ``place`` (:meth:`put`'s) has at most ``most`` answers before it still to learn
+        (or the process failed): how a reply holds people who answer faster than the learner learns, first come
+        first served, so that every answer is learned within about ``most`` answers' time."""
+        with self.changed:
+            return self.changed.wait_for(lambda: self.done >= place - most or self.failed is not None, timeout)
+
+    def undo(self, key: str, seq: int) -> bool:
+        """Learner ``key`` as it was before answer ``seq`` (its last), saved and published; False where it has
+        taken another since (or the process failed)."""
+        self.drain()
+        with self.changed:
+            if self.failed is not None:
+                return False
+            self.undone.pop((key, seq), None)
+        self._send(("undo", key, seq))
+        with self.changed:
+            self.changed.wait_for(lambda: (key, seq) in self.undone or self.failed is not None)
+            return self.undone.pop((key, seq), False)
+
+    def stop(self) -> None:
+        """Learn what waits, save every learner, end the process."""
+        if self.process.is_alive() and self.failed is None:
+            self._send(("stop",))
+            with self.changed:
+                self.changed.wait_for(lambda: self.stopped or self.failed is not None)
+        self.process.join(timeout=60)
+        self.thread.join(timeout=60)
+        self.sender.join(timeout=60)
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                kind, *args = self.conn.recv()
+            except (EOFError, OSError):
+                with self.changed:
+                    if not self.stopped and self.failed is None:
+                        self.process.join(timeout=5)
+                        self.failed = f"the learning process ended (exit code {self.process.exitcode})"
+                        print(f"error: {self.failed}; the answers are kept", file=sys.stderr)
+                    self.changed.notify_all()
+                return
+            if kind == "state":
+                bandit = pickle.loads(args[1])
+                with self.changed:
+                    self.published[args[0]] = bandit
+                continue
+            if kind in ("learned", "refused", "saved"):
+                self.record(kind, *args)
+            with self.changed:
+                if kind in ("learned", "refused"):
+                    self.done += 1
+                elif kind == "undone":
+                    self.undone[(args[0], args[1])] = args[2]
+                elif kind == "stopped":
+                    self.stopped = True
+                elif kind == "ready":
+                    self.ready = True
+                elif kind == "failed":
+                    self.failed = args[0]
+                    print(f"error: the learner stopped taking answers ({self.failed}); they are kept", file=sys.stderr)
+                self.changed.notify_all()
+            if kind in ("stopped", "failed"):
+                return

@@ -123,3 +123,14 @@ def test_the_load_script_prints_a_row_for_each_number_of_people(capsys):
     for r in rows:
         kept, learned_after = int(r[5]), float(r[7])
         assert 0 < kept <= 40 and float(r[1]) > 0 and learned_after < 30
+
+
+def test_the_load_scripts_people_who_read_each_question_answer_no_faster_than_they_read(capsys):
+    """--think 0.2: two people for 2 s answer at most 2 / 0.2 a second, and the header says how they answer."""
+    assert load_script("load_serve").main(["--people", "2", "--seconds", "2", "--think", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "people reading each question 0.2 s" in out
+    (row,) = [line.split("|")[1:-1] for line in out.splitlines() if re.match(r"\| \d", line)]
+    assert 0 < float(row[1]) <= 2 / 0.2 and int(row[5]) <= 2 * (2 / 0.2 + 1)
+    assert load_script("load_serve").main(["--people", "1", "--think", "-1"]) == 2
+    assert "error: --think: seconds from 0 to 60, got -1.0" in capsys.readouterr().err

@@ -1,36 +1,37 @@
-"""The page's learner in a thread of its own (background): a reply waits for no learning, the answers are learned in
+"""The page's learner in a process of its own (background): a reply waits for no learning, the answers are learned in
 the order they were committed (the learner equals a full replay), a learner that lags far behind holds the replies,
-and a learner that fails keeps every answer for a restart."""
+first come first served, undo goes through the process, and a process that fails or is killed keeps every answer for
+a restart."""
 
+import os
+import signal
 import time
 
 import numpy as np
 import pytest
 
 from nvldb_pl.live import DuelingBandit
-from nvldb_pl.serve.annotation import SHARED, Annotation
+from nvldb_pl.serve.annotation import SHARED, Annotation, BadRequest
 from nvldb_pl.serve.items import builtin_catalog
 from nvldb_pl.serve.store import Store
 from tests.serve.test_serve import CONFIG, _person
 
 
-def _background(tmp_path, **kw):
-    return Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG, background=True, **kw)
+def _config(tmp_path, network: str) -> str:
+    """configs/live.yaml with a network of tests/helpers/networks.py (the learning process imports it by path)."""
+    path = tmp_path / f"{network}.yaml"
+    text = open(CONFIG).read().replace("model:\n", f"model:\n  network: tests.helpers.networks.{network}\n")
+    path.write_text(text)
+    return str(path)
 
 
-def _slowly(monkeypatch, seconds):
-    observe = DuelingBandit.observe
-
-    def slow(self, *args, **kwargs):
-        time.sleep(seconds)
-        return observe(self, *args, **kwargs)
-
-    monkeypatch.setattr(DuelingBandit, "observe", slow)
+def _background(tmp_path, config=CONFIG, **kw):
+    return Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), config, background=True, **kw)
 
 
-def test_a_reply_waits_for_no_learning_and_the_learner_equals_a_full_replay(tmp_path, monkeypatch):
-    _slowly(monkeypatch, 0.05)
-    ann = _background(tmp_path, most_behind=100)
+def test_a_reply_waits_for_no_learning_and_the_learner_equals_a_full_replay(tmp_path):
+    config = _config(tmp_path, "SlowMLP")  # a learning step of tens of milliseconds
+    ann = _background(tmp_path, config, most_behind=100)
     sids = [ann.new_session() for _ in range(3)]
     replies = []
     for n in range(12):
@@ -39,47 +40,84 @@ def test_a_reply_waits_for_no_learning_and_the_learner_equals_a_full_replay(tmp_
         start = time.perf_counter()
         out = ann.answer(sid, q["question"], _person(q))
         replies.append(time.perf_counter() - start)
-    assert max(replies) < 0.05 and out["behind"] > 0  # no reply waited for a learning step (each takes 50 ms)
-    assert ann.queue.drain(timeout=30) and ann.bandits[SHARED].num_observed == 12
+    assert max(replies) < 0.05 and out["behind"] > 0  # no reply waited for a learning step
+    assert ann.worker.drain(timeout=60) and ann.bandits[SHARED].num_observed == 12  # published: the server's copy
+    assert ann.worker.process.pid != os.getpid() and ann.worker.process.is_alive()
     scores = ann.bandits[SHARED].scores(ann.items.contexts)
     ann.close()
+    assert ann.worker.process.exitcode == 0
     ann.store.close()
-    monkeypatch.undo()
-    replayed = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG, save_every=10**6)
+    replayed = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), config, save_every=10**6)
     assert replayed.restored == {SHARED: 0}  # the close saved all 12: taken from the file
+    assert np.array_equal(replayed.bandits[SHARED].scores(replayed.items.contexts), scores)
     (tmp_path / "a.db.learner.pt").unlink()
     replayed.store.close()
-    again = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG)
+    again = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), config)
     assert again.restored == {SHARED: 12}  # every answer replayed, in order
     assert np.array_equal(again.bandits[SHARED].scores(again.items.contexts), scores)
 
 
-def test_a_learner_that_lags_far_behind_holds_the_reply_until_it_catches_up(tmp_path, monkeypatch):
-    _slowly(monkeypatch, 0.05)
-    ann = _background(tmp_path, most_behind=1)
+def test_a_learner_that_lags_far_behind_holds_the_reply_until_it_catches_up(tmp_path):
+    ann = _background(tmp_path, _config(tmp_path, "SlowMLP"), most_behind=1)
     sid = ann.new_session()
-    for _ in range(6):
+    for _ in range(4):
         q = ann.question(sid)
         assert ann.answer(sid, q["question"], _person(q))["behind"] <= 1
     ann.close()
 
 
-def test_a_learner_that_fails_keeps_every_answer_for_a_restart(tmp_path, monkeypatch):
+def test_undo_goes_through_the_learning_process(tmp_path):
+    """The learner after an undo is the one that never took the answer, in the process and in the server's copy."""
     ann = _background(tmp_path)
     sid = ann.new_session()
-    q = ann.question(sid)
-
-    def broken(self, *args, **kwargs):
-        raise RuntimeError("out of memory")
-
-    monkeypatch.setattr(DuelingBandit, "observe", broken)
-    ann.answer(sid, q["question"], 1)
-    ann.queue.drain(timeout=30)
-    assert ann.queue.failed == "RuntimeError: out of memory" and ann.store.count_answers() == 1
-    monkeypatch.undo()
+    for _ in range(3):
+        q = ann.question(sid)
+        ann.answer(sid, q["question"], _person(q))
+    ann.worker.drain(timeout=60)
+    ref = DuelingBandit.from_config(CONFIG, dim=ann.items.contexts.shape[1], seed=0)
+    for _, offer, i, j, choice, _ in ann.store.to_learn(SHARED)[:2]:  # the first two answers, as given
+        ref.observe(ann.items.contexts[offer], i, j, int(choice == 1))
+    two = ref.scores(ann.items.contexts)
+    assert ann.undo(sid)["undone"] == 3
+    assert ann.bandits[SHARED].num_observed == 2
+    assert np.array_equal(ann.bandits[SHARED].scores(ann.items.contexts), two)
+    with pytest.raises(BadRequest, match="the learner has moved on"):
+        ann.undo(sid)  # answer 2's learner state went with the first undo
+    ann.close()
     ann.store.close()
     again = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG)
-    assert again.restored == {SHARED: 1} and again.bandits[SHARED].num_observed == 1
+    assert again.restored == {SHARED: 0}  # the process saved the learner without the answer taken back
+    assert np.array_equal(again.bandits[SHARED].scores(again.items.contexts), two)
+
+
+def test_a_learner_that_fails_keeps_every_answer_for_a_restart(tmp_path):
+    ann = _background(tmp_path, _config(tmp_path, "FailingMLP"))
+    sid = ann.new_session()
+    for _ in range(3):
+        q = ann.question(sid)
+        ann.answer(sid, q["question"], _person(q))
+    assert ann.worker.drain(timeout=60)
+    assert ann.worker.failed == "RuntimeError: out of memory" and ann.store.count_answers() == 3
+    q = ann.question(sid)
+    assert ann.answer(sid, q["question"], 2)["answer"] == 4  # still kept, learned by no one
+    ann.close()
+    assert ann.store.rows("SELECT COUNT(*) FROM answers WHERE learned IS NULL")[0][0] >= 2
+
+
+def test_a_killed_learning_process_is_said_and_a_restart_learns_every_answer(tmp_path):
+    ann = _background(tmp_path)
+    sid = ann.new_session()
+    os.kill(ann.worker.process.pid, signal.SIGKILL)
+    ann.worker.process.join(timeout=30)
+    for _ in range(3):
+        q = ann.question(sid)
+        ann.answer(sid, q["question"], _person(q))
+    assert ann.worker.drain(timeout=30) and "the learning process ended (exit code -9)" in ann.worker.failed
+    assert ann.store.count_answers() == 3
+    ann.close()
+    ann.store.close()
+    again = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG)
+    assert again.restored == {SHARED: 3} and again.bandits[SHARED].num_observed == 3
 
 
 def test_most_behind_is_checked():
