@@ -135,13 +135,17 @@ def main(argv=None):
                 "streams and seeds."
             )
         os.makedirs(a.out, exist_ok=True)
+        streams = data_settings(a)  # the report pairs only runs on these streams (a run of another d is not one)
         command = "python scripts/reproduce.py " + " ".join(
             shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:])
         )
         if a.report_only:
-            runs = finished_runs(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, a.first_seed)
+            runs = finished_runs(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, a.first_seed, streams)
             if not runs:
-                raise ValueError(f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}")
+                raise ValueError(
+                    f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}"
+                    + (f", {streams}" if streams else "")
+                )
         else:
             done = run_grid(
                 a.out,
@@ -152,13 +156,13 @@ def main(argv=None):
                 a.base_seed,
                 parse_overrides(a.set),
                 accelerator=a.accelerator,
-                data_overrides=data_settings(a),
+                data_overrides=streams,
                 first_seed=a.first_seed,
             )
             # the report keeps the methods earlier calls ran here (their newest finished run): one method per
             # call adds up to one report; this call's methods are the runs it made or reused
             runs = {
-                **finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed, a.first_seed),
+                **finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed, a.first_seed, streams),
                 **done,
             }
             earlier = list(dict.fromkeys(m for _, m in runs if m not in a.methods))

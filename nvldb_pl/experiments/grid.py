@@ -100,11 +100,12 @@ def find_run(
     base_seed: int,
     first_seed: int = 0,
     made_with: Optional[tuple[str, dict, dict]] = None,
+    versions: Optional[list] = None,
 ) -> Optional[str]:
     """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None.
     ``made_with`` = (method, model settings given, data settings): the run must also have been made with
-    exactly those (:func:`made_with_settings`); None: any."""
-    for folder in _versions(run_dir):
+    exactly those (:func:`made_with_settings`); None: any. ``versions``: these log dirs only (else every one)."""
+    for folder in versions if versions is not None else _versions(run_dir):
         path = os.path.join(folder, "summary.json")
         if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
             continue
@@ -179,6 +180,17 @@ def made_with_settings(folder: str, method: str, model: dict, data: dict) -> boo
     if not hp:  # a run from before hparams.yaml: its settings are unknown, so it stands for the defaults only
         return not model and not data
     given = {**method_spec(method)[1], **model}
+    return (
+        made_with_data(folder, data, hp)
+        and all(hp.get(k) == v for k, v in given.items())
+        and set(run_settings(method, hp)) <= set(model)
+    )
+
+
+def made_with_data(folder: str, data: dict, hp: Optional[dict] = None) -> bool:
+    """Whether the run in ``folder`` ran on the streams of the data settings ``data`` (d and K as its learner holds
+    them; the others, as a table's file, as its summary.json's data records them)."""
+    hp = run_hparams(folder) if hp is None else hp
     held = {k: v for k, v in data.items() if k in LINKED_FROM_DATA or k == "preference"}
     if any(k not in held for k in data):
         path = os.path.join(folder, "summary.json")
@@ -186,19 +198,38 @@ def made_with_settings(folder: str, method: str, model: dict, data: dict) -> boo
         if not isinstance(ran, dict) or any(ran.get(k) != v for k, v in data.items() if k not in held):
             return False  # made with other data settings, or before summaries recorded them
     held.pop("preference", None)
-    return all(hp.get(k) == v for k, v in {**given, **held}.items()) and set(run_settings(method, hp)) <= set(model)
+    return all(hp.get(k) == v for k, v in held.items())
+
+
+def stream_data(task: str, data_overrides: Optional[dict]) -> dict:
+    """The data settings that make ``task``'s streams in a grid, d and K always named (a synthetic task's defaults
+    where not given): what a run must have been made with to be paired with this call's."""
+    shape = task_data(task, data_overrides)
+    return {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms), **shape}
 
 
 def finished_runs(
-    out: str, tasks: list[str], methods: list[str], rounds: int, num_seeds: int, base_seed: int = 0, first_seed: int = 0
+    out: str,
+    tasks: list[str],
+    methods: list[str],
+    rounds: int,
+    num_seeds: int,
+    base_seed: int = 0,
+    first_seed: int = 0,
+    data_overrides: Optional[dict] = None,
 ) -> dict[tuple[str, str], str]:
-    """{(task, method): log dir} of every finished run under ``out/runs`` made with these settings."""
-    runs = {
-        (t, m): find_run(os.path.join(out, "runs", t, m), rounds, num_seeds, base_seed, first_seed)
-        for t in tasks
-        for m in methods
-    }
-    return {k: v for k, v in runs.items() if v}
+    """{(task, method): log dir} of the newest finished run under ``out/runs`` of each, made with these settings on
+    the streams of ``data_overrides`` (--dim, --arms, --data: a run on other streams is never paired with these)."""
+    runs = {}
+    for t in tasks:
+        data = stream_data(t, data_overrides)
+        for m in methods:
+            for folder in _versions(os.path.join(out, "runs", t, m)):
+                found = find_run(folder, rounds, num_seeds, base_seed, first_seed, versions=[folder])
+                if found and made_with_data(found, data):
+                    runs[(t, m)] = found
+                    break
+    return runs
 
 
 def run_grid(
@@ -245,7 +276,7 @@ def run_grid(
             settings = (
                 method,
                 {k: v for k, v in model.items() if k not in own or own[k] != v},
-                {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms), **shape},
+                stream_data(task, data_overrides),
             )
             found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
             if found:

@@ -54,7 +54,7 @@ def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[
             f"{path}: no run of {method!r} with T={rounds}; runs there: {runs_in(path) or 'none'} "
             f"(--rounds takes each run's own T)"
         )
-    base = 0
+    base, streams = 0, None
     report = os.path.join(folder, "report.json")
     if os.path.exists(report):
         whole, entry = read_json(report), None
@@ -65,7 +65,7 @@ def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[
             raise ValueError(
                 f"{report}: its entry {task}/{method} is not a run's record (a JSON object with base_seed)"
             )
-        base = entry.get("base_seed", 0)
+        base, streams = entry.get("base_seed", 0), entry.get("streams")
     rs, seeds, R = curves[method]
     t = rounds if at is None else at
     where = np.flatnonzero(rs == t)
@@ -73,21 +73,38 @@ def final_regret(folder: str, method: str, task: str, rounds: int, at: Optional[
         raise ValueError(
             f"{path}: {method!r} (T={rounds}) has no round {t} (kept: every round to 100, then every 10th)"
         )
-    return {(base, s): v for s, v in zip(seeds, R[where[0]] / t)}
+    return {(base, s): v for s, v in zip(seeds, R[where[0]] / t)}, streams
 
 
-def joined(method: str, folders: list[str], task: str, rounds: int, at: Optional[int] = None) -> dict:
-    """{(base seed, seed id): R(t)/t} of ``method`` over ``folders`` (its seeds run in parts); a seed in two is refused."""
+def other_streams(these, those) -> Optional[str]:
+    """How two runs' data settings (report.json's ``streams``; None: not recorded) make other streams, in words; None
+    where they are the same streams (or either is not recorded)."""
+    if not (isinstance(these, dict) and isinstance(those, dict)) or these == those:
+        return None
+    keys = sorted(k for k in set(these) | set(those) if these.get(k) != those.get(k))
+    return ", ".join(f"{k} {these.get(k)} and {those.get(k)}" for k in keys)
+
+
+def joined(method: str, folders: list[str], task: str, rounds: int, at: Optional[int] = None) -> tuple:
+    """({(base seed, seed id): R(t)/t}, data settings of its streams or None) of ``method`` over ``folders`` (its seeds
+    run in parts); a seed in two, or parts on other streams (another d, ...), is refused."""
     out: dict = {}
+    streams, first = None, None
     for folder in folders:
-        part = final_regret(folder, method, task, rounds, at)
+        part, mine = final_regret(folder, method, task, rounds, at)
+        differ = other_streams(streams, mine)
+        if differ:
+            raise ValueError(
+                f"{folder}: {method!r} there ran on other streams than in {first} ({differ}); its parts must share them"
+            )
+        streams, first = streams or mine, first or folder
         twice = sorted(set(part) & set(out))
         if twice:
             raise ValueError(
                 f"{folder}: seeds {_names(twice)} of {method!r} are also in an earlier folder; give each seed once"
             )
         out.update(part)
-    return out
+    return out, streams
 
 
 def _names(keys: list) -> str:
@@ -160,11 +177,17 @@ def main(argv=None):
             if at > min(T1, T2):  # T1 == T2 without --second
                 raise ValueError(f"--at: round {at} is past the end of a run (--rounds {' '.join(map(str, a.rounds))})")
         what = "R(T)/T" if at is None or (at == T1 == T2) else f"R({at})/{at}"
-        mine = joined(a.first[0], a.first[1:], a.task, T1, at)
+        mine, my_streams = joined(a.first[0], a.first[1:], a.task, T1, at)
         if a.second is None:
             print(_stats(f"{a.first[0]} in {' '.join(a.first[1:])}", mine, sorted(mine), what))
             return 0
-        theirs = joined(a.second[0], a.second[1:], a.task, T2, at)
+        theirs, their_streams = joined(a.second[0], a.second[1:], a.task, T2, at)
+        differ = other_streams(my_streams, their_streams)
+        if differ:
+            raise ValueError(
+                f"--first and --second ran on other streams ({differ}): a seed id is the same stream only under "
+                f"the same data settings, so they are not paired"
+            )
         common = sorted(set(mine) & set(theirs))
         if not common:
             raise ValueError(

@@ -208,6 +208,7 @@ def write_report(
         base_seed = 0
         dim = TASK_DATA.get(task, {}).get("dim", 5)
         arms = TASK_DATA.get(task, {}).get("arms")
+        streams = {}  # method -> the data settings its streams came from (summary.json's data): pair.py checks them
         widths, bases = {}, {}  # method -> width m (None: made elsewhere, not recorded), base seed of its run
         settings = {}  # method -> what its run changed from the method's defaults (runs with hparams.yaml)
         dead = {}  # method -> seeds whose phi ended with no live unit (summary.json's live_feature_units)
@@ -219,6 +220,7 @@ def write_report(
             rounds, seeds, R = load_curves(folder)
             summary = read_json(os.path.join(folder, "summary.json"))
             base_seed = bases[method] = summary.get("base_seed", 0)
+            streams[method] = summary.get("data")
             hparams = run_hparams(folder)
             dim = hparams.get("dim") or dim
             arms = hparams.get("arms") or arms
@@ -258,6 +260,7 @@ def write_report(
                 "R_T_over_T_mean": m,
                 "R_T_over_T_std": s,
                 **({"base_seed": bases[method]} if bases.get(method) else {}),
+                **({"streams": streams[method]} if isinstance(streams.get(method), dict) else {}),
                 **({"settings": settings[method]} if settings.get(method) else {}),
                 **({"software": made_with[method]} if made_with.get(method) else {}),
             }

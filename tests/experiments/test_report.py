@@ -480,6 +480,28 @@ def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colour
     assert figure_panels(["CoLSTIM", "Random"]) == [("baselines", ["CoLSTIM", "Random"])]
 
 
+def test_runs_of_another_d_in_one_out_are_never_one_table_nor_paired(tmp_path, capsys):
+    """d=5 then d=10 into one --out: the d=10 call's report holds its own runs only (Random ran at d=5 is not the
+    same streams), and pair.py refuses to pair a d=10 folder with a d=5 one (it paired them as the same streams)."""
+    out, five = str(tmp_path / "rep"), str(tmp_path / "five")
+    base = ["--rounds", "6", "--seeds", "2", "--tasks", "cos"]
+    assert _main(["--out", out, *base, "--methods", "Random", "NVLDB-UCB-ASYM", "--set", "width=4"]) == 0
+    assert _main(["--out", five, *base, "--methods", "Random"]) == 0
+    assert _main(["--out", out, *base, "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "--dim", "10"]) == 0
+    text = open(os.path.join(out, "report.md")).read()
+    assert "## cos (T=6, 2 seeds, d=10)" in text and "| Random |" not in text
+    assert json.load(open(os.path.join(out, "report.json")))["cos/NVLDB-UCB-ASYM"]["streams"]["dim"] == 10
+    assert _main(["--out", out, *base, "--methods", "Random", "--report-only", "--dim", "10"]) == 2
+    assert "--report-only: no finished runs" in capsys.readouterr().err
+    pair = _script("pair").main
+    capsys.readouterr()
+    args = ["--task", "cos", "--rounds", "6", "--first", "NVLDB-UCB-ASYM", out, "--second", "Random", five]
+    assert pair(args) == 2
+    err = capsys.readouterr().err
+    assert "--first and --second ran on other streams (dim 10 and 5)" in err and "not paired" in err
+    assert pair(["--task", "cos", "--rounds", "6", "--first", "Random", five, "--second", "Random", five]) == 0
+
+
 def test_report_json_records_a_nonzero_base_seed_so_runs_pair_only_on_their_own_streams(tmp_path):
     for base in (0, 3):
         out = str(tmp_path / f"b{base}")
