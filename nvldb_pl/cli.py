@@ -36,10 +36,13 @@ from .machinery.devices import threads_for
 from .machinery.yaml_files import DuplicateKey, unique_keys_loader
 from .machinery.host import (
     CannotWrite,
+    check_folder_can_be_made,
     check_writable,
     claim_new_folder,
     folders_to_make,
+    hold_dir,
     hold_folder,
+    holders,
     open_text,
     software,
     software_text,
@@ -113,12 +116,15 @@ RUN_FOLDERS: list[tuple[str, bool]] = []  # this process's run folder, and wheth
 MADE_FOLDERS: list[str] = []  # default_root_dir (and its parents) and lightning_logs, where this process made them
 WITHOUT_CHECKPOINTS: list[bool] = []  # [True] once this process's trainer is made with enable_checkpointing false
 HELD: list = []  # (run folder, its .lock held open): no second process goes on with the run meanwhile
+HELD_PLACES: list = []  # descriptors of the other folders the run writes, held (see NVLDBCLI._hold_places)
 
 
 def release_run_folder() -> None:
     """At the end of ``run_cli``: remove the empty TensorBoard event files this process opened in its run
     folder (a refused run, a resume with nothing left to run), and the folder itself if this process
     created it (a new run) and nothing else is in it but the logger's hparams.yaml."""
+    while HELD_PLACES:
+        os.close(HELD_PLACES.pop())
     while HELD:  # let go of the run: the lock file removed where this process made it hold
         folder, held = HELD.pop()
         try:
@@ -313,6 +319,29 @@ class NVLDBCLI(LightningCLI):
             trainer.callbacks.append(self.share_cores)
         return trainer
 
+    def _hold_places(self) -> None:
+        """The folders this run writes that no version folder's lock covers, held while it runs (a flock of the folder
+        itself): ``default_root_dir`` under ``--trainer.logger false``, a ``checkpoint.dirpath`` given. Another run
+        on one of them now is refused naming the field and the process."""
+        trainer = self.trainer
+        saver = next((c for c in trainer.callbacks if isinstance(c, RoundCheckpoint)), None)
+        places = [] if trainer.loggers else [("trainer.default_root_dir", trainer.default_root_dir)]
+        if saver is not None and saver.dirpath:
+            places.append(("checkpoint.dirpath", str(saver.dirpath)))
+        for field, folder in places:
+            if not os.path.isdir(folder):
+                check_folder_can_be_made(folder, field)
+                MADE_FOLDERS.extend(folders_to_make(folder))
+                os.makedirs(folder)
+            held = hold_dir(folder)
+            if held is None:
+                pids = ", ".join(map(str, holders(folder))) or "unknown"
+                raise ValueError(
+                    f"{field}: {folder} is being written by another run now (process {pids}); two runs there would "
+                    f"write over each other's files: give this one another folder, or wait for that one to end"
+                )
+            HELD_PLACES.append(held)
+
     def before_fit(self) -> None:
         """Resolve ``--ckpt_path`` (``last``: the newest run under default_root_dir) to a file that
         reads whole, falling back to the previous checkpoint (under seed_parallel every rank does
@@ -341,6 +370,8 @@ class NVLDBCLI(LightningCLI):
         else:
             refuse_missing(path)
             refuse_rank_file(path)
+        if started_as_first_process():
+            self._hold_places()
         if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":
             return
         cfg["ckpt_path"] = whole_checkpoint(path)

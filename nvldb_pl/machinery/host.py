@@ -150,6 +150,38 @@ def hold_file(path: str):
     return fh
 
 
+def hold_dir(folder: str):
+    """An exclusive ``flock`` of the folder itself (its open descriptor; nothing is made in it), which the system lets
+    go when the process ends: the descriptor to keep (``os.close`` it to let go), or None when another process holds
+    it. Where the system has no flock (Windows) nothing is held and every call gets one."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        import fcntl
+    except ImportError:
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def holders(folder: str) -> list[int]:
+    """The other processes of this user that hold ``folder`` open (Linux's /proc; elsewhere none found)."""
+    want, found = os.path.realpath(folder), []
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == want for fd in fds):
+                found.append(int(pid))
+        except OSError:  # another user's, or gone
+            continue
+    return found
+
+
 def check_writable(root: str) -> None:
     """Fail before training if the run folder cannot be created or written."""
     try:

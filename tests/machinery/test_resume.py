@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -455,6 +456,40 @@ def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp
     assert "go on with that run with --ckpt_path last" in out.stderr
     assert _files(root) == before
     assert sorted(p.name for p in root.iterdir()) == sorted({p.relative_to(root).parts[0] for p in before})
+
+
+@pytest.mark.parametrize(
+    "layout,field,folder",
+    [("no logger", "trainer.default_root_dir", "{root}"), ("checkpoint.dirpath", "checkpoint.dirpath", "{root}/ck")],
+)
+def test_a_run_into_a_folder_another_run_is_writing_now_is_refused_naming_it(tmp_path, layout, field, folder, capsys):
+    """Two runs at once on one --checkpoint.dirpath (or one root under --trainer.logger false) both ran and the
+    finished run's last.ckpt was gone or the other's: the second is refused, naming the field and the process, and
+    nothing it would write is there (another process holds the folder, as a run does while it runs)."""
+    root = tmp_path / "run"
+    flags = [f.format(root=root) for f in LAYOUTS[layout][0]]
+    place = folder.format(root=root)
+    os.makedirs(place)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from nvldb_pl.machinery.host import hold_dir; import time; hold_dir({place!r}); "
+            "print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        out = _in_process(capsys, str(root), *SHORT, "--data.rounds=8", *flags)
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert f"error: {field}: {place} is being written by another run now (process {holder.pid})" in out.stderr
+        assert os.listdir(place) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    assert _in_process(capsys, str(root), *SHORT, "--data.rounds=8", *flags).returncode == 0  # let go: it runs
 
 
 @pytest.mark.parametrize(
