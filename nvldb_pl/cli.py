@@ -37,6 +37,7 @@ from .machinery.yaml_files import DuplicateKey, unique_keys_loader
 from .machinery.host import (
     CannotWrite,
     check_folder_can_be_made,
+    check_folder_writable,
     check_writable,
     claim_new_folder,
     folders_to_make,
@@ -295,6 +296,14 @@ class NVLDBCLI(LightningCLI):
                 folder = os.path.join(logs, f"version_{version}")
                 RUN_FOLDERS.append((folder, claimed))
                 if started_as_first_process() and os.path.isdir(folder):  # one process at a time goes on with a run
+                    for place in (folder, os.path.join(folder, "checkpoints")):  # found now, not at its first save
+                        if not claimed and os.path.isdir(place):
+                            check_folder_writable(
+                                place,
+                                "ckpt_path",
+                                "; a run going on writes its checkpoints, curves and logs there: make it writable, or "
+                                "copy the run's folder to one that is and go on there",
+                            )
                     held = hold_folder(folder)
                     if held is None:
                         raise ValueError(
@@ -333,6 +342,7 @@ class NVLDBCLI(LightningCLI):
                 check_folder_can_be_made(folder, field)
                 MADE_FOLDERS.extend(folders_to_make(folder))
                 os.makedirs(folder)
+            check_folder_writable(folder, field, "; the run writes there: give a folder it can write")
             held = hold_dir(folder)
             if held is None:
                 pids = ", ".join(map(str, holders(folder))) or "unknown"

@@ -44,7 +44,7 @@ GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 all
     {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
     {**LITERAL, "lr": 1e-3, "init": "paper", "epsilon": 0.1},
     {**LITERAL, "lr": 1e-2, "init": "kaiming", "epsilon": 0.1},
-    {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.5},
+    {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.3},
     {**LITERAL, "lr": 1e-3, "init": "kaiming", "variance_aware": False},
 ]
 
@@ -356,8 +356,27 @@ def main():
 
 def sweep(a, grid: list[dict]) -> None:
     """Run every (task, grid entry) not yet in ``a.out``, printing a row each and appending it."""
-    done, finished, skipped = done_keys(a.out), 0, []
+    done, skipped = done_keys(a.out), []
     check_done(a.out, done, a.tasks, grid, a.rounds, a.seeds)
+    rows = None
+    if a.out:  # opened now: an --out that cannot be written is found before the first run, not after it
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+            rows = open(a.out, "a")
+        except OSError as err:
+            raise ValueError(
+                f"--out: {a.out} cannot be written ({err.strerror}); give a file this user can write"
+            ) from None
+    try:
+        _sweep(a, grid, done, skipped, rows)
+    finally:
+        if rows is not None:
+            rows.close()
+
+
+def _sweep(a, grid: list[dict], done: dict, skipped: list, rows) -> None:
+    """:func:`sweep`'s runs, each row written to ``rows`` (the open ``--out``, or None) as it finishes."""
+    finished = 0
     seeds = "one seed" if a.seeds == 1 else f"{a.seeds} seeds"
     print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {seeds}) | self-duels | wall s |")
     print("|---|---|---|---|---|")
@@ -391,25 +410,24 @@ def sweep(a, grid: list[dict]) -> None:
                 f"| {sum(duels) / len(duels):.0%} | {s['wall_seconds']:.0f} |",
                 flush=True,
             )
-            if a.out:
-                os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-                with open(a.out, "a") as fh:
-                    fh.write(
-                        json.dumps(
-                            {
-                                "task": task,
-                                "config": g,
-                                "rounds": a.rounds,
-                                "per_seed": per_seed,
-                                "self_duels": duels,
-                                "wall_seconds": s["wall_seconds"],
-                                "device": s["device"],
-                                "software": s.get("software"),
-                                "settings": settings_of(module.hparams),
-                            }
-                        )
-                        + "\n"
+            if rows is not None:
+                rows.write(
+                    json.dumps(
+                        {
+                            "task": task,
+                            "config": g,
+                            "rounds": a.rounds,
+                            "per_seed": per_seed,
+                            "self_duels": duels,
+                            "wall_seconds": s["wall_seconds"],
+                            "device": s["device"],
+                            "software": s.get("software"),
+                            "settings": settings_of(module.hparams),
+                        }
                     )
+                    + "\n"
+                )
+                rows.flush()  # each row kept as it finishes
     if skipped:  # a row is its task, config, T and seeds: one made on another device is not run again either
         devices = ", ".join(f"{skipped.count(d)} on {d}" for d in sorted(set(skipped)))
         print(

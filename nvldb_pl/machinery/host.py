@@ -186,10 +186,18 @@ def check_writable(root: str) -> None:
     """Fail before training if the run folder cannot be created or written."""
     try:
         os.makedirs(root, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root):
-            pass
     except OSError as err:
         raise ValueError(f"trainer.default_root_dir: {root} is not a writable folder ({err.strerror})") from None
+    check_folder_writable(root, "trainer.default_root_dir", "")
+
+
+def check_folder_writable(folder: str, field: str, then: str) -> None:
+    """A ValueError naming ``field`` where a file cannot be made in ``folder`` (``then``: what to do, after it)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ValueError(f"{field}: {folder} is not a writable folder ({err.strerror}){then}") from None
 
 
 def folders_to_make(folder: str) -> list[str]:

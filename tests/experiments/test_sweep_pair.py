@@ -544,3 +544,32 @@ def test_pair_reads_its_files_whole_and_names_what_is_wrong(tmp_path, capsys, ro
     assert pair.main(["--task", "cos", "--rounds", "2", "--first", "Random", str(tmp_path)]) == 2
     got = capsys.readouterr()
     assert message in got.err and got.out == "" and len(got.err.strip().splitlines()) == 1, got.err
+
+
+def test_a_sweep_out_that_cannot_be_written_is_refused_before_the_first_run(tmp_path, capsys, monkeypatch):
+    """--out a read-only file failed with PermissionError after the run, its row lost: now refused before any run
+    (the file opened as the sweep starts; the refusal as the system gives it, simulated here so root sees it too)."""
+    import builtins
+
+    sweep = _script("sweep")
+    out = tmp_path / "ro.jsonl"
+    out.write_text("")
+    real_open = builtins.open
+
+    def read_only(path, mode="r", *args, **kwargs):
+        if str(path) == str(out) and any(c in mode for c in "aw+"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, mode, *args, **kwargs)
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a run started")
+
+    import nvldb_pl.experiments.sweep as module
+
+    monkeypatch.setattr(builtins, "open", read_only)
+    monkeypatch.setattr(module, "run_experiment", no_run)
+    code = _sweep_exit(sweep, monkeypatch, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out))
+    assert code == 2
+    assert f"error: --out: {out} cannot be written (Permission denied); give a file this user can write" in (
+        capsys.readouterr().err
+    )

@@ -458,6 +458,33 @@ def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp
     assert sorted(p.name for p in root.iterdir()) == sorted({p.relative_to(root).parts[0] for p in before})
 
 
+def test_resuming_into_a_folder_that_cannot_be_written_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
+    """Resuming into a read-only run folder was a PermissionError traceback: now one line naming ckpt_path (the
+    folder's refusal simulated, so that root sees it too), and the run's files as they were."""
+    import tempfile
+
+    from nvldb_pl.machinery import host
+
+    root = tmp_path / "run"
+    _made(str(root), *SHORT, "--data.rounds=8")
+    folder = root / "lightning_logs" / "version_0"
+    before = _files(root)
+    real = tempfile.NamedTemporaryFile
+
+    def read_only(*args, dir=None, **kwargs):
+        if dir is not None and os.path.realpath(dir) == os.path.realpath(folder):
+            raise PermissionError(13, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(host.tempfile, "NamedTemporaryFile", read_only)
+    out = _in_process(capsys, str(root), *SHORT, "--data.rounds=16", "--ckpt_path=last")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"error: ckpt_path: {folder} is not a writable folder (Permission denied); a run going on writes" in (
+        out.stderr
+    )
+    assert "Traceback" not in out.stderr and _files(root) == before
+
+
 @pytest.mark.parametrize(
     "layout,field,folder",
     [("no logger", "trainer.default_root_dir", "{root}"), ("checkpoint.dirpath", "checkpoint.dirpath", "{root}/ck")],
