@@ -67,9 +67,27 @@ class DuelingLoop(pl.Callback):
     def state_dict(self) -> dict:
         """The curves so far (and unflushed rounds), so a resumed run writes whole curves."""
         pending = [(r, a.cpu(), w.cpu()) for r, a, w in self._unlogged]
-        return {"curves": self._curves, "pending": pending, "running_mean": self.running_mean}
+        return {
+            "curves": self._curves,
+            "pending": pending,
+            "running_mean": self.running_mean,
+            "save_curves": self.save_curves,
+        }
 
     def load_state_dict(self, state: dict) -> None:
+        """Refused: a run going on with another ``save_curves`` than it had (its curves.csv would end, or begin, at the
+        round it went on from, beside a summary of every round)."""
+        had = bool(state.get("save_curves", bool(state.get("curves"))))  # (older checkpoints: curves kept or not)
+        if had != self.save_curves:
+            happens = (
+                "its curves.csv would stop at the round it goes on from, beside a summary of every round"
+                if had
+                else "its curves.csv would begin at the round it goes on from"
+            )
+            raise ValueError(
+                f"loop.save_curves: the run was made with save_curves {str(had).lower()}; going on with "
+                f"{str(self.save_curves).lower()}, {happens}: give loop.save_curves {str(had).lower()} (or leave it out)"
+            )
         self._curves = list(state.get("curves", []))
         self._unlogged = list(state.get("pending", []))
         self.running_mean = state.get("running_mean", float("nan"))

@@ -458,6 +458,19 @@ def test_a_new_run_into_a_folder_holding_a_run_is_refused_and_writes_nothing(tmp
     assert sorted(p.name for p in root.iterdir()) == sorted({p.relative_to(root).parts[0] for p in before})
 
 
+@pytest.mark.parametrize("first,then", [("true", "false"), ("false", "true")])
+def test_going_on_with_another_save_curves_is_refused_and_the_files_stay_one_horizon(tmp_path, capsys, first, then):
+    """A resume with loop.save_curves false left summary.json at T=16 beside a curves.csv ending at round 8 (and the
+    other way, curves beginning at round 9): refused in one line, the run's files as they were."""
+    root = tmp_path / "run"
+    _made(str(root), *SHORT, "--data.rounds=8", f"--loop.save_curves={first}")
+    before = _files(root)
+    out = _in_process(capsys, str(root), *SHORT, "--data.rounds=16", "--ckpt_path=last", f"--loop.save_curves={then}")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"error: loop.save_curves: the run was made with save_curves {first}; going on with {then}" in out.stderr
+    assert _files(root) == before
+
+
 def test_resuming_into_a_folder_that_cannot_be_written_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
     """Resuming into a read-only run folder was a PermissionError traceback: now one line naming ckpt_path (the
     folder's refusal simulated, so that root sees it too), and the run's files as they were."""
