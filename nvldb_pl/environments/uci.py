@@ -226,11 +226,23 @@ def read_user_table(path: str, label_column=None, feature_columns=None, header: 
         raise ValueError(f"{path}: the label column holds one class ({classes[0]!r}); a dueling task needs two or more")
     index = {c: k for k, c in enumerate(classes)}
     y = np.asarray([index[c] for c in labels], dtype=np.int64)
-    return standardize(X), y, tuple(classes)
+    return standardize(X, path, [i + 1 for i in fi]), y, tuple(classes)
 
 
-def standardize(X: np.ndarray) -> np.ndarray:
-    """Columns to zero mean and unit variance (zero-variance columns stay 0)."""
-    mean, std = X.mean(axis=0), X.std(axis=0)
-    constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))  # rounding leaves ~1e-17 on a constant column
-    return np.where(constant, 0.0, (X - mean) / np.where(constant, 1.0, std))
+def standardize(X: np.ndarray, path: str = "the table", columns: Optional[list] = None) -> np.ndarray:
+    """Columns to zero mean and unit variance (zero-variance columns stay 0). Refused naming ``path`` and the column
+    (``columns``: each one's 1-based number in the file; default 1..p): one whose mean or variance overflows float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = X.mean(axis=0), X.std(axis=0)
+        constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))  # rounding leaves ~1e-17 on a constant column
+        Z = np.where(constant, 0.0, (X - mean) / np.where(constant, 1.0, std))
+    bad = np.flatnonzero(~(np.isfinite(mean) & np.isfinite(std) & np.isfinite(Z).all(axis=0)))
+    if bad.size:
+        k = int(bad[0])
+        col = columns[k] if columns is not None else k + 1
+        r = int(np.argmax(np.abs(X[:, k])))
+        raise ValueError(
+            f"{path}, column {col}: its values (up to {X[r, k]:.3g}, data row {r + 1}) overflow float64 when "
+            f"standardized (mean 0, sd 1); rescale the column (e.g. to other units)"
+        )
+    return Z

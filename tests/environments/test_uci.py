@@ -224,3 +224,24 @@ def test_statlog_read_by_arm_index_is_a_task_of_ones_own_whose_best_duel_is_the_
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["config"].get("variance_aware", True) for r in rows] == [True, False, True, False]
     assert all(len(r["per_seed"]) == 2 and all(0 <= v <= 1 for v in r["per_seed"]) for r in rows)
+
+
+def test_a_table_column_that_overflows_when_standardized_is_refused_naming_the_file_column_and_row(tmp_path):
+    """Two cells of 1e308 were standardized into inf/NaN with only numpy's RuntimeWarning: now one line naming the
+    file, the column as the file counts it, and the row of its largest value; a column of ordinary values is as before."""
+    import warnings
+
+    from nvldb_pl.environments.uci import read_user_table, standardize
+
+    path = tmp_path / "big.csv"
+    path.write_text("label,a,b\nx,1,1e308\ny,2,1.5e308\nx,3,-1e308\ny,4,2\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning on the way
+        with pytest.raises(ValueError) as err:
+            read_user_table(str(path), label_column="label")
+    assert str(err.value) == (
+        f"{path}, column 3: its values (up to 1.5e+308, data row 2) overflow float64 when standardized (mean 0, sd 1); "
+        "rescale the column (e.g. to other units)"
+    )
+    X = np.array([[1.0, 5.0], [2.0, 5.0], [3.0, 5.0]])
+    assert np.allclose(standardize(X)[:, 0], (X[:, 0] - 2) / X[:, 0].std()) and (standardize(X)[:, 1] == 0).all()
