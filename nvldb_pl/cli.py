@@ -33,7 +33,7 @@ from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
 from .machinery.devices import threads_for
-from .machinery.yaml_files import DuplicateKey, unique_keys_loader
+from .machinery.yaml_files import DuplicateKey, refuse_settings_beside_class_path, unique_keys_loader
 from .machinery.host import (
     CannotWrite,
     check_folder_can_be_made,
@@ -488,6 +488,7 @@ def check_config_files(argv: list[str]) -> None:
                 raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
             except DuplicateKey as err:
                 raise ValueError(f"--config: {path}: {err}") from None
+            refuse_settings_beside_class_path(config, f"--config: {path}")
             if not isinstance(config, dict):
                 what = (
                     "is empty"

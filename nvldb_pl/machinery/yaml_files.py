@@ -43,3 +43,27 @@ def refuse_duplicate_keys(text: str, where: str) -> None:
         raise ValueError(f"{where}: {err}") from None
     except yaml.YAMLError:
         pass
+
+
+CLASS_KEYS = ("class_path", "init_args", "dict_kwargs", "__path__")
+
+
+def refuse_settings_beside_class_path(config, where: str, at: str = "") -> None:
+    """A ValueError naming ``where`` and the section where a mapping gives ``class_path`` with settings beside it
+    (``class_path: NDB`` then ``width: 8``): the fit CLI's reader takes a class's settings under ``init_args`` only
+    (and said "model.class_path: not an option"), and an earlier live reader dropped them silently."""
+    if isinstance(config, list):
+        for k, item in enumerate(config):
+            refuse_settings_beside_class_path(item, where, f"{at}[{k}]")
+    if not isinstance(config, dict):
+        return
+    if "class_path" in config:
+        beside = sorted(str(k) for k in config if k not in CLASS_KEYS)
+        if beside:
+            section = at or "the file"
+            raise ValueError(
+                f"{where}: {section}: {beside} beside class_path: a class's settings go under init_args "
+                f"(class_path: {config['class_path']}, then init_args: {{{beside[0]}: ...}})"
+            )
+    for key, value in config.items():
+        refuse_settings_beside_class_path(value, where, f"{at}.{key}" if at else str(key))

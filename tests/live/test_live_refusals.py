@@ -1,6 +1,8 @@
 """The live API refuses what the fit CLI refuses, with the same kind of one line, and contexts that would poison the
 learner before any change (issue "No result without its reason")."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -56,3 +58,20 @@ def test_from_config_refuses_a_key_given_twice_and_a_dimension_that_is_not_an_in
     odd.write_text("data:\n  dim: 5.7\n")
     with pytest.raises(ValueError, match=r"odd.yaml: data.dim: must be an integer >= 1, got 5.7"):
         DuelingBandit.from_config(str(odd))
+
+
+def test_settings_beside_class_path_are_refused_by_the_live_reader_and_the_fit_cli_alike(tmp_path, capsys):
+    """A model of class_path NDB with width 8 beside it (not under init_args): the live reader built NDB at width 32
+    without a word, the fit CLI said "model.class_path: not an option"; both now say the same line."""
+    from nvldb_pl.cli import run_cli
+
+    path = tmp_path / "flat.yaml"
+    path.write_text("data:\n  dim: 5\n  rounds: 50\nmodel:\n  class_path: NDB\n  width: 8\n")
+    said = "model: ['width'] beside class_path: a class's settings go under init_args (class_path: NDB, then init_args"
+    with pytest.raises(ValueError, match=re.escape(f"{path}: {said}")):
+        DuelingBandit.from_config(str(path), dim=5)
+    capsys.readouterr()
+    assert run_cli(["fit", "--config", str(path), "--trainer.default_root_dir", str(tmp_path / "run")]) == 2
+    assert f"error: --config: {path}: {said}" in capsys.readouterr().err
+    path.write_text("data:\n  dim: 5\n  rounds: 50\nmodel:\n  class_path: NDB\n  init_args:\n    width: 8\n")
+    assert DuelingBandit.from_config(str(path), dim=5).learner.hparams["width"] == 8
