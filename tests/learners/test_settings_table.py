@@ -1,0 +1,140 @@
+"""Every argument of every learner in the registry takes effect or is refused: a table of settings x conditions,
+checked against the learners' signatures so that a new argument cannot be left out.
+
+Each entry says what giving the argument a value other than its default does, on a tiny run (cos, T=16, 2 seeds):
+``changes`` (the run's learner state or regret differ from the run without it), ``speed`` (how it runs, not what: the
+same regret to 1e-9), or ``guard`` (a bound the run is refused beyond). ``needs``: the settings under which it takes
+effect; without them it is refused in one line naming it (``model.<arg>``). ``refused_under``: other settings under
+which it would change nothing, and is refused naming it. The data's own fields (dim, arms, rounds, num_seeds, link)
+come from ``data.*`` and are not the learner's to give."""
+
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+from nvldb_pl.learners.registry import LEARNERS, init_args
+from nvldb_pl.loop.run import run_experiment
+from nvldb_pl.maths.checks import LINKED_FROM_DATA
+
+DATA = {"task": "cos", "rounds": 16, "num_seeds": 2, "seed": 0}
+SMALL = {"NVLDB": {"width": 8}, "NDB": {"width": 8}}  # (smaller networks: a tiny run)
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: object
+    kind: str = "changes"  # changes / speed / guard
+    needs: dict = field(default_factory=dict)
+    refused_under: dict = field(default_factory=dict)
+    rounds: int = 16  # a setting that acts once a run has gone far enough (VACDB's upper layers) gets a longer one
+
+
+TABLE = {
+    "NVLDB": {
+        "backward": Setting("autograd", "speed"),
+        "beta": Setting(3.0),
+        "bias": Setting(False),
+        "depth": Setting(2),
+        "distinct_arms": Setting(False),
+        "episode": Setting(2),
+        "epsilon": Setting(0.2, refused_under={"variance_aware": False}),
+        "escape_rate": Setting(0.5, needs={"self_duel_test": "escape"}),
+        "feature_dim": Setting(3),
+        "grad_steps": Setting(3),
+        "gram_mode": Setting("incremental"),
+        "history_pass": Setting("masked", "speed"),
+        "init": Setting("torch"),
+        "lam": Setting(2.0),
+        "lr": Setting(0.01),
+        "network": Setting("tests.extensions.networks.LayerNormMLP"),
+        "oracle_variance": Setting(True, refused_under={"variance_aware": False}),
+        "parametrization": Setting("ntk"),
+        "refit_iterations": Setting(1, refused_under={"refit_theta": False}),
+        "refit_theta": Setting(False),
+        "sample_size": Setting(4),
+        "sample_weighting": Setting("recency", needs={"sample_size": 4}),
+        "second_arm": Setting("deep", refused_under={"self_duel_test": "escape"}),
+        "self_duel_test": Setting("escape"),
+        "self_duel_width": Setting(3.0, refused_under={"self_duel_test": "escape"}),
+        "strategy": Setting("ts_asym"),
+        "train_network": Setting(False),
+        "variance_aware": Setting(False),
+        "w_reg": Setting(0.5),
+        "width": Setting(4),
+    },
+    "NDB": {
+        "beta": Setting(3.0),
+        "bias": Setting(False),
+        "depth": Setting(2),
+        "distinct_arms": Setting(False, rounds=60),  # (its rule first pairs an arm with itself near round 50)
+        "grad_steps": Setting(3),
+        "gram": Setting("diag"),
+        "init": Setting("torch"),
+        "lam": Setting(2.0),
+        "lr": Setting(0.01),
+        "parametrization": Setting("ntk"),
+        "rule": Setting("ts"),
+        "strategy": Setting("ts_asym"),
+        "width": Setting(4),
+    },
+    "CoLSTIM": {"beta": Setting(3.0), "lam": Setting(2.0), "refit_iterations": Setting(1)},
+    "MaxInP": {"beta": Setting(0.1), "lam": Setting(0.1), "refit_iterations": Setting(1)},
+    # VACDB explores in its first layer until its widths shrink: beta and the layers act from about round 100 on
+    "VACDB": {
+        "beta": Setting(3.0, rounds=200),
+        "lam": Setting(2.0),
+        "layers": Setting(1, rounds=200),
+        "refit_iterations": Setting(1),
+    },
+    "RandomPair": {},
+    "PairwiseGPLearner": {"beta": Setting(3.0), "refit_every": Setting(2), "max_rounds": Setting(8, "guard")},
+}
+
+ROWS = [(name, arg) for name in TABLE for arg in sorted(TABLE[name])]
+
+
+def test_the_table_covers_every_argument_of_every_learner_in_the_registry():
+    """A learner or an argument added without its row here fails this test."""
+    assert set(TABLE) == set(LEARNERS)
+    for name, cls in LEARNERS.items():
+        assert set(TABLE[name]) == init_args(cls) - set(LINKED_FROM_DATA), name
+
+
+def _run(name: str, model: dict, rounds: int = DATA["rounds"]) -> tuple:
+    if name == "PairwiseGPLearner":
+        pytest.importorskip("botorch")
+    summary, module = run_experiment({**DATA, "rounds": rounds}, {**SMALL.get(name, {}), **model}, learner=name)
+    return [s["cum_avg_regret"] for s in summary["seeds"]], module.state_dict(), dict(module.hparams)
+
+
+def _differ(a: tuple, b: tuple) -> bool:
+    (ra, sa, _), (rb, sb, _) = a, b
+    if ra != rb or sa.keys() != sb.keys():
+        return True
+    return any(not (x.shape == sb[k].shape and torch.equal(x, sb[k])) for k, x in sa.items() if torch.is_tensor(x))
+
+
+@pytest.mark.parametrize("name,arg", ROWS, ids=[f"{n}.{a}" for n, a in ROWS])
+def test_every_setting_takes_effect_or_is_refused_naming_it(name, arg):
+    s = TABLE[name][arg]
+    given = {**s.needs, arg: s.value}
+    if s.kind == "guard":  # a bound: a run past it is refused naming it, one within it runs
+        with pytest.raises(ValueError, match=f"model.{arg}|{arg}"):
+            _run(name, given)
+        _run(name, {**s.needs, arg: DATA["rounds"]})
+        return
+    base, run = _run(name, dict(s.needs), s.rounds), _run(name, given, s.rounds)
+    if arg in base[2]:  # (NDB's rule is its strategy's old name: not held under its own)
+        assert base[2][arg] != s.value, f"the table's {name}.{arg}={s.value!r} is the default: it tests nothing"
+    if s.kind == "speed":  # how it runs, not what: the same run
+        assert torch.allclose(torch.tensor(base[0]), torch.tensor(run[0]), rtol=1e-9, atol=1e-9), (base[0], run[0])
+    else:
+        assert _differ(base, run), f"{name}.{arg}={s.value!r} ran as the run without it"
+    for other, value in s.needs.items():  # without what it needs: refused, naming it
+        without = {k: v for k, v in given.items() if k != other}
+        with pytest.raises(ValueError, match=f"model.{arg}"):
+            _run(name, without, s.rounds)
+    if s.refused_under:
+        with pytest.raises(ValueError, match=f"model.{arg}"):
+            _run(name, {**given, **s.refused_under}, s.rounds)
