@@ -165,11 +165,13 @@ def unfinished_run(
 
 def task_data(task: str, data_overrides: Optional[dict]) -> dict:
     """The data settings of ``task`` in a grid: a UCI task's own shape (its d, K, preference: --dim and --arms do
-    not apply) with the other --data settings, a synthetic or table task's settings as given."""
+    not apply) with the other --data settings, a synthetic or table task's settings as given but for the UCI tasks'
+    files (``data_dir``; ``data_file`` but for a table), which it reads none of."""
     given = dict(data_overrides or {})
     if task in TASK_DATA:
         return {**{k: v for k, v in given.items() if k not in ("dim", "arms")}, **TASK_DATA[task]}
-    return given
+    unread = ("data_dir",) if task == "table" else ("data_dir", "data_file")  # the UCI tasks' files: not read here
+    return {k: v for k, v in given.items() if k not in unread}
 
 
 def made_with_settings(folder: str, method: str, model: dict, data: dict) -> bool:

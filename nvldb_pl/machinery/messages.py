@@ -35,7 +35,7 @@ def parser_message(message: str, learners: tuple = ()) -> str:
 
     >>> parser_message('Parser key "model":\\n  Errors:\\n    - Problem with given class_path \\'nvldb_pl.NVLDB\\':\\n'
     ...                '        Parser key "width":\\n          Expected a <class \\'int\\'>. Got value: 32.0')
-    "model.width: expected a <class 'int'>, got 32.0"
+    'model.width: expected an integer, got 32.0'
     """
     stack: list[tuple[int, str]] = []  # (indent, key or class path) of the lines above the current one
     found: dict[str, list[str]] = {}  # field -> its reasons, in order
@@ -99,7 +99,16 @@ def parser_message(message: str, learners: tuple = ()) -> str:
         if field in given and "Got value" not in text and given[field] not in text:
             text += f"; got {given[field]}"
         parts.append(f"{field}: {text}" if field else text)
-    return "; ".join(parts).replace(". Got value: ", ", got ")
+    return _plain_types("; ".join(parts).replace(". Got value: ", ", got "))
+
+
+TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text", "dict": "a mapping"}
+
+
+def _plain_types(text: str) -> str:
+    """``expected a <class 'int'>`` as a user reads it (``expected an integer``), a repeated "or none" dropped."""
+    text = re.sub(r"; expected a <class 'NoneType'>(, got [^;(]*)?", "", text)
+    return re.sub(r"expected a <class '(\w+)'>", lambda m: f"expected {TYPE_WORDS.get(m.group(1), m.group(1))}", text)
 
 
 def _lower_first(text: str) -> str:
@@ -111,6 +120,9 @@ def user_message(err: Exception) -> str:
     > 0``) reaches here inside jsonargparse's report on the model's Union type, with a dump of the
     whole model namespace; keep just the refusals, which name their fields."""
     text = str(err)
+    duration = re.match(r"`Timer\(duration=(.*)\)` is not a valid duration", text)  # Lightning's, naming no field
+    if duration:
+        return f"trainer.max_time: {duration.group(1)} is not a duration; give DD:HH:MM:SS (00:12:00:00: 12 hours)"
     if text.startswith("Does not validate against any of the Union subtypes"):
         items: list[list[str]] = []  # each "- ..." line of the report, with the deeper lines under it
         for line in text.splitlines():

@@ -27,13 +27,13 @@ ROWS = [
     ("--data.dim=0", "data.dim"),
     ("--data.rounds=0", "data.rounds"),
     ("--data.num_seeds=0", "data.num_seeds"),
-    ("--data.rounds=abc", "data.rounds: expected a <class 'int'>, got abc"),
+    ("--data.rounds=abc", "data.rounds: expected an integer, got abc"),
     # values the parser refuses: one line naming the field (was argparse's usage of every option, then
     # jsonargparse's report of every type of a Union the value did not match)
-    ("--model.width=32.0", "model.width: expected a <class 'int'>, got 32.0"),
+    ("--model.width=32.0", "model.width: expected an integer, got 32.0"),
     # a size past memory: refused before allocating (was torch's "Overflow when unpacking long long", no field)
     ("--model.width=99999999999999999999", "model.width / model.depth: this config preallocates about"),
-    ("--model.bias=maybe", "model.bias: expected a <class 'bool'>; got maybe"),
+    ("--model.bias=maybe", "model.bias: expected true or false; got maybe"),
     ("--model.widht=3", "model.widht: not an option of nvldb_pl.NVLDB"),
     ("--model=NDB --model.variance_aware=false", "model.variance_aware: not an option of nvldb_pl.learners.NDB"),
     ("--trainer.logger=foo.Bar", "trainer.logger: foo.Bar: No module named 'foo'"),
