@@ -25,6 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from nvldb_pl.serve.items import builtin_catalog, read_items  # noqa: E402
 
+SIDECARS = ("-wal", "-shm", "-journal", ".lock", ".acked")  # SQLite's files beside a database, and the server's
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,6 +104,7 @@ def main(argv=None) -> int:
     from nvldb_pl.serve.annotation import Annotation
     from nvldb_pl.serve.store import Store
 
+    store, before = None, set()
     try:
         if not 0 <= a.port <= 65535:
             raise ValueError(f"--port: must be between 0 and 65535, got {a.port}")
@@ -113,6 +116,7 @@ def main(argv=None) -> int:
         if os.path.isdir(a.db):
             raise ValueError(f"--db: {a.db} is a folder; give a file name in it")
         items = read_items(a.items) if a.items else builtin_catalog()
+        before = {f for f in (a.db, *(a.db + end for end in SIDECARS)) if os.path.exists(f)}
         offer = None if a.offer_all else (a.offer if a.offer is not None else (4 if a.objective == "regret" else None))
         store = Store(a.db, exclusive=True)  # one server a database
         annotation = Annotation(
@@ -141,7 +145,22 @@ def main(argv=None) -> int:
             raise ValueError(f"--host/--port: cannot listen on {a.host}:{a.port} ({err.strerror})") from None
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
+        if store is not None:  # a refused start: the files it made go, those it found stay as they were
+            store.close()
+            for f in (a.db, *(a.db + end for end in SIDECARS)):
+                if f not in before and os.path.exists(f):
+                    os.remove(f)
         return 2
+    researcher = a.researcher_token or secrets.token_urlsafe(18)
+    local = {"127.0.0.1", "localhost", "::1"}
+    hosts = local if a.host in local else None if a.host in ("0.0.0.0", "::") else {a.host}
+    app = make_app(annotation, a.token, researcher, hosts, a.prompt)
+    torch.set_num_threads(1)  # the learner's tensors are small: a second thread only contends with the replies
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    # a stop from here on, before uvicorn's own handlers or after them (uvicorn stops gracefully on SIGINT/SIGTERM,
+    # then raises the signal again with the handlers it found), ends the serving; the learners are saved below
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
     host, port = sock.getsockname()[:2]
     restored = sum(annotation.restored.values())
     shown = f"[{host}]" if ":" in host else host
@@ -151,19 +170,9 @@ def main(argv=None) -> int:
         + f"\nanswers in {a.db}: {annotation.store.count_answers()} kept, {restored} restored into the learner(s)",
         flush=True,
     )
-    researcher = a.researcher_token or secrets.token_urlsafe(18)
     print(f"researcher (exports, status, every ranking): http://{shown}:{port}/?token={researcher}", flush=True)
     for name, secret in invites.items():
         print(f"invite for {name}: http://{shown}:{port}/?invite={secret}", flush=True)
-    local = {"127.0.0.1", "localhost", "::1"}
-    hosts = local if a.host in local else None if a.host in ("0.0.0.0", "::") else {a.host}
-    app = make_app(annotation, a.token, researcher, hosts, a.prompt)
-    torch.set_num_threads(1)  # the learner's tensors are small: a second thread only contends with the replies
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    # uvicorn stops gracefully on SIGINT/SIGTERM, then raises the signal again with the handlers it found: these,
-    # which let the learners be saved below instead of ending the process there
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
     try:
         server.run(sockets=[sock])
     finally:

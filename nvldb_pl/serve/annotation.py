@@ -115,6 +115,7 @@ class Annotation:
         with open(config, "rb") as fh:
             config_text = fh.read().decode("utf-8", "replace")
         self.objective = objective
+        self._fresh()  # the config builds a learner: a bad one is refused now (nothing claimed), not at a question
         if store.meta() and "objective" not in store.meta() and objective != "regret":  # made before objectives
             raise ValueError(
                 f"--db: {store.path} was made with objective = 'regret', this server has {objective!r}; "

@@ -119,7 +119,10 @@ class Learners:
 def _learning_process(conn, contexts, spec: tuple, db: str, save_every: int, state: bytes) -> None:
     """A learning process's loop: answers, undos and the stop read from ``conn`` in order; reports and the learners
     as they stand written back (see the module's docstring)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the server's to answer (it sends "stop")
+    # a Ctrl-C or a stop sent to the whole group (a terminal, timeout, a service manager) is the server's to answer: it
+    # sends "stop" (and if it is killed, the pipe's end stops this process)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     import torch
 
     torch.set_num_threads(1)

@@ -77,18 +77,23 @@ def test_a_serve_command_of_the_docs_serves_the_page(command, tmp_path):
         (["--db", "no/such/folder/a.db"], "--db: no/such/folder/a.db: folder"),
         (["--offer", "1"], "--offer: must be an integer >= 2"),
         (["--config", "nothing.yaml"], "--config: nothing.yaml: no such file"),
+        (["--config", "FLAT"], "model: ['width'] beside class_path"),  # (it served, and failed at the first question)
     ],
 )
 def test_a_bad_start_is_refused_in_one_line(args, message, tmp_path, capsys, monkeypatch):
+    """Refused in one line, and the files of a database it would have made are not left behind."""
     bad = tmp_path / "bad.csv"
     bad.write_text("name,x\nA,1\nB,oops\n")
-    args = [str(bad) if a == "BAD" else a for a in args]
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("data:\n  dim: 5\nmodel:\n  class_path: NDB\n  width: 8\n")
+    args = [str(bad) if a == "BAD" else str(flat) if a == "FLAT" else a for a in args]
     if "--db" not in args:
         args += ["--db", str(tmp_path / "a.db")]
     monkeypatch.chdir(ROOT)
     code = load_script("serve").main(args + ["--port", "0"] if "--port" not in args else args)
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "flat.yaml"]
 
 
 def test_a_second_server_on_one_database_is_refused_naming_the_first(tmp_path):
@@ -134,3 +139,23 @@ def test_the_load_scripts_people_who_read_each_question_answer_no_faster_than_th
     assert 0 < float(row[1]) <= 2 / 0.2 and int(row[5]) <= 2 * (2 / 0.2 + 1)
     assert load_script("load_serve").main(["--people", "1", "--think", "-1"]) == 2
     assert "error: --think: seconds from 0 to 60, got -1.0" in capsys.readouterr().err
+
+
+def test_a_stop_sent_to_the_whole_process_group_stops_the_server_cleanly(tmp_path):
+    """A terminal's Ctrl-C, `timeout` or a service manager signal the server's whole group, its learning process
+    too: the server stops it (learned, saved), and it said "the learning process ended (exit code -15)"; a signal
+as the server starts is taken too (it ended the process with -15, nothing saved)."""
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), "--db", str(tmp_path / "a.db"), "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group, signalled whole below
+    )
+    try:
+        assert "serving" in proc.stdout.readline()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "stopped; 0 answers" in out and "error" not in err, out + err
