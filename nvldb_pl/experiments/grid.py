@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import inspect
 import json
+import math
 import os
 import shutil
 import time
@@ -51,8 +52,39 @@ def run_hparams(folder: str) -> dict:
     path = os.path.join(folder, "hparams.yaml")
     if not os.path.exists(path):
         return {}
-    with open(path) as fh:
-        return yaml.safe_load(fh) or {}
+    try:
+        with open(path, "rb") as fh:
+            hp = yaml.safe_load(fh.read().decode("utf-8")) or {}
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ValueError(f"{path}: damaged, not read (not valid YAML: {' '.join(str(err).split())})") from None
+    if not isinstance(hp, dict):
+        raise ValueError(f"{path}: damaged: a run's hyperparameters are a mapping, found {type(hp).__name__}")
+    return hp
+
+
+def read_summary(folder: str) -> dict:
+    """A run's summary.json, checked whole: a mapping whose ``seeds`` are mappings, each with its integer ``seed``
+    and finite ``cum_avg_regret``; else a ValueError naming the file and what is wrong."""
+    path = os.path.join(folder, "summary.json")
+    s = read_json(path)
+    if not isinstance(s, dict):
+        raise ValueError(f"{path}: damaged: a run's summary is a JSON object, found {type(s).__name__}")
+    seeds = s.get("seeds")
+    if not isinstance(seeds, list) or not seeds:
+        raise ValueError(f"{path}: damaged: no 'seeds' list (one entry a seed)")
+    for k, x in enumerate(seeds):
+        ok = (
+            isinstance(x, dict)
+            and type(x.get("seed")) is int
+            and isinstance(x.get("cum_avg_regret"), (int, float))
+            and math.isfinite(x["cum_avg_regret"])
+        )
+        if not ok:
+            raise ValueError(
+                f"{path}: damaged: seeds[{k}] is not a seed's record (an object with an integer 'seed' and a "
+                f"finite 'cum_avg_regret'): {str(x)[:80]}"
+            )
+    return s
 
 
 def run_settings(method: str, hparams: dict) -> dict:
@@ -109,7 +141,7 @@ def find_run(
         path = os.path.join(folder, "summary.json")
         if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
             continue
-        s = read_json(path)
+        s = read_summary(folder)
         if (
             (s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
             and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))
@@ -196,7 +228,7 @@ def made_with_data(folder: str, data: dict, hp: Optional[dict] = None) -> bool:
     held = {k: v for k, v in data.items() if k in LINKED_FROM_DATA or k == "preference"}
     if any(k not in held for k in data):
         path = os.path.join(folder, "summary.json")
-        ran = (read_json(path) or {}).get("data") if os.path.isfile(path) else None
+        ran = read_summary(folder).get("data") if os.path.isfile(path) else None
         if not isinstance(ran, dict) or any(ran.get(k) != v for k, v in data.items() if k not in held):
             return False  # made with other data settings, or before summaries recorded them
     held.pop("preference", None)

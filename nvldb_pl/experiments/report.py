@@ -14,8 +14,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .grid import TASK_DATA, run_hparams, run_settings
-from ..machinery.host import atomic_open, read_json, software_text, write_json_atomic
+from .grid import TASK_DATA, read_summary, run_hparams, run_settings
+from ..machinery.host import atomic_open, software_text, write_json_atomic
 from ..learners.nvldb import LITERAL
 from ..learners.registry import LITERAL_SUFFIX, METHODS
 
@@ -68,7 +68,12 @@ def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
         for row in csv.DictReader(text.splitlines()):
             if None in row.values() or None in row:
                 raise ValueError(f"a row of {len([v for v in row.values() if v is not None])} fields: {row}")
-            rows.setdefault(int(row["round"]), {})[int(row["seed"])] = float(row["cum_avg_regret"])
+            r, s, v = int(row["round"]), int(row["seed"]), float(row["cum_avg_regret"])
+            if s in rows.setdefault(r, {}):  # (the later row won: a paired difference went from +0.010 to -0.396)
+                raise ValueError(f"round {r} of seed {s} is given twice")
+            if not math.isfinite(v):
+                raise ValueError(f"round {r} of seed {s} is {v} (a run writes finite regrets only)")
+            rows[r][s] = v
     except (UnicodeDecodeError, KeyError, TypeError, ValueError) as err:  # a cut-short row reads None or ''
         raise ValueError(f"{path}: damaged or not a curves file ({type(err).__name__}: {err})") from None
     if not rows:
@@ -218,7 +223,7 @@ def write_report(
             if t_ != task:
                 continue
             rounds, seeds, R = load_curves(folder)
-            summary = read_json(os.path.join(folder, "summary.json"))
+            summary = read_summary(folder)
             base_seed = bases[method] = summary.get("base_seed", 0)
             streams[method] = summary.get("data")
             hparams = run_hparams(folder)

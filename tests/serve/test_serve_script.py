@@ -143,8 +143,8 @@ def test_the_load_scripts_people_who_read_each_question_answer_no_faster_than_th
 
 def test_a_stop_sent_to_the_whole_process_group_stops_the_server_cleanly(tmp_path):
     """A terminal's Ctrl-C, `timeout` or a service manager signal the server's whole group, its learning process
-    too: the server stops it (learned, saved), and it said "the learning process ended (exit code -15)"; a signal
-as the server starts is taken too (it ended the process with -15, nothing saved)."""
+        too: the server stops it (learned, saved), and it said "the learning process ended (exit code -15)"; a signal
+    as the server starts is taken too (it ended the process with -15, nothing saved)."""
     proc = subprocess.Popen(
         [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), "--db", str(tmp_path / "a.db"), "--port", "0"],
         cwd=ROOT,
