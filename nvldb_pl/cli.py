@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import warnings
@@ -33,7 +34,13 @@ from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
 from .machinery.devices import threads_for
-from .machinery.yaml_files import DuplicateKey, refuse_settings_beside_class_path, unique_keys_loader
+from .machinery.yaml_files import (
+    DuplicateKey,
+    linked_message,
+    refuse_linked_in_model,
+    refuse_settings_beside_class_path,
+    unique_keys_loader,
+)
 from .machinery.host import (
     CannotWrite,
     check_folder_can_be_made,
@@ -477,6 +484,10 @@ def check_config_files(argv: list[str]) -> None:
     import yaml
 
     _UniqueKeys = unique_keys_loader()
+    for arg in argv:  # --model.dim 7 ran with data.dim's 5, without a word
+        linked = re.match(r"--model\.(init_args\.)?(\w+)(=|$)", arg)
+        if linked and linked.group(2) in LINKED_FROM_DATA:
+            raise ValueError(linked_message(linked.group(2)))
     paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")]
     paths += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
     for path in paths:
@@ -489,6 +500,7 @@ def check_config_files(argv: list[str]) -> None:
             except DuplicateKey as err:
                 raise ValueError(f"--config: {path}: {err}") from None
             refuse_settings_beside_class_path(config, f"--config: {path}")
+            refuse_linked_in_model(config, f"--config: {path}")
             if not isinstance(config, dict):
                 what = (
                     "is empty"

@@ -43,7 +43,7 @@ import torch
 from .maths.checks import typed_args, LINKED_FROM_DATA, refuse_other_state
 from .loop.data import BanditDataModule
 from .machinery.host import atomic_open, checkpoint_problem, keep_freed_memory, open_text
-from .machinery.yaml_files import refuse_duplicate_keys, refuse_settings_beside_class_path
+from .machinery.yaml_files import refuse_duplicate_keys, refuse_linked_in_model, refuse_settings_beside_class_path
 from .learners.base import DuelingLearner
 from .learners.neural import saved_hparams
 from .learners.registry import init_args, learner_class, learner_path
@@ -245,7 +245,8 @@ class DuelingBandit:
                     raise ValueError(f"{where}: not valid YAML ({err})") from None
             if not isinstance(config, dict):
                 raise ValueError(f"{where}: expected a mapping with 'model' and 'data' sections")
-        refuse_settings_beside_class_path(config, where)  # as the fit CLI refuses it
+        refuse_settings_beside_class_path(config, where)  # as the fit CLI refuses them
+        refuse_linked_in_model(config, where)
         # a fit config's sections are welcome (what live use does not need is left out); a misspelt one is not
         unknown = sorted(set(config) - FIT_CONFIG_KEYS)
         if unknown:

@@ -67,3 +67,25 @@ def refuse_settings_beside_class_path(config, where: str, at: str = "") -> None:
             )
     for key, value in config.items():
         refuse_settings_beside_class_path(value, where, f"{at}.{key}" if at else str(key))
+
+
+def refuse_linked_in_model(config, where: str) -> None:
+    """A ValueError naming ``where`` where a config's ``model`` (its settings, or its ``init_args``) gives a field
+    the learner takes from the data (``dim``, ``arms``, ``rounds``, ``num_seeds``, ``link``): the data's value ran,
+    and the one given here was dropped without a word."""
+    from ..maths.checks import LINKED_FROM_DATA
+
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, dict):
+        return
+    args = model.get("init_args") if "class_path" in model else model
+    for key in LINKED_FROM_DATA:
+        if isinstance(args, dict) and key in args:
+            raise ValueError(linked_message(key, where))
+
+
+def linked_message(key: str, where: str = "") -> str:
+    return (
+        f"{where + ': ' if where else ''}model.{key}: the learner takes it from data.{key} (the data's value runs); "
+        f"give data.{key} instead"
+    )

@@ -75,3 +75,24 @@ def test_settings_beside_class_path_are_refused_by_the_live_reader_and_the_fit_c
     assert f"error: --config: {path}: {said}" in capsys.readouterr().err
     path.write_text("data:\n  dim: 5\n  rounds: 50\nmodel:\n  class_path: NDB\n  init_args:\n    width: 8\n")
     assert DuelingBandit.from_config(str(path), dim=5).learner.hparams["width"] == 8
+
+
+def test_a_data_field_given_under_model_is_refused_by_the_fit_cli_and_the_live_reader(tmp_path, capsys):
+    """--model.dim 7 ran with data.dim's 5 (and the live reader dropped a model.dim): one line saying where it goes."""
+    from nvldb_pl.cli import run_cli
+
+    said = "model.dim: the learner takes it from data.dim (the data's value runs); give data.dim instead"
+    for extra in (["--model.dim", "7"], ["--model.init_args.dim=7"]):
+        capsys.readouterr()
+        assert (
+            run_cli(["fit", "--config", "configs/cos.yaml", *extra, "--trainer.default_root_dir", str(tmp_path)]) == 2
+        )
+        assert f"error: {said}" in capsys.readouterr().err
+    path = tmp_path / "c.yaml"
+    path.write_text("data:\n  dim: 5\nmodel:\n  width: 8\n  dim: 7\n")
+    with pytest.raises(ValueError, match=re.escape(f"{path}: {said}")):
+        DuelingBandit.from_config(str(path))
+    capsys.readouterr()
+    assert run_cli(["fit", "--config", str(path), "--trainer.default_root_dir", str(tmp_path / "run")]) == 2
+    assert f"error: --config: {path}: {said}" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
