@@ -174,7 +174,8 @@ class Annotation:
             if "last_answer" not in meta:
                 continue  # an older file: taken below only where the database vouches for its sha256
             key, last = meta.get("learner"), int(meta["last_answer"])
-            answers = todo.get(key, [])
+            refused = set(meta.get("refused") or [])  # its refusals, which the database may not have recorded
+            answers = [row for row in todo.get(key, []) if row[0] not in refused]
             seqs = [row[0] for row in answers]
             if last == 0 and not answers:
                 continue
@@ -197,7 +198,7 @@ class Annotation:
                     f"digests differ): the file is another study's or the database was changed; move the file away "
                     f"to rebuild the learner from the database (nothing was changed)"
                 )
-            found[key] = (bandit, n, digest, last)
+            found[key] = (bandit, n, digest, last, sorted(refused))
         return found
 
     def _restore(self, key: str, checked: Optional[tuple] = None) -> int:
@@ -206,8 +207,15 @@ class Annotation:
         todo = self.store.to_learn(key)
         bandit, held = None, 0
         if checked is not None:
-            bandit, held, digest, last = checked
+            bandit, held, digest, last, refused = checked
             self.learners.chain[key] = (last, digest)
+            self.learners.refused[key] = refused
+            # what the file holds, the database learns (a server killed before it recorded the learning process's
+            # reports): refusals recorded, answers marked learned
+            for seq in refused:
+                self.store.refused(seq, "refused by the learner (recorded from its file at a restart)", only_new=True)
+            todo = [row for row in todo if row[0] not in refused]
+            self.store.mark_learned([row[0] for row in todo[:held] if row[5] is None])
         else:  # a file saved before files recorded their last answer: where the database vouches for it
             snap = self.store.snapshot(key)
             if snap is not None and os.path.isfile(snap[2]) and sha256_of(snap[2]) == snap[1]:

@@ -189,9 +189,18 @@ class Store:
             self._ack(seq)
             return seq
 
-    def refused(self, seq: int, reason: str) -> None:
-        """Answer ``seq`` refused by its learner (which is as it was before it), with the reason."""
-        self._write("UPDATE answers SET learned = 0, refused = ? WHERE seq = ?", (reason, seq))
+    def refused(self, seq: int, reason: str, only_new: bool = False) -> None:
+        """Answer ``seq`` refused by its learner (which is as it was before it), with the reason (``only_new``: where
+        no outcome is recorded yet)."""
+        where = " AND learned IS NULL" if only_new else ""
+        self._write(f"UPDATE answers SET learned = 0, refused = ? WHERE seq = ?{where}", (reason, seq))
+
+    def mark_learned(self, seqs: list) -> None:
+        """Answers ``seqs`` held by their learner's file, marked learned where no outcome is recorded (their reports
+        did not reach the database before the server stopped); no stability point is recorded for them."""
+        sql = "UPDATE answers SET learned = 1 WHERE seq = ? AND learned IS NULL"
+        if seqs:
+            self._write(sql, (seqs[0],), *[(sql, (q,)) for q in seqs[1:]])
 
     def learned(self, seq: int, learner: str, answers: int, tau: float) -> None:
         """Answer ``seq`` learned by ``learner``, now holding ``answers``, its ranking's tau: one transaction."""

@@ -60,10 +60,13 @@ class Learners:
         self.previous: dict = {}  # the scores after each learner's latest answer
         self.chain: dict = {}  # learner -> (number of its last answer learned, digest of its answers in order)
         self.before: dict = {}  # learner -> (its latest answer, the learner's mark, chain and scores before it): undo
+        # learner -> the answers it refused, saved with it: a database that did not get to record a refusal (its
+        # server killed first) is told by the file, whose chain leaves them out
+        self.refused: dict = {}
 
     def state(self) -> tuple:
         """What a learning process starts from (no undo: a restart cannot take back an answer)."""
-        return self.bandits, self.chain, self.previous
+        return self.bandits, self.chain, self.previous, self.refused
 
     def bandit(self, key: str, bandit: Optional[DuelingBandit] = None) -> DuelingBandit:
         """Learner ``key``; one not held yet is ``bandit``, else a fresh one."""
@@ -80,6 +83,7 @@ class Learners:
         try:
             bandit.observe(self.contexts[offer], i, j, int(choice == 1))
         except (ValueError, FloatingPointError) as err:
+            self.refused.setdefault(key, []).append(int(seq))
             self.report("refused", seq, str(err))
             return str(err)
         self.before[key] = before
@@ -112,7 +116,8 @@ class Learners:
         """Save learner ``key`` (atomically) with the chain it holds; reported with the file's sha256."""
         path = learner_file(self.db, key)
         last, digest = self.chain.get(key, (0, ""))
-        self.bandits[key].save(path, meta={"learner": key, "last_answer": last, "digest": digest})
+        meta = {"learner": key, "last_answer": last, "digest": digest, "refused": self.refused.get(key, [])}
+        self.bandits[key].save(path, meta=meta)
         self.report("saved", key, self.bandits[key].num_observed, sha256_of(path), path)
 
 
@@ -135,7 +140,7 @@ def _learning_process(conn, contexts, spec: tuple, db: str, save_every: int, sta
         save_every,
         lambda *msg: reports.append(msg),
     )
-    learners.bandits, learners.chain, learners.previous = pickle.loads(state)
+    learners.bandits, learners.chain, learners.previous, learners.refused = pickle.loads(state)
     conn.send(("ready",))
 
     def publish(keys) -> None:

@@ -150,3 +150,38 @@ def test_damage_to_the_write_ahead_log_is_found_against_the_learner_file(tmp_pat
         kept = con.execute("SELECT MAX(seq) FROM answers").fetchone()[0]
     assert kept is not None and kept < 12  # answers acknowledged to people, gone without a word
     _refused(str(crashed / "a.db"), rf"holds answers up to #{kept}, but #12 was acknowledged")
+
+
+def test_a_learner_file_ahead_of_the_databases_records_is_taken_and_the_records_filled_in(tmp_path, monkeypatch):
+    """The learning process saves its file, then its reports reach the database: a server killed between leaves the
+    file holding answers the database has not marked learned, and a refusal it has not recorded (the file's chain
+    leaves it out). The restart takes the file (it broke the digest check, or left the answers marked unlearned
+    forever), records what the file says, and replays nothing."""
+    from nvldb_pl.live import DuelingBandit
+
+    observe = DuelingBandit.observe
+    calls = []
+
+    def refuses_the_fourth(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise ValueError("contexts: learning from this answer would leave the learner non-finite")
+        return observe(self, *args, **kwargs)
+
+    monkeypatch.setattr(DuelingBandit, "observe", refuses_the_fourth)
+    ann = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG, save_every=10)
+    sid = ann.new_session()
+    _answer_n(ann, sid, 11)  # 10 learned (the file saved at the 10th), the 4th refused
+    monkeypatch.undo()
+    scores = ann.bandits["shared"].scores(ann.items.contexts)
+    ann.store.close()
+    db = sqlite3.connect(tmp_path / "a.db")
+    refused = db.execute("SELECT seq FROM answers WHERE learned = 0").fetchone()[0]
+    db.execute("UPDATE answers SET learned = NULL, refused = NULL WHERE seq IN (?, 9, 10)", (refused,))
+    db.commit()
+    db.close()
+    again = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG)
+    assert again.restored == {"shared": 0} and (again.bandits["shared"].scores(again.items.contexts) == scores).all()
+    rows = dict(again.store.rows("SELECT seq, learned FROM answers"))
+    assert rows[refused] == 0 and all(rows[q] == 1 for q in rows if q != refused)
+    assert "recorded from its file" in again.store.rows("SELECT refused FROM answers WHERE seq = ?", (refused,))[0][0]
