@@ -28,6 +28,33 @@ from nvldb_pl.serve.items import builtin_catalog, read_items  # noqa: E402
 SIDECARS = ("-wal", "-shm", "-journal", ".lock", ".acked")  # SQLite's files beside a database, and the server's
 
 
+def check_host(host: str, seconds: float = 5.0) -> None:
+    """``--host``: an address of this machine to bind, an IP or a name resolved within ``seconds`` (a name no resolver
+    answers, as on a machine without a network, would hang the start)."""
+    import ipaddress
+    import threading
+
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    found: list = []
+    worker = threading.Thread(target=lambda: found.append(_resolve(host)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not found or found[0] is None:
+        said = "is not an address, and no name server answered for it" if not found else "names no address"
+        raise ValueError(f"--host: {host!r} {said}; give an IP of this machine (127.0.0.1, 0.0.0.0) or localhost")
+
+
+def _resolve(host: str):
+    try:
+        return socket.getaddrinfo(host, None)
+    except OSError:
+        return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--items", type=os.path.expanduser, help="the items CSV (default: the built-in catalog)")
@@ -106,6 +133,7 @@ def main(argv=None) -> int:
 
     store, before = None, set()
     try:
+        check_host(a.host)
         if not 0 <= a.port <= 65535:
             raise ValueError(f"--port: must be between 0 and 65535, got {a.port}")
         if not os.path.isfile(a.config):

@@ -74,6 +74,7 @@ def test_a_serve_command_of_the_docs_serves_the_page(command, tmp_path):
         (["--items", "nothing.csv"], "--items: nothing.csv: no such file"),
         (["--items", "BAD"], "line 3, column 'x': not a number: 'oops'"),
         (["--port", "70000"], "--port: must be between 0 and 65535"),
+        (["--host", "no-such-host.invalid"], "--host: 'no-such-host.invalid' "),  # (a bind on a name could hang)
         (["--db", "no/such/folder/a.db"], "--db: no/such/folder/a.db: folder"),
         (["--offer", "1"], "--offer: must be an integer >= 2"),
         (["--config", "nothing.yaml"], "--config: nothing.yaml: no such file"),
