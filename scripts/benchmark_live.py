@@ -40,15 +40,24 @@ def main(argv=None) -> int:
     ap.add_argument("--page", action="store_true", help="time the annotation server's question and answer")
     ap.add_argument("--objective", default="rank", choices=["rank", "regret"], help="with --page (default rank)")
     a = ap.parse_args(argv)
+    for flag, value, least in (("--answers", a.answers, 1), ("--offer", a.offer, 2), ("--threads", a.threads, 1)):
+        if value is not None and value < least:
+            print(f"error: {flag}: must be an integer >= {least}, got {value}", file=sys.stderr)
+            return 2
     if a.threads:
         torch.set_num_threads(a.threads)
     windows = sorted(w for w in a.windows if w <= a.answers)
-    if not windows or a.span < 1:
-        print("error: --windows: at least one window <= --answers, and --span >= 1", file=sys.stderr)
+    if not windows or a.span < 1 or windows[0] < 1:
+        print("error: --windows: at least one window <= --answers, every one >= 1, and --span >= 1", file=sys.stderr)
+        return 2
+    try:
+        bandit = DuelingBandit.from_config(a.config, dim=a.dim, horizon=a.answers)  # a bad config or dim: named now
+    except (ValueError, FileNotFoundError) as err:
+        text = str(err)
+        print(f"error: --dim{text[3:]}" if text.startswith("dim:") else f"error: --config: {text}", file=sys.stderr)
         return 2
     if a.page:
         return page(a, windows)
-    bandit = DuelingBandit.from_config(a.config, dim=a.dim, horizon=a.answers)
     rng = np.random.default_rng(0)
     taste = rng.standard_normal(a.dim)
     cpu = platform.processor() or platform.machine()

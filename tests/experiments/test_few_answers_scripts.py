@@ -4,6 +4,8 @@ ranking objective's tau table, the short-horizon table and the crossover figure.
 import json
 import os
 
+import pytest
+
 from tests.helpers.script_loader import load_script
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -47,3 +49,21 @@ def test_benchmark_live_times_the_servers_handlers_with_page(capsys):
     assert bench.main(["--page", "--answers", "8", "--windows", "8", "--span", "4", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "the server's handlers, objective rank" in out and any(line.startswith("| 8 |") for line in out.splitlines())
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--config", "nothing.yaml"], "--config: nothing.yaml: no such config file"),
+        (["--dim", "-1"], "--dim: must be an integer >= 1, got -1"),
+        (["--offer", "-1"], "--offer: must be an integer >= 2, got -1"),
+        (["--threads", "-1"], "--threads: must be an integer >= 1, got -1"),
+        (["--windows", "-1"], "--windows: at least one window <= --answers, every one >= 1"),
+    ],
+)
+def test_benchmark_live_refuses_bad_input_in_one_line(capsys, args, message):
+    """Each was a traceback (FileNotFoundError, numpy's 'negative dimensions', torch's set_num_threads) or, for a
+    window of -1, a run of 5000 answers."""
+    assert load_script("benchmark_live").main(args) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {message}" + err[len(f"error: {message}") :] and len(err.strip().splitlines()) == 1, err
