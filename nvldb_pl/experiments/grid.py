@@ -132,12 +132,13 @@ def find_run(
     base_seed: int,
     first_seed: int = 0,
     made_with: Optional[tuple[str, dict, dict]] = None,
-    versions: Optional[list] = None,
+    on_streams: Optional[dict] = None,
 ) -> Optional[str]:
     """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None.
     ``made_with`` = (method, model settings given, data settings): the run must also have been made with
-    exactly those (:func:`made_with_settings`); None: any. ``versions``: these log dirs only (else every one)."""
-    for folder in versions if versions is not None else _versions(run_dir):
+    exactly those (:func:`made_with_settings`); ``on_streams`` (data settings): on those streams, whatever its model
+    settings (:func:`made_with_data`); None: any."""
+    for folder in _versions(run_dir):
         path = os.path.join(folder, "summary.json")
         if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
             continue
@@ -146,6 +147,7 @@ def find_run(
             (s.get("rounds"), s.get("num_seeds"), s.get("base_seed")) == (rounds, num_seeds, base_seed)
             and [x["seed"] for x in s["seeds"]] == list(range(first_seed, first_seed + num_seeds))
             and (made_with is None or made_with_settings(folder, *made_with))
+            and (on_streams is None or made_with_data(folder, on_streams))
         ):
             return folder
     return None
@@ -254,16 +256,19 @@ def finished_runs(
 ) -> dict[tuple[str, str], str]:
     """{(task, method): log dir} of the newest finished run under ``out/runs`` of each, made with these settings on
     the streams of ``data_overrides`` (--dim, --arms, --data: a run on other streams is never paired with these)."""
-    runs = {}
-    for t in tasks:
-        data = stream_data(t, data_overrides)
-        for m in methods:
-            for folder in _versions(os.path.join(out, "runs", t, m)):
-                found = find_run(folder, rounds, num_seeds, base_seed, first_seed, versions=[folder])
-                if found and made_with_data(found, data):
-                    runs[(t, m)] = found
-                    break
-    return runs
+    runs = {
+        (t, m): find_run(
+            os.path.join(out, "runs", t, m),
+            rounds,
+            num_seeds,
+            base_seed,
+            first_seed,
+            on_streams=stream_data(t, data_overrides),
+        )
+        for t in tasks
+        for m in methods
+    }
+    return {k: v for k, v in runs.items() if v}
 
 
 def run_grid(

@@ -89,15 +89,14 @@ class BanditDataModule(pl.LightningDataModule):
         given = [f"data.{k}" for k, v in table_args.items() if v is not None]
         require(task == TABLE or not given, given[0] if given else "data.task", f"applies to data.task={TABLE} only")
         read = ("data_dir", "data_file") if task in uci.UCI_TASKS else ("data_file",) if task == TABLE else ()
-        unread = [f"data.{k}" for k, v in (("data_dir", data_dir), ("data_file", data_file)) if v is not None]
-        unread = [f for f in unread if f[len("data.") :] not in read]
+        unread = [k for k, v in (("data_dir", data_dir), ("data_file", data_file)) if v is not None and k not in read]
         require(
             not unread,
-            unread[0] if unread else "data.task",
+            f"data.{unread[0]}" if unread else "data.task",
             f"data.task={task} reads no "
             + ("folder (give the file as data.data_file)" if task == TABLE else "file: it makes its own contexts")
             + f"; it applies to the UCI tasks {list(uci.UCI_TASKS)}"
-            + (f" and {TABLE}" if unread and unread[0] == "data.data_file" else ""),
+            + (f" and {TABLE}" if unread[:1] == ["data_file"] else ""),
         )
         self.link = check_link(link, "data.link")
         self.preference = preference or link

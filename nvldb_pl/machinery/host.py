@@ -138,13 +138,7 @@ def hold_file(path: str):
     who it is), or None when another process holds it. Where the system has no flock (Windows) nothing is held and
     every call gets a file."""
     fh = open(path, "a+")
-    try:
-        import fcntl
-    except ImportError:
-        return fh
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not _flock(fh):
         fh.close()
         return None
     return fh
@@ -155,16 +149,24 @@ def hold_dir(folder: str):
     go when the process ends: the descriptor to keep (``os.close`` it to let go), or None when another process holds
     it. Where the system has no flock (Windows) nothing is held and every call gets one."""
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        import fcntl
-    except ImportError:
-        return fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not _flock(fd):
         os.close(fd)
         return None
     return fd
+
+
+def _flock(handle) -> bool:
+    """An exclusive, non-blocking ``flock`` of an open file or descriptor: False where another process holds it
+    (True without flock, as on Windows: nothing is held there)."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def holders(folder: str) -> list[int]:

@@ -39,9 +39,8 @@ from ..live import DuelingBandit
 from ..maths.ranking import check_objective, ranking_view
 from .items import Catalog
 from .store import Store
-from .worker import LearnerProcess, Learners, chained, learner_file, sha256_of
+from .worker import SHARED, LearnerProcess, Learners, chained, learner_file, sha256_of
 
-SHARED = "shared"
 MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (the lag stays about a second)
 SESSION_ID = re.compile(r"[0-9a-f]{32}")  # what new_session hands out (uuid4's hex)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a CSV cell a spreadsheet would read as a formula

@@ -31,6 +31,7 @@ import numpy as np
 from ..live import DuelingBandit
 from .items import kendall_tau
 
+SHARED = "shared"  # the learner of every session (else one an annotator)
 BATCH = 4  # answers a learning process takes before it publishes its learners again (when more wait)
 
 
@@ -41,7 +42,7 @@ def chained(digest: str, seq: int, offer: list, i: int, j: int, choice: int) -> 
 
 def learner_file(db: str, key: str) -> str:
     """Where learner ``key`` of the database ``db`` is saved."""
-    tag = "" if key == "shared" else "-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    tag = "" if key == SHARED else "-" + hashlib.sha256(key.encode()).hexdigest()[:16]
     return f"{db}.learner{tag}.pt"
 
 
