@@ -144,6 +144,16 @@ def _learner_args(cls: type, args: dict, where: str) -> dict:
     return typed_args(cls, dict(args), where)  # "false" is false, not a true string
 
 
+def _learn(L, contexts: torch.Tensor, i: int, j: int, outcome: int, train: bool) -> None:
+    """Learner ``L`` (one seed) takes the duel (i, j) of ``contexts`` [1, K, d] answered ``outcome`` (Alg. 1 lines
+    7-13; ``train`` as :meth:`DuelingBandit.observe`'s), its history grown where full."""
+    if L.t >= L.hist_o.shape[-1]:
+        L.grow_history(2 * L.hist_o.shape[-1])
+    a1, a2 = torch.tensor([int(i)]), torch.tensor([int(j)])
+    duel = {"a1": a1, "a2": a2, **L.memo(contexts, a1, a2), "contexts": contexts}
+    L.learn({**duel, "o": torch.tensor([float(outcome)]), "du": torch.zeros(1, dtype=torch.float64), "train": train})
+
+
 class DuelingBandit:
     """Ask/tell use of one learner. Build it with :meth:`create`, :meth:`from_config` or
     :meth:`from_checkpoint`; all arrays are per call: contexts [K, d] (K may change between calls)."""
@@ -392,9 +402,14 @@ class DuelingBandit:
             ) from None
         return int(a1[0]), int(a2[0])
 
-    def observe(self, contexts, i: int, j: int, outcome) -> None:
+    def observe(self, contexts, i: int, j: int, outcome, train: bool = True) -> None:
         """Learn from one answer: ``outcome`` 1 (or True) if item i of ``contexts`` was preferred
-        to item j, 0 if j was (Alg. 1 lines 7-13). Pairs may be answered in any order."""
+        to item j, 0 if j was (Alg. 1 lines 7-13). Pairs may be answered in any order. ``train`` False: the
+        answer joins the history and V, and the network's steps wait for the next answer observed with
+        ``train`` True (answers coming faster than they can be learned one by one; NVLDB and NDB put them
+        off, other learners train anyway). The same answers with the same ``train`` give the same learner."""
+        if type(train) is not bool:
+            raise ValueError(f"train: must be True or False, got {train!r}")
         x = _as_contexts(contexts, self.dim)
         K = x.shape[0]
         for name, k in (("i", i), ("j", j)):
@@ -417,20 +432,9 @@ class DuelingBandit:
         if i == j:
             raise ValueError(f"i, j: both are item {i}; an answer compares two different items (nothing was recorded)")
         L = copy.deepcopy(self.learner)  # learned on a copy: the learner as it was stays whole (a refusal, restore)
+        contexts = x.unsqueeze(0)
         try:
-            if L.t >= L.hist_o.shape[-1]:
-                L.grow_history(2 * L.hist_o.shape[-1])
-            a1, a2, contexts = torch.tensor([int(i)]), torch.tensor([int(j)]), x.unsqueeze(0)
-            L.learn(
-                {
-                    "a1": a1,
-                    "a2": a2,
-                    **L.memo(contexts, a1, a2),
-                    "contexts": contexts,
-                    "o": torch.tensor([float(outcome)]),
-                    "du": torch.zeros(1, dtype=torch.float64),
-                }
-            )
+            _learn(L, contexts, i, j, outcome, train)
             L.check_finite()  # before the probe: a non-finite update is named as such
             # the next selection must be possible too: a probe on these contexts (no Thompson draw spent)
             L.select(contexts, torch.zeros(1, K, K, dtype=torch.float64), L.t + 1)
@@ -445,6 +449,15 @@ class DuelingBandit:
                 ) from None
             raise
         self.learner = L
+
+    def pending(self, contexts, i: int, j: int) -> None:
+        """Pair (i, j) of ``contexts`` [K, d] asked and not answered yet: it joins this bandit's V as a duel whose
+        steps wait (``observe``'s ``train`` False; V's weight reads the estimate, not the outcome), so that pairs
+        chosen on it next look elsewhere, as GP-BUCB's hallucinated observations do for a batch. For a copy the
+        answers never reach (the page's questions between two learning steps): its history holds a made-up
+        outcome. A learner that cannot put off its steps (``DEFERS_TRAINING`` False) is left as it is."""
+        if getattr(type(self.learner), "DEFERS_TRAINING", False):
+            _learn(self.learner, _as_contexts(contexts, self.dim).unsqueeze(0), i, j, 0, False)
 
     def mark(self) -> tuple:
         """The bandit as it stands, to go back to with :meth:`restore`: its learner (which :meth:`observe` never

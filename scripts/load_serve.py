@@ -10,15 +10,18 @@ that starts a session, then asks for a question and answers it (a simulated tast
 (or, with ``--think``, that many seconds after the question came: a person reading it), for ``--seconds`` or until
 ``--max-answers`` answers in all. A row: people, answers a second, the replies' p50,
 p95 and p99 in milliseconds (every question and answer request), answers kept, answers learned when the people
-stop, and the seconds until the learner holds every answer.
+stop, the seconds until the learner holds every answer, and the share of answers the learner took in a batch
+(their steps taken after a later answer of the batch: answers that came faster than it learns one by one).
 """
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
 import platform
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -117,6 +120,8 @@ def level(people: int, seconds: float, max_answers: int, extra: list, think: flo
         finally:
             proc.terminate()
             proc.wait(timeout=60)
+        with contextlib.closing(sqlite3.connect(f"file:{os.path.join(folder, 'load.db')}?mode=ro", uri=True)) as db:
+            waited = db.execute("SELECT COUNT(*) FROM answers WHERE learned = 1 AND train = 0").fetchone()[0]
     ms = np.array(latencies) * 1000
     return {
         "people": people,
@@ -128,6 +133,7 @@ def level(people: int, seconds: float, max_answers: int, extra: list, think: flo
         "learned_at_stop": learned_then,
         "learned": learned,
         "catch_up_s": lag,
+        "batched": waited / max(learned, 1),
         "errors": len(errors),
     }
 
@@ -152,14 +158,16 @@ def main(argv=None) -> int:
         f"# scripts/serve.py on 127.0.0.1, {os.cpu_count()} CPU cores ({cpu}), {a.seconds:g} s a level, people {pace}"
     )
     print(
-        "| people | answers/s | reply p50 ms | p95 ms | p99 ms | answers kept | learned at stop | all learned after s |"
+        "| people | answers/s | reply p50 ms | p95 ms | p99 ms | answers kept | learned at stop | all learned after s "
+        "| learned in a batch, steps after a later answer |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in a.people:
         r = level(n, a.seconds, a.max_answers, a.serve_args, a.think)
         print(
             f"| {n} | {r['answers_per_s']:.1f} | {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['kept']} | "
-            f"{r['learned_at_stop']} | {r['catch_up_s']:.1f} |" + (f" {r['errors']} refused" if r["errors"] else ""),
+            f"{r['learned_at_stop']} | {r['catch_up_s']:.1f} | {100 * r['batched']:.0f}% |"
+            + (f" {r['errors']} refused" if r["errors"] else ""),
             flush=True,
         )
     return 0

@@ -67,6 +67,8 @@ class DuelingLearner(pl.LightningModule):
     SHARED_BUFFERS = SHARED_BUFFERS  # tensors without a leading seed dimension
     HISTORY_BUFFERS = ("hist_xt", "hist_o", "hist_du")  # last dimension: one (hist_xt: two) per duel
     LIVE = True  # usable by nvldb_pl.live.DuelingBandit (answers late, in any order)
+    # update honours a duel's train False (learn): the duel joins V, its outcome waits for the next steps
+    DEFERS_TRAINING = False
     EXTENDABLE = True  # nothing depends on the horizon T: a run can be resumed with a larger data.rounds
     LEGACY_STATE: tuple = ()  # state keys an older version saved that this learner no longer keeps (dropped on load)
     RENAMED_STATE: dict = {}  # state keys an older version saved under another name: old -> new (renamed on load)
@@ -300,7 +302,9 @@ class DuelingLearner(pl.LightningModule):
 
     def learn(self, duel: dict) -> None:
         """One answered duel (keys ``contexts`` [S, K, d], ``a1``, ``a2``, ``o`` [S], ``du`` [S] and
-        :meth:`propose`'s extras): append it to the history, then update (Alg. 1 lines 7-13)."""
+        :meth:`propose`'s extras): append it to the history, then update (Alg. 1 lines 7-13). An optional
+        ``train`` False asks the update to put off its costly part (the network's steps) to a later duel, as
+        where answers come faster than they can be learned; a learner may ignore it (and train)."""
         self.observe(duel["contexts"], duel["a1"], duel["a2"], duel["o"], duel["du"])
         self.update(duel)
 

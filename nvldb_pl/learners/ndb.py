@@ -43,6 +43,8 @@ class NDB(NeuralLearner):
     NDB's authors' code); ``parametrization=ntk, bias=false, distinct_arms=false`` is the NDB
     paper's equations."""
 
+    DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
+
     LEGACY_STATE = ("V",)  # saved before 2026-11, when NDB subclassed NVLDB and kept its (unused) V
     RENAMED_STATE = {"Vinv": "gradient_gram.Zinv", "U": "gradient_gram.U"}  # before NDB shared the deep test's Gram
 
@@ -137,7 +139,7 @@ class NDB(NeuralLearner):
         t = self.t
         with self._timed("gram"), torch.no_grad():
             self.gradient_gram.add_(duel["dg"])  # full: Sherman-Morrison, (V + z z^T)^-1 in place
-        if self.hparams.grad_steps > 0:
+        if self.hparams.grad_steps > 0 and duel.get("train", True):  # train False: the steps wait (learn)
             with self._timed("train"):
                 loss = self._adam_steps(t)
             self._flag_bad(~torch.isfinite(loss), t)

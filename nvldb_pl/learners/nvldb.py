@@ -115,6 +115,8 @@ class NVLDB(NeuralLearner):
             paper's eq. total_loss, which regularizes theta only; 0 = the paper).
     """
 
+    DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
+
     # the deep test's Gram was NVLDB's own buffer before the test became an object (its Gram now self_duel.gram)
     RENAMED_STATE = {"U": "self_duel.gram.U", "Zinv": "self_duel.gram.Zinv"}
 
@@ -303,12 +305,13 @@ class NVLDB(NeuralLearner):
     # ------------------------------------------------------------------ Alg. 1 lines 8-13
     def update(self, duel: dict) -> None:
         """After round t's duel joined the history: every H rounds n Adam steps (line 9), the theta
-        refit (line 10), then V (lines 11-13); between updates V gains the duel's term only."""
+        refit (line 10), then V (lines 11-13); between updates, and for a duel whose ``train`` is False
+        (:meth:`learn`), V gains the duel's term only."""
         hp, t = self.hparams, self.t
         if "dg" in duel:  # the self-duel test's Gram Z gains the duel's gradient difference (at selection time)
             with self._timed("gram"), torch.no_grad():
                 self.self_duel.remember(duel["dg"])
-        if t % hp.episode != 0:  # no update: V gains round t's term at the unchanged parameters
+        if t % hp.episode != 0 or not duel.get("train", True):  # no update: V gains round t's term, parameters kept
             with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 df = self.net.utility(duel["dphi"].unsqueeze(1), self.net.theta.to(torch.float64))
                 w = self._weights(df, t, t - 1)[:, 0]  # zeta_t of the newest duel only

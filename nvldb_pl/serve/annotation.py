@@ -174,6 +174,7 @@ class Annotation:
                 continue  # an older file: taken below only where the database vouches for its sha256
             key, last = meta.get("learner"), int(meta["last_answer"])
             refused = set(meta.get("refused") or [])  # its refusals, which the database may not have recorded
+            untrained = set(meta.get("untrained") or [])  # as its answers taken without the network's steps
             answers = [row for row in todo.get(key, []) if row[0] not in refused]
             seqs = [row[0] for row in answers]
             if last == 0 and not answers:
@@ -189,15 +190,15 @@ class Annotation:
                 )
             n = seqs.index(last) + 1
             digest = ""
-            for seq, offer, i, j, choice, _ in answers[:n]:
-                digest = chained(digest, seq, offer, i, j, choice)
+            for seq, offer, i, j, choice, learned, train in answers[:n]:
+                digest = chained(digest, seq, offer, i, j, choice, train if learned else seq not in untrained)
             if digest != meta.get("digest") or bandit.num_observed != n:
                 raise ValueError(
                     f"{where}: its learner file {path} holds other answers than the database up to #{last} (their "
                     f"digests differ): the file is another study's or the database was changed; move the file away "
                     f"to rebuild the learner from the database (nothing was changed)"
                 )
-            found[key] = (bandit, n, digest, last, sorted(refused))
+            found[key] = (bandit, n, digest, last, sorted(refused), sorted(untrained))
         return found
 
     def _restore(self, key: str, checked: Optional[tuple] = None) -> int:
@@ -206,15 +207,16 @@ class Annotation:
         todo = self.store.to_learn(key)
         bandit, held = None, 0
         if checked is not None:
-            bandit, held, digest, last, refused = checked
+            bandit, held, digest, last, refused, untrained = checked
             self.learners.chain[key] = (last, digest)
             self.learners.refused[key] = refused
+            self.learners.untrained[key] = untrained
             # what the file holds, the database learns (a server killed before it recorded the learning process's
             # reports): refusals recorded, answers marked learned
             for seq in refused:
                 self.store.refused(seq, "refused by the learner (recorded from its file at a restart)", only_new=True)
             todo = [row for row in todo if row[0] not in refused]
-            self.store.mark_learned([row[0] for row in todo[:held] if row[5] is None])
+            self.store.mark_learned([row[0] for row in todo[:held] if row[5] is None], set(untrained))
         else:  # a file saved before files recorded their last answer: where the database vouches for it
             snap = self.store.snapshot(key)
             if snap is not None and os.path.isfile(snap[2]) and sha256_of(snap[2]) == snap[1]:
@@ -222,12 +224,13 @@ class Annotation:
             if bandit is None or held > len(todo) or bandit.num_observed != held:
                 bandit, held = None, 0  # no file the database vouches for: from the config
             digest = ""
-            for seq, offer, i, j, choice, _ in todo[:held]:
-                digest = chained(digest, seq, offer, i, j, choice)
+            for seq, offer, i, j, choice, _, train in todo[:held]:
+                digest = chained(digest, seq, offer, i, j, choice, train)
             self.learners.chain[key] = (todo[held - 1][0] if held else 0, digest)
+            self.learners.untrained[key] = [row[0] for row in todo[:held] if not row[6]]
         self.learners.bandit(key, bandit)
-        for seq, offer, i, j, choice, _ in todo[held:]:
-            self.learners.learn(key, seq, offer, i, j, choice)
+        for seq, offer, i, j, choice, _, train in todo[held:]:  # as each was taken (not learned yet: with the steps)
+            self.learners.learn(key, seq, offer, i, j, choice, train)
         if len(todo) > held:
             self.learners.save(key)
         return len(todo) - held
@@ -316,12 +319,17 @@ class Annotation:
 
     def _select(self, key: str, offer: list) -> tuple:
         """(self.lock held) The pair learner ``key`` picks among ``offer``: on the learner itself, or (background) on
-        its copy as last published (a learner with no answer yet: a fresh one, as the learning process makes)."""
+        its copy as last published, which the questions asked since join (a learner with no answer yet: a fresh
+        one, as the learning process makes)."""
         if self.worker is None:
-            bandit = self.learners.bandit(key)
-        else:
-            bandit = self.worker.published.get(key) or self.worker.published.setdefault(key, self._fresh())
-        return bandit.select(self.items.contexts[offer])
+            return self.learners.bandit(key).select(self.items.contexts[offer])
+        if key not in self.worker.asking:
+            self.worker.published.setdefault(key, self._fresh())
+            self.worker.asking[key] = self._fresh()
+        bandit = self.worker.asking[key]
+        i, j = bandit.select(self.items.contexts[offer])
+        bandit.pending(self.items.contexts[offer], i, j)  # the next question looks elsewhere until the answers come
+        return i, j
 
     def answer(self, sid: str, qid, choice) -> dict:
         """Record ``choice`` (1: the first item shown, 2: the second, 0: can't decide) to question ``qid`` of
@@ -408,7 +416,7 @@ class Annotation:
             scores = self.bandits[key].scores(self.items.contexts) if key in self.bandits else np.zeros(N)
             view = self._view(key)
         compared = np.zeros(N, dtype=int)
-        for _, offer, i, j, _, learned in self.store.to_learn(key):
+        for _, offer, i, j, _, learned, _ in self.store.to_learn(key):
             if learned == 1:
                 compared[offer[i]] += 1
                 compared[offer[j]] += 1

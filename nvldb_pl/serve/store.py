@@ -4,7 +4,10 @@ Tables: ``meta`` (what the file was made with: the items' sha256, the learner's 
 ``sessions`` (one a browser), ``questions`` (the offer, as item indices, and the pair shown),
 ``answers`` (one a question at most; ``choice`` 1: the first item shown, 2: the second, 0: can't
 decide; ``learned`` NULL until the learner has taken it, 1 then, 0 where the learner refused it; ``undone`` the
-time the person took it back, else NULL: an undone answer is kept, and learned from by no one),
+time the person took it back, else NULL: an undone answer is kept, and learned from by no one; ``train`` 0 where
+the learner took the answer without its network's steps, which waited for a later answer (answers coming faster
+than the learner learns them one by one), else 1, NULL until learned or where learned before this column: a replay
+gives each answer its recorded ``train``, so that it rebuilds the same learner),
 ``settle`` (Kendall tau between the rankings before and after each learned answer), ``snapshots``
 (the learner files saved, with the number of answers each holds and its sha256) and ``invites`` (an invited
 annotator's name and the sha256 of their secret: the secret itself is kept nowhere).
@@ -40,7 +43,7 @@ CREATE TABLE IF NOT EXISTS questions (
 CREATE TABLE IF NOT EXISTS answers (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, question INTEGER NOT NULL UNIQUE REFERENCES questions(id),
     session TEXT NOT NULL, learner TEXT NOT NULL, choice INTEGER NOT NULL CHECK (choice IN (0, 1, 2)),
-    answered REAL NOT NULL, learned INTEGER, refused TEXT, undone REAL);
+    answered REAL NOT NULL, learned INTEGER, refused TEXT, undone REAL, train INTEGER);
 CREATE TABLE IF NOT EXISTS settle (learner TEXT NOT NULL, answers INTEGER NOT NULL, tau REAL NOT NULL,
     PRIMARY KEY (learner, answers));
 CREATE TABLE IF NOT EXISTS snapshots (learner TEXT PRIMARY KEY, answers INTEGER NOT NULL, sha256 TEXT NOT NULL,
@@ -101,8 +104,10 @@ class Store:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
-            if "undone" not in {r[1] for r in self.db.execute("PRAGMA table_info(answers)")}:  # made before undo
-                self.db.execute("ALTER TABLE answers ADD COLUMN undone REAL")
+            columns = {r[1] for r in self.db.execute("PRAGMA table_info(answers)")}
+            for column, kind in (("undone", "REAL"), ("train", "INTEGER")):  # a database made before the column
+                if column not in columns:
+                    self.db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
         except sqlite3.DatabaseError as err:
             self._abandon()
             raise ValueError(f"--db: {path} is not a readable database ({err}); nothing was changed") from None
@@ -195,30 +200,35 @@ class Store:
         where = " AND learned IS NULL" if only_new else ""
         self._write(f"UPDATE answers SET learned = 0, refused = ? WHERE seq = ?{where}", (reason, seq))
 
-    def mark_learned(self, seqs: list) -> None:
+    def mark_learned(self, seqs: list, untrained=()) -> None:
         """Answers ``seqs`` held by their learner's file, marked learned where no outcome is recorded (their reports
-        did not reach the database before the server stopped); no stability point is recorded for them."""
-        sql = "UPDATE answers SET learned = 1 WHERE seq = ? AND learned IS NULL"
-        if seqs:
-            self._write(sql, (seqs[0],), *[(sql, (q,)) for q in seqs[1:]])
+        did not reach the database before the server stopped), ``train`` 0 for those in ``untrained``; no stability
+        point is recorded for them."""
+        sql = "UPDATE answers SET learned = 1, train = ? WHERE seq = ? AND learned IS NULL"
+        rows = [(sql, (int(q not in untrained), q)) for q in seqs]
+        if rows:
+            self._write(*rows[0], *rows[1:])
 
-    def learned(self, seq: int, learner: str, answers: int, tau: float) -> None:
-        """Answer ``seq`` learned by ``learner``, now holding ``answers``, its ranking's tau: one transaction."""
+    def learned(self, seq: int, learner: str, answers: int, tau: Optional[float], train: bool = True) -> None:
+        """Answer ``seq`` learned by ``learner``, now holding ``answers``, its ranking's tau (None: no point, the
+        ranking unchanged as the network's steps waited): one transaction."""
+        settle = (
+            [] if tau is None else [("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), tau))]
+        )
         self._write(
-            "UPDATE answers SET learned = 1, refused = NULL WHERE seq = ?",
-            (seq,),
-            ("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), float(tau))),
+            "UPDATE answers SET learned = 1, refused = NULL, train = ? WHERE seq = ?", (int(train), seq), *settle
         )
 
     def to_learn(self, learner: str) -> list:
-        """The learner's decided answers not refused, in the order given: (seq, offer, i, j, choice, learned)."""
+        """The learner's decided answers not refused, in the order given: (seq, offer, i, j, choice, learned, train),
+        ``train`` as the learner took it (True where recorded so or not recorded)."""
         r = self.rows(
-            "SELECT a.seq, q.offer, q.i, q.j, a.choice, a.learned FROM answers a JOIN questions q ON q.id = a.question "
-            "WHERE a.learner = ? AND a.choice != 0 AND (a.learned IS NULL OR a.learned = 1) AND a.undone IS NULL "
-            "ORDER BY a.seq",
+            "SELECT a.seq, q.offer, q.i, q.j, a.choice, a.learned, a.train FROM answers a JOIN questions q "
+            "ON q.id = a.question WHERE a.learner = ? AND a.choice != 0 AND (a.learned IS NULL OR a.learned = 1) "
+            "AND a.undone IS NULL ORDER BY a.seq",
             (learner,),
         )
-        return [(s, json.loads(o), i, j, c, lr) for s, o, i, j, c, lr in r]
+        return [(s, json.loads(o), i, j, c, lr, tr != 0) for s, o, i, j, c, lr, tr in r]
 
     def learners(self) -> list:
         return [r[0] for r in self.rows("SELECT DISTINCT learner FROM questions ORDER BY learner")]

@@ -4,12 +4,17 @@ its own, so that a reply waits for no learning and the learning does not share t
 :class:`Learners` holds learners by key (one for all, or one an annotator), each with the chain of answers it holds
 (the number of its last one and a digest of all, in order), its scores after its latest answer and, for undo, the
 learner as it was before that answer. What it does to the database goes through ``report(kind, *args)``:
-``("learned", seq, key, answers, tau)``, ``("refused", seq, reason)``, ``("saved", key, answers, sha256, path)``.
+``("learned", seq, key, answers, tau, train)`` (tau None where the network's steps waited),
+``("refused", seq, reason)``, ``("saved", key, answers, sha256, path)``.
 
 :class:`LearnerProcess` is the server's side of a learning process (``multiprocessing``, spawned): ``put`` hands it
 an answer committed (in the order committed); a thread of the server takes its reports to the database and the
-learners as they stand (copies, published after every few answers) to :attr:`published`, which questions are
-chosen on. ``behind`` counts the answers handed and not yet learned; ``undo`` and ``stop`` are requests it answers.
+learners as they stand (copies, published after every batch) to :attr:`published`, and a second copy of each to
+:attr:`asking`, which questions are chosen on (each question asked joins it: :meth:`DuelingBandit.pending`).
+``behind`` counts the answers handed and not yet learned; ``undo`` and ``stop`` are requests it answers.
+The process takes every answer waiting (up to :data:`BATCH`) in one go: each joins its learner's history, and the
+network's steps are taken once, after a learner's last answer of the batch (``train`` False for the others, recorded
+with each answer): answers that come faster than a learner learns them one by one cost it one update a batch.
 An exception in the process other than a learner's refusal ends it and is kept in ``failed``: the answers stay in
 the database and a restart learns them.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 import collections
 import copy
 import hashlib
+import itertools
 import multiprocessing
 import pickle
 import signal
@@ -32,12 +38,14 @@ from ..live import DuelingBandit
 from .items import kendall_tau
 
 SHARED = "shared"  # the learner of every session (else one an annotator)
-BATCH = 4  # answers a learning process takes before it publishes its learners again (when more wait)
+BATCH = 32  # answers a learning process takes in one go (the network's steps once a learner), then publishes
 
 
-def chained(digest: str, seq: int, offer: list, i: int, j: int, choice: int) -> str:
-    """The digest of a learner's answers after it takes answer ``seq`` (the one before: ``digest``)."""
-    return hashlib.sha256(f"{digest}|{seq}|{list(map(int, offer))}|{i}|{j}|{choice}".encode()).hexdigest()
+def chained(digest: str, seq: int, offer: list, i: int, j: int, choice: int, train: bool = True) -> str:
+    """The digest of a learner's answers after it takes answer ``seq`` (the one before: ``digest``), ``train`` as
+    :meth:`DuelingBandit.observe`'s."""
+    later = "" if train else "|later"
+    return hashlib.sha256(f"{digest}|{seq}|{list(map(int, offer))}|{i}|{j}|{choice}{later}".encode()).hexdigest()
 
 
 def learner_file(db: str, key: str) -> str:
@@ -64,10 +72,11 @@ class Learners:
         # learner -> the answers it refused, saved with it: a database that did not get to record a refusal (its
         # server killed first) is told by the file, whose chain leaves them out
         self.refused: dict = {}
+        self.untrained: dict = {}  # learner -> its answers taken with train False, saved with it (as refused)
 
     def state(self) -> tuple:
         """What a learning process starts from (no undo: a restart cannot take back an answer)."""
-        return self.bandits, self.chain, self.previous, self.refused
+        return self.bandits, self.chain, self.previous, self.refused, self.untrained
 
     def bandit(self, key: str, bandit: Optional[DuelingBandit] = None) -> DuelingBandit:
         """Learner ``key``; one not held yet is ``bandit``, else a fresh one."""
@@ -76,27 +85,31 @@ class Learners:
             self.previous[key] = self.bandits[key].scores(self.contexts)
         return self.bandits[key]
 
-    def learn(self, key: str, seq: int, offer: list, i: int, j: int, choice: int) -> Optional[str]:
-        """Learner ``key`` takes answer ``seq`` (``choice`` 1: item ``offer[i]`` preferred, 2: ``offer[j]``); its
-        reason where it refuses (the learner unchanged)."""
+    def learn(self, key: str, seq: int, offer: list, i: int, j: int, choice: int, train: bool = True) -> Optional[str]:
+        """Learner ``key`` takes answer ``seq`` (``choice`` 1: item ``offer[i]`` preferred, 2: ``offer[j]``; ``train``
+        False: its network's steps wait for a later answer); its reason where it refuses (the learner unchanged)."""
         bandit = self.bandit(key)
         before = (seq, bandit.mark(), self.chain.get(key, (0, "")), self.previous[key])
         try:
-            bandit.observe(self.contexts[offer], i, j, int(choice == 1))
+            bandit.observe(self.contexts[offer], i, j, int(choice == 1), train=train)
         except (ValueError, FloatingPointError) as err:
             self.refused.setdefault(key, []).append(int(seq))
             self.report("refused", seq, str(err))
             return str(err)
         self.before[key] = before
-        self.chain[key] = (seq, chained(self.chain.get(key, (0, ""))[1], seq, offer, i, j, choice))
-        scores = bandit.scores(self.contexts)
-        self.report("learned", seq, key, bandit.num_observed, kendall_tau(self.previous[key], scores))
-        self.previous[key] = scores
+        self.chain[key] = (seq, chained(self.chain.get(key, (0, ""))[1], seq, offer, i, j, choice, train))
+        tau = None
+        if train:  # else the ranking as it was: the stability point waits for the steps
+            scores = bandit.scores(self.contexts)
+            tau, self.previous[key] = kendall_tau(self.previous[key], scores), scores
+        else:
+            self.untrained.setdefault(key, []).append(int(seq))
+        self.report("learned", seq, key, bandit.num_observed, tau, train)
         return None
 
-    def take(self, key: str, seq: int, offer: list, i: int, j: int, choice: int) -> Optional[str]:
+    def take(self, key: str, seq: int, offer: list, i: int, j: int, choice: int, train: bool = True) -> Optional[str]:
         """:meth:`learn`, then the learner saved every ``save_every`` answers."""
-        refused = self.learn(key, seq, offer, i, j, choice)
+        refused = self.learn(key, seq, offer, i, j, choice, train)
         if refused is None and self.bandits[key].num_observed % self.save_every == 0:
             self.save(key)
         return refused
@@ -109,6 +122,8 @@ class Learners:
             return False
         _, mark, self.chain[key], self.previous[key] = held
         self.bandits[key].restore(mark)
+        if seq in self.untrained.get(key, []):
+            self.untrained[key].remove(seq)
         del self.before[key]
         self.save(key)
         return True
@@ -118,6 +133,7 @@ class Learners:
         path = learner_file(self.db, key)
         last, digest = self.chain.get(key, (0, ""))
         meta = {"learner": key, "last_answer": last, "digest": digest, "refused": self.refused.get(key, [])}
+        meta["untrained"] = self.untrained.get(key, [])
         self.bandits[key].save(path, meta=meta)
         self.report("saved", key, self.bandits[key].num_observed, sha256_of(path), path)
 
@@ -141,7 +157,7 @@ def _learning_process(conn, contexts, spec: tuple, db: str, save_every: int, sta
         save_every,
         lambda *msg: reports.append(msg),
     )
-    learners.bandits, learners.chain, learners.previous, learners.refused = pickle.loads(state)
+    learners.bandits, learners.chain, learners.previous, learners.refused, learners.untrained = pickle.loads(state)
     conn.send(("ready",))
 
     def publish(keys) -> None:
@@ -160,9 +176,10 @@ def _learning_process(conn, contexts, spec: tuple, db: str, save_every: int, sta
             except EOFError:  # the server is gone: its answers are in the database
                 return
             changed = set()
-            for kind, *args in batch:
-                if kind == "learn":
-                    learners.take(*args)
+            for n, (kind, *args) in enumerate(batch):
+                if kind == "learn":  # the steps after the learner's last answer before a request or the batch's end
+                    later = itertools.takewhile(lambda msg: msg[0] == "learn", batch[n + 1 :])
+                    learners.take(*args, train=all(msg[1] != args[0] for msg in later))
                     changed.add(args[0])
                     continue
                 publish(changed)
@@ -193,6 +210,9 @@ class LearnerProcess:
     def __init__(self, learners: Learners, spec: tuple, record: Callable):
         self.record = record
         self.published: dict = {k: copy.deepcopy(b) for k, b in learners.bandits.items()}
+        # what questions are chosen on: a second copy of each, which the questions asked since it came join
+        # (DuelingBandit.pending), so that people asked before the next learning step get different pairs
+        self.asking: dict = {k: copy.deepcopy(b) for k, b in learners.bandits.items()}
         self.changed = threading.Condition()
         self.sent = self.done = 0
         self.failed: Optional[str] = None
@@ -295,9 +315,9 @@ class LearnerProcess:
                     self.changed.notify_all()
                 return
             if kind == "state":
-                bandit = pickle.loads(args[1])
+                bandit, asking = pickle.loads(args[1]), pickle.loads(args[1])
                 with self.changed:
-                    self.published[args[0]] = bandit
+                    self.published[args[0]], self.asking[args[0]] = bandit, asking
                 continue
             if kind in ("learned", "refused", "saved"):
                 self.record(kind, *args)

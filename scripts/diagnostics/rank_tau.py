@@ -19,6 +19,7 @@ the table (mean ± standard error over persons at 10/20/40 answers, and paired d
 """
 
 import argparse
+import copy
 import functools
 import json
 import math
@@ -90,7 +91,18 @@ def _gp_pick(X, comps, rng):
     return (flat // N, flat % N), mean.numpy()
 
 
-def run(policy: str, make, p: int, answers: int, offer: int, scale: float, config: str = CONFIG) -> list[float]:
+def run(
+    policy: str,
+    make,
+    p: int,
+    answers: int,
+    offer: int,
+    scale: float,
+    config: str = CONFIG,
+    batch: int = 1,
+    pending: bool = False,
+    train_all: bool = False,
+) -> list[float]:
     x, u, uniforms, rng = person(make, p, answers, scale)
     N, taus = x.shape[0], []
     if policy == "gp_variance":
@@ -106,17 +118,23 @@ def run(policy: str, make, p: int, answers: int, offer: int, scale: float, confi
     bandit = DuelingBandit.from_config(
         config, dim=x.shape[1], seed=p, objective="rank" if policy == "rank" else "regret"
     )
+    asked = bandit
     for n in range(answers):
+        if n % batch == 0:  # a group's questions are chosen on the learner as it stood before the group
+            asked = bandit if batch == 1 else copy.deepcopy(bandit)
         if policy == "random":
             offered = sorted(rng.choice(N, 2, replace=False).tolist())
             i, j = 0, 1
         else:
             k = N if policy in ("rank", "regret_all") else min(offer, N)
             offered = sorted(rng.choice(N, k, replace=False).tolist()) if k < N else list(range(N))
-            i, j = bandit.select(x[offered])
+            i, j = asked.select(x[offered])
+            if pending and batch > 1:  # the question asked, not answered yet: its copy's V gains the pair
+                asked.pending(x[offered], i, j)
         a, b = offered[i], offered[j]
         won = uniforms[n] < 1 / (1 + math.exp(-(u[a] - u[b])))
-        bandit.observe(x[offered], i, j, int(won))
+        # a group's answers join the history one by one, the network's steps taken after its last only
+        bandit.observe(x[offered], i, j, int(won), train=train_all or (n + 1) % batch == 0 or n + 1 == answers)
         taus.append(kendall_tau(bandit.scores(x), u))
     return taus
 
@@ -127,7 +145,11 @@ def summarize(path: str, at=(10, 20, 40)) -> None:
     table: dict = {}
     for line in open(path):
         r = json.loads(line)
-        name = r["policy"] + (f" ({r['config']})" if r.get("config") else "")
+        name = (
+            r["policy"]
+            + (f" ({r['config']})" if r.get("config") else "")
+            + (f" (batch {r['batch']})" if r.get("batch") else "")
+        )
         table.setdefault(r["catalog"], {}).setdefault(name, {})[r["person"]] = r["tau"]
     for cat, pol in table.items():
         print(f"\n{cat}\n| policy | persons | " + " | ".join(f"tau after {n}" for n in at) + " |")
@@ -163,12 +185,33 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, default=3.0, help="the person's utilities' scale (answer noise)")
     ap.add_argument("--policies", nargs="+", default=["regret", "regret_all", "rank", "random"], choices=POLICIES)
     ap.add_argument("--catalogs", nargs="+", default=None, help="names of catalogs() to run (default: all)")
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="answers that come together, as to the page under load: their questions chosen on the learner as it "
+        "stood before them, the network's steps taken after the last (default 1: every answer)",
+    )
     ap.add_argument("--config", default=CONFIG, help="the learner's config (default configs/live.yaml)")
     ap.add_argument("--out", default=None, help="JSON lines, one a (catalog, policy, person), appended")
     ap.add_argument("--summary", default=None, metavar="FILE", help="print the table of FILE and stop")
+    ap.add_argument(
+        "--pending",
+        action="store_true",
+        help="with --batch: each question asked joins the V of the "
+        "learner the group's questions are chosen on (DuelingBandit.pending)",
+    )
+    ap.add_argument(
+        "--train-all",
+        action="store_true",
+        help="with --batch: the steps after every answer (only the questions chosen on the learner before the group)",
+    )
+    ap.add_argument("--at", type=int, nargs="+", default=[10, 20, 40], help="the table's answer counts (10 20 40)")
     a = ap.parse_args(argv)
+    if a.batch < 1 or min(a.at) < 1:
+        ap.error("--batch and --at: at least 1")
     if a.summary:
-        summarize(a.summary)
+        summarize(a.summary, a.at)
         return 0
     torch.set_num_threads(1)
     cats = catalogs()
@@ -176,8 +219,12 @@ def main(argv=None) -> int:
         make = cats[name]
         for policy in a.policies:
             for p in range(a.first_person, a.first_person + a.persons):
-                taus = run(policy, make, p, a.answers, a.offer, a.scale, a.config)
+                taus = run(policy, make, p, a.answers, a.offer, a.scale, a.config, a.batch, a.pending, a.train_all)
                 row = {"catalog": name, "policy": policy, "person": p, "scale": a.scale, "offer": a.offer, "tau": taus}
+                if a.batch != 1:
+                    row["batch"] = (
+                        f"{a.batch}" + (" pending" if a.pending else "") + (" train all" if a.train_all else "")
+                    )
                 if a.config != CONFIG:
                     row["config"] = os.path.relpath(a.config, ROOT)
                 shown = " ".join(f"@{n} {taus[n - 1]:.2f}" for n in (10, 20, 40) if n <= len(taus))
@@ -186,7 +233,7 @@ def main(argv=None) -> int:
                     with open(a.out, "a") as fh:
                         fh.write(json.dumps(row) + "\n")
     if a.out:
-        summarize(a.out)
+        summarize(a.out, a.at)
     return 0
 
 

@@ -185,3 +185,19 @@ def test_a_learner_file_ahead_of_the_databases_records_is_taken_and_the_records_
     rows = dict(again.store.rows("SELECT seq, learned FROM answers"))
     assert rows[refused] == 0 and all(rows[q] == 1 for q in rows if q != refused)
     assert "recorded from its file" in again.store.rows("SELECT refused FROM answers WHERE seq = ?", (refused,))[0][0]
+
+
+def test_a_database_made_before_answers_recorded_their_steps_is_taken_as_every_answer_trained(tmp_path):
+    """A study made before the ``train`` column: the column is added, its answers (learned, ``train`` NULL) are taken
+    as learned with the steps, and the learner rebuilt from the database alone is the one the file holds."""
+    db = _study(tmp_path, answers=7)
+    with sqlite3.connect(db) as con:
+        con.execute("ALTER TABLE answers DROP COLUMN train")
+    ann = Annotation(builtin_catalog(), Store(db), CONFIG, save_every=5)
+    scores = ann.bandits["shared"].scores(ann.items.contexts)
+    assert ann.restored == {"shared": 0}
+    assert [t for *_, t in ann.store.to_learn("shared")] == [True] * 7
+    ann.store.close()
+    os.remove(db + ".learner.pt")
+    again = Annotation(builtin_catalog(), Store(db), CONFIG, save_every=5)
+    assert again.restored == {"shared": 7} and (again.bandits["shared"].scores(again.items.contexts) == scores).all()

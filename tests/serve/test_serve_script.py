@@ -129,6 +129,7 @@ def test_the_load_script_prints_a_row_for_each_number_of_people(capsys):
     for r in rows:
         kept, learned_after = int(r[5]), float(r[7])
         assert 0 < kept <= 40 and float(r[1]) > 0 and learned_after < 30
+        assert 0 <= float(r[8].strip().rstrip("%")) <= 100  # the share learned in a batch
 
 
 def test_the_load_scripts_people_who_read_each_question_answer_no_faster_than_they_read(capsys):

@@ -5,6 +5,7 @@ a restart."""
 
 import os
 import signal
+import sqlite3
 import time
 
 import numpy as np
@@ -42,6 +43,9 @@ def test_a_reply_waits_for_no_learning_and_the_learner_equals_a_full_replay(tmp_
         replies.append(time.perf_counter() - start)
     assert max(replies) < 0.05 and out["behind"] > 0  # no reply waited for a learning step
     assert ann.worker.drain(timeout=60) and ann.bandits[SHARED].num_observed == 12  # published: the server's copy
+    # the answers that waited were taken in batches: the steps once a batch, after its last answer
+    train = [t for *_, t in ann.store.rows("SELECT seq, train FROM answers ORDER BY seq")]
+    assert 0 in train and train[-1] == 1 and None not in train
     assert ann.worker.process.pid != os.getpid() and ann.worker.process.is_alive()
     scores = ann.bandits[SHARED].scores(ann.items.contexts)
     ann.close()
@@ -75,8 +79,8 @@ def test_undo_goes_through_the_learning_process(tmp_path):
         ann.answer(sid, q["question"], _person(q))
     ann.worker.drain(timeout=60)
     ref = DuelingBandit.from_config(CONFIG, dim=ann.items.contexts.shape[1], seed=0)
-    for _, offer, i, j, choice, _ in ann.store.to_learn(SHARED)[:2]:  # the first two answers, as given
-        ref.observe(ann.items.contexts[offer], i, j, int(choice == 1))
+    for _, offer, i, j, choice, _, train in ann.store.to_learn(SHARED)[:2]:  # the first two answers, as taken
+        ref.observe(ann.items.contexts[offer], i, j, int(choice == 1), train=train)
     two = ref.scores(ann.items.contexts)
     assert ann.undo(sid)["undone"] == 3
     assert ann.bandits[SHARED].num_observed == 2
@@ -123,3 +127,45 @@ def test_a_killed_learning_process_is_said_and_a_restart_learns_every_answer(tmp
 def test_most_behind_is_checked():
     with pytest.raises(ValueError, match="--most-behind: must be an integer >= 0, got -1"):
         Annotation(builtin_catalog(), Store(":memory:"), CONFIG, most_behind=-1)
+
+
+def test_questions_asked_before_a_learning_step_go_to_different_pairs(tmp_path):
+    """Objective rank asks the most informative pair of every item: on one published learner that is one pair for
+    everyone until the answers are learned, unless each question asked joins the copy questions are chosen on."""
+    ann = _background(tmp_path, objective="rank", offer=None)
+    pairs = []
+    for _ in range(3):
+        q = ann.question(ann.new_session())
+        pairs.append(frozenset((q["first"]["name"], q["second"]["name"])))
+    assert len(set(pairs)) == 3
+    assert ann.bandits[SHARED].num_observed == 0  # the published learner (the ranking's) holds no made-up answer
+    ann.close()
+
+
+def test_a_file_ahead_of_the_records_gives_each_answer_the_steps_it_was_taken_with(tmp_path):
+    """A server killed after the learning process saved its file and before the reports reached the database: the
+    restart reads from the file which answers waited for the steps, records it, and a replay from the database
+    alone then rebuilds the same learner."""
+    ann = _background(tmp_path, _config(tmp_path, "SlowMLP"), most_behind=100)
+    sids = [ann.new_session() for _ in range(3)]
+    for n in range(12):
+        q = ann.question(sids[n % 3])
+        ann.answer(sids[n % 3], q["question"], _person(q))
+    ann.close()  # the file saved with all 12
+    scores = ann.bandits[SHARED].scores(ann.items.contexts)
+    ann.store.close()
+    db = sqlite3.connect(tmp_path / "a.db")
+    waited = [s for (s,) in db.execute("SELECT seq FROM answers WHERE train = 0")]
+    assert waited
+    db.execute("UPDATE answers SET learned = NULL, train = NULL")  # the reports never came
+    db.commit()
+    db.close()
+    config = _config(tmp_path, "SlowMLP")
+    again = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), config)
+    assert again.restored == {SHARED: 0}
+    assert [s for (s,) in again.store.rows("SELECT seq FROM answers WHERE train = 0")] == waited
+    again.store.close()
+    (tmp_path / "a.db.learner.pt").unlink()
+    replayed = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), config)
+    assert replayed.restored == {SHARED: 12}
+    assert np.array_equal(replayed.bandits[SHARED].scores(replayed.items.contexts), scores)

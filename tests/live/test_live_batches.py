@@ -1,0 +1,89 @@
+"""Answers taken in a batch (``observe(..., train=False)``: the steps wait for the batch's last answer) and questions
+asked before their answers come (``pending``): what each changes, and that the same answers with the same ``train``
+give the same learner bit for bit."""
+
+import copy
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from nvldb_pl.live import DuelingBandit
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+LIVE = os.path.join(ROOT, "configs", "live.yaml")
+
+
+def _answers(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((6, 5))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    out = []
+    for _ in range(n):
+        i, j = rng.choice(6, 2, replace=False)
+        out.append((x, int(i), int(j), int(rng.integers(2))))
+    return x, out
+
+
+def _learned(flags, objective="regret") -> DuelingBandit:
+    b = DuelingBandit.from_config(LIVE, dim=5, seed=3, objective=objective)
+    for (x, i, j, o), train in zip(_answers(len(flags))[1], flags):
+        b.observe(x, i, j, o, train=train)
+    return b
+
+
+def _state(b: DuelingBandit) -> dict:
+    return {k: v.clone() for k, v in b.learner.state_dict().items() if torch.is_tensor(v)}
+
+
+def test_an_answer_taken_without_the_steps_joins_v_and_leaves_the_network_and_theta():
+    x, _ = _answers(0)
+    before = _learned([True] * 4)
+    after = copy.deepcopy(before)
+    after.observe(*_answers(5)[1][4], train=False)
+    assert after.num_observed == 5
+    assert np.array_equal(after.scores(x), before.scores(x))  # the network and theta as they were
+    assert not torch.equal(after.learner.V, before.learner.V)  # V gained the duel
+    trained = copy.deepcopy(before)
+    trained.observe(*_answers(5)[1][4])
+    assert not np.array_equal(trained.scores(x), before.scores(x))
+
+
+def test_the_same_answers_with_the_same_train_give_the_same_learner_and_other_train_another():
+    flags = [True, False, False, True, False, True, True, False, True]
+    one, two = _learned(flags), _learned(flags)
+    a, b = _state(one), _state(two)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    every = _state(_learned([True] * len(flags)))
+    assert any(not torch.equal(a[k], every[k]) for k in a if a[k].is_floating_point())
+
+
+def test_train_must_be_a_bool():
+    b = DuelingBandit.from_config(LIVE, dim=5, seed=0)
+    x, i, j, o = _answers(1)[1][0]
+    with pytest.raises(ValueError, match="^train: must be True or False, got 1$"):
+        b.observe(x, i, j, o, train=1)
+    assert b.num_observed == 0
+
+
+def test_a_pending_question_sends_the_next_pair_elsewhere_and_touches_no_other_copy():
+    """Objective rank picks the most informative pair, the same one until V changes: a pending question changes it
+    on the copy questions are chosen on, and the learner it was copied from is as it was."""
+    b = _learned([True] * 6, objective="rank")
+    x, _ = _answers(0)
+    asking = copy.deepcopy(b)
+    first = asking.select(x)
+    assert copy.deepcopy(b).select(x) == first  # without pending: the same pair again
+    asking.pending(x, *first)
+    assert asking.select(x) != first
+    assert b.num_observed == 6 and np.array_equal(b.scores(x), asking.scores(x))
+
+
+def test_a_learner_that_cannot_put_off_its_steps_ignores_pending():
+    config = {"data": {"dim": 5, "rounds": 50}, "model": {"class_path": "nvldb_pl.learners.linear.CoLSTIM"}}
+    b = DuelingBandit.from_config(config, seed=0)
+    assert not type(b.learner).DEFERS_TRAINING
+    x, _ = _answers(0)
+    b.pending(x, 0, 1)
+    assert b.num_observed == 0
