@@ -107,8 +107,8 @@ def main(argv=None) -> int:
         "--most-behind",
         type=int,
         default=20,
-        help="answers the learner (a process of its own) may lag before a reply waits for it (default 20: about half "
-        "a second); larger: quicker replies under heavy load, a longer lag",
+        help="answers the learner (a process of its own, taking what waits in batches) may lag before a reply waits "
+        "for it (default 20, a tenth of a second of learning); larger: questions chosen on an older learner",
     )
     p.add_argument(
         "--questions-per-person",

@@ -41,7 +41,7 @@ from .items import Catalog
 from .store import Store
 from .worker import SHARED, LearnerProcess, Learners, chained, learner_file, sha256_of
 
-MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (the lag stays about a second)
+MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (a batch's learning or so)
 SESSION_ID = re.compile(r"[0-9a-f]{32}")  # what new_session hands out (uuid4's hex)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a CSV cell a spreadsheet would read as a formula
 
@@ -393,7 +393,10 @@ class Annotation:
     def counts(self, key: str, sid: Optional[str] = None) -> dict:
         """Answers kept in all, answers ``key``'s learner holds, and (a session given) the session's own and its
         goal (None: no end)."""
-        learned = self.bandits[key].num_observed if key in self.bandits else 0
+        if self.worker is not None:
+            learned = self.worker.observed.get(key, 0)
+        else:
+            learned = self.learners.bandits[key].num_observed if key in self.learners.bandits else 0
         out = {"answers": self.store.count_answers(), "learned": learned}
         out["behind"] = self.worker.behind if self.worker is not None else 0  # answers kept, not yet learned
         if sid is not None:

@@ -162,7 +162,7 @@ def _learning_process(conn, contexts, spec: tuple, db: str, save_every: int, sta
 
     def publish(keys) -> None:
         for key in sorted(keys):
-            conn.send(("state", key, pickle.dumps(learners.bandits[key])))
+            conn.send(("state", key, pickle.dumps(learners.bandits[key]), learners.bandits[key].num_observed))
         for msg in reports:
             conn.send(msg)
         reports.clear()
@@ -209,7 +209,9 @@ class LearnerProcess:
 
     def __init__(self, learners: Learners, spec: tuple, record: Callable):
         self.record = record
-        self.published: dict = {k: copy.deepcopy(b) for k, b in learners.bandits.items()}
+        self._published: dict = {k: copy.deepcopy(b) for k, b in learners.bandits.items()}
+        self._unread: dict = {}  # learners published and not read yet (pickled): read when asked for
+        self.observed: dict = {k: b.num_observed for k, b in learners.bandits.items()}  # answers each one holds
         # what questions are chosen on: a second copy of each, which the questions asked since it came join
         # (DuelingBandit.pending), so that people asked before the next learning step get different pairs
         self.asking: dict = {k: copy.deepcopy(b) for k, b in learners.bandits.items()}
@@ -233,6 +235,15 @@ class LearnerProcess:
         self.sender.start()
         with self.changed:  # the process up before the first question (a reply never waits for its start)
             self.changed.wait_for(lambda: self.ready or self.failed is not None)
+
+    @property
+    def published(self) -> dict:
+        """The learners by key as last published (read from their pickles when first asked for after a batch)."""
+        with self.changed:
+            for key, data in self._unread.items():
+                self._published[key] = pickle.loads(data)
+            self._unread.clear()
+            return self._published
 
     @property
     def behind(self) -> int:
@@ -315,9 +326,9 @@ class LearnerProcess:
                     self.changed.notify_all()
                 return
             if kind == "state":
-                bandit, asking = pickle.loads(args[1]), pickle.loads(args[1])
+                asking = pickle.loads(args[1])
                 with self.changed:
-                    self.published[args[0]], self.asking[args[0]] = bandit, asking
+                    self._unread[args[0]], self.asking[args[0]], self.observed[args[0]] = args[1], asking, args[2]
                 continue
             if kind in ("learned", "refused", "saved"):
                 self.record(kind, *args)

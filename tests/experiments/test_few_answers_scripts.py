@@ -35,6 +35,25 @@ def test_rank_tau_runs_every_policy_on_every_catalog_and_summarizes(tmp_path, ca
     assert "| rank | 2 |" in capsys.readouterr().out
 
 
+def test_rank_tau_batches_as_results_batched_readme_shows(tmp_path, capsys):
+    """--batch K: the group's questions chosen before it, its steps after its last answer (a learner other than
+    every-answer's); --pending and --train-all change it again; the rows and the table say which; bad values refused."""
+    tau = load_script("diagnostics/rank_tau")
+    base = ["--persons", "1", "--answers", "8", "--policies", "rank", "--catalogs", "built-in (12 items, d=5)"]
+    taus = {}
+    for extra in ([], ["--batch", "4"], ["--batch", "4", "--pending"], ["--batch", "4", "--train-all"]):
+        out = str(tmp_path / f"tau{len(taus)}.jsonl")
+        assert tau.main(base + extra + ["--at", "4", "8", "--out", out]) == 0
+        (row,) = [json.loads(line) for line in open(out)]
+        taus[" ".join(extra)] = row["tau"]
+        assert row.get("batch") == (" ".join(extra[1:]).replace("--", "").replace("-", " ") or None)
+    assert len({tuple(t) for t in taus.values()}) == 4
+    assert "| rank (batch 4 pending) | 1 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        tau.main(base + ["--batch", "0"])
+    assert "--batch and --at: at least 1" in capsys.readouterr().err
+
+
 def test_the_short_table_pairs_a_sweep_with_a_report_folder(tmp_path, capsys):
     table = load_script("diagnostics/short_table")
     sweep = os.path.join(ROOT, "results", "short", "candidates_T300.jsonl")
