@@ -1,7 +1,10 @@
 """Shared by the tests of runs that stop and go on (test_resume, test_stops, test_checkpoint_writes): a short cos
 run, made in this process or in one of its own, and what it left."""
 
+import contextlib
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -32,13 +35,35 @@ def _cmd(root, *extra):
     return [sys.executable, MAIN, *ARGS, f"--trainer.default_root_dir={root}", *extra]
 
 
+@contextlib.contextmanager
+def _lightning_lines_dropped():
+    """Lightning's logging handlers write to a sink meanwhile: they hold the stream they found at import, which pytest
+    may have closed since (a test of this process imported Lightning first)."""
+    handlers = [
+        h
+        for name in list(logging.root.manager.loggerDict)
+        if name.split(".")[0] == "lightning"
+        for h in logging.getLogger(name).handlers
+        if isinstance(h, logging.StreamHandler)
+    ]
+    streams = [h.stream for h in handlers]
+    for h in handlers:  # not setStream, which flushes the old stream (it may be closed)
+        h.stream = io.StringIO()
+    try:
+        yield
+    finally:
+        for h, stream in zip(handlers, streams):
+            h.stream = stream
+
+
 def _in_process(capsys, root, *extra):
-    """A run in this process (no 4 s of imports): its exit status and what it printed on stderr (not Lightning's
-    own lines, which its logging handler writes to the stream it found at import)."""
+    """A run in this process (no 4 s of imports): its exit status and what it printed on stderr (not Lightning's own
+    lines)."""
     from nvldb_pl.cli import run_cli
 
     capsys.readouterr()
-    code = run_cli([*ARGS, f"--trainer.default_root_dir={root}", *extra])
+    with _lightning_lines_dropped():
+        code = run_cli([*ARGS, f"--trainer.default_root_dir={root}", *extra])
     return SimpleNamespace(returncode=code, stderr=capsys.readouterr().err)
 
 
@@ -46,7 +71,8 @@ def _made(root, *extra):
     """A run that must succeed and whose output is not read, made in this process (no 4 s of imports)."""
     from nvldb_pl.cli import run_cli
 
-    assert run_cli([*ARGS, f"--trainer.default_root_dir={root}", *extra]) == 0
+    with _lightning_lines_dropped():
+        assert run_cli([*ARGS, f"--trainer.default_root_dir={root}", *extra]) == 0
 
 
 def _run(root, *extra):
