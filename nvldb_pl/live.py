@@ -456,7 +456,7 @@ class DuelingBandit:
         chosen on it next look elsewhere, as GP-BUCB's hallucinated observations do for a batch. For a copy the
         answers never reach (the page's questions between two learning steps): its history holds a made-up
         outcome. A learner that cannot put off its steps (``DEFERS_TRAINING`` False) is left as it is."""
-        if getattr(type(self.learner), "DEFERS_TRAINING", False):
+        if type(self.learner).DEFERS_TRAINING:
             _learn(self.learner, _as_contexts(contexts, self.dim).unsqueeze(0), i, j, 0, False)
 
     def mark(self) -> tuple:

@@ -20,6 +20,7 @@ study's) is refused in one line before anything is written.
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import glob
 import hashlib
@@ -39,7 +40,7 @@ from ..live import DuelingBandit
 from ..maths.ranking import check_objective, ranking_view
 from .items import Catalog
 from .store import Store
-from .worker import SHARED, LearnerProcess, Learners, chained, learner_file, sha256_of
+from .worker import SHARED, LearnerProcess, Learners, chain_of, learner_file, sha256_of
 
 MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (a batch's learning or so)
 SESSION_ID = re.compile(r"[0-9a-f]{32}")  # what new_session hands out (uuid4's hex)
@@ -189,9 +190,10 @@ class Annotation:
                     f"was changed)"
                 )
             n = seqs.index(last) + 1
-            digest = ""
-            for seq, offer, i, j, choice, learned, train in answers[:n]:
-                digest = chained(digest, seq, offer, i, j, choice, train if learned else seq not in untrained)
+            digest = chain_of(  # an answer's train as recorded, else as the file says
+                (seq, offer, i, j, choice, train if learned else seq not in untrained)
+                for seq, offer, i, j, choice, learned, train in answers[:n]
+            )
             if digest != meta.get("digest") or bandit.num_observed != n:
                 raise ValueError(
                     f"{where}: its learner file {path} holds other answers than the database up to #{last} (their "
@@ -223,9 +225,7 @@ class Annotation:
                 bandit, held = DuelingBandit.from_checkpoint(snap[2], objective=self.objective), int(snap[0])
             if bandit is None or held > len(todo) or bandit.num_observed != held:
                 bandit, held = None, 0  # no file the database vouches for: from the config
-            digest = ""
-            for seq, offer, i, j, choice, _, train in todo[:held]:
-                digest = chained(digest, seq, offer, i, j, choice, train)
+            digest = chain_of((seq, offer, i, j, choice, train) for seq, offer, i, j, choice, _, train in todo[:held])
             self.learners.chain[key] = (todo[held - 1][0] if held else 0, digest)
             self.learners.untrained[key] = [row[0] for row in todo[:held] if not row[6]]
         self.learners.bandit(key, bandit)
@@ -324,8 +324,8 @@ class Annotation:
         if self.worker is None:
             return self.learners.bandit(key).select(self.items.contexts[offer])
         if key not in self.worker.asking:
-            self.worker.published.setdefault(key, self._fresh())
-            self.worker.asking[key] = self._fresh()
+            fresh = self._fresh()
+            self.worker.published[key], self.worker.asking[key] = fresh, copy.deepcopy(fresh)
         bandit = self.worker.asking[key]
         i, j = bandit.select(self.items.contexts[offer])
         bandit.pending(self.items.contexts[offer], i, j)  # the next question looks elsewhere until the answers come

@@ -48,6 +48,14 @@ def chained(digest: str, seq: int, offer: list, i: int, j: int, choice: int, tra
     return hashlib.sha256(f"{digest}|{seq}|{list(map(int, offer))}|{i}|{j}|{choice}{later}".encode()).hexdigest()
 
 
+def chain_of(answers) -> str:
+    """The digest of a learner's answers ``(seq, offer, i, j, choice, train)``, in the order it took them."""
+    digest = ""
+    for answer in answers:
+        digest = chained(digest, *answer)
+    return digest
+
+
 def learner_file(db: str, key: str) -> str:
     """Where learner ``key`` of the database ``db`` is saved."""
     tag = "" if key == SHARED else "-" + hashlib.sha256(key.encode()).hexdigest()[:16]

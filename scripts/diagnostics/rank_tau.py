@@ -118,7 +118,6 @@ def run(
     bandit = DuelingBandit.from_config(
         config, dim=x.shape[1], seed=p, objective="rank" if policy == "rank" else "regret"
     )
-    asked = bandit
     for n in range(answers):
         if n % batch == 0:  # a group's questions are chosen on the learner as it stood before the group
             asked = bandit if batch == 1 else copy.deepcopy(bandit)
