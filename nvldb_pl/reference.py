@@ -25,13 +25,13 @@ def _inverse(A: torch.Tensor) -> torch.Tensor:
     return torch.cholesky_inverse(torch.linalg.cholesky(A))
 
 
-def _phi(weights, x, scale, biases=()):
+def _phi(weights, x, scale, biases=(), activation="relu"):
     h = x
     for layer, w in enumerate(weights):
         h = h @ w.T
         if biases:
             h = h + biases[layer]
-        h = torch.relu(h)
+        h = {"relu": torch.relu, "gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu}[activation](h)
     return scale * h
 
 
@@ -99,6 +99,7 @@ def run_seed(
     width=32,
     depth=3,
     parametrization="standard",
+    activation="relu",
     bias=None,
     feature_dim=None,
     init=None,
@@ -107,6 +108,7 @@ def run_seed(
     beta=1.0,
     epsilon=None,
     grad_steps=20,
+    w_reg=0.0,
     refit_iterations=8,
     distinct_arms=True,
     self_duel_test=None,
@@ -133,6 +135,7 @@ def run_seed(
         else []
     )
     theta0 = params[-1].clone()
+    layers0 = [p.detach().clone() for p in weights + biases]  # W_0 (and b_0): w_reg's prior
     theta = theta0.clone().requires_grad_(True)
     opt = torch.optim.Adam(weights + [theta] + biases, lr=lr)
     V = lam * torch.eye(len(theta0), dtype=torch.float64)
@@ -144,13 +147,13 @@ def run_seed(
         x, u = batch["contexts"][0], batch["utilities"][0]
         noise, uniform = batch["noise"][0].tolist(), float(batch["uniform"][0])
         with torch.no_grad():
-            grads = [_phi(weights, x[k], scale, biases).double() for k in range(spec.arms)]  # d f / d theta
+            grads = [_phi(weights, x[k], scale, biases, activation).double() for k in range(spec.arms)]  # d f / d theta
             f = [float(g @ theta.double()) for g in grads]
         a1, a2 = _select(strategy, f, grads, _inverse(V), beta, noise, t, distinct_arms)
         if self_duel_test != "none":
             g = []
             for k in range(spec.arms):  # d f(x_k) / d(W, theta, b), one arm at a time
-                fk = _phi(weights, x[k], scale, biases) @ theta
+                fk = _phi(weights, x[k], scale, biases, activation) @ theta
                 g.append(torch.cat([d.flatten() for d in torch.autograd.grad(fk, weights + [theta] + biases)]).double())
             Zinv = _inverse(Z) if self_duel_test == "deep_full" else torch.diag(1.0 / torch.diagonal(Z))
             c = int(np.argmax(f))
@@ -173,15 +176,20 @@ def run_seed(
         X1, X2, O = torch.stack(hist_x1), torch.stack(hist_x2), torch.tensor(hist_o)
         for _ in range(grad_steps):
             opt.zero_grad()
-            df = _phi(weights, X1, scale, biases) @ theta - _phi(weights, X2, scale, biases) @ theta
+            f1 = _phi(weights, X1, scale, biases, activation) @ theta
+            df = f1 - _phi(weights, X2, scale, biases, activation) @ theta
             zeta = _zeta(df, epsilon, variance_aware)
             sign = 2 * O - 1
             loss = -(torch.nn.functional.logsigmoid(sign * df) / zeta**2).sum()
             loss = loss + 0.5 * lam * ((theta - theta0) ** 2).sum()
+            if w_reg > 0:  # mu/2 sum_l ||W^l - W^l_0||^2 (+ the biases'), not in eq. (total_loss)
+                loss = loss + 0.5 * w_reg * sum(((p - p0) ** 2).sum() for p, p0 in zip(weights + biases, layers0))
             loss.backward()
             opt.step()
         with torch.no_grad():
-            dphi = (_phi(weights, X1, scale, biases) - _phi(weights, X2, scale, biases)).double()
+            dphi = (
+                _phi(weights, X1, scale, biases, activation) - _phi(weights, X2, scale, biases, activation)
+            ).double()
             zeta = _zeta((dphi @ theta.double()), epsilon, variance_aware)
             new = refit_theta(
                 "logistic",

@@ -25,6 +25,7 @@ from nvldb_pl.reference import run_seed  # noqa: E402
 from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
 from nvldb_pl.experiments.grid import check_positive  # noqa: E402
 from nvldb_pl.machinery.history import resolve_history_pass  # noqa: E402
+from nvldb_pl.maths.network import ACTIVATIONS  # noqa: E402
 from nvldb_pl.loop.run import check_placement, run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
 
 
@@ -37,6 +38,14 @@ def main():
     p.add_argument("--depth", type=int, default=3)
     p.add_argument("--grad-steps", type=int, default=20)
     p.add_argument("--strategy", default="ucb_asym")
+    p.add_argument(
+        "--activation",
+        nargs="+",
+        default=[None],
+        choices=list(ACTIVATIONS),
+        help="model.activation, one run each (default: the learner's default)",
+    )
+    p.add_argument("--w-reg", type=float, default=None, help="model.w_reg (default: the learner's default)")
     p.add_argument("--naive-seeds", type=int, default=2, help="seeds for the naive loop (0: skip it)")
     p.add_argument("--precision", nargs="+", default=["32-true"], help="e.g. 32-true bf16-mixed")
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="device of the vectorized loop")
@@ -99,6 +108,8 @@ def main():
 def benchmark(a) -> None:
     """Time each precision x backward x history pass, then the naive loop; print rates and splits."""
     model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
+    if a.w_reg is not None:
+        model["w_reg"] = a.w_reg
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads; task={a.task} S={a.seeds} T={a.rounds} "
         f"m={a.width} L={a.depth} n={a.grad_steps} {a.strategy}"
@@ -110,10 +121,11 @@ def benchmark(a) -> None:
             self, name, float(value) if torch.is_tensor(value) else value, *args, **kwargs
         )
     results = {}
-    for precision, backward, walk in [(p_, b_, h_) for p_ in a.precision for b_ in a.backward for h_ in a.history_pass]:
-        summary, _ = run_experiment(
+    runs = [(p_, b_, h_, a_) for p_ in a.precision for b_ in a.backward for h_ in a.history_pass for a_ in a.activation]
+    for precision, backward, walk, activation in runs:
+        summary, module = run_experiment(
             {"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
-            {**model, "backward": backward, "history_pass": walk},
+            {**model, "backward": backward, "history_pass": walk, **({"activation": activation} if activation else {})},
             precision=precision,
             accelerator=a.accelerator,
             sync_timings=not a.unsynced,
@@ -122,7 +134,7 @@ def benchmark(a) -> None:
             walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None
         )  # auto's choice
         precision = (
-            f"{precision}, {backward}"
+            f"{precision}, {backward}, {module.hparams.activation}"
             + ("" if walk == "chunked" else f", {walk}")
             + (", unsynced" if a.unsynced else "")
             + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}")

@@ -60,6 +60,7 @@ class NDB(NeuralLearner):
         width: int = 32,
         depth: int = 3,
         parametrization: str = "standard",
+        activation: str = "relu",
         bias: Optional[bool] = None,
         init: Optional[str] = None,
         lr: float = 1e-3,
@@ -85,7 +86,7 @@ class NDB(NeuralLearner):
             f"{strategy!r}: NDB's rules are NVLDB's ASYM rules on the network's gradients, one of {list(NDB_STRATEGIES)}",
         )
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
-        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, None)
+        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, None, activation)
         beta = 1.0 if beta is None else beta
         check_number(beta, "beta")
         p = parameter_count(dim, width, depth, bias)  # |W| + |theta| + |b|

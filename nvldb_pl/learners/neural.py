@@ -31,7 +31,15 @@ from ..maths.backward import accumulate_nll_grad, per_point_gradients
 from .base import DuelingLearner, as_pairs
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_memory, check_number
-from ..maths.network import INITS_OF, PARAMETRIZATIONS, StackedMLP, init_biases, init_weights, parameter_count
+from ..maths.network import (
+    ACTIVATIONS,
+    INITS_OF,
+    PARAMETRIZATIONS,
+    StackedMLP,
+    init_biases,
+    init_weights,
+    parameter_count,
+)
 from ..environments.seeding import TAG_INIT, torch_seed
 from ..maths.user_network import StackedNetwork
 
@@ -41,6 +49,8 @@ SAMPLE_WEIGHTINGS = ("uniform", "recency")
 
 # What a checkpoint written before these settings existed was made with (they were not saved then).
 BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
+# ... and before the activation was a setting, every layer was ReLU.
+BEFORE_ACTIVATION = {"activation": "relu"}
 
 
 def pair_difference(x: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
@@ -64,6 +74,7 @@ def saved_hparams(hparams: dict, learner: str) -> dict:
         hparams = {**{k: v for k, v in hparams.items() if k != "rule"}, "strategy": f"{hparams['rule']}_asym"}
     before = {
         **BEFORE_PARAMETRIZATION,
+        **BEFORE_ACTIVATION,
         **({**BEFORE_SELF_DUEL_TEST, **BEFORE_SECOND_ARM} if learner == "NVLDB" else {}),
     }
     return {**before, **hparams}
@@ -77,8 +88,14 @@ def resolve_network(
     bias: Optional[bool],
     init: Optional[str],
     feature_dim: Optional[int],
+    activation: str = "relu",
 ) -> tuple[Optional[bool], str]:
     """Check the network's settings, naming the field; returns (bias, init) with their defaults filled in."""
+    _check(
+        activation in ACTIVATIONS,
+        "activation",
+        f"{activation!r} is not one of {list(ACTIVATIONS)}",
+    )
     _check(
         parametrization in PARAMETRIZATIONS,
         "parametrization",
@@ -128,6 +145,7 @@ class NetworkSettings:
     sample_weighting: str = "uniform"
     history_pass: str = "auto"
     network: Optional[Union[str, dict]] = None
+    activation: str = "relu"
 
     @classmethod
     def of(cls, hp: dict) -> "NetworkSettings":
@@ -201,7 +219,9 @@ class NeuralLearner(DuelingLearner):
                 f"{s.num_seeds} networks of {count} parameters with their Adam state",
                 "model.width / model.depth",
             )
-            self.net = StackedMLP(s.num_seeds, s.dim, s.width, s.depth, s.parametrization, s.bias, s.feature_dim)
+            self.net = StackedMLP(
+                s.num_seeds, s.dim, s.width, s.depth, s.parametrization, s.bias, s.feature_dim, s.activation
+            )
         # history_pass=graphed: the update's steps run through this (the loop hands over a CUDA graph's runner)
         self.step_graphs = EagerSteps()
 
@@ -310,7 +330,12 @@ class NeuralLearner(DuelingLearner):
             if self.custom_network:
                 return net.per_point_gradients(contexts.float()).to(torch.float64)
             return per_point_gradients(
-                list(net.weights), net.theta, contexts.float().transpose(1, 2), list(net.biases), net.scale
+                list(net.weights),
+                net.theta,
+                contexts.float().transpose(1, 2),
+                list(net.biases),
+                net.scale,
+                net.activation,
             ).to(torch.float64)
 
     @torch.no_grad()
@@ -319,11 +344,14 @@ class NeuralLearner(DuelingLearner):
             return self.net.utility(self.net.features(contexts.float()).to(torch.float64))  # theta^T phi
 
     @torch.no_grad()
-    def live_feature_units(self) -> torch.Tensor:
+    def live_feature_units(self) -> Optional[torch.Tensor]:
         """[S]: how many of phi's p units are positive on at least one of the 2t contexts played so far.
         The others are dead: ReLU passes no gradient back to their weights from any of those contexts, so
         training on this history cannot revive them; with all p dead, phi = 0 and f is the same for
-        every arm (the run then picks pairs by its tie-break and exploration alone)."""
+        every arm (the run then picks pairs by its tie-break and exploration alone). ``None`` for the built-in
+        MLP with a smooth activation: its units pass a gradient everywhere, none is dead in this sense."""
+        if not self.custom_network and self.net.activation != "relu":
+            return None
         S, p, t = self.net.theta.shape[0], self.net.theta.shape[1], self.t
         alive = torch.zeros(S, p, dtype=torch.bool, device=self.net.theta.device)
         with torch.autocast(self.device.type, enabled=False):
@@ -419,6 +447,7 @@ class NeuralLearner(DuelingLearner):
                         list(net.biases),
                         net.scale,
                         with_loss=last,
+                        activation=net.activation,
                     )
                     if last:
                         per_seed = per_seed + block

@@ -57,6 +57,8 @@ class NVLDB(NeuralLearner):
         width, depth: m and L of eq. (nn).
         parametrization: ``ntk`` (eq. nn literally: sqrt(m) output factor, no biases) or
             ``standard`` (``nn.Linear`` layers: no sqrt(m), optional biases); see :mod:`nvldb_pl.maths.network`.
+        activation: every layer's nonlinearity, ``relu`` (eq. nn), ``gelu`` or ``silu`` (smooth: no unit of phi
+            dies; :mod:`nvldb_pl.maths.network`).
         bias: biases in every layer (``standard`` only); ``None`` = true for ``standard``, false for ``ntk``.
         feature_dim: the dimension p of phi and theta (W^L in R^{p x m}, V p x p); ``None`` = d, eq. (nn).
         init: ``kaiming`` or ``paper`` (eq. init) for ``ntk``; ``kaiming``, ``torch`` or ``normal``
@@ -109,7 +111,7 @@ class NVLDB(NeuralLearner):
             to float rounding.
         network: phi of one's own: the import path of a one-seed ``torch.nn.Module`` mapping [N, d] to
             [N, p] (or ``{class_path, init_args}``), stacked over seeds by :mod:`nvldb_pl.maths.user_network`;
-            then width, depth, parametrization, bias and init are not used, and it trains by autograd.
+            then width, depth, parametrization, activation, bias and init are not used, and it trains by autograd.
             ``None``: the built-in MLP of eq. (nn).
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
             paper's eq. total_loss, which regularizes theta only; 0 = the paper).
@@ -133,6 +135,7 @@ class NVLDB(NeuralLearner):
         width: int = 32,
         depth: int = 3,
         parametrization: str = "standard",
+        activation: str = "relu",
         bias: Optional[bool] = None,
         feature_dim: Optional[int] = None,
         init: Optional[str] = None,
@@ -161,7 +164,7 @@ class NVLDB(NeuralLearner):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_linked(dim, arms, rounds, num_seeds, link)
         selection.check_strategy(strategy)
-        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, feature_dim)
+        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, feature_dim, activation)
         _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
         for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
             check_integer(value, name, 1)

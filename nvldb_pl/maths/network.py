@@ -9,6 +9,11 @@ Two parametrizations (``parametrization``):
   With Adam, whose step size does not shrink with m, the sqrt(m) factor makes one step move f
   about sqrt(m) times further as the network widens; this form does not.
 
+``activation`` sets the nonlinearity of every layer (the last one's included): ``relu`` (eq. nn),
+``gelu`` (x Phi(x), Phi the standard normal CDF, exact form) or ``silu`` (x sigmoid(x)). A smooth
+activation passes a gradient where a ReLU unit is off, so no unit of phi dies and every arm keeps a
+non-zero gradient (``docs/paper.md``, "Activation").
+
 In both, phi is the last layer's output and theta the last-layer parameter that shallow
 exploration acts on. phi has dimension p = d in eq. (nn) (W^L in R^{d x m}, V is d x d);
 ``feature_dim`` sets another p (W^L in R^{p x m}, theta in R^p, V p x p): with p = m, phi is as
@@ -45,12 +50,24 @@ from torch import nn
 from . import seedwise
 
 PARAMETRIZATIONS = ("ntk", "standard")
+ACTIVATIONS = ("relu", "gelu", "silu")
 INITS_OF = {"ntk": ("kaiming", "paper"), "standard": ("kaiming", "torch", "normal")}  # the first is the default
 
 
 def _paper_layer(out: int, inp: int, var: float, gen: torch.Generator) -> torch.Tensor:
     w = torch.randn(out // 2, (inp + 1) // 2, generator=gen, dtype=torch.float64) * math.sqrt(var)
     return torch.block_diag(w, w)[:, :inp]
+
+
+def activate(h: torch.Tensor, activation: str) -> torch.Tensor:
+    """The layers' nonlinearity, elementwise: ReLU, GELU (exact, erf form) or SiLU."""
+    if activation == "relu":
+        return torch.relu(h)
+    if activation == "gelu":
+        return nn.functional.gelu(h)
+    if activation == "silu":
+        return nn.functional.silu(h)
+    raise ValueError(f"model.activation: {activation!r} is not one of {list(ACTIVATIONS)}")
 
 
 def layer_sizes(dim: int, width: int, depth: int, feature_dim: int | None = None) -> list[int]:
@@ -109,6 +126,7 @@ def init_biases(
 
 class StackedMLP(nn.Module):
     """S independent copies of f(x; theta, W). Shapes: x [S, N, d] -> phi [S, N, d], f [S, N].
+    ``activation``: one of :data:`ACTIVATIONS`, applied after every layer.
 
     Parameters, in ``parameters()`` order: W^1..W^L [S, out, in], theta [S, d], then (with
     ``bias``) b^1..b^L [S, out]. ``scale`` is the output factor: sqrt(m) (ntk) or 1 (standard).
@@ -123,13 +141,17 @@ class StackedMLP(nn.Module):
         parametrization: str = "ntk",
         bias: bool = False,
         feature_dim: int | None = None,
+        activation: str = "relu",
     ):
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"model.activation: {activation!r} is not one of {list(ACTIVATIONS)}")
         if depth < 2:
             raise ValueError(f"model.depth: eq. (nn) needs at least W^1 and W^L, got depth={depth}")
         if parametrization not in PARAMETRIZATIONS:
             raise ValueError(f"model.parametrization: {parametrization!r} is not one of {list(PARAMETRIZATIONS)}")
         self.width = width
+        self.activation = activation
         self.scale = math.sqrt(width) if parametrization == "ntk" else 1.0
         sizes = layer_sizes(dim, width, depth, feature_dim)
         self.weights = nn.ParameterList(
@@ -185,7 +207,7 @@ class StackedMLP(nn.Module):
             h = seedwise.bmm(w, h)
             if self.biases:  # added after the matmul: baddbmm's rounding depends on the batch size
                 h = h + self.biases[layer].unsqueeze(2)
-            h = torch.relu(h)
+            h = activate(h, self.activation)
         return h if self.scale == 1.0 else self.scale * h
 
     def features(self, x: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,7 @@ class Setting:
 
 TABLE = {
     "NVLDB": {
+        "activation": Setting("gelu"),
         "backward": Setting("autograd", "speed"),
         "beta": Setting(3.0),
         "bias": Setting(False),
@@ -64,6 +65,7 @@ TABLE = {
         "width": Setting(4),
     },
     "NDB": {
+        "activation": Setting("gelu"),
         "beta": Setting(3.0),
         "bias": Setting(False),
         "depth": Setting(2),

@@ -54,8 +54,12 @@ def test_the_default_history_pass_on_cuda_is_the_graphed_one():
     assert m.hparams.history_pass == "auto" and m.step_graphs.captures == 2
 
 
+NETWORKS = {"relu": {}, "gelu": {"activation": "gelu", "w_reg": 0.1}}  # the built-in MLP, ReLU and GELU with a prior
+
+
+@pytest.mark.parametrize("network", list(NETWORKS))
 @pytest.mark.parametrize("history_pass", ["chunked", "full", "graphed"])
-def test_float32_gpu_gradient_is_the_cpu_gradient(history_pass):
+def test_float32_gpu_gradient_is_the_cpu_gradient(history_pass, network):
     """One Adam step's gradient of eq. (total_loss) on the same parameters and history: the GPU's
     equals the CPU's to float32 rounding, relative to each tensor's norm."""
     from nvldb_pl.learners.nvldb import NVLDB
@@ -63,7 +67,9 @@ def test_float32_gpu_gradient_is_the_cpu_gradient(history_pass):
     t, T = 300, 400
     grads = []
     for device in ("cpu", "cuda"):
-        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=16, grad_steps=1, history_pass=history_pass)
+        m = NVLDB(
+            dim=4, arms=3, rounds=T, num_seeds=3, width=16, grad_steps=1, history_pass=history_pass, **NETWORKS[network]
+        )
         m.init_parameters(7, [0, 1, 2])
         g = torch.Generator().manual_seed(5)
         m.hist_xt[:, :, : 2 * t] = torch.randn(3, 4, 2 * t, generator=g)
@@ -184,7 +190,8 @@ def test_a_cuda_round_never_waits_for_the_device(monkeypatch, model, learner):
         pytest.fail("host waits inside a round:\n" + "\n".join(waits))
 
 
-def test_the_graphed_update_replays_what_the_eager_update_computes():
+@pytest.mark.parametrize("network", list(NETWORKS))
+def test_the_graphed_update_replays_what_the_eager_update_computes(network):
     """history_pass=graphed: the n Adam steps and the theta refit, captured once per 256-round bucket
     and replayed, give the parameters and V that the same update gives eagerly (same kernels, same
     capturable Adam), across a bucket change."""
@@ -193,7 +200,9 @@ def test_the_graphed_update_replays_what_the_eager_update_computes():
     t0, T = 250, 600
     models = []
     for graphed in (True, False):
-        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=16, grad_steps=3, history_pass="graphed").cuda()
+        m = NVLDB(
+            dim=4, arms=3, rounds=T, num_seeds=3, width=16, grad_steps=3, history_pass="graphed", **NETWORKS[network]
+        ).cuda()
         m.init_parameters(7, [0, 1, 2])
         g = torch.Generator().manual_seed(5)
         m.hist_xt.copy_(torch.randn(3, 4, 2 * T, generator=g))

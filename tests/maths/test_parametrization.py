@@ -17,20 +17,23 @@ from nvldb_pl.loop.run import run_experiment
 S, D, M, L = 3, 4, 6, 3
 
 
-def _stack(init="torch"):
+def _stack(init="torch", activation="relu"):
     gens = [torch.Generator().manual_seed(10 + s) for s in range(S)]
     per = [init_weights(D, M, L, init, g) for g in gens]
     bias = [init_biases(D, M, L, init, g) for g in gens]
-    net = StackedMLP(S, D, M, L, "standard", bias=True)
+    net = StackedMLP(S, D, M, L, "standard", bias=True, activation=activation)
     net.load_seed_init(per, bias)
     return net, per, bias
 
 
-def _f_one_seed(ws, bs, th, x):
-    """f(x) = theta^T ReLU(W^L ... ReLU(W^1 x + b^1) ... + b^L): plain Linear layers, one seed."""
+ACTS = {"relu": torch.relu, "gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu}
+
+
+def _f_one_seed(ws, bs, th, x, activation="relu"):
+    """f(x) = theta^T act(W^L ... act(W^1 x + b^1) ... + b^L): plain Linear layers, one seed."""
     h = x
     for w, b in zip(ws, bs):
-        h = torch.relu(w @ h + b)
+        h = ACTS[activation](w @ h + b)
     return th @ h
 
 
@@ -58,9 +61,10 @@ def test_torch_init_bounds_and_normal_init_scale():
     assert float(W2.std()) == pytest.approx(1.0, abs=0.02)
 
 
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
 @pytest.mark.parametrize("link", ["logistic", "probit"])
-def test_manual_gradient_with_biases_equals_autograd_per_seed(link):
-    net, _, _ = _stack()
+def test_manual_gradient_with_biases_equals_autograd_per_seed(link, activation):
+    net, _, _ = _stack(activation=activation)
     g = torch.Generator().manual_seed(7)
     n = 29
     x_t = torch.randn(S, D, 2 * n, generator=g)
@@ -77,6 +81,7 @@ def test_manual_gradient_with_biases_equals_autograd_per_seed(link):
         grads,
         biases=list(net.biases),
         scale=net.scale,
+        activation=activation,
     )
     loss = loss + accumulate_nll_grad(
         list(net.weights),
@@ -88,12 +93,13 @@ def test_manual_gradient_with_biases_equals_autograd_per_seed(link):
         grads,
         biases=list(net.biases),
         scale=net.scale,
+        activation=activation,
     )
     for s in range(S):
         ws = [w[s].detach().clone().requires_grad_(True) for w in net.weights]
         bs = [b[s].detach().clone().requires_grad_(True) for b in net.biases]
         th = net.theta[s].detach().clone().requires_grad_(True)
-        f = torch.stack([_f_one_seed(ws, bs, th, x_t[s, :, j]) for j in range(2 * n)])
+        f = torch.stack([_f_one_seed(ws, bs, th, x_t[s, :, j], activation) for j in range(2 * n)])
         df = f[0::2] - f[1::2]
         expect = -(links.log_prob(link, (2 * o[s] - 1) * df) * weight(df.detach())).sum()
         expect.backward()
@@ -102,17 +108,18 @@ def test_manual_gradient_with_biases_equals_autograd_per_seed(link):
             torch.testing.assert_close(got[s], ref.grad, rtol=1e-4, atol=1e-5 * float(ref.grad.abs().max()))
 
 
-def test_per_point_gradients_with_biases_equal_autograd():
-    net, _, _ = _stack()
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
+def test_per_point_gradients_with_biases_equal_autograd(activation):
+    net, _, _ = _stack(activation=activation)
     x = torch.randn(S, 5, D, generator=torch.Generator().manual_seed(2))
-    got = per_point_gradients(list(net.weights), net.theta, x.transpose(1, 2), list(net.biases), net.scale)
+    got = per_point_gradients(list(net.weights), net.theta, x.transpose(1, 2), list(net.biases), net.scale, activation)
     assert got.shape == (S, 5, sum(p[0].numel() for p in net.param_list()))
     for s in range(S):
         for k in range(5):
             ws = [w[s].detach().clone().requires_grad_(True) for w in net.weights]
             bs = [b[s].detach().clone().requires_grad_(True) for b in net.biases]
             th = net.theta[s].detach().clone().requires_grad_(True)
-            grads = torch.autograd.grad(_f_one_seed(ws, bs, th, x[s, k]), ws + [th] + bs)
+            grads = torch.autograd.grad(_f_one_seed(ws, bs, th, x[s, k], activation), ws + [th] + bs)
             torch.testing.assert_close(got[s, k], torch.cat([q.reshape(-1) for q in grads]), rtol=1e-5, atol=1e-6)
 
 
