@@ -5,7 +5,7 @@
 # step that would start past it is skipped, one that hangs costs only its own limit):
 # 1. tests/machinery/test_cuda.py (float32 GPU against CPU, bf16-mixed, 16-mixed warning, no host sync in a
 #    round, the CUDA-graphed update against eager, graphed the default on CUDA);
-# 2. the first target as users run it (no device waits around timed sections): configs/cos.yaml's
+# 2. the first target as users run it (and with GELU and w_reg 0.1, target_cos_gelu) (no device waits around timed sections): configs/cos.yaml's
 #    run (cos, 20 seeds x 2000 rounds, m=32), graphed (the full pass where the capture fails: a figure all the same);
 #    then the same with the progress bar's R/t on the device, as the package logged it until call 4 (Lightning
 #    reads it on the host after every batch: the wait a round that costs, paired), and through cuBLASLt
@@ -72,11 +72,15 @@ BG=
 if [ -z "$STEPS" ] || [[ " $STEPS " == *" bench_cpu "* ]]; then
   background bench_cpu_cos "$CPU_LIMIT" python3 scripts/benchmark.py --accelerator cpu --seeds 20 --rounds 2000 --naive-seeds 0 &
   BG=$!
+elif [[ " $STEPS " == *" bench_cpu_act "* ]]; then  # ReLU against GELU on a quiet CPU, one thread, alternated
+  background bench_cpu_act "$CPU_LIMIT" env OMP_NUM_THREADS=1 python3 scripts/benchmark.py --accelerator cpu --seeds 20 --rounds 400 --naive-seeds 0 --activation relu gelu relu gelu relu gelu &
+  BG=$!
 fi
 step versions 30 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python3 -c 'import torch, lightning; print(torch.__version__, lightning.__version__, torch.cuda.get_device_name(0))'; nproc; python3 -c 'import triton; print(\"triton\", triton.__version__)' 2>&1 | tail -1"
 step tests 150 python3 -m pytest -q -p no:cacheprovider tests/machinery/test_cuda.py
 step target_cos 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0 ||
   step target_cos_full 100 python3 scripts/benchmark.py --accelerator gpu --history-pass full --unsynced --seeds 20 --rounds 2000 --naive-seeds 0
+step target_cos_gelu 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --seeds 20 --rounds 2000 --naive-seeds 0 --activation gelu --w-reg 0.1
 step target_cos_wait 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --progress-value device --seeds 20 --rounds 2000 --naive-seeds 0
 step target_cos_lt 70 python3 scripts/benchmark.py --accelerator gpu --history-pass graphed --unsynced --blas cublaslt --seeds 20 --rounds 2000 --naive-seeds 0
 step wait_finder 60 python3 scripts/diagnostics/gpu_wait_finder.py
