@@ -1,6 +1,6 @@
 """A web page that asks people "A or B?" about items, learns as they answer, and shows the learned ranking.
 
-    python scripts/serve.py                         # the built-in catalog of scripts/duel.py
+    python scripts/serve.py                         # the built-in catalog of scripts/duel.py, answers in ~/.local/share/nvldb_pl
     python scripts/serve.py --items items.csv --db answers.db --port 8000
     python scripts/serve.py --token SECRET          # annotators open http://HOST:PORT/?token=SECRET
     python scripts/serve.py --invite alice --invite bob --prompt "Which would you rather drink?"   # a link each
@@ -26,6 +26,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from nvldb_pl.serve.items import builtin_catalog, read_items  # noqa: E402
 
 SIDECARS = ("-wal", "-shm", "-journal", ".lock", ".acked")  # SQLite's files beside a database, and the server's
+
+
+def default_db() -> str:
+    """Where answers go without --db: the user's data folder (``$XDG_DATA_HOME``, else ~/.local/share), never the
+    folder the server was started in (a checkout's work tree, say)."""
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "nvldb_pl", "answers.db")
 
 
 def check_host(host: str, seconds: float = 5.0) -> None:
@@ -65,7 +72,9 @@ def main(argv=None) -> int:
         help="the learner's config (default configs/live.yaml)",
     )
     p.add_argument(
-        "--db", default="answers.db", type=os.path.expanduser, help="the answers' SQLite file (default answers.db)"
+        "--db",
+        type=os.path.expanduser,
+        help="the answers' SQLite file (default: answers.db in $XDG_DATA_HOME/nvldb_pl, else ~/.local/share/nvldb_pl)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
@@ -138,6 +147,9 @@ def main(argv=None) -> int:
             raise ValueError(f"--port: must be between 0 and 65535, got {a.port}")
         if not os.path.isfile(a.config):
             raise FileNotFoundError(f"--config: {a.config}: no such file")
+        if a.db is None:  # the default: the user's data folder, made if it is not there
+            a.db = default_db()
+            os.makedirs(os.path.dirname(a.db), exist_ok=True)
         folder = os.path.dirname(os.path.abspath(a.db))
         if not os.path.isdir(folder):
             raise ValueError(f"--db: {a.db}: folder {folder} does not exist")
