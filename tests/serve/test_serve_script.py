@@ -161,3 +161,27 @@ def test_a_stop_sent_to_the_whole_process_group_stops_the_server_cleanly(tmp_pat
         os.killpg(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "stopped; 0 answers" in out and "error" not in err, out + err
+
+
+def test_without_db_the_answers_go_to_the_users_data_folder_not_the_folder_it_starts_in(tmp_path):
+    """serve.py's default --db: answers.db in $XDG_DATA_HOME/nvldb_pl (made), nothing in the folder it starts in
+    (it was answers.db there: a start from a checkout wrote into the work tree)."""
+    data, here = tmp_path / "data", tmp_path / "here"
+    here.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), "--port", "0"],
+        cwd=here,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "XDG_DATA_HOME": str(data)},
+    )
+    try:
+        first = proc.stdout.readline()
+        assert "serving" in first, first + proc.stderr.read()
+        assert f"answers in {data / 'nvldb_pl' / 'answers.db'}:" in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert (data / "nvldb_pl" / "answers.db").is_file()
+    assert list(here.iterdir()) == []
