@@ -117,6 +117,11 @@ def _as_index(k) -> Optional[int]:
     return None
 
 
+def _check_two(i: int, j: int, what: str) -> None:
+    if i == j:
+        raise ValueError(f"i, j: both are item {i}; {what} (nothing was recorded)")
+
+
 def _read_yaml(text: str):
     """YAML as the fit CLI reads it (jsonargparse's loader: ``1e-3`` is a number, not YAML 1.1's string)."""
     try:
@@ -410,12 +415,7 @@ class DuelingBandit:
         off, other learners train anyway). The same answers with the same ``train`` give the same learner."""
         if type(train) is not bool:
             raise ValueError(f"train: must be True or False, got {train!r}")
-        x = _as_contexts(contexts, self.dim)
-        K = x.shape[0]
-        for name, k in (("i", i), ("j", j)):
-            index = _as_index(k)
-            if index is None or not 0 <= index < K:
-                raise ValueError(f"{name}: must be an item index in [0, {K}), got {k!r}")
+        x, i, j = self._checked_items(contexts, i, j)
         if torch.is_tensor(outcome):
             if outcome.numel() != 1:
                 raise ValueError(f"outcome: one answer, 1 or 0; got a tensor of shape {list(outcome.shape)}")
@@ -428,10 +428,37 @@ class DuelingBandit:
             outcome = int(outcome)
         if outcome not in (0, 1):
             raise ValueError(f"outcome: must be 1 (item i preferred) or 0 (item j preferred), got {outcome!r}")
-        i, j = _as_index(i), _as_index(j)
-        if i == j:
-            raise ValueError(f"i, j: both are item {i}; an answer compares two different items (nothing was recorded)")
-        L = copy.deepcopy(self.learner)  # learned on a copy: the learner as it was stays whole (a refusal, restore)
+        _check_two(i, j, "an answer compares two different items")
+        self.learner = self._learned(x, i, j, outcome, train, "learning from this answer")
+
+    def pending(self, contexts, i: int, j: int) -> None:
+        """Pair (i, j) of ``contexts`` [K, d] asked and not answered yet: it joins this bandit's V as a duel whose
+        steps wait (``observe``'s ``train`` False; V's weight reads the estimate, not the outcome), so that pairs
+        chosen on it next look elsewhere, as GP-BUCB's hallucinated observations do for a batch. For a copy the
+        answers never reach (the page's questions between two learning steps): its history holds a made-up
+        outcome. A learner that cannot put off its steps (``DEFERS_TRAINING`` False) is left as it is. Checked as
+        :meth:`observe` is (contexts, the two indices, a learner left finite and able to choose), nothing changed
+        where refused."""
+        x, i, j = self._checked_items(contexts, i, j)
+        _check_two(i, j, "a question compares two different items")
+        if type(self.learner).DEFERS_TRAINING:
+            self.learner = self._learned(x, i, j, 0, False, "this pending question")
+
+    def _checked_items(self, contexts, i, j) -> tuple:
+        """contexts [K, d] checked (:func:`_as_contexts`) and i, j item indices in [0, K), as ints."""
+        x = _as_contexts(contexts, self.dim)
+        K = x.shape[0]
+        for name, k in (("i", i), ("j", j)):
+            index = _as_index(k)
+            if index is None or not 0 <= index < K:
+                raise ValueError(f"{name}: must be an item index in [0, {K}), got {k!r}")
+        return x, _as_index(i), _as_index(j)
+
+    def _learned(self, x: torch.Tensor, i: int, j: int, outcome: int, train: bool, what: str):
+        """A copy of the learner that has learned the duel (i, j) of x [K, d], probed: finite, and able to choose on
+        these contexts; the learner as it was stays whole (a refusal, an interrupt halfway, restore)."""
+        K = x.shape[0]
+        L = copy.deepcopy(self.learner)
         contexts = x.unsqueeze(0)
         try:
             _learn(L, contexts, i, j, outcome, train)
@@ -441,23 +468,12 @@ class DuelingBandit:
             L.check_finite()
             if not bool(torch.isfinite(L.scores(contexts)).all()):
                 raise FloatingPointError("non-finite estimated utilities")
-        except BaseException as err:  # a non-finite update, or an interrupt halfway: the learner as before
-            if isinstance(err, (FloatingPointError, torch.linalg.LinAlgError)):
-                raise ValueError(
-                    f"contexts: learning from this answer would leave the learner non-finite ({err}); "
-                    f"nothing was recorded, the learner is as before"
-                ) from None
-            raise
-        self.learner = L
-
-    def pending(self, contexts, i: int, j: int) -> None:
-        """Pair (i, j) of ``contexts`` [K, d] asked and not answered yet: it joins this bandit's V as a duel whose
-        steps wait (``observe``'s ``train`` False; V's weight reads the estimate, not the outcome), so that pairs
-        chosen on it next look elsewhere, as GP-BUCB's hallucinated observations do for a batch. For a copy the
-        answers never reach (the page's questions between two learning steps): its history holds a made-up
-        outcome. A learner that cannot put off its steps (``DEFERS_TRAINING`` False) is left as it is."""
-        if type(self.learner).DEFERS_TRAINING:
-            _learn(self.learner, _as_contexts(contexts, self.dim).unsqueeze(0), i, j, 0, False)
+        except (FloatingPointError, torch.linalg.LinAlgError) as err:
+            raise ValueError(
+                f"contexts: {what} would leave the learner non-finite ({err}); nothing was recorded, the learner is "
+                f"as before"
+            ) from None
+        return L
 
     def mark(self) -> tuple:
         """The bandit as it stands, to go back to with :meth:`restore`: its learner (which :meth:`observe` never

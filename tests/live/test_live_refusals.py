@@ -1,6 +1,7 @@
 """The live API refuses what the fit CLI refuses, with the same kind of one line, and contexts that would poison the
 learner before any change (issue "No result without its reason")."""
 
+import os
 import re
 
 import numpy as np
@@ -31,6 +32,37 @@ def test_contexts_beyond_what_the_learner_computes_are_refused_and_it_stays_usab
     i, j = bandit.select(good)
     bandit.observe(good, i, j, 1)
     assert bandit.num_observed == 1 and np.all(np.isfinite(bandit.scores(good)))
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ((np.eye(3), -1, 1), r"^i: must be an item index in \[0, 3\), got -1$"),
+        ((np.eye(3), 0, 3), r"^j: must be an item index in \[0, 3\), got 3$"),
+        (
+            (np.eye(3), 1, 1),
+            r"^i, j: both are item 1; a question compares two different items \(nothing was recorded\)$",
+        ),
+        ((np.full((3, 3), np.nan), 0, 1), r"^contexts: non-finite \(NaN or inf\) features in item\(s\) \[0, 1, 2\]$"),
+        ((np.eye(3) * 1e20, 0, 1), r"^contexts: this pending question would leave the learner non-finite"),
+    ],
+)
+def test_a_pending_question_is_checked_as_an_answer_is_and_refused_changes_nothing(args, message):
+    """pending took any index (-1, an item against itself) and contexts of 1e20, after which the learner was unusable
+    (and saved so): each is refused in one line, the learner as it was."""
+    live = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "live.yaml")
+    bandit = DuelingBandit.from_config(live, dim=3, seed=0)  # NVLDB: it takes pending questions
+    x = np.random.default_rng(0).standard_normal((3, 3))
+    bandit.observe(x, 0, 1, 1)
+    V = bandit.learner.V.clone()
+    with pytest.raises(ValueError, match=message):
+        bandit.pending(*args)
+    assert torch.equal(bandit.learner.V, V) and bandit.num_observed == 1
+    bandit.pending(x, 0, 2)  # a good one is taken
+    assert not torch.equal(bandit.learner.V, V) and np.all(np.isfinite(bandit.scores(x)))
+    i, j = bandit.select(x)
+    bandit.observe(x, i, j, 0)
+    assert bandit.num_observed == 3  # (the copy's history holds its pending question)
 
 
 def test_an_outcome_of_two_values_is_refused_naming_it(bandit):
