@@ -53,12 +53,20 @@ class Catalog:
 
 
 def contexts_of(raw: np.ndarray, features, where: str) -> np.ndarray:
-    """raw [N, d] standardized over the items, each row scaled to unit norm; a constant column is refused."""
-    std = raw.std(0)
-    for f, s, m in zip(features, std, raw.mean(0)):
-        if s <= 1e-12 * max(1.0, abs(m)):
+    """raw [N, d] standardized over the items, each row scaled to unit norm; refused naming the column: a constant
+    one, and one whose mean or spread overflows float64 (a cell of 1e308: it zeroed the column)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = raw.mean(0), raw.std(0)
+        z = (raw - mean) / std
+    for k, (f, s, m) in enumerate(zip(features, std, mean)):
+        if np.isfinite(m) and np.isfinite(s) and s <= 1e-12 * max(1.0, abs(m)):
             raise ValueError(f"{where}: column {f!r} has the same value for every item; it tells no two apart")
-    z = (raw - raw.mean(0)) / std
+        if not (np.isfinite(m) and np.isfinite(s) and np.isfinite(z[:, k]).all()):
+            r = int(np.argmax(np.abs(raw[:, k])))
+            raise ValueError(
+                f"{where}: column {f!r}: its values (up to {raw[r, k]:.3g}, item {r + 1}) overflow float64 when "
+                f"standardized (mean 0, sd 1); rescale the column (e.g. to other units)"
+            )
     norm = np.linalg.norm(z, axis=1, keepdims=True)
     if (norm == 0).any():
         k = int(np.argwhere(norm[:, 0] == 0)[0][0])

@@ -52,6 +52,8 @@ def test_an_items_file_reads_names_shown_columns_and_features(tmp_path):
         ("name,x\nA,1\nA,2\n", "line 3, column 'name': 'A' is already the name"),
         ("name,x\n,1\nB,2\n", "line 2, column 'name': empty"),
         ("name,x,y\nA,1,5\nB,2,5\n", "column 'y' has the same value for every item"),
+        # a cell of 1e308: the spread overflows (it was inf, and the column became 0 for every item)
+        ("name,x,y\nA,1,1e308\nB,2,-1e308\nC,3,0\n", "column 'y': its values (up to 1e+308, item 1) overflow"),
         ("name,x\nA,1\n", "1 item(s); a question needs two"),
         ("name,text\nA,a\nB,b\n", "no feature column"),
     ],
