@@ -123,6 +123,30 @@ def row_key(r: dict, config: dict = None) -> str:
 ROW_KEYS = ("task", "config", "per_seed", "self_duels")
 
 
+def _numbers(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+
+
+def row_problem(row: dict) -> str:
+    """What makes a JSON object with the row keys not a run this file's code wrote ('' if nothing): each field of the
+    type it is written with (a hand-edited or damaged row stopped the summary with a TypeError)."""
+    per_seed, duels = row["per_seed"], row["self_duels"]
+    if not isinstance(row["task"], str):
+        return f"task is {row['task']!r}, not a task's name"
+    if not isinstance(row["config"], dict):
+        return f"config is {row['config']!r}, not a mapping of settings"
+    if not _numbers(per_seed) or not per_seed or not all(math.isfinite(x) for x in per_seed):
+        return "per_seed is not a list of finite numbers (one R(T)/T a seed)"
+    if not _numbers(duels) or len(duels) != len(per_seed):
+        return f"self_duels is not a list of {len(per_seed)} numbers (one a seed, as per_seed)"
+    rounds = row.get("rounds")
+    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1):
+        return f"rounds is {rounds!r}, not a horizon T >= 1"
+    if "settings" in row and not isinstance(row["settings"], dict):
+        return f"settings is {row['settings']!r}, not a mapping"
+    return ""
+
+
 def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
     """The runs of a sweep file (each with its line number, ``_line``, not written back), and the byte length of
     its whole lines. A last line cut short (a sweep killed
@@ -148,6 +172,9 @@ def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
             raise ValueError(f"{flag}: {path} line {n} is not JSON ({err})") from None
         if not isinstance(row, dict) or any(k not in row for k in ROW_KEYS):
             raise ValueError(f"{flag}: {path} line {n} is not a sweep run (one JSON object with {', '.join(ROW_KEYS)})")
+        problem = row_problem(row)
+        if problem:
+            raise ValueError(f"{flag}: {path} line {n} is not a sweep run: {problem}")
         row["_line"] = n
         learner = row["config"].get("learner", "NVLDB") if isinstance(row["config"], dict) else None
         if learner == "NDB" and isinstance(row.get("settings"), dict):  # NDB's rule: recorded by its name now

@@ -15,6 +15,8 @@ Item contexts: the catalog's features standardized over the catalog, each item s
 
 import argparse
 import contextlib
+import hashlib
+import json
 import os
 import signal
 import sys
@@ -66,18 +68,31 @@ def describe(name: str, raw: np.ndarray) -> str:
 
 
 class Journal:
-    """Every answer appended to ``path`` as it is given (flushed and synced), in the --answers format: after
-    any end of the process, ``--answers PATH`` with the same --seed (and --load) gives them again."""
+    """Every answer appended to ``path`` as it is given (flushed and synced), in the --answers format, after a header
+    that records the session's settings (``# session: {...}``: seed, catalog, objective, offer, the config's path
+    and sha256, --load and its answers before): ``--answers PATH`` with those settings gives the answers again after
+    any end of the process, and a call with other settings is refused (:func:`check_replay`). One session a journal:
+    a journal already at ``path`` is kept aside (``path.1``, ...) first."""
 
-    def __init__(self, path: str, seed: int, load=None):
+    def __init__(self, path: str, settings: dict):
         self.path = path
+        kept = None
+        if os.path.exists(path):
+            kept = next(f"{path}.{n}" for n in range(1, 10**6) if not os.path.exists(f"{path}.{n}"))
         try:
-            self.fh = open(path, "a", encoding="utf-8")
+            if kept:
+                os.replace(path, kept)
+            self.fh = open(path, "x", encoding="utf-8")
         except OSError as err:
             raise ValueError(f"--save: cannot write its answers journal {path} ({err.strerror})") from None
-        self.fh.write(
-            f"# scripts/duel.py --seed {seed}{f' --load {load}' if load else ''}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+        self.kept = kept
+        command = " ".join(
+            f"--{k} {v}"
+            for k, v in settings.items()
+            if k in ("seed", "catalog", "objective", "offer", "config", "load")
         )
+        self.fh.write(f"# scripts/duel.py {command}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        self.fh.write(f"{SESSION}{json.dumps(settings, sort_keys=True)}\n")
         self._sync()
 
     def add(self, answer: int) -> None:
@@ -87,6 +102,38 @@ class Journal:
     def _sync(self) -> None:
         self.fh.flush()
         os.fsync(self.fh.fileno())
+
+
+SESSION = "# session: "  # a journal's header line of the settings its answers were given under
+
+
+def check_replay(path: str, sessions: list, settings: dict) -> None:
+    """Answers read from a journal (``sessions``: its ``# session:`` headers) are given again under the settings they
+    were given under, or refused naming the first that differs: another catalog, objective, offer, seed, config or
+    learner to start from would ask other questions and build another learner from the same answers."""
+    if not sessions:
+        return
+    if len(sessions) > 1:
+        raise ValueError(
+            f"--answers: {path} holds {len(sessions)} sessions' answers (a journal appended to by an older version); "
+            f"each was given to the learner its session started from: split it at its '{SESSION.strip()}' lines and "
+            f"give each part with its own settings"
+        )
+    had = sessions[0]
+    for key in ("catalog", "objective", "offer", "seed", "load", "answers_before", "config_sha256"):
+        if key in had and had[key] != settings.get(key):
+            name = {"config_sha256": "config", "answers_before": "load"}.get(key, key)
+            shown = {k: had.get(k) for k in ("seed", "catalog", "objective", "offer", "config", "load")}
+            raise ValueError(
+                f"--answers: {path} was given with {name} {had.get(name)!r} (this call: {settings.get(name)!r}); "
+                f"its answers replayed under other settings would build another learner: give the journal's "
+                f"settings {json.dumps(shown)}"
+                + (
+                    f" (the learner loaded then held {had['answers_before']} answers, this one {settings.get(key)})"
+                    if key == "answers_before"
+                    else ""
+                )
+            )
 
 
 @contextlib.contextmanager
@@ -109,16 +156,26 @@ class Answers:
     """Where answers come from: the terminal, a file (checked line by line) or a simulated person."""
 
     def __init__(self, path=None, simulate=False, stdin=None, out=None, person=None):
-        self.lines, self.path, self.simulate = None, path, simulate
+        self.lines, self.path, self.simulate, self.sessions = None, path, simulate, []
         self.person = person or (lambda raw: raw @ TASTE)  # the simulated person's utility of raw features
         self.stdin, self.out = stdin or sys.stdin, out or sys.stdout
+        if path is None and not simulate and self.stdin is None:  # started with its input closed (<&-)
+            raise ValueError("standard input is closed: answer in a terminal, or give --answers FILE or --simulate")
         if path is not None:
             if os.path.isdir(path):
                 raise ValueError(f"--answers: {path} is a folder; give a text file of answers")
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"--answers: {path}: no such file")
             with open_text(path, "--answers") as fh:
-                self.lines = [(n, s.split("#", 1)[0].strip()) for n, s in enumerate(fh, 1)]
+                raw = list(enumerate(fh, 1))
+            self.sessions = []
+            for n, line in raw:
+                if line.startswith(SESSION):
+                    try:
+                        self.sessions.append(json.loads(line[len(SESSION) :]))
+                    except json.JSONDecodeError:
+                        raise ValueError(f"--answers: {path} line {n}: a session header that is not JSON") from None
+            self.lines = [(n, s.split("#", 1)[0].strip()) for n, s in raw]
             self.lines = [(n, s) for n, s in self.lines if s]
             for n, s in self.lines:
                 if s not in ("1", "2", "q"):
@@ -148,6 +205,11 @@ class Answers:
                     break
                 self.out.write(f"please type 1, 2 or q, not {s!r}\n")
         return None if s == "q" else int(s == "1")
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def main(argv=None, stdin=None, out=None) -> int:
@@ -219,6 +281,18 @@ def main(argv=None, stdin=None, out=None) -> int:
             bandit = DuelingBandit.from_config(
                 a.config, dim=contexts.shape[1], seed=a.seed, objective=a.objective or "regret"
             )
+        settings = {  # what shapes the questions and the learner: a journal records it, a replay must match it
+            "seed": a.seed,
+            "catalog": a.catalog,
+            "objective": bandit.objective,
+            "offer": offer_size,
+            "config": None if a.load else os.path.abspath(a.config),
+            "config_sha256": None if a.load else _sha256(a.config),
+            "load": os.path.abspath(a.load) if a.load else None,
+            "answers_before": bandit.num_observed,
+        }
+        if a.answers:
+            check_replay(a.answers, answers.sessions, settings)
         rng = np.random.default_rng([a.seed, bandit.num_observed])
         asked, given = 0, []
         journal = None
@@ -229,11 +303,10 @@ def main(argv=None, stdin=None, out=None) -> int:
                 f"interleave one answers journal: stop it, or give another --save",
             )
             journal_path = a.save + ".answers"
-            if a.answers and os.path.exists(journal_path) and os.path.samefile(a.answers, journal_path):
-                kept = next(f"{journal_path}.{n}" for n in range(1, 10**6) if not os.path.exists(f"{journal_path}.{n}"))
-                os.replace(journal_path, kept)  # the answers read (all of them, already) stay whole there
-                out.write(f"--answers is --save's journal: it is kept as {kept}; a new journal starts\n")
-            journal = Journal(journal_path, a.seed, a.load)
+            reread = a.answers and os.path.exists(journal_path) and os.path.samefile(a.answers, journal_path)
+            journal = Journal(journal_path, settings)  # the journal there, read or not, kept aside whole
+            if reread:
+                out.write(f"--answers is --save's journal: it is kept as {journal.kept}; a new journal starts\n")
         try:
             while asked < a.questions:
                 offer = rng.choice(len(names), size=offer_size, replace=False)

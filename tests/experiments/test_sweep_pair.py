@@ -111,6 +111,33 @@ def test_a_sweep_file_that_is_a_folder_or_holds_a_line_that_is_no_run_is_named_w
     assert bad.read_text().endswith("\n{}\n")  # left as it was
 
 
+@pytest.mark.parametrize(
+    "field,value,said",
+    [
+        ("per_seed", "x", "per_seed is not a list of finite numbers"),
+        ("per_seed", [1.0, "a"], "per_seed is not a list of finite numbers"),
+        ("per_seed", [], "per_seed is not a list of finite numbers"),
+        ("per_seed", [float("nan"), 1.0], "per_seed is not a list of finite numbers"),
+        ("config", [1], "config is [1], not a mapping of settings"),
+        ("task", 3, "task is 3, not a task's name"),
+        ("self_duels", None, "self_duels is not a list of 2 numbers"),
+        ("self_duels", [0.1], "self_duels is not a list of 2 numbers"),
+        ("rounds", "x", "rounds is 'x', not a horizon T >= 1"),
+        ("settings", 5, "settings is 5, not a mapping"),
+    ],
+)
+def test_a_damaged_row_is_named_with_its_line_and_field_not_a_traceback(
+    field, value, said, tmp_path, capsys, monkeypatch
+):
+    """--summarize on a hand-edited or damaged row stopped with a TypeError or ZeroDivisionError."""
+    row = {"task": "cos", "config": {}, "rounds": 4, "per_seed": [1.0, 2.0], "self_duels": [0.0, 0.5]}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(row) + "\n" + json.dumps({**row, field: value}) + "\n")
+    assert _sweep_exit(_script("sweep"), monkeypatch, "--summarize", str(bad)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --summarize: {bad} line 2 is not a sweep run: {said}") and err.count("\n") == 1, err
+
+
 def test_a_sweep_file_whose_last_line_was_cut_short_goes_on_without_it(tmp_path, capsys, monkeypatch):
     """A sweep killed (or a disk filled) while a run's line was written: that line holds no finished run. The
     summary leaves it out, saying so; the sweep run again removes it, saying so, and appends after the whole lines."""

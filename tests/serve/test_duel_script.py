@@ -196,3 +196,73 @@ def test_the_journal_given_back_with_the_same_save_is_not_appended_to(tmp_path):
     assert [line for line in open(journal + ".1") if not line.startswith("#")] == answers
     names, raw, contexts = duel.catalog()
     assert np.array_equal(DuelingBandit.from_checkpoint(save).scores(contexts), first.scores(contexts))
+
+
+def _state(path):
+    return DuelingBandit.from_checkpoint(path).learner.state_dict()
+
+
+def _same(a, b) -> bool:
+    return a.keys() == b.keys() and all(
+        not hasattr(v, "shape") or (v.shape == b[k].shape and bool((v == b[k]).all())) for k, v in a.items()
+    )
+
+
+def test_a_journal_replays_to_the_same_learner_only_under_its_own_settings(tmp_path, capsys):
+    """The journal recorded --seed and --load only: recovered with the documented command, a session of --catalog
+    train, --objective rank or --offer 3 rebuilt another learner without a word. Its header now records them; a replay
+    under them gives the same learner bit for bit, one under others is refused naming the setting."""
+    save, again = str(tmp_path / "me.pt"), str(tmp_path / "again.pt")
+    given = ["--catalog", "train", "--objective", "rank", "--seed", "3"]
+    assert _run(["--simulate", "--questions", "6", "--save", save, *given])[0] == 0
+    journal = save + ".answers"
+    assert '"catalog": "train"' in open(journal).read() and '"objective": "rank"' in open(journal).read()
+    assert _run(["--answers", journal, "--save", again, *given])[0] == 0
+    assert _same(_state(save), _state(again))
+    for other, said in (
+        (["--catalog", "train", "--objective", "rank"], "was given with seed 3 (this call: 0)"),
+        (["--seed", "3", "--objective", "rank"], "was given with catalog 'train' (this call: 'builtin')"),
+        (["--seed", "3", "--catalog", "train"], "was given with objective 'rank' (this call: 'regret')"),
+    ):
+        code, _ = _run(["--answers", journal, *other])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith(f"error: --answers: {journal} {said}") and err.count("\n") == 1, err
+
+
+def test_a_journal_of_two_sessions_is_refused_and_a_session_on_a_load_replays_onto_it(tmp_path, capsys):
+    """A second session on one --save appended to the first's journal: replayed in one go, its answers went to a
+    learner that had not started from the first session's. A journal now holds one session (the one before is kept
+    aside), and the second session's replays onto the learner it loaded; an old journal of two is refused."""
+    save = str(tmp_path / "me.pt")
+    assert _run(["--simulate", "--questions", "4", "--save", save])[0] == 0
+    first = str(tmp_path / "first.pt")
+    os.replace(save, first)
+    assert _run(["--simulate", "--questions", "3", "--load", first, "--save", save])[0] == 0
+    journal = save + ".answers"
+    assert os.path.exists(journal + ".1")  # the first session's journal, kept aside whole
+    again = str(tmp_path / "again.pt")
+    assert _run(["--answers", journal, "--load", first, "--save", again])[0] == 0
+    assert _same(_state(save), _state(again))
+    code, _ = _run(["--answers", journal])  # without the learner it started from
+    err = capsys.readouterr().err
+    assert code == 2 and "was given with load" in err and err.count("\n") == 1, err
+    both = tmp_path / "both.answers"
+    both.write_text(open(journal + ".1").read() + open(journal).read())
+    code, _ = _run(["--answers", str(both)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--answers: {both} holds 2 sessions' answers" in err and err.count("\n") == 1, err
+
+
+def test_a_session_whose_input_is_closed_says_so_in_one_line():
+    """duel.py <&- (standard input closed): an AttributeError traceback."""
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "duel.py")
+    done = subprocess.run(
+        f"{sys.executable} {script} --questions 2 <&-", shell=True, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert (
+        done.stderr == "error: standard input is closed: answer in a terminal, or give --answers FILE or --simulate\n"
+    )
