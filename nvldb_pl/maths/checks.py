@@ -59,12 +59,20 @@ def check(cond: bool, field: str, msg: str) -> None:
     require(cond, f"data.{field} (linked to model.{field})" if field in LINKED_FROM_DATA else f"model.{field}", msg)
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 def check_number(value: float, field: str, strict: bool = True) -> None:
     """A hyperparameter that must be a finite number > 0 (``strict``) or >= 0 (a YAML ``.inf`` or ``.nan``
     is a float too)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     ok = number and math.isfinite(value) and (value > 0 if strict else value >= 0)
     check(ok, field, f"must be a finite number {'>' if strict else '>='} 0, got {value!r}")
+    check(  # the learners compute in float32: a larger factor overflows there (a RuntimeError deep in a step)
+        value <= FLOAT32_MAX,
+        field,
+        f"must be at most {FLOAT32_MAX:.4g} (float32's largest, in which the learner computes), got {value!r}",
+    )
 
 
 def check_integer(value, field: str, low: int) -> None:

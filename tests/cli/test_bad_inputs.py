@@ -60,6 +60,12 @@ ROWS = [
     ("--model.lam=.inf", "model.lam: must be a finite number > 0, got inf"),
     ("--model.lr=.nan", "model.lr: must be a finite number > 0, got nan"),
     ("--model.w_reg=.inf", "model.w_reg: must be a finite number >= 0, got inf"),
+    # finite, beyond float32 (the learner's): a RuntimeError traceback from the first Adam step
+    (
+        "--model.w_reg=1e300",
+        "model.w_reg: must be at most 3.403e+38 (float32's largest, in which the learner computes)",
+    ),
+    ("--model.lr=1e300", "model.lr: must be at most 3.403e+38"),
     ("--model=NDB --model.beta=.inf", "model.beta: must be a finite number > 0"),
     ("--model=CoLSTIM --model.lam=.nan", "model.lam: must be a finite number > 0"),
     ("--model=VACDB --model.beta=.inf", "model.beta: must be a finite number > 0"),
