@@ -17,8 +17,11 @@ def unique_keys_loader():
         pass
 
     def mapping(loader, node, deep=False):
+        # the mapping's own keys (a merge key's, <<: *anchor, may be overridden by them: YAML's merge, not a repeat)
+        own = [k for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
+        loader.flatten_mapping(node)  # <<: merged in, as SafeLoader's own mappings do
         seen = {}
-        for key_node, _ in node.value:
+        for key_node in own:
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:
                 raise DuplicateKey(

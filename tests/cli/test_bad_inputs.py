@@ -529,6 +529,25 @@ def test_a_key_given_twice_in_a_config_is_refused_not_dropped(text, key, lines, 
     assert not (tmp_path / "r").exists()
 
 
+def test_yaml_merge_keys_are_read_as_yaml_merges_them_by_the_cli_and_the_live_reader(tmp_path, capsys):
+    """``<<:`` (YAML's merge key) was refused by the fit CLI's reader ('could not determine a constructor for the tag
+    merge'). Merged in, the mapping's own keys win, as YAML says; a key given twice among its own is still refused."""
+    from nvldb_pl.live import DuelingBandit
+
+    cfg = tmp_path / "merge.yaml"
+    cfg.write_text("data:\n  <<: {rounds: 6, num_seeds: 2, dim: 4}\n  dim: 3\nmodel:\n  <<: {width: 8}\n")
+    assert run_cli(["fit", "--config", COS, "--config", str(cfg), f"--trainer.default_root_dir={tmp_path / 'r'}"]) == 0
+    summary = json.loads(next((tmp_path / "r").rglob("summary.json")).read_text())
+    assert summary["rounds"] == 6 and summary["num_seeds"] == 2 and summary["data"]["dim"] == 3
+    assert DuelingBandit.from_config(str(cfg), seed=0).learner.hparams.width == 8
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("data:\n  <<: {rounds: 6}\n  rounds: 7\n  rounds: 8\n")
+    assert (
+        run_cli(["fit", "--config", COS, "--config", str(twice), f"--trainer.default_root_dir={tmp_path / 'q'}"]) == 2
+    )
+    assert "the key 'rounds' is given twice in one mapping (lines 3 and 4)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
