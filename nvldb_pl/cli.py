@@ -72,6 +72,7 @@ from .machinery.resume import (
     refuse_rank_file,
     refuse_slurm_leftovers,
     resumed_version,
+    run_identity,
     whole_checkpoint,
 )
 from .loop.run import stopped_by_ctrl_c, tensorboard_logger
@@ -295,7 +296,7 @@ class NVLDBCLI(LightningCLI):
                     f"or give another folder"
                 )
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path") if self.subcommand else None
-            version = resumed_version(root, ckpt)
+            version = resumed_version(root, ckpt, run_identity(self.config.get(self.subcommand)))
             claimed = version is None and started_as_first_process()
             if claimed:  # a new run: its own folder, even beside another run starting at the same moment
                 version = claim_new_folder(logs)
@@ -372,7 +373,8 @@ class NVLDBCLI(LightningCLI):
                 f"a base seed, {self.datamodule.spec.base_seed} here; give an integer to choose another",
                 file=sys.stderr,
             )
-        path = last_checkpoint(self.trainer) if ckpt == "last" else ckpt
+        identity = run_identity(self.config.get(self.subcommand))
+        path = last_checkpoint(self.trainer, identity) if ckpt == "last" else ckpt
         if ckpt == "last" and path is None:  # nothing saved yet, or checkpointing off
             ckpt = cfg["ckpt_path"] = None  # a new run (Lightning would warn with a hint that does not apply here)
             if started_as_first_process():

@@ -337,6 +337,7 @@ class RunSummary(pl.Callback):
         self._start = None
         self._software: dict = {}
         self._written: str | None = None
+        self._finished_already = False  # a finished run resumed at its own horizon (nothing runs)
         self.summary: dict = {}
 
     def on_train_start(self, trainer, module):
@@ -354,6 +355,7 @@ class RunSummary(pl.Callback):
 
     def on_train_end(self, trainer, module):
         if module.t == self._start_round > 0:  # a finished run resumed at its horizon: its summary stays
+            self._finished_already = True
             return
         wall = time.perf_counter() - self._start
         reg = module.regret.compute()
@@ -434,7 +436,16 @@ class RunSummary(pl.Callback):
                 logger.save()
 
     def on_fit_end(self, trainer, module):
-        """After the progress bar's last line: the run's result and where its summary is."""
+        """After the progress bar's last line: the run's result and where its summary is (a finished run resumed at
+        its own horizon: that it ran nothing, and how to go on)."""
+        if self.announce and self._finished_already and trainer.is_global_zero:
+            folder = trainer.log_dir or trainer.default_root_dir
+            print(
+                f"ckpt_path: {trainer.ckpt_path}: that run finished at round {module.t} (data.rounds={module.t}); "
+                f"nothing was run and its results stay in {os.path.join(folder, 'summary.json')}; give a larger "
+                f"data.rounds to go on with it",
+                flush=True,
+            )
         if self.announce and self._written and trainer.is_global_zero:
             s = self.summary
             spread = (

@@ -128,7 +128,7 @@ def refuse_slurm_leftovers(trainer) -> None:
         )
 
 
-def last_checkpoint(trainer) -> str | None:
+def last_checkpoint(trainer, identity: tuple[str, str] | None = None) -> str | None:
     """The ``last.ckpt`` that ``--ckpt_path last`` names: in the folder :class:`RoundCheckpoint`
     writes to, which is ``checkpoint.dirpath`` if set, else ``<logger save_dir>/<name>/version_N/
     checkpoints`` of the newest N holding one (any logger with versions; the default TensorBoard one
@@ -142,7 +142,9 @@ def last_checkpoint(trainer) -> str | None:
         folder = os.path.join(trainer.default_root_dir, "checkpoints")
     else:
         logger = trainer.loggers[0]
-        version = newest_version(os.path.join(logger.save_dir or trainer.default_root_dir, str(logger.name or "")))
+        version = newest_version(
+            os.path.join(logger.save_dir or trainer.default_root_dir, str(logger.name or "")), identity
+        )
         if version is None:
             return None
         folder = os.path.join(version, "checkpoints")
@@ -153,14 +155,47 @@ def has_checkpoint(folder: str) -> bool:
     return any(os.path.isfile(os.path.join(folder, f)) for f in ("last.ckpt", "last.ckpt.prev"))
 
 
-def newest_version(logs: str) -> str | None:
-    """The ``<logs>/version_N`` folder of largest N that holds a checkpoint (or its ``.prev``)."""
-    found = [
-        d
-        for d in glob.glob(os.path.join(logs, "version_*"))
-        if d.rsplit("_", 1)[1].isdigit() and has_checkpoint(os.path.join(d, "checkpoints"))
-    ]
-    return max(found, key=lambda d: int(d.rsplit("_", 1)[1])) if found else None
+def run_identity(config) -> tuple[str, str] | None:
+    """(learner class name, task) of a fit config (a mapping or a jsonargparse Namespace; None where it names
+    neither): what ``--ckpt_path last`` matches a run's folder by."""
+    get = lambda c, k: c.get(k) if hasattr(c, "get") else None  # noqa: E731
+    model, data = get(config, "model"), get(config, "data")
+    path = get(model, "class_path") if model is not None else None
+    task = get(data, "task") if data is not None else None
+    if not isinstance(path, str) or not isinstance(task, str):
+        return None
+    return path.rpartition(".")[2], task
+
+
+def _identity_of(version: str) -> tuple[str, str] | None:
+    """The (learner, task) a run's folder was made with, from its config.yaml (None where it cannot be read)."""
+    import yaml
+
+    try:
+        with open(os.path.join(version, "config.yaml"), encoding="utf-8") as fh:
+            return run_identity(yaml.safe_load(fh))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
+def newest_version(logs: str, identity: tuple[str, str] | None = None) -> str | None:
+    """The ``<logs>/version_N`` folder of largest N that holds a checkpoint (or its ``.prev``) and, given
+    ``identity`` (:func:`run_identity` of this call), was made with the same learner and task (a folder whose
+    config.yaml says neither is taken, as before this was checked): ``--ckpt_path last`` after a baseline's run in
+    the same folder goes on with this learner's run, not the baseline's."""
+    found = sorted(
+        (
+            d
+            for d in glob.glob(os.path.join(logs, "version_*"))
+            if d.rsplit("_", 1)[1].isdigit() and has_checkpoint(os.path.join(d, "checkpoints"))
+        ),
+        key=lambda d: int(d.rsplit("_", 1)[1]),
+        reverse=True,
+    )
+    for d in found:
+        if identity is None or _identity_of(d) in (None, identity):
+            return d
+    return None
 
 
 # Lightning's other ckpt_path words, and why they name nothing here
@@ -242,15 +277,16 @@ def refuse_other_kind(path: str) -> int:
     return shards.saved_processes(ckpt, path)
 
 
-def resumed_version(root: str, ckpt_path) -> int | None:
+def resumed_version(root: str, ckpt_path, identity: tuple[str, str] | None = None) -> int | None:
     """The TensorBoard version to log into: that of the run being resumed, else None (a new one).
 
-    ``last``: the newest ``lightning_logs/version_N`` with ``checkpoints/last.ckpt``; a path
+    ``last``: the newest ``lightning_logs/version_N`` with ``checkpoints/last.ckpt`` (of this learner and task,
+    ``identity``: :func:`newest_version`); a path
     inside ``<root>/lightning_logs/version_N/``: that N.
     """
     logs = os.path.join(root, "lightning_logs")
     if ckpt_path == "last":
-        version = newest_version(logs)
+        version = newest_version(logs, identity)
         return None if version is None else int(version.rsplit("_", 1)[1])
     if ckpt_path:
         rel = os.path.relpath(os.path.abspath(ckpt_path), os.path.abspath(logs))

@@ -440,6 +440,32 @@ def test_resuming_a_finished_run_at_its_horizon_runs_nothing_and_says_so(tmp_pat
     assert "data.rounds=24: the checkpoint already holds every round of the run, so nothing runs" in out.stderr
     assert "Warning" not in out.stderr  # (torchmetrics warned of compute() before update())
     assert _files(root) == before
+    # the last line, where a run's result would be (it ended with Lightning's lines alone)
+    summary = os.path.join(str(root), "lightning_logs", "version_0", "summary.json")
+    assert out.stdout.strip().splitlines()[-1] == (
+        f"ckpt_path: {os.path.join(str(root), 'lightning_logs', 'version_0', 'checkpoints', 'last.ckpt')}: that run "
+        f"finished at round 24 (data.rounds=24); nothing was run and its results stay in {summary}; give a larger "
+        f"data.rounds to go on with it"
+    )
+
+
+def test_ckpt_path_last_goes_on_with_the_newest_run_of_this_learner_and_task_not_a_baseline_made_after(
+    tmp_path, capsys
+):
+    """The README's commands in order: a fit of the default, then a baseline into the same folder, then
+    --ckpt_path last of the default: it took the baseline's run and was refused ('made with another config:
+    model.learner ...'). It goes on with the default's own run; a learner with no run there starts a new one."""
+    root = str(tmp_path / "runs")
+    _made(root, *SHORT, "--data.rounds=8")
+    _made(root, *SHORT, "--data.rounds=8", "--model=CoLSTIM")
+    out = _in_process(capsys, root, *SHORT, "--data.rounds=12", "--ckpt_path=last")
+    assert out.returncode == 0, out.stderr[-2000:]
+    with open(os.path.join(root, "lightning_logs", "version_0", "summary.json")) as fh:
+        summary = json.load(fh)
+    assert summary["rounds"] == 12 and summary["resumed_at_round"] == 8 and summary["learner"] == "NVLDB"
+    out = _in_process(capsys, root, *SHORT, "--data.rounds=8", "--model=MaxInP", "--ckpt_path=last")
+    assert out.returncode == 0 and "no checkpoint to go on from" in out.stderr, out.stderr[-2000:]
+    assert os.path.isdir(os.path.join(root, "lightning_logs", "version_2"))
 
 
 @pytest.mark.parametrize(
