@@ -105,3 +105,37 @@ def test_readme_command_runs(command, tmp_path, monkeypatch, capsys):
         assert not (tmp_path / "run").exists()
     else:
         assert list((tmp_path / "run").glob("lightning_logs/version_*/summary.json")), err[-2000:]
+
+
+def test_the_readmes_commands_in_its_order_in_a_fresh_folder(tmp_path, monkeypatch, capsys):
+    """The README's `python scripts/main.py` commands one after the other, as a new user runs them, in a folder of
+    their own (configs/ beside; each run in the folder its config or command names), shortened: each one after the
+    others runs (`--ckpt_path last` after the baseline's run took the baseline's and was refused), and none writes
+    outside the folder. --version and --print_config write nothing and run in their own test above."""
+    from nvldb_pl.cli import run_cli
+
+    (tmp_path / "configs").symlink_to(os.path.join(ROOT, "configs"))
+    monkeypatch.chdir(tmp_path)
+    for command in readme_commands(["README.md"]):
+        args = shlex.split(command)[2:]
+        if "--print_config" in args or "--version" in args:
+            continue
+        capsys.readouterr()
+        code = run_cli(args + SHORT)
+        assert code == 0, f"{command}\n{capsys.readouterr().err[-3000:]}"
+    made = sorted(p.name for p in tmp_path.iterdir())
+    assert made == ["configs", "runs"], made
+    assert (tmp_path / "runs" / "cos" / "lightning_logs" / "version_1").is_dir()  # the baseline's, beside the default's
+    last = capsys.readouterr().out.strip().splitlines()[-1]  # --ckpt_path last: the default's finished run
+    assert "runs/cos/lightning_logs/version_0/checkpoints/last.ckpt: that run finished at round 4" in last, last
+
+
+def test_the_readmes_python_snippets_run_as_written(tmp_path, monkeypatch):
+    """Each ```python block of the README, run as a user pastes it, from the repository's folder (the live snippet
+    used contexts and outcome it never made)."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    monkeypatch.chdir(ROOT)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})
