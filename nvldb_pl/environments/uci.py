@@ -20,6 +20,7 @@ header, the label and feature columns chosen in the config).
 from __future__ import annotations
 
 import gzip
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,15 +147,27 @@ def block_contexts(x: np.ndarray, arms: int) -> np.ndarray:
     return out
 
 
-def read_user_table(path: str, label_column=None, feature_columns=None, header: Optional[bool] = None):
+MISSING = ("refuse", "drop", "mean")
+MISSING_CELLS = ("", "na", "n/a", "nan", "?", "null", "none")  # what a cell left without a value reads as (any case)
+
+
+def read_user_table(
+    path: str, label_column=None, feature_columns=None, header: Optional[bool] = None, missing: str = "refuse"
+):
     """A user's CSV (comma-, semicolon- or tab-separated; ``.gz`` allowed) as (X standardized [n, p], y [n], labels).
 
     ``header``: whether the first row names the columns (``None``: yes when a cell of it that should be a
     feature is not a number). ``label_column``: the label's column, by 0-based index or (with a header)
     name; ``None`` = the last. ``feature_columns``: the features', likewise; ``None`` = every other column.
-    The arms are the distinct labels, in sorted order. Raises ValueError naming the file, line and column.
+    The arms are the distinct labels, in sorted order. ``missing``: a cell without a value (:data:`MISSING_CELLS`)
+    is refused naming its line and column (``refuse``), or its row is left out (``drop``), or a feature takes its
+    column's mean over the rows that have one (``mean``; a row without a label is left out). Raises ValueError
+    naming the file, line and column.
     """
     import csv
+
+    if missing not in MISSING:
+        raise ValueError(f"data.missing: {missing!r} is not one of {list(MISSING)}")
 
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -208,16 +221,35 @@ def read_user_table(path: str, label_column=None, feature_columns=None, header: 
     if not fi:
         raise ValueError("data.feature_columns: no feature column")
     X, labels = [], []
+    gone = lambda c: c.strip().lower() in MISSING_CELLS  # noqa: E731
     for n, cells in rows:
         if len(cells) != width:
             raise ValueError(f"{path}, line {n}: expected {width} columns, found {len(cells)}")
+        empty = [i for i in [*fi, li] if gone(cells[i])]
+        if empty and missing == "refuse":
+            i = empty[0]
+            named = f" ({names[i]!r})" if names else ""
+            raise ValueError(
+                f"{path}, line {n}, column {i + 1}{named}: missing value {cells[i]!r}; give data.missing drop (leave "
+                f"out the rows with one) or mean (a feature takes its column's mean over the other rows)"
+            )
+        if li in empty or (empty and missing == "drop"):
+            continue
         try:
-            X.append([float(cells[i]) for i in fi])
+            X.append([math.nan if i in empty else float(cells[i]) for i in fi])
         except ValueError:
             bad = next(i for i in fi if not _is_number(cells[i]))
             raise ValueError(f"{path}, line {n}, column {bad + 1}: non-numeric value {cells[bad]!r}") from None
         labels.append(cells[li])
+    if not X:
+        raise ValueError(f"{path}: every data row has a missing value (data.missing {missing}): no row is left")
     X = np.asarray(X, dtype=np.float64)
+    if missing == "mean":
+        gap = np.isnan(X)
+        for k in np.flatnonzero(gap.any(axis=0)):
+            if gap[:, k].all():
+                raise ValueError(f"{path}, column {fi[k] + 1}: every value is missing; there is no mean to put in")
+            X[gap[:, k], k] = X[~gap[:, k], k].mean()
     if not np.isfinite(X).all():
         r = int(np.argwhere(~np.isfinite(X))[0][0])
         raise ValueError(f"{path}: a NaN or infinite feature in data row {r + 1}")

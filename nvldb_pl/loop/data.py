@@ -57,6 +57,9 @@ class BanditDataModule(pl.LightningDataModule):
         label_column, feature_columns, header: ``table`` only: the label's column and the features'
             (0-based index, or name with a header; ``None``: the last column, and every other), and
             whether the first row is a header (``None``: found from the file).
+        missing: ``table`` only: what a missing cell (empty, NA, NaN, ?, null) does: ``refuse`` (``None``: one line
+            naming its line and column), ``drop`` (the rows with one are left out) or ``mean`` (a missing feature
+            takes its column's mean over the other rows; a row with no label is left out).
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class BanditDataModule(pl.LightningDataModule):
         label_column: Optional[Union[int, str]] = None,
         feature_columns: Optional[list[Union[int, str]]] = None,
         header: Optional[bool] = None,
+        missing: Optional[str] = None,
     ):
         super().__init__()
         task, task_args = task_and_args(task)
@@ -85,7 +89,12 @@ class BanditDataModule(pl.LightningDataModule):
             f"must be an integer between 0 and {2**32 - 1} (the seeds numpy takes), or null for seed_everything's; "
             f"got {seed!r}",
         )
-        table_args = {"label_column": label_column, "feature_columns": feature_columns, "header": header}
+        table_args = {
+            "label_column": label_column,
+            "feature_columns": feature_columns,
+            "header": header,
+            "missing": missing,
+        }
         given = [f"data.{k}" for k, v in table_args.items() if v is not None]
         require(task == TABLE or not given, given[0] if given else "data.task", f"applies to data.task={TABLE} only")
         read = ("data_dir", "data_file") if task in uci.UCI_TASKS else ("data_file",) if task == TABLE else ()
@@ -138,7 +147,9 @@ class BanditDataModule(pl.LightningDataModule):
                     "data.data_file",
                     f"data.task={TABLE} reads the CSV named here; give its path",
                 )
-                X, y, classes = uci.read_user_table(data_file, label_column, feature_columns, header)
+                X, y, classes = uci.read_user_table(
+                    data_file, label_column, feature_columns, header, missing or "refuse"
+                )
                 self.dataset, K, p, name = (X, y), len(classes), X.shape[1], data_file
                 self.table_shape = {"dim": K * p, "arms": K, "classes": classes}
             else:
