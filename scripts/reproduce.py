@@ -36,7 +36,7 @@ def data_settings(a) -> dict:
     from nvldb_pl.learners.registry import init_args
     from nvldb_pl.loop.data import BanditDataModule
 
-    given = parse_overrides(a.data)
+    given = parse_overrides(a.data, "--data")
     takes = init_args(BanditDataModule) - {"task", "rounds", "num_seeds", "seed", "first_seed_id"}
     unknown = sorted(set(given) - takes)
     if unknown:

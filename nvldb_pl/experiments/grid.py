@@ -417,17 +417,27 @@ def check_learner(where: str, learner: str, model: dict, shape: dict, rounds: in
         raise ValueError(f"{where}: {err}") from None
 
 
-def parse_overrides(items: list[str]) -> dict:
-    """``key=value`` strings -> dict, values parsed as JSON where they parse (numbers, true/false)."""
+def parse_overrides(items: list[str], flag: str = "--set") -> dict:
+    """``key=value`` strings -> dict, values parsed as JSON where they parse (numbers, true/false), a list or mapping
+    as YAML's flow style reads it (``[f1, f2]``, ``{a: 1}``: as main.py's ``--data.KEY`` takes it), else the text."""
+    import yaml
+
     result = {}
     for item in items:
         if "=" not in item:
-            raise ValueError(f"--set: expected key=value, got {item!r}")
+            raise ValueError(f"{flag}: expected key=value, got {item!r}")
         key, value = item.split("=", 1)
         try:
             result[key] = json.loads(value)
         except json.JSONDecodeError:
             result[key] = value
+            if value.strip()[:1] in ("[", "{"):  # a list or mapping: a string's characters were taken one by one
+                try:
+                    result[key] = yaml.safe_load(value)
+                except yaml.YAMLError as err:
+                    raise ValueError(
+                        f"{flag}: {key}={value} is not a list or mapping ({' '.join(str(err).split())})"
+                    ) from None
     return result
 
 

@@ -2,6 +2,7 @@
 (summary.json, TensorBoard's hparams), checkpoints and live saves that find a user's class again, and a subclass
 written with **kwargs taking its parent's arguments in the live API as in the CLI."""
 
+import glob
 import json
 import os
 
@@ -77,6 +78,23 @@ def test_a_tables_run_records_its_data_and_the_label_of_each_arm(tmp_path):
     s, _ = _fit(tmp_path, "--data.task=table", f"--data.data_file={table}", "--data.dim=12", "--data.arms=3")
     assert s["arm_labels"] == ["setosa", "versicolor", "virginica"]
     assert s["data"]["data_file"] == table and s["data"]["task"] == "table" and s["data"]["dim"] == 12
+
+
+def test_reproduce_takes_a_list_in_data_as_main_does(tmp_path, capsys):
+    """--data feature_columns=[petal_length,petal_width] was taken as the text '[petal_length,petal_width]' and read
+    character by character ('[' not a column); it is the list main.py's --data.feature_columns takes."""
+    from tests.helpers.script_loader import load_script
+
+    table = os.path.join(ROOT, "tests", "extensions", "flowers.csv")
+    out = str(tmp_path / "rep")
+    args = ["--out", out, "--tasks", "table", "--dim", "6", "--arms", "3", "--methods", "Random", "--rounds", "4"]
+    args += ["--seeds", "2", "--data", f"data_file={table}", "label_column=species"]
+    reproduce = load_script("reproduce")
+    assert reproduce.main(args + ["feature_columns=[petal_length,petal_width]"]) == 0, capsys.readouterr().err
+    with open(next(iter(glob.glob(os.path.join(out, "runs", "**", "summary.json"), recursive=True)))) as fh:
+        assert json.load(fh)["data"]["feature_columns"] == ["petal_length", "petal_width"]
+    assert reproduce.main(args + ["feature_columns=[petal_length,"]) == 2
+    assert "--data: feature_columns=[petal_length, is not a list or mapping" in capsys.readouterr().err
 
 
 def test_the_comparison_scripts_take_a_table_file_and_d_and_k_in_a_sweep(tmp_path, capsys, monkeypatch):
