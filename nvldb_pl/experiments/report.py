@@ -8,6 +8,7 @@ import csv
 import gzip
 import math
 import io
+import json
 import os
 from typing import Optional
 
@@ -185,13 +186,29 @@ def _table_row(method: str, rounds: np.ndarray, seeds: list, R: np.ndarray, wall
 def write_report(
     out: str, runs: dict[tuple[str, str], str], command: str, extra: Optional[dict] = None, extra_note: str = ""
 ) -> str:
-    """report.md, one PNG per task (if matplotlib is installed) and curves_<task>.csv.gz.
+    """report.md, one PNG per task (if matplotlib is installed) and curves_<task>.csv.gz; an earlier report there of
+    other tasks, T or seeds is kept beside it (:func:`keep_aside`), never lost.
 
     ``extra``: {task: {method: (rounds, seed ids, R^a_t)}}, curves of runs made elsewhere (e.g. the
     literal reading's committed curves), reported and paired like the runs, ``extra_note`` saying where from.
     """
     extra = extra or {}
     tasks = list(dict.fromkeys([t for t, _ in runs] + list(extra)))
+    held = _earlier_files(out, tasks)
+    for name in held:  # the earlier report's files, until this one is written whole
+        os.replace(os.path.join(out, name), os.path.join(out, name + ".held"))
+    try:
+        new = _write_report(out, runs, command, extra, extra_note, tasks)
+    except BaseException:
+        for name in held:  # as they were
+            os.replace(os.path.join(out, name + ".held"), os.path.join(out, name))
+        raise
+    keep_aside(out, new, held)
+    return os.path.join(out, "report.md")
+
+
+def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: str, tasks: list) -> dict:
+    """:func:`write_report`'s files; returns report.json's entries."""
     lines = [
         "# Reproduction report",
         "",
@@ -264,6 +281,8 @@ def write_report(
             table[task, method] = {
                 "R_T_over_T_mean": m,
                 "R_T_over_T_std": s,
+                "rounds": T,
+                "num_seeds": S,
                 **({"base_seed": bases[method]} if bases.get(method) else {}),
                 **({"streams": streams[method]} if isinstance(streams.get(method), dict) else {}),
                 **({"settings": settings[method]} if settings.get(method) else {}),
@@ -304,11 +323,54 @@ def write_report(
                         continue
                     for j, seed in enumerate(seeds):
                         fh.write(f"{method},{seed},{r},{R[i, j]:.6g}\n")
+    new = {f"{t}/{m}": v for (t, m), v in table.items()}
     path = os.path.join(out, "report.md")
     with atomic_open(path) as fh:
         fh.write("\n".join(lines) + "\n")
-    write_json_atomic(os.path.join(out, "report.json"), {f"{t}/{m}": v for (t, m), v in table.items()})
-    return path
+    write_json_atomic(os.path.join(out, "report.json"), new)
+    return new
+
+
+def _earlier_files(out: str, tasks: list) -> list[str]:
+    """The files of a report in ``out`` that a report of ``tasks`` writes over."""
+    names = ["report.md", "report.json"] + [f for t in tasks for f in (f"curves_{t}.csv.gz", f"{t}.png")]
+    return [n for n in names if os.path.exists(os.path.join(out, n))]
+
+
+def keep_aside(out: str, new: dict, held: list[str]) -> None:
+    """After a report was written over another (its files ``held`` as NAME.held meanwhile): where the earlier one
+    (report.json) holds a task/method the new one does not, or one at another T or number of seeds, its files are
+    kept as report.N.md, report.N.json, curves_<task>.N.csv.gz, <task>.N.png (N the first free number) and said (a
+    second call into one --out with another task or T replaced the first's report without a word); else they go."""
+    old = {}
+    if "report.json" in held:
+        try:
+            with open(os.path.join(out, "report.json.held"), encoding="utf-8") as fh:
+                old = json.load(fh)
+        except (OSError, ValueError):
+            old = {}
+    old = old if isinstance(old, dict) else {}
+    same = ("rounds", "num_seeds")
+    lost = [
+        k
+        for k, v in old.items()
+        if k not in new or (isinstance(v, dict) and any(k2 in v and v[k2] != new[k].get(k2) for k2 in same))
+    ]
+    if not lost:
+        for name in held:
+            os.remove(os.path.join(out, name + ".held"))
+        return
+    n = next(n for n in range(1, 10**6) if not os.path.exists(os.path.join(out, f"report.{n}.md")))
+    moved = []
+    for name in held:
+        stem, _, ext = name.partition(".")
+        os.replace(os.path.join(out, name + ".held"), os.path.join(out, f"{stem}.{n}.{ext}"))
+        moved.append(f"{stem}.{n}.{ext}")
+    print(
+        f"the report there held {', '.join(sorted(lost)[:4])}{' ...' if len(lost) > 4 else ''}, which this one does not "
+        f"(another task, T or seeds): kept as {', '.join(moved)}",
+        flush=True,
+    )
 
 
 def settings_lines(settings: dict) -> list[str]:

@@ -40,7 +40,7 @@ def _two_at_a_time(calls):
 
 def test_benchmark_prints_rates_the_device_and_the_time_split():
     out = _run("benchmark.py", "--task", "cos", "--seeds", "2", "--rounds", "5", "--naive-seeds", "1")
-    assert re.search(r"vectorized \[32-true, manual\] on cpu: +[0-9.]+ seed-rounds/s", out), out
+    assert re.search(r"vectorized \[32-true, manual, relu\] on cpu: +[0-9.]+ seed-rounds/s", out), out
     shares = [
         float(x) for x in re.findall(r"^\s+(?:select|train|refit|gram|other \(.*\))\s+[0-9.]+s\s+([0-9.]+)%", out, re.M)
     ]
@@ -96,6 +96,8 @@ def test_device_checks_has_its_benchmark_steps():
         "tf32_square",
         "bf16_square",
         "bench_cpu_cos",
+        "target_cos_gelu",
+        "bench_cpu_act",
     }
 
 
@@ -129,6 +131,7 @@ def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_co
         # one "vectorized [...] on cpu" line per precision x history pass asked for: what the summary greps
         rows = re.findall(r"^vectorized \[[^\]]+\] on cpu: +[0-9.]+ seed-rounds/s", out, re.M)
         combos = len(_values(args, "--precision", "32-true")) * len(_values(args, "--history-pass", "auto"))
+        combos *= len(_values(args, "--activation", None))
         assert len(rows) == combos, (name, out)
 
 

@@ -1010,3 +1010,31 @@ def test_a_truncated_curves_file_is_named_in_one_line(tmp_path):
     (tmp_path / "curves_square.csv.gz").write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"curves_square\.csv\.gz: damaged or not a curves file \(EOFError"):
         committed_curves(str(tmp_path), "square", 10000, None)
+
+
+def test_a_second_reproduce_call_of_another_task_or_horizon_keeps_the_first_report_beside_its_own(tmp_path, capsys):
+    """A second call into one --out with another task (or T) replaced report.md and report.json without a word: the
+    first's rows were gone. The earlier report is kept as report.N.*, with the curves and figure this call rewrites;
+    a call that extends the report (another method, same task and T) replaces it, nothing kept aside."""
+    from tests.helpers.script_loader import load_script
+
+    out = str(tmp_path / "rep")
+    reproduce = load_script("reproduce")
+    quick = ["--out", out, "--rounds", "6", "--seeds", "2"]
+    assert reproduce.main(quick + ["--tasks", "cos", "--methods", "Random"]) == 0
+    assert reproduce.main(quick + ["--tasks", "cos", "--methods", "MaxInP"]) == 0
+    assert not os.path.exists(os.path.join(out, "report.1.md"))  # extended: both rows in the one report
+    first = open(os.path.join(out, "report.md")).read()
+    assert "| Random |" in first and "| MaxInP |" in first
+    capsys.readouterr()
+    assert reproduce.main(quick + ["--tasks", "square", "--methods", "MaxInP"]) == 0
+    assert "kept as report.1.md, report.1.json" in capsys.readouterr().out
+    assert open(os.path.join(out, "report.1.md")).read() == first
+    assert "## square" in open(os.path.join(out, "report.md")).read()
+    curves = open(os.path.join(out, "curves_square.csv.gz"), "rb").read()
+    assert (
+        reproduce.main(["--out", out, "--rounds", "8", "--seeds", "2", "--tasks", "square", "--methods", "MaxInP"]) == 0
+    )
+    assert open(os.path.join(out, "curves_square.2.csv.gz"), "rb").read() == curves  # T=6's curves, kept
+    assert "(T=8, 2 seeds)" in open(os.path.join(out, "report.md")).read()
+    assert "(T=6, 2 seeds)" in open(os.path.join(out, "report.2.md")).read()
