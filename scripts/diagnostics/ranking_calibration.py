@@ -117,7 +117,9 @@ def summarize(path: str) -> None:
                 for r in rankers:
                     v = [row["at"][str(n)][stat] for row in rows if row["catalog"] == c and row["ranker"] == r]
                     v = [x for x in v if x is not None]
-                    cells.append(f"{np.mean(v):.3f} ± {np.std(v, ddof=1) / math.sqrt(len(v)):.3f}" if len(v) > 1 else "")
+                    cells.append(
+                        f"{np.mean(v):.3f} ± {np.std(v, ddof=1) / math.sqrt(len(v)):.3f}" if len(v) > 1 else ""
+                    )
                 print(f"| {c} | {n} | " + " | ".join(cells) + " |")
 
 
