@@ -86,6 +86,13 @@ def main(argv=None) -> int:
         "or regret (the learner's own rule on --offer items: good items shown most): docs/serve.md",
     )
     p.add_argument(
+        "--ranking",
+        default="posterior",
+        choices=["posterior", "learner"],
+        help="what the learned ranking shows: posterior (the answers' posterior over the items' utilities, linear in "
+        "their features, with 90%% bands; the default) or learner (the learner's own estimate): docs/serve.md",
+    )
+    p.add_argument(
         "--offer",
         type=int,
         default=None,
@@ -171,6 +178,7 @@ def main(argv=None) -> int:
             a.questions_per_person,
             background=True,  # a reply waits for no learning, unless the learner lags --most-behind answers
             most_behind=a.most_behind,
+            ranking=a.ranking,
         )
         invites = {name: annotation.invite(name) for name in a.invite}
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from ..live import DuelingBandit
+from ..maths.posterior import item_posterior, linear_posterior, posterior_ranking_view
 from ..maths.ranking import check_objective, ranking_view
 from .items import Catalog
 from .store import Store
@@ -67,6 +68,9 @@ class BadRequest(ValueError):
         self.status = status
 
 
+RANKINGS = ("posterior", "learner")  # what the learned ranking shows (Annotation's ``ranking``)
+
+
 class Annotation:
     """The catalog ``items``, the answers in ``store``, the learners built from ``config`` (a path).
 
@@ -74,8 +78,10 @@ class Annotation:
     number of items), ``None`` = all; ``seed``: the
     learners' seed and the offers' draws; ``objective``: ``regret`` (the learner's own rule: good items shown
     most) or ``rank`` (the most informative pair of every item about the whole order; ``offer`` must then be
-    ``None``, :mod:`nvldb_pl.maths.ranking`). Refuses a ``store`` made with other items, config, seed, offer or
-    objective."""
+    ``None``, :mod:`nvldb_pl.maths.ranking`). ``ranking``: what the learned ranking shows, ``posterior`` (the
+    posterior over the item utilities given the learned answers, linear in the items' features, with its 90% bands:
+    :mod:`nvldb_pl.maths.posterior`) or ``learner`` (the learner's own estimate and its exploration widths, as
+    before). Refuses a ``store`` made with other items, config, seed, offer or objective."""
 
     def __init__(
         self,
@@ -90,9 +96,13 @@ class Annotation:
         questions_per_person: Optional[int] = None,
         background: bool = False,
         most_behind: int = MOST_BEHIND,
+        ranking: str = "posterior",
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
+        if ranking not in RANKINGS:
+            raise ValueError(f"--ranking: {ranking!r} is not one of {list(RANKINGS)}")
+        self.ranking_from = ranking
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
@@ -408,21 +418,25 @@ class Annotation:
         return self.learner_of(sid) if sid is not None and self.per_annotator else SHARED
 
     def ranking(self, key: str = SHARED) -> dict:
-        """The items best first by learner ``key``'s estimated utility ``score``, with, where the learner gives an
-        estimate, its probability that the item beats one of average utility and that probability's band
-        (``vs_average``, ``low``, ``high``: :func:`nvldb_pl.maths.ranking.ranking_view`), the answers it was
-        compared in (``compared``), the learner's own estimate of how settled the whole order is (``settled``),
-        and the stability of the ranking (``settle``: Kendall tau between the rankings before and after each
-        answer)."""
+        """The items best first, with their probability of beating an item of average utility and its band
+        (``vs_average``, ``low``, ``high``), the answers each was compared in (``compared``), how settled the whole
+        order is (``settled``: the expected share of pairs in the order shown) and the stability of the learner's
+        ranking (``settle``: Kendall tau between its rankings before and after each answer). ``score``, the bands
+        and ``settled``: the posterior over the item utilities given learner ``key``'s learned answers (90% bands:
+        :func:`nvldb_pl.maths.posterior.posterior_ranking_view`), or with ``ranking`` ``learner`` the learner's own
+        estimate (:func:`nvldb_pl.maths.ranking.ranking_view`)."""
         N = len(self.items.names)
+        learned = [row for row in self.store.to_learn(key) if row[5] == 1]
         with self.lock:
-            scores = self.bandits[key].scores(self.items.contexts) if key in self.bandits else np.zeros(N)
-            view = self._view(key)
+            if self.ranking_from == "posterior" and key in self.bandits:
+                scores, view = self._posterior_view(learned, self.bandits[key].learner.hparams["link"])
+            else:
+                scores = self.bandits[key].scores(self.items.contexts) if key in self.bandits else np.zeros(N)
+                view = self._view(key)
         compared = np.zeros(N, dtype=int)
-        for _, offer, i, j, _, learned, _ in self.store.to_learn(key):
-            if learned == 1:
-                compared[offer[i]] += 1
-                compared[offer[j]] += 1
+        for _, offer, i, j, _, _, _ in learned:
+            compared[offer[i]] += 1
+            compared[offer[j]] += 1
         order = np.argsort(-scores, kind="stable")
         rows = []
         for r, k in enumerate(order):
@@ -436,6 +450,16 @@ class Annotation:
             "settle": [{"answers": n, "tau": t} for n, t in self.store.taus(key)],
             **self.counts(key),
         }
+
+    def _posterior_view(self, learned: list, link: str) -> tuple[np.ndarray, dict]:
+        """The posterior means [N] and view of every item from the learned answers (seq, offer, i, j, choice, ...)."""
+        x = self.items.contexts
+        z = np.array([x[offer[i]] - x[offer[j]] for _, offer, i, j, *_ in learned]).reshape(-1, x.shape[1])
+        o = np.array([float(choice == 1) for *_, choice, _, _ in learned])
+        mean, cov, _ = linear_posterior(z, o, link)
+        f, cov_f = item_posterior(x, mean, cov)
+        view = posterior_ranking_view(f, cov_f, link)
+        return f.numpy(), {k: (v.numpy() if torch.is_tensor(v) else v) for k, v in view.items()}
 
     def _view(self, key: str) -> Optional[dict]:
         """(self.lock held) :func:`ranking_view` of learner ``key`` over every item; None where it gives no estimate

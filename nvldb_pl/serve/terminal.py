@@ -89,7 +89,7 @@ class Journal:
         command = " ".join(
             f"--{k} {v}"
             for k, v in settings.items()
-            if k in ("seed", "catalog", "objective", "offer", "config", "load")
+            if k in ("seed", "catalog", "objective", "offer", "config", "load") and v is not None
         )
         self.fh.write(f"# scripts/duel.py {command}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         self.fh.write(f"{SESSION}{json.dumps(settings, sort_keys=True)}\n")

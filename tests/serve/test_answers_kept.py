@@ -33,7 +33,8 @@ def test_every_answer_is_journaled_and_gives_the_same_learner_again(tmp_path):
     code, _ = _run(["--simulate", "--questions", "6", "--save", saved])
     assert code == 0
     lines = open(saved + ".answers").read().splitlines()
-    assert lines[0].startswith("# scripts/duel.py --seed 0") and len(lines) == 7 and set(lines[1:]) <= {"1", "2"}
+    assert lines[0].startswith("# scripts/duel.py --seed 0") and lines[1].startswith("# session: {")
+    assert len(lines) == 8 and set(lines[2:]) <= {"1", "2"}
     again = str(tmp_path / "again.pt")
     assert _run(["--answers", saved + ".answers", "--questions", "6", "--save", again])[0] == 0
     _, _, contexts = duel.catalog()
@@ -58,7 +59,7 @@ def test_ctrl_c_while_the_learner_updates_stops_after_that_answer_and_keeps_all(
     assert code == 0 and "interrupted" in text and "Learned ranking after 3 answers" in text
     assert f"saved the learner to {saved}" in text
     assert DuelingBandit.from_checkpoint(saved).num_observed == 3
-    assert len(open(saved + ".answers").read().splitlines()) == 1 + 3
+    assert len(open(saved + ".answers").read().splitlines()) == 2 + 3  # the header, its settings, the answers
 
 
 def test_an_interrupt_inside_an_update_leaves_the_learner_as_before(monkeypatch):
