@@ -241,16 +241,20 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
                 continue
             rounds, seeds, R = load_curves(folder)
             summary = read_summary(folder)
+            hparams = run_hparams(folder)
+            changed = (
+                " ".join(f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items())) if hparams else None
+            )
+            # the name the run ran under where it says more (a network of one's own: NVLDB-UCB-ASYM[LayerNormMLP])
+            ran = summary.get("method")
+            method = ran if isinstance(ran, str) and ran.startswith(method) and ran != method else method
             base_seed = bases[method] = summary.get("base_seed", 0)
             streams[method] = summary.get("data")
-            hparams = run_hparams(folder)
             dim = hparams.get("dim") or dim
             arms = hparams.get("arms") or arms
             widths[method] = hparams.get("width")
             if hparams:
-                settings[method] = " ".join(
-                    f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items())
-                )  # as --set
+                settings[method] = changed  # as --set
             dead[method] = [s["seed"] for s in summary["seeds"] if s.get("live_feature_units") == 0]
             made_with[method] = summary.get("software")
             earlier[method] = summary.get("earlier_parts", [])

@@ -1038,3 +1038,20 @@ def test_a_second_reproduce_call_of_another_task_or_horizon_keeps_the_first_repo
     assert open(os.path.join(out, "curves_square.2.csv.gz"), "rb").read() == curves  # T=6's curves, kept
     assert "(T=8, 2 seeds)" in open(os.path.join(out, "report.md")).read()
     assert "(T=6, 2 seeds)" in open(os.path.join(out, "report.2.md")).read()
+
+
+def test_a_run_with_a_network_of_ones_own_is_reported_under_the_name_it_ran_as(tmp_path):
+    """reproduce.py --set network=... reported (and pair.py read) the run as plain NVLDB-UCB-ASYM: a result under a
+    name it did not run. The report's row, report.json and the curves name it as its summary does."""
+    import gzip
+
+    from tests.helpers.script_loader import load_script
+
+    out = str(tmp_path / "rep")
+    args = ["--out", out, "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM", "--rounds", "6", "--seeds", "2"]
+    assert load_script("reproduce").main(args + ["--set", "network=tests.extensions.networks.LayerNormMLP"]) == 0
+    name = "NVLDB-UCB-ASYM[LayerNormMLP]"
+    assert f"| {name} |" in open(os.path.join(out, "report.md")).read()
+    assert list(json.load(open(os.path.join(out, "report.json")))) == [f"cos/{name}"]
+    with gzip.open(os.path.join(out, "curves_cos.csv.gz"), "rt") as fh:
+        assert {line.split(",")[0] for line in list(fh)[1:]} == {name}
