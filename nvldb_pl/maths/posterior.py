@@ -28,6 +28,7 @@ import math
 import torch
 
 from . import links
+from .ranking import settled
 
 PRIOR_VARIANCES = tuple(4.0**k for k in range(-2, 5))  # 1/16 .. 256: the evidence's grid over s^2
 
@@ -100,13 +101,6 @@ def posterior_ranking_view(f: torch.Tensor, cov_f: torch.Tensor, link: str, leve
     q = math.sqrt(2.0) * torch.erfinv(torch.tensor(level, dtype=f.dtype)).item()  # the two-sided quantile
     d = f - f.mean()
     g = lambda v: links.prob(link, v)  # noqa: E731
-    var = torch.diagonal(cov_f).unsqueeze(1) + torch.diagonal(cov_f).unsqueeze(0) - 2 * cov_f
-    upper = torch.triu(torch.ones(K, K, dtype=torch.bool), diagonal=1)
-    gap, width = (f.unsqueeze(1) - f.unsqueeze(0)).abs()[upper], torch.sqrt(torch.clamp(var[upper], min=0.0))
-    sure = torch.where(width > 0, torch.special.ndtr(gap / width.clamp(min=1e-12)), (gap > 0).to(f.dtype))
-    return {
-        "vs_average": g(d),
-        "low": g(d - q * sd),
-        "high": g(d + q * sd),
-        "settled": float(sure.mean()) if sure.numel() else 1.0,
-    }
+    var = torch.diagonal(cov_f).unsqueeze(1) + torch.diagonal(cov_f).unsqueeze(0) - 2 * cov_f  # Var(f_k - f_j)
+    gaps = torch.sqrt(torch.clamp(var, min=0.0))
+    return {"vs_average": g(d), "low": g(d - q * sd), "high": g(d + q * sd), "settled": settled(f, gaps)}

@@ -76,12 +76,14 @@ def ranking_view(f: torch.Tensor, norm: torch.Tensor, beta: float, link: str) ->
     off = ~torch.eye(K, dtype=torch.bool, device=f.device)
     w = (norm * off).sum(dim=1) / max(K - 1, 1)
     g = lambda z: links.prob(link, z)  # noqa: E731
-    upper = torch.triu(off, diagonal=1)
-    gap, width = (f.unsqueeze(1) - f.unsqueeze(0)).abs()[upper], (beta * norm)[upper]
+    return {"vs_average": g(d), "low": g(d - beta * w), "high": g(d + beta * w), "settled": settled(f, beta * norm)}
+
+
+def settled(f: torch.Tensor, sd: torch.Tensor) -> float:
+    """The expected share of pairs in the order f [K] shows, mean_{k < j} Phi(|f_k - f_j| / sd_kj), the gaps' spreads
+    sd [K, K] (a pair of spread 0: in order where its gap is not 0); 1 for fewer than two items."""
+    K = f.shape[0]
+    upper = torch.triu(torch.ones(K, K, dtype=torch.bool, device=f.device), diagonal=1)
+    gap, width = (f.unsqueeze(1) - f.unsqueeze(0)).abs()[upper], sd[upper]
     sure = torch.where(width > 0, torch.special.ndtr(gap / width.clamp(min=1e-12)), (gap > 0).to(f.dtype))
-    return {
-        "vs_average": g(d),
-        "low": g(d - beta * w),
-        "high": g(d + beta * w),
-        "settled": float(sure.mean()) if sure.numel() else 1.0,
-    }
+    return float(sure.mean()) if sure.numel() else 1.0

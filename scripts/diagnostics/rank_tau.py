@@ -67,24 +67,30 @@ def person(make, p: int, answers: int, scale: float):
     return x, u, rng.uniform(size=answers), rng
 
 
-def _gp_pick(X, comps, rng):
-    """PairwiseGP on the comparisons so far; the pair of largest Var(f_i - f_j) and the posterior mean."""
+def gp_posterior(X: torch.Tensor, comps) -> tuple[torch.Tensor, torch.Tensor]:
+    """PairwiseGP (logit likelihood, hyperparameters fitted by Laplace evidence) on comparisons ``comps`` [[winner,
+    loser], ...] of items X [N, d]: its posterior mean [N] and covariance [N, N] over the items' utilities."""
     from botorch.fit import fit_gpytorch_mll
     from botorch.models.likelihoods.pairwise import PairwiseLogitLikelihood
     from botorch.models.pairwise_gp import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
 
-    N = X.shape[0]
-    if not comps:
-        i, j = rng.choice(N, 2, replace=False)
-        return (int(i), int(j)), np.zeros(N)
-    model = PairwiseGP(X, torch.tensor(comps, dtype=torch.long), likelihood=PairwiseLogitLikelihood())
+    model = PairwiseGP(X, torch.as_tensor(comps, dtype=torch.long), likelihood=PairwiseLogitLikelihood())
     try:
         fit_gpytorch_mll(PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model))
     except Exception:  # a failed hyperparameter fit keeps the defaults
         pass
     with torch.no_grad():
         post = model.posterior(X)
-        mean, cov = post.mean.squeeze(-1), post.covariance_matrix.squeeze(0)
+        return post.mean.squeeze(-1), post.covariance_matrix.squeeze(0)
+
+
+def _gp_pick(X, comps, rng):
+    """PairwiseGP on the comparisons so far; the pair of largest Var(f_i - f_j) and the posterior mean."""
+    N = X.shape[0]
+    if not comps:
+        i, j = rng.choice(N, 2, replace=False)
+        return (int(i), int(j)), np.zeros(N)
+    mean, cov = gp_posterior(X, comps)
     var = torch.diag(cov).unsqueeze(1) + torch.diag(cov).unsqueeze(0) - 2 * cov
     var.fill_diagonal_(-math.inf)
     flat = int(torch.argmax(var))

@@ -35,28 +35,16 @@ from nvldb_pl.maths import links  # noqa: E402
 from nvldb_pl.maths.posterior import item_posterior, linear_posterior, posterior_ranking_view  # noqa: E402
 from nvldb_pl.maths.ranking import ranking_view  # noqa: E402
 from nvldb_pl.serve.items import kendall_tau  # noqa: E402
-from scripts.diagnostics.rank_tau import CONFIG, catalogs, person  # noqa: E402
+from scripts.diagnostics.rank_tau import CONFIG, catalogs, gp_posterior, person  # noqa: E402
 
 RANKERS = ("network", "linear", "gp")
 AT = (10, 20, 40, 100)
 
 
 def _gp_view(x, answers, link):
-    from botorch.fit import fit_gpytorch_mll
-    from botorch.models.likelihoods.pairwise import PairwiseLogitLikelihood
-    from botorch.models.pairwise_gp import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
-
     X = torch.tensor(x, dtype=torch.float64)
-    comps = torch.tensor([[a, b] if won else [b, a] for a, b, won in answers], dtype=torch.long)
-    model = PairwiseGP(X, comps, likelihood=PairwiseLogitLikelihood())
-    try:
-        fit_gpytorch_mll(PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model))
-    except Exception:  # a failed hyperparameter fit keeps the defaults
-        pass
-    with torch.no_grad():
-        post = model.posterior(X)
-        f, cov = post.mean.squeeze(-1).double(), post.covariance_matrix.squeeze(0).double()
-    return f, posterior_ranking_view(f, cov, link)
+    f, cov = gp_posterior(X, [[a, b] if won else [b, a] for a, b, won in answers])
+    return f.double(), posterior_ranking_view(f.double(), cov.double(), link)
 
 
 def views(ranker: str, bandit: DuelingBandit, x: np.ndarray, answers: list, link: str):

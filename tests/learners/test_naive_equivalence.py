@@ -52,14 +52,9 @@ def test_the_self_duel_test_makes_the_naive_loops_decisions(strategy, test):
     }
     summary, module = run_experiment({"task": "square", "rounds": rounds, "num_seeds": S, "seed": 11}, model)
     assert sum(s["self_duel_fraction"] for s in summary["seeds"]) > 0  # the test fired
-    spec = StreamSpec(task="square", rounds=rounds, num_seeds=S, base_seed=11)
-    for s in range(S):
-        pairs, cum = run_seed(spec, s, **model)
-        x = module.history()[s]
-        ctx = [b["contexts"][s] for b in RoundStream(spec)]
-        for t, (a1, a2) in enumerate(pairs):
-            assert (x[t, 0] == ctx[t][a1]).all() and (x[t, 1] == ctx[t][a2]).all(), f"seed {s} round {t + 1}"
-        assert summary["seeds"][s]["cum_avg_regret"] == pytest.approx(cum, rel=1e-9, abs=1e-9)
+    _plays_the_naive_loops_pairs(
+        summary, module, StreamSpec(task="square", rounds=rounds, num_seeds=S, base_seed=11), model
+    )
 
 
 @pytest.mark.parametrize("activation", ["gelu", "silu"])
@@ -79,8 +74,14 @@ def test_a_smooth_activation_with_a_prior_makes_the_naive_loops_decisions(strate
         **NETWORKS["standard"],
     }
     summary, module = run_experiment({"task": "square", "rounds": rounds, "num_seeds": S, "seed": 11}, model)
-    spec = StreamSpec(task="square", rounds=rounds, num_seeds=S, base_seed=11)
-    for s in range(S):
+    _plays_the_naive_loops_pairs(
+        summary, module, StreamSpec(task="square", rounds=rounds, num_seeds=S, base_seed=11), model
+    )
+
+
+def _plays_the_naive_loops_pairs(summary, module, spec, model):
+    """Every seed of the vectorized run played the naive loop's pair every round, and ends at its regret."""
+    for s in range(spec.num_seeds):
         pairs, cum = run_seed(spec, s, **model)
         x = module.history()[s]
         ctx = [b["contexts"][s] for b in RoundStream(spec)]
