@@ -117,6 +117,25 @@ def _as_index(k) -> Optional[int]:
     return None
 
 
+def _check_counter(module, path: str) -> None:
+    """A save's count of answers (``rounds_done``) against its history: within the history's rows, and no duel
+    recorded past it (a counter edited or damaged lower went on from fewer answers than the file holds, and the next
+    answer overwrote one; higher, from rows never played)."""
+    t = module.t
+    xt = getattr(module, "hist_xt", None)
+    if xt is None:
+        return
+    rows = xt.shape[-1] // 2
+    if not 0 <= t <= rows:
+        raise ValueError(f"{path}: its count of answers, {t}, is outside its history's {rows} rows; not read")
+    past = int(torch.nonzero(xt[..., 2 * t :].abs().sum(dim=(0, 1)) > 0).shape[0])
+    if past:
+        raise ValueError(
+            f"{path}: it counts {t} answers, but its history holds duels past them (the file was edited or damaged); "
+            f"not read: load an earlier save"
+        )
+
+
 def _check_two(i: int, j: int, what: str) -> None:
     if i == j:
         raise ValueError(f"i, j: both are item {i}; {what} (nothing was recorded)")
@@ -343,6 +362,7 @@ class DuelingBandit:
         refuse_other_state(state, module.state_dict(), path, module.LEGACY_STATE)
         module.load_state_dict(state)
         module._t = int(module.rounds_done)
+        _check_counter(module, path)
         S = module.num_local
         index = _as_index(seed_index)
         if index is None or not 0 <= index < S:

@@ -128,3 +128,22 @@ def test_a_data_field_given_under_model_is_refused_by_the_fit_cli_and_the_live_r
     assert run_cli(["fit", "--config", str(path), "--trainer.default_root_dir", str(tmp_path / "run")]) == 2
     assert f"error: --config: {path}: {said}" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_save_whose_count_of_answers_disagrees_with_its_history_is_refused(tmp_path):
+    """A live save's counter was not checked against its history: edited lower, the bandit went on from fewer
+    answers than the file holds (the next answer written over one); beyond the history's rows, from rows never
+    played. Each is refused naming the file; the save as written reads."""
+    bandit = DuelingBandit.create(dim=3, width=4, grad_steps=2)
+    x = np.random.default_rng(0).standard_normal((3, 3))
+    for _ in range(4):
+        bandit.observe(x, *bandit.select(x), 1)
+    path = str(tmp_path / "s.pt")
+    bandit.save(path)
+    assert DuelingBandit.from_checkpoint(path).num_observed == 4
+    ckpt = torch.load(path, weights_only=False)
+    for counter, said in ((2, "it counts 2 answers, but its history holds duels past them"), (10**6, "outside")):
+        ckpt["state_dict"]["rounds_done"] = torch.tensor(counter)
+        torch.save(ckpt, path)
+        with pytest.raises(ValueError, match=f"^{re.escape(path)}: .*{said}"):
+            DuelingBandit.from_checkpoint(path)
