@@ -1,7 +1,9 @@
 """The extension points, each used from a module outside the package (tests/extensions) as a researcher would."""
 
+import glob
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -377,36 +379,6 @@ def test_docs_extending_shows_the_tested_examples_as_they_are():
         assert body in sources[name], f"docs/extending.md's block for {name} is not the file's text"
 
 
-def _doc_command(script):
-    import re
-    import shlex
-
-    text = open(DOC).read()
-    [line] = [
-        x for x in re.findall(r"^python scripts/\S+ .*$", text, flags=re.M) if x.startswith(f"python scripts/{script}")
-    ]
-    return shlex.split(line)[2:]
-
-
-def _shortened(args, **values):
-    out = list(args)
-    for flag, value in values.items():
-        out[out.index(flag) + 1] = value
-    return out
-
-
-def test_docs_extendings_comparison_commands_run(tmp_path, capsys):
-    from tests.helpers.script_loader import load_script
-
-    out = str(tmp_path / "mine")
-    args = _shortened(_doc_command("reproduce.py"), **{"--out": out, "--rounds": "12", "--seeds": "2"})
-    assert load_script("reproduce").main(args + ["--set", "width=4", "grad_steps=1"]) == 0
-    pair = [out if a == "runs/mine" else a for a in _shortened(_doc_command("pair.py"), **{"--rounds": "12"})]
-    capsys.readouterr()
-    assert load_script("pair").main(pair) == 0
-    assert "difference over 2 seeds" in capsys.readouterr().out
-
-
 def test_a_self_duel_test_of_ones_own_runs_from_the_cli_with_its_state_saved_and_resumed(tmp_path):
     """model.self_duel_test by import path: the test is handed the round's gradients and each answered duel, its
     choice is played (the greedy arm's self-duel from the 11th round on: 20 of 30 rounds), its buffer is saved in
@@ -471,3 +443,69 @@ def test_ndb_and_the_deep_test_keep_one_gram_of_the_whole_networks_gradients():
         nvldb.self_duel.remember(z)
         for name, buf in ndb.gradient_gram.named_buffers():
             assert torch.equal(buf, getattr(nvldb.self_duel.gram, name))
+
+
+def test_a_task_class_init_args_reach_the_grid_scripts_and_runs_of_others_are_neither_reused_nor_reported(
+    tmp_path, capsys, monkeypatch
+):
+    """A task's init_args could not reach reproduce.py or sweep.py: the comparison ran under the task's defaults
+    without a word. ``--data task_args=...`` (reproduce) and ``data.task_args`` (sweep) now build the task with
+    them; a run made with other init_args (or none) is not reused, the report names them, and an earlier report
+    of other init_args is kept beside the new one."""
+    from tests.helpers.script_loader import load_script
+
+    reproduce, sweep = load_script("reproduce"), load_script("sweep")
+    out = str(tmp_path / "rep")
+    quick = ["--out", out, "--tasks", "tests.extensions.tasks.Sine", "--rounds", "6", "--seeds", "2"]
+    quick += ["--methods", "Random"]
+    assert reproduce.main(quick + ["--data", "task_args={freq: 5.0}"]) == 0
+    assert "[run]" in capsys.readouterr().out
+    assert reproduce.main(quick + ["--data", "task_args={freq: 5.0}"]) == 0
+    assert "[reuse]" in capsys.readouterr().out
+    report = open(os.path.join(out, "report.md")).read()
+    assert '## tests.extensions.tasks.Sine {"freq": 5.0} (T=6, 2 seeds)' in report
+    assert reproduce.main(quick) == 0  # the task's defaults: another stream, run anew
+    said = capsys.readouterr().out
+    assert "[run]" in said and "kept as report.1.md" in said
+    assert "## tests.extensions.tasks.Sine (T=6, 2 seeds)" in open(os.path.join(out, "report.md")).read()
+    assert open(os.path.join(out, "report.1.md")).read() == report
+    assert os.path.exists(os.path.join(out, "curves_tests.extensions.tasks.Sine.1.csv.gz"))  # a dotted name whole
+    summaries = sorted(glob.glob(os.path.join(out, "runs", "*", "Random", "lightning_logs", "*", "summary.json")))
+    made = [json.load(open(p))["data"].get("task_args") for p in summaries]
+    assert made == [{"freq": 5.0}, None]
+
+    rows = str(tmp_path / "sweep.jsonl")
+    grid = '[{"data.task_args": {"freq": 5.0}}, {"data.task_args": {"freq": 2.0}}, {}]'
+    args = ["--rounds", "6", "--seeds", "2", "--tasks", "tests.extensions.tasks.Sine", "--out", rows, "--grid", grid]
+    monkeypatch.setattr(sys, "argv", ["sweep.py", *args])
+    sweep.main()
+    per_seed = [json.loads(line)["per_seed"] for line in open(rows)]
+    assert per_seed[1] == per_seed[2] != per_seed[0]  # freq 2.0 is Sine's default; 5.0 another task
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"task": "cos", "task_args": {"freq": 2.0}}, "data.task_args: the built-in task 'cos' takes no init_args"),
+        ({"task": "tests.extensions.tasks.Sine", "task_args": 3}, "data.task_args: a mapping"),
+        (
+            {
+                "task": {"class_path": "tests.extensions.tasks.Sine", "init_args": {"freq": 1.0}},
+                "task_args": {"freq": 2},
+            },
+            "data.task_args: given twice",
+        ),
+        ({"task": "tests.extensions.tasks.Sine", "task_args": {"fq": 2}}, "does not take these init_args"),
+    ],
+)
+def test_task_args_are_refused_where_they_cannot_apply(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        BanditDataModule(**kwargs)
+
+
+def test_task_args_build_the_same_streams_as_the_class_path_mapping():
+    a = BanditDataModule(task="tests.extensions.tasks.Sine", task_args={"freq": 5.0}, rounds=3, num_seeds=2)
+    b = BanditDataModule(
+        task={"class_path": "tests.extensions.tasks.Sine", "init_args": {"freq": 5.0}}, rounds=3, num_seeds=2
+    )
+    assert a.settings == b.settings and a.spec == b.spec

@@ -241,6 +241,8 @@ def stream_data(task: str, data_overrides: Optional[dict]) -> dict:
     """The data settings that make ``task``'s streams in a grid, d and K always named (a synthetic task's defaults
     where not given): what a run must have been made with to be paired with this call's."""
     shape = task_data(task, data_overrides)
+    if task not in ALL_TASKS:  # a Task class: its init_args make the streams too (none given: a run made with none)
+        shape = {"task_args": None, **shape}
     return {"dim": shape.get("dim", SYNTHETIC_DIM), "arms": shape.get("arms", StreamSpec.arms), **shape}
 
 

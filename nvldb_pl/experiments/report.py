@@ -137,6 +137,7 @@ def distinct_floor(
     dim: int = 5,
     first_seed: int = 0,
     arms: Optional[int] = None,
+    task_args: Optional[dict] = None,
 ) -> Optional[float]:
     """E[(u_(1) - u_(2)) / 2] over the streams of any task (the built-in ones, the UCI tables in their own
     shape, a Task class by import path): the least average regret per round of any policy that never duels
@@ -153,7 +154,13 @@ def distinct_floor(
     }
     try:
         dm = BanditDataModule(
-            task=task, rounds=rounds, num_seeds=num_seeds, first_seed_id=first_seed, seed=base_seed, **shape
+            task=task,
+            rounds=rounds,
+            num_seeds=num_seeds,
+            first_seed_id=first_seed,
+            seed=base_seed,
+            task_args=task_args,
+            **shape,
         )
     except (FileNotFoundError, ValueError):
         return None
@@ -270,8 +277,11 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
         rows.sort()
         T = int(max(c[0][-1] for c in curves.values()))
         S = rows[0][5]
+        # a Task class's init_args (summary.json's data; a grid reuses and pairs runs of the same ones only)
+        task_args = next((s["task_args"] for s in streams.values() if isinstance(s, dict) and s.get("task_args")), None)
+        named = f"{task} {json.dumps(task_args, sort_keys=True)}" if task_args else task
         lines += [
-            f"## {task} (T={T}, {S} seeds{'' if dim == 5 or task in TASK_DATA else f', d={dim}'})",
+            f"## {named} (T={T}, {S} seeds{'' if dim == 5 or task in TASK_DATA else f', d={dim}'})",
             "",
             f"| method | R(T)/T | R({T // 4}) | R({T // 2}) | R({T}) | self-duels | wall s | paper R(T)/T |",
             "|---|---|---|---|---|---|---|---|",
@@ -300,7 +310,7 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
             for method, d in dead.items()
             if d
         ]
-        floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()), arms)
+        floor = distinct_floor(task, T, S, base_seed, dim, min(min(c[1]) for c in curves.values()), arms, task_args)
         lines += [
             "",
             f"A policy that never duels an arm with itself (`distinct_arms`) cannot get R(T)/T below "
@@ -343,7 +353,8 @@ def _earlier_files(out: str, tasks: list) -> list[str]:
 
 def keep_aside(out: str, new: dict, held: list[str]) -> None:
     """After a report was written over another (its files ``held`` as NAME.held meanwhile): where the earlier one
-    (report.json) holds a task/method the new one does not, or one at another T or number of seeds, its files are
+    (report.json) holds a task/method the new one does not, or one made otherwise (another T, number of seeds,
+    base seed, streams as a task's init_args or d, or --set settings), its files are
     kept as report.N.md, report.N.json, curves_<task>.N.csv.gz, <task>.N.png (N the first free number) and said (a
     second call into one --out with another task or T replaced the first's report without a word); else they go."""
     old = {}
@@ -354,11 +365,11 @@ def keep_aside(out: str, new: dict, held: list[str]) -> None:
         except (OSError, ValueError):
             old = {}
     old = old if isinstance(old, dict) else {}
-    same = ("rounds", "num_seeds")
+    same = ("rounds", "num_seeds", "base_seed", "streams", "settings")  # what a run was made with
     lost = [
         k
         for k, v in old.items()
-        if k not in new or (isinstance(v, dict) and any(k2 in v and v[k2] != new[k].get(k2) for k2 in same))
+        if k not in new or (isinstance(v, dict) and any(v.get(k2) != new[k].get(k2) for k2 in same))
     ]
     if not lost:
         for name in held:
@@ -367,12 +378,13 @@ def keep_aside(out: str, new: dict, held: list[str]) -> None:
     n = next(n for n in range(1, 10**6) if not os.path.exists(os.path.join(out, f"report.{n}.md")))
     moved = []
     for name in held:
-        stem, _, ext = name.partition(".")
-        os.replace(os.path.join(out, name + ".held"), os.path.join(out, f"{stem}.{n}.{ext}"))
-        moved.append(f"{stem}.{n}.{ext}")
+        ext = next(e for e in (".csv.gz", ".md", ".json", ".png") if name.endswith(e))  # a task may hold dots
+        kept = f"{name[: -len(ext)]}.{n}{ext}"
+        os.replace(os.path.join(out, name + ".held"), os.path.join(out, kept))
+        moved.append(kept)
     print(
         f"the report there held {', '.join(sorted(lost)[:4])}{' ...' if len(lost) > 4 else ''}, which this one does not "
-        f"(another task, T or seeds): kept as {', '.join(moved)}",
+        f"(another task, T, seeds, streams or settings): kept as {', '.join(moved)}",
         flush=True,
     )
 

@@ -60,6 +60,8 @@ class BanditDataModule(pl.LightningDataModule):
         missing: ``table`` only: what a missing cell (empty, NA, NaN, ?, null) does: ``refuse`` (``None``: one line
             naming its line and column), ``drop`` (the rows with one are left out) or ``mean`` (a missing feature
             takes its column's mean over the other rows; a row with no label is left out).
+        task_args: the init_args of a Task class named by ``task`` (the same as ``task: {class_path, init_args}``;
+            the form a grid's ``--data task_args=...`` and summary.json's ``data`` take); refused for a built-in task.
     """
 
     def __init__(
@@ -80,9 +82,26 @@ class BanditDataModule(pl.LightningDataModule):
         feature_columns: Optional[list[Union[int, str]]] = None,
         header: Optional[bool] = None,
         missing: Optional[str] = None,
+        task_args: Optional[dict] = None,
     ):
         super().__init__()
-        task, task_args = task_and_args(task)
+        task, init_args = task_and_args(task)
+        require(
+            task_args is None or isinstance(task_args, dict),
+            "data.task_args",
+            f"a mapping of the task class's init_args, got {task_args!r}",
+        )
+        require(
+            init_args is None or not task_args,
+            "data.task_args",
+            "given twice: as data.task's init_args and as data.task_args; give one",
+        )
+        require(
+            not task_args or task not in ALL_TASKS,
+            "data.task_args",
+            f"the built-in task {task!r} takes no init_args; they are for a Task class named by data.task",
+        )
+        task_args = init_args or (dict(task_args) if task_args else None)
         require(
             seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= 2**32 - 1),
             "data.seed",
