@@ -32,6 +32,7 @@ from ..learners.neural import saved_hparams
 from ..learners.registry import init_args, learner_class, method_spec
 from ..environments.tasks import make_task
 from ..machinery.host import hold_folder, read_json
+from ..machinery.provenance import hparams_digest
 from ..machinery.resume import whole_checkpoint
 from ..loop.run import RunStopped, check_placement, run_experiment
 
@@ -59,6 +60,14 @@ def run_hparams(folder: str) -> dict:
         raise ValueError(f"{path}: damaged, not read (not valid YAML: {' '.join(str(err).split())})") from None
     if not isinstance(hp, dict):
         raise ValueError(f"{path}: damaged: a run's hyperparameters are a mapping, found {type(hp).__name__}")
+    made = os.path.join(folder, "summary.json")
+    summary = read_json(made) if os.path.exists(made) else None
+    ran = summary.get("hparams_sha256") if isinstance(summary, dict) else None  # (runs before it: not recorded)
+    if isinstance(ran, str) and hparams_digest(hp) != ran:
+        raise ValueError(
+            f"{path}: not the hyperparameters the run was made with (summary.json's hparams_sha256 {ran} is of "
+            f"others): edited after the run, so not trusted; put it back, or move the run away to run it anew"
+        )
     return hp
 
 

@@ -378,6 +378,7 @@ class RunSummary(pl.Callback):
             "method": module.method,
             "learner": learner_name(type(module)),
             "settings": changed_settings(module),
+            "hparams_sha256": provenance.hparams_digest(hp),  # hparams.yaml as written: a grid trusts no edit of it
             "strategy": hp.get("strategy"),
             "variance_aware": hp.get("variance_aware"),
             "rounds": T,

@@ -10,6 +10,8 @@ loop (:class:`nvldb_pl.loop.callbacks.DuelingLoop`) hands :func:`check_resume` t
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Optional
 
 from lightning.pytorch.utilities import rank_zero_info
@@ -138,3 +140,10 @@ def stamp(module, checkpoint: dict, trainer, earlier_parts: Optional[list[dict]]
         if module.t >= first
         else []
     )
+
+
+def hparams_digest(hparams: dict) -> str:
+    """sha256 of a run's hyperparameters as JSON (keys sorted; what hparams.yaml holds, read back), 16 hex digits:
+    summary.json's ``hparams_sha256``, against which a grid checks the hparams.yaml it reuses or reports."""
+    text = json.dumps(json.loads(json.dumps(dict(hparams), default=str)), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -119,3 +119,30 @@ def test_the_comparison_scripts_take_a_table_file_and_d_and_k_in_a_sweep(tmp_pat
     runs = [json.loads(line) for line in open(rows)]
     assert [(r["config"]["data.dim"], r["config"]["data.arms"]) for r in runs] == [(3, 4), (6, 4)]
     assert runs[0]["per_seed"] != runs[1]["per_seed"]
+
+
+def test_a_hand_edited_hparams_yaml_is_neither_reused_nor_reported(tmp_path, capsys):
+    """reproduce.py's reuse and its report read a run's settings from hparams.yaml: an edit after the run (width 32 ->
+    64) passed a run off as made with other settings. summary.json records the digest of the hyperparameters the run
+    wrote, and an hparams.yaml that does not match it is refused naming the file, in the reuse and in the report;
+    put back, the run is reused as before."""
+    from tests.helpers.script_loader import load_script
+
+    reproduce = load_script("reproduce")
+    out = tmp_path / "rep"
+    args = ["--out", str(out), "--tasks", "cos", "--rounds", "5", "--seeds", "2", "--methods", "NVLDB-UCB-ASYM"]
+    args += ["--set", "grad_steps=1"]
+    assert reproduce.main(args) == 0
+    path = next(out.glob("runs/cos/NVLDB-UCB-ASYM/lightning_logs/version_0/hparams.yaml"))
+    made = path.read_text()
+    assert "\nwidth: 32\n" in made
+    path.write_text(made.replace("\nwidth: 32\n", "\nwidth: 64\n"))
+    capsys.readouterr()
+    for extra in ([], ["--report-only"], ["--set", "grad_steps=1", "width=64"]):
+        assert reproduce.main(args + extra) == 2
+        err = capsys.readouterr().err
+        assert f"{path}: not the hyperparameters the run was made with" in err, err
+    assert len(list(out.glob("runs/cos/NVLDB-UCB-ASYM/lightning_logs/version_*"))) == 1  # nothing ran
+    path.write_text(made)
+    assert reproduce.main(args) == 0
+    assert "[reuse]" in capsys.readouterr().out
