@@ -199,7 +199,7 @@ def unfinished_run(
         if (
             spec.get("spec", {}).get("rounds") == stream.spec.rounds
             and not stream.config_differences(spec)
-            and t < stream.spec.rounds
+            and (t < stream.spec.rounds or not os.path.exists(os.path.join(folder, "summary.json")))
             and saved.get("accelerator") == device
         ):
             return int(folder.rsplit("_", 1)[1]), ckpt, t

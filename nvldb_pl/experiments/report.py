@@ -48,8 +48,11 @@ def paper_value(task: str, method: str, dim: int, width: Optional[int], rounds: 
 
 def wall_cell(summary: dict) -> str:
     """A run's wall seconds, with its device when not the CPU (runs made before it was recorded: CPU), and the
-    rounds they cover when the run went on from a checkpoint (its earlier part's time is not known)."""
+    rounds they cover when the run went on from a checkpoint (its earlier part's time is not known); "–" where its
+    summary was written from its last checkpoint (stopped after its last round, before its summary)."""
     device, t0 = summary.get("device", "cpu"), summary.get("resumed_at_round")
+    if summary.get("wall_seconds") is None:  # its summary written from its last checkpoint: no part's time known
+        return "–"
     return (
         f"{summary['wall_seconds']:.0f}"
         + ("" if device == "cpu" else f" ({device})")

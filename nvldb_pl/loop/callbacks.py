@@ -354,9 +354,13 @@ class RunSummary(pl.Callback):
         return shared.used
 
     def on_train_end(self, trainer, module):
+        folder = trainer.log_dir or trainer.default_root_dir  # a collective: every rank asks
+        self._recovered = False
         if module.t == self._start_round > 0:  # a finished run resumed at its horizon: its summary stays
-            self._finished_already = True
-            return
+            if not self.write or os.path.exists(os.path.join(folder, "summary.json")):
+                self._finished_already = True
+                return
+            self._recovered = True  # stopped after its last round's checkpoint, before its summary: written now
         wall = time.perf_counter() - self._start
         reg = module.regret.compute()
         T = int(reg["rounds"]) if int(reg["rounds"]) > 0 else module.t
@@ -407,6 +411,8 @@ class RunSummary(pl.Callback):
             "software": self._software,  # of the process that ran rounds resumed_at_round + 1 .. T
             **({"earlier_parts": _earlier_parts(trainer)} if self._start_round else {}),  # rounds 1 .. resumed_at_round
         }
+        if self._recovered:  # no round ran in this process: the parts' wall time is not known
+            self.summary.update(wall_seconds=None, seed_rounds_per_second=None, recovered_from=str(trainer.ckpt_path))
         if live is not None:
             self.summary["feature_units"] = int(module.net.theta.shape[1])
             dead = [d["seed"] for d in self.summary["seeds"] if d["live_feature_units"] == 0]
@@ -417,7 +423,6 @@ class RunSummary(pl.Callback):
                     f"their curves show where (docs/usage.md, 'live_feature_units')",
                     category=RuntimeWarning,
                 )
-        folder = trainer.log_dir or trainer.default_root_dir  # a collective: every rank asks
         if trainer.is_global_zero and self.write:
             os.makedirs(folder, exist_ok=True)
             write_json_atomic(os.path.join(folder, "summary.json"), self.summary)
@@ -452,9 +457,14 @@ class RunSummary(pl.Callback):
             spread = (
                 f" ± {s['R_T_over_T_std']:.3f} over {s['num_seeds']} seeds" if s["num_seeds"] > 1 else " for one seed"
             )  # (the std of one value says nothing)
+            took = (
+                f"{s['wall_seconds']:.1f} s"
+                if s["wall_seconds"] is not None
+                else f"its summary written from {s['recovered_from']} (the run stopped after its last round, before it)"
+            )
             print(
                 f"{s['method']} on {s['task']}: R(T)/T {s['R_T_over_T_mean']:.3f}{spread} (T={s['rounds']}), "
-                f"{s['wall_seconds']:.1f} s; {self._written}",
+                f"{took}; {self._written}",
                 flush=True,
             )
 

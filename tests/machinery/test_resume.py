@@ -601,3 +601,59 @@ def test_a_tilde_in_a_path_field_is_the_home_folder(tmp_path, monkeypatch):
     )
     assert os.listdir(work) == []
     assert _rounds_in(home / "ck" / "last.ckpt") == 32
+
+
+def test_a_run_killed_after_its_last_round_before_its_summary_gets_it_from_the_checkpoint(
+    tmp_path, capsys, monkeypatch
+):
+    """A kill after the last round's checkpoint and before summary.json (and curves.csv) could not be recovered:
+    ``--ckpt_path last`` said "nothing was run and its results stay in .../summary.json", a file that was not there,
+    and reproduce.py ran the run again from round 1. Both now write the summary and curves from the checkpoint: the
+    per-seed results and curves those of the run, its wall time unknown (null, "–" in a report)."""
+    from nvldb_pl.loop.callbacks import RunSummary
+
+    root = tmp_path / "run"
+    _made(str(root), *SHORT)
+    folder = root / "lightning_logs" / "version_0"
+    whole, curves = json.loads((folder / "summary.json").read_text()), (folder / "curves.csv").read_text()
+    (folder / "summary.json").unlink()
+    (folder / "curves.csv").unlink()
+    ran = _in_process(capsys, str(root), *SHORT, "--ckpt_path=last")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    made = json.loads((folder / "summary.json").read_text())
+    assert made["seeds"] == whole["seeds"] and made["R_T_over_T_mean"] == whole["R_T_over_T_mean"]
+    assert made["wall_seconds"] is None and made["recovered_from"].endswith("last.ckpt")
+    assert (folder / "curves.csv").read_text() == curves
+    assert not (root / "lightning_logs" / "version_1").exists()
+
+    # reproduce.py: a run whose summary was never written goes on from its checkpoint, not from round 1
+    from tests.helpers.script_loader import load_script
+
+    reproduce, out = load_script("reproduce"), tmp_path / "rep"
+    args = ["--out", str(out), "--tasks", "cos", "--rounds", "6", "--seeds", "2", "--methods", "NVLDB-UCB-ASYM"]
+    args += ["--set", "grad_steps=1"]
+    killed = RunSummary.on_train_end
+
+    def kill(self, trainer, module):
+        raise KeyboardInterrupt  # as a kill there would leave it: every round checkpointed, no summary
+
+    monkeypatch.setattr(RunSummary, "on_train_end", kill)
+    assert reproduce.main(args) == 130
+    monkeypatch.setattr(RunSummary, "on_train_end", killed)
+    run = out / "runs" / "cos" / "NVLDB-UCB-ASYM" / "lightning_logs" / "version_0"
+    assert not (run / "summary.json").exists()
+    capsys.readouterr()
+    assert reproduce.main(args) == 0
+    said = capsys.readouterr().out
+    assert "[go on]" in said and "from round 6" in said, said
+    assert not (run.parent / "version_1").exists()
+    assert json.loads((run / "summary.json").read_text())["wall_seconds"] is None
+    assert "| NVLDB-UCB-ASYM |" in (out / "report.md").read_text()
+    fresh = tmp_path / "fresh"
+    assert reproduce.main([*args[:1], str(fresh), *args[2:]]) == 0
+    assert (
+        json.loads((run / "summary.json").read_text())["seeds"]
+        == json.loads(next(fresh.glob("runs/cos/NVLDB-UCB-ASYM/lightning_logs/version_0/summary.json")).read_text())[
+            "seeds"
+        ]
+    )
