@@ -118,6 +118,31 @@ def main(argv=None) -> int:
         metavar="NAME",
         help="invite an annotator: prints their link (repeat for several); a study with invites takes no others",
     )
+    p.add_argument(
+        "--withdraw",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="withdraw an annotator's invite: their link starts nothing and their session answers no more (their "
+        "answers stay; repeat for several; --invite NAME gives them a new link, the old one withdrawn alike)",
+    )
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--show-ranking",
+        dest="show_ranking",
+        action="store_const",
+        const=True,
+        default=None,
+        help="annotators see the learned ranking (the default without invites)",
+    )
+    shown.add_argument(
+        "--hide-ranking",
+        dest="show_ranking",
+        action="store_const",
+        const=False,
+        help="annotators do not see it (the default with invites: a study's participants answer without seeing "
+        "what everyone's answers made); the researcher's link always does",
+    )
     p.add_argument("--prompt", help='the question put to people (default "Which do you prefer?")')
     p.add_argument(
         "--most-behind",
@@ -179,8 +204,11 @@ def main(argv=None) -> int:
             background=True,  # a reply waits for no learning, unless the learner lags --most-behind answers
             most_behind=a.most_behind,
             ranking=a.ranking,
+            show_ranking=a.show_ranking,
         )
-        invites = {name: annotation.invite(name) for name in a.invite}
+        gone = set(a.withdraw) & set(a.invite)
+        if gone:
+            raise ValueError(f"--withdraw/--invite: {sorted(gone)} given to both; give one")
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # a reply in one segment, not held by Nagle's algorithm for the last one's ACK (40 ms on a kept-alive
@@ -191,6 +219,9 @@ def main(argv=None) -> int:
             sock.listen(128)  # connections wait from now on, before the address is printed
         except OSError as err:
             raise ValueError(f"--host/--port: cannot listen on {a.host}:{a.port} ({err.strerror})") from None
+        for name in a.withdraw:  # (once the start can no longer be refused: a refused start changes no invite)
+            annotation.withdraw(name)
+        invites = {name: annotation.invite(name) for name in a.invite}
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         if store is not None:  # a refused start: the files it made go, those it found stay as they were

@@ -46,11 +46,14 @@ from .worker import SHARED, LearnerProcess, Learners, chain_of, learner_file, sh
 MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (a batch's learning or so)
 SESSION_ID = re.compile(r"[0-9a-f]{32}")  # what new_session hands out (uuid4's hex)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a CSV cell a spreadsheet would read as a formula
+# control characters (NUL ...) and the marks that turn text's direction (a cell that reads other than it is)
+UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def csv_cell(value) -> str:
-    """A text cell of an export, neutralized: one that a spreadsheet would run as a formula gets a leading '."""
-    text = "" if value is None else str(value)
+    """A text cell of an export, neutralized: control characters and direction marks left out, and one that a
+    spreadsheet would run as a formula gets a leading '."""
+    text = UNPRINTABLE.sub("", "" if value is None else str(value))
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
@@ -81,7 +84,8 @@ class Annotation:
     ``None``, :mod:`nvldb_pl.maths.ranking`). ``ranking``: what the learned ranking shows, ``posterior`` (the
     posterior over the item utilities given the learned answers, linear in the items' features, with its 90% bands:
     :mod:`nvldb_pl.maths.posterior`) or ``learner`` (the learner's own estimate and its exploration widths, as
-    before). Refuses a ``store`` made with other items, config, seed, offer or objective."""
+    before). ``show_ranking``: whether annotators see it (None: unless the study has invites; the researcher always
+    does). Refuses a ``store`` made with other items, config, seed, offer or objective."""
 
     def __init__(
         self,
@@ -97,12 +101,14 @@ class Annotation:
         background: bool = False,
         most_behind: int = MOST_BEHIND,
         ranking: str = "posterior",
+        show_ranking: Optional[bool] = None,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
         if ranking not in RANKINGS:
             raise ValueError(f"--ranking: {ranking!r} is not one of {list(RANKINGS)}")
         self.ranking_from = ranking
+        self.show_ranking = show_ranking
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
@@ -267,25 +273,49 @@ class Annotation:
     def new_session(self, annotator: Optional[str] = None, invite: Optional[str] = None) -> str:
         """A session; with ``invite`` (a secret of :meth:`invite`), its annotator's. Refused: an unknown invite, and
         once the study has invites, a session without one (nobody answers as another by naming them)."""
+        secret = None
         if invite is not None:
-            name = self.store.invited(hashlib.sha256(invite.encode()).hexdigest()) if isinstance(invite, str) else None
+            secret = hashlib.sha256(invite.encode()).hexdigest() if isinstance(invite, str) else None
+            name = self.store.invited(secret) if secret else None
             if name is None:
-                raise BadRequest(403, "invite: not an invite of this study; open the link the researcher gave you")
+                raise BadRequest(
+                    403, "invite: not an invite of this study (or withdrawn); open the link the researcher gave you"
+                )
             if annotator is not None and annotator != name:
                 raise BadRequest(422, "annotator: an invite names its annotator; leave annotator out")
             annotator = name
         elif self.store.has_invites():
             raise BadRequest(403, "invite: this study's annotators are invited; open the link the researcher gave you")
-        if annotator is not None and not (isinstance(annotator, str) and 0 < len(annotator.strip()) <= 100):
-            raise BadRequest(422, "annotator: a name of 1 to 100 characters, or none")
-        sid = uuid.uuid4().hex
-        self.store.add_session(sid, annotator.strip() if annotator else None)
+        if annotator is not None and not (
+            isinstance(annotator, str) and 0 < len(annotator.strip()) <= 100 and not UNPRINTABLE.search(annotator)
+        ):
+            raise BadRequest(
+                422, "annotator: a name of 1 to 100 printable characters (no control or direction marks), or none"
+            )
+        with (
+            self.lock
+        ):  # an invite's link starts one session, its goal once: opened again (another tab, device), the same
+            started = self.store.invite_session(secret) if secret else None
+            if started is not None:
+                return started
+            sid = uuid.uuid4().hex
+            self.store.add_session(sid, annotator.strip() if annotator else None, secret)
         return sid
+
+    def withdraw(self, annotator: str) -> None:
+        """Withdraw ``annotator``'s invite: their link starts nothing more and their session answers no more (its
+        answers stay). Refused: a name without an invite."""
+        if not self.store.withdraw_invite(annotator):
+            raise ValueError(f"--withdraw: {_clip(annotator)} has no invite in this study")
 
     def _session(self, sid) -> tuple:
         found = self.store.session(sid) if isinstance(sid, str) and SESSION_ID.fullmatch(sid) else None
         if found is None:
             raise BadRequest(404, "session: not a session of this server; start one with POST /api/session")
+        if self.store.withdrawn(sid):
+            raise BadRequest(
+                403, "session: its invite was replaced or withdrawn; open the link the researcher gave you"
+            )
         return found
 
     def learner_of(self, sid: str) -> str:
@@ -415,7 +445,14 @@ class Annotation:
 
     # ------------------------------------------------------------------ what was learned
     def learner_for_view(self, sid: Optional[str]) -> str:
-        return self.learner_of(sid) if sid is not None and self.per_annotator else SHARED
+        """The learner whose ranking a view shows: a session's (checked: one of this server's, not withdrawn), else
+        everyone's."""
+        return self.learner_of(sid) if sid is not None else SHARED
+
+    def shows_ranking(self) -> bool:
+        """Whether annotators see the learned ranking: ``show_ranking``, or where None, unless the study has invites
+        (a study's participants answer without seeing what everyone's answers made)."""
+        return self.show_ranking if self.show_ranking is not None else not self.store.has_invites()
 
     def ranking(self, key: str = SHARED) -> dict:
         """The items best first, with their probability of beating an item of average utility and its band

@@ -12,9 +12,12 @@
 A refused request gets a 4xx and ``{"error": one line}`` (a value quoted in it cut short), and changes nothing.
 
 Who may ask what: with ``researcher_token`` set, the exports, the status and a ranking without a session (every
-annotator's) need it; with ``token`` set, the annotators' requests need that (or the researcher's) unless the study
-has invites, whose secret starts a session; a token travels as header ``X-Token`` or ``?token=``. With
-``allowed_hosts``, a request whose Host header names another server is refused (DNS rebinding). Every response
+annotator's) need it, and a session's ranking needs a session of this server (not withdrawn) and a study that shows
+annotators the ranking (:meth:`~.annotation.Annotation.shows_ranking`; the researcher's token always may); with
+``token`` set, the annotators' requests need that (or the researcher's) unless the study has invites, whose secret
+starts a session; a token travels as header ``X-Token`` or ``?token=``. With ``allowed_hosts``, a request whose Host
+header names another server is refused (DNS rebinding). A body needs its Content-Length, at most ``MAX_BODY`` bytes
+(a chunked one, whose size is known only as it is read, is refused). Every response
 forbids framing and carries a content policy that allows the page's own script and style only (their sha256).
 """
 
@@ -104,8 +107,12 @@ def make_app(
         host = _host_name(request.headers.get("host", ""))
         if allowed_hosts is not None and host not in allowed_hosts:
             return refused(400, "Host: this server answers to " + ", ".join(sorted(allowed_hosts)))
-        length = request.headers.get("content-length", "0")
-        if not length.isdigit() or int(length) > MAX_BODY:
+        length = request.headers.get("content-length")
+        if request.method not in ("GET", "HEAD", "OPTIONS") and (
+            length is None or "transfer-encoding" in request.headers
+        ):
+            return refused(411, "body: give its Content-Length (a chunked body is not taken)")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
             return refused(413, f"body: at most {MAX_BODY} bytes")
         path = request.url.path
         if path.startswith("/api"):
@@ -119,6 +126,10 @@ def make_app(
             if not whole and token is not None and not (researcher or _matches(given, token)):
                 if not (annotation.store.has_invites() and path in ANNOTATOR_PATHS):
                     return refused(401, "token: missing or wrong; open the page with ?token=...")
+            if path in ("/api/ranking", "/api/ranking.csv") and not researcher and not annotation.shows_ranking():
+                return refused(
+                    403, "ranking: this study does not show annotators the ranking (the researcher's link does)"
+                )
         response = await call_next(request)
         response.headers.update(headers)
         return response
@@ -149,7 +160,7 @@ def make_app(
 
     @app.get("/api/question")
     def question(session: str):
-        return annotation.question(session)
+        return {**annotation.question(session), "ranking": annotation.shows_ranking()}
 
     @app.post("/api/answer")
     def answer(body: Any = Body(...)):

@@ -28,6 +28,7 @@ import socket
 import sqlite3
 import threading
 import time
+import uuid
 import urllib.parse
 import zlib
 from typing import Optional
@@ -49,6 +50,7 @@ CREATE TABLE IF NOT EXISTS settle (learner TEXT NOT NULL, answers INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS snapshots (learner TEXT PRIMARY KEY, answers INTEGER NOT NULL, sha256 TEXT NOT NULL,
     path TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS invites (annotator TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL UNIQUE, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS invite_sessions (secret_sha256 TEXT PRIMARY KEY, session TEXT NOT NULL UNIQUE);
 """
 FORMAT = "nvldb_pl.serve/1"
 
@@ -154,8 +156,10 @@ class Store:
                     )
 
     # ------------------------------------------------------------------ sessions, questions, answers
-    def add_session(self, sid: str, annotator: Optional[str]) -> None:
-        self._write("INSERT INTO sessions VALUES (?, ?, ?)", (sid, annotator, time.time()))
+    def add_session(self, sid: str, annotator: Optional[str], invite_sha256: Optional[str] = None) -> None:
+        """A new session (with ``invite_sha256``: the one session of that invite's link, in the same transaction)."""
+        bind = (("INSERT INTO invite_sessions VALUES (?, ?)", (invite_sha256, sid)),) if invite_sha256 else ()
+        self._write("INSERT INTO sessions VALUES (?, ?, ?)", (sid, annotator, time.time()), *bind)
 
     def session(self, sid: str) -> Optional[tuple]:
         r = self.rows("SELECT id, annotator FROM sessions WHERE id = ?", (sid,))
@@ -273,7 +277,33 @@ class Store:
         return r[0][0] if r else None
 
     def has_invites(self) -> bool:
+        """Whether the study has (or had: a withdrawn invite stays, its secret no longer matching) invites."""
         return bool(self.rows("SELECT 1 FROM invites LIMIT 1"))
+
+    def invite_session(self, secret_sha256: str) -> Optional[str]:
+        """The session an invite's link started, if it started one."""
+        r = self.rows("SELECT session FROM invite_sessions WHERE secret_sha256 = ?", (secret_sha256,))
+        return r[0][0] if r else None
+
+    def withdrawn(self, sid: str) -> bool:
+        """Whether session ``sid`` came from an invite that was since replaced or withdrawn."""
+        return bool(
+            self.rows(
+                "SELECT 1 FROM invite_sessions s WHERE s.session = ? AND NOT EXISTS "
+                "(SELECT 1 FROM invites i WHERE i.secret_sha256 = s.secret_sha256)",
+                (sid,),
+            )
+        )
+
+    def withdraw_invite(self, annotator: str) -> bool:
+        """Withdraw ``annotator``'s invite: its secret no longer matches (the row stays: the study stays
+        invite-only); False if they have none."""
+        found = self.rows("SELECT 1 FROM invites WHERE annotator = ?", (annotator,))
+        if found:
+            self._write(
+                "UPDATE invites SET secret_sha256 = ? WHERE annotator = ?", ("withdrawn:" + uuid.uuid4().hex, annotator)
+            )
+        return bool(found)
 
     # ------------------------------------------------------------------ how the ranking settled; saved learners
     def taus(self, learner: str) -> list:

@@ -1,0 +1,167 @@
+"""The page for a paid study, its doors (issue "The page, safe and complete for a paid study"): each request that got
+through before is refused now, over HTTP. A study's ranking is not shown to its participants, nor to anyone naming a
+session that is not one; one invite link is one session; a re-invite or a withdrawal ends the old link and its session;
+a body without its length (chunked) is refused before it is read; control and direction characters reach no export."""
+
+import csv
+import io
+import socket
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install -e '.[serve]')")
+pytest.importorskip("httpx", reason="httpx (FastAPI's test client) is not installed")
+
+from tests.serve.test_serve_security import RESEARCHER, _answer, _client  # noqa: E402
+
+AUTH = {"X-Token": RESEARCHER}
+
+
+def test_a_studys_ranking_is_closed_to_participants_and_to_a_made_up_session(tmp_path):
+    """It was open: GET /api/ranking?session=x (any x) and /api/ranking.csv?session=x returned the whole ranking with
+    no credential, even in an invite-only study, and participants saw the ranking everyone's answers made."""
+    c, ann = _client(tmp_path, questions_per_person=5)
+    sid = c.post("/api/session", json={"invite": ann.invite("alice")}).json()["session"]
+    assert _answer(c, sid).status_code == 200
+    for url in ("/api/ranking", "/api/ranking.csv"):
+        for params in ({"session": "x"}, {"session": "0" * 32}, {"session": sid}):
+            r = c.get(url, params=params)
+            assert r.status_code == 403 and r.json()["error"].startswith("ranking: this study does not show"), (url, r)
+        assert c.get(url, params={"session": sid}, headers=AUTH).status_code == 200  # the researcher's link
+    assert c.get("/api/question", params={"session": sid}).json()["ranking"] is False  # the page hides its tab
+
+
+@pytest.mark.parametrize("show", [None, True])
+def test_a_shown_ranking_needs_a_real_session(tmp_path, show):
+    c, ann = _client(tmp_path, show_ranking=show)  # None: no invites, so shown (as before)
+    sid = c.post("/api/session", json={}).json()["session"]
+    assert _answer(c, sid).status_code == 200
+    for url in ("/api/ranking", "/api/ranking.csv"):
+        assert c.get(url, params={"session": sid}).status_code == 200
+        for fake in ("x", "0" * 32):
+            r = c.get(url, params={"session": fake})
+            assert r.status_code == 404 and r.json()["error"].startswith("session: not a session"), (url, fake)
+    assert c.get("/api/question", params={"session": sid}).json()["ranking"] is True
+
+
+def test_one_invite_link_is_one_session_with_one_goal(tmp_path):
+    """It made a new session at every POST: one link, unlimited sessions, each with its own goal (goal 5, 15 taken)."""
+    c, ann = _client(tmp_path, questions_per_person=5)
+    link = ann.invite("alice")
+    sids = {c.post("/api/session", json={"invite": link}).json()["session"] for _ in range(3)}
+    assert len(sids) == 1
+    (sid,) = sids
+    taken = 0
+    while not c.get("/api/question", params={"session": sid}).json().get("done"):
+        assert _answer(c, sid).status_code == 200
+        taken += 1
+    again = c.post("/api/session", json={"invite": link}).json()["session"]
+    assert (taken, again) == (5, sid)
+    assert c.get("/api/question", params={"session": again}).json()["done"] is True
+    assert ann.store.count_answers() == 5
+
+
+@pytest.mark.parametrize("how", ["re-invite", "withdraw"])
+def test_a_replaced_or_withdrawn_invite_ends_its_link_and_its_session(tmp_path, how):
+    """A re-invite left the old link's sessions answering, and no command removed an invite."""
+    c, ann = _client(tmp_path)
+    old = ann.invite("alice")
+    sid = c.post("/api/session", json={"invite": old}).json()["session"]
+    assert _answer(c, sid).status_code == 200
+    q = c.get("/api/question", params={"session": sid}).json()["question"]
+    new = ann.invite("alice") if how == "re-invite" else ann.withdraw("alice")
+    for r in (
+        c.get("/api/question", params={"session": sid}),
+        c.post("/api/answer", json={"session": sid, "question": q, "choice": 1}),
+        c.post("/api/undo", json={"session": sid}),
+    ):
+        assert r.status_code == 403 and r.json()["error"].startswith("session: its invite was replaced or withdrawn")
+    r = c.post("/api/session", json={"invite": old})
+    assert r.status_code == 403 and r.json()["error"].startswith("invite: not an invite of this study")
+    assert c.post("/api/session", json={}).status_code == 403  # the study stays invite-only
+    assert ann.store.count_answers() == 1  # the answer given stays
+    if how == "re-invite":
+        fresh = c.post("/api/session", json={"invite": new}).json()["session"]
+        assert fresh != sid and _answer(c, fresh).status_code == 200
+    with pytest.raises(ValueError, match="--withdraw: 'bob' has no invite in this study"):
+        ann.withdraw("bob")
+
+
+def test_a_chunked_or_unsized_body_is_refused_before_it_is_read(tmp_path):
+    """A chunked request body skipped the size limit (a 200 MB POST took the server from 390 MB to 1 GB)."""
+    c, ann = _client(tmp_path)
+
+    def chunks():
+        for _ in range(4):
+            yield b"x" * 40_000
+
+    r = c.post("/api/session", content=chunks(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 411 and r.json()["error"].startswith("body: give its Content-Length")
+    assert ann.store.count_answers() == 0 and c.post("/api/session", json={}).status_code == 200
+
+
+def test_a_chunked_body_over_a_real_socket_gets_411_at_once(tmp_path):
+    """The same over HTTP/1.1 on a socket, as a client that sends chunks for ever would: the reply comes before the
+    body (the server reads none of it)."""
+    import threading
+
+    import uvicorn
+
+    from nvldb_pl.serve.app import make_app
+
+    _, ann = _client(tmp_path)
+    server = uvicorn.Server(uvicorn.Config(make_app(ann, researcher_token=RESEARCHER), log_level="warning"))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    port = sock.getsockname()[1]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        for _ in range(100):
+            if server.started:
+                break
+            thread.join(0.05)
+        head = b"POST /api/session HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+        client.sendall(head + b"Content-Type: application/json\r\n\r\n" + b"10000\r\n" + b"x" * 0x10000 + b"\r\n")
+        reply = client.recv(4096).decode()
+        assert reply.startswith("HTTP/1.1 411"), reply
+        client.close()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_control_and_direction_characters_reach_no_export(tmp_path):
+    """NUL and right-to-left marks passed into the CSV cells (a cell that reads other than it is)."""
+    f = tmp_path / "items.csv"
+    f.write_text("name,x,y\ngood\u202eevil,1,0\nnul\x00here,2,1\nplain,3,3\n", encoding="utf-8")
+    from nvldb_pl.serve.items import read_items
+
+    c, ann = _client(tmp_path, read_items(str(f)), offer=None)
+    r = c.post("/api/session", json={"annotator": "al\u202eice"})
+    assert r.status_code == 422 and r.json()["error"].startswith("annotator: a name of 1 to 100 printable")
+    assert c.post("/api/session", json={"annotator": "nul\x00"}).status_code == 422
+    sid = c.post("/api/session", json={"annotator": "alice"}).json()["session"]
+    for _ in range(3):
+        assert _answer(c, sid).status_code == 200
+    for url in ("/api/answers.csv", "/api/ranking.csv"):
+        text = c.get(url, headers=AUTH).text
+        assert not any(ch in text for ch in "\x00\u202e"), url
+        cells = {cell for row in csv.reader(io.StringIO(text)) for cell in row}
+        assert {"goodevil", "nulhere"} <= cells or url == "/api/answers.csv", cells
+
+
+def test_serve_script_withdraws_only_an_invite_it_has_and_a_refused_start_leaves_no_file(tmp_path, capsys):
+    from tests.helpers.script_loader import load_script
+
+    serve = load_script("serve")
+    db = tmp_path / "s.db"
+    assert serve.main(["--db", str(db), "--port", "0", "--withdraw", "bob"]) == 2
+    assert "error: --withdraw: 'bob' has no invite in this study" in capsys.readouterr().err
+    assert serve.main(["--db", str(db), "--port", "0", "--withdraw", "bob", "--invite", "bob"]) == 2
+    assert "error: --withdraw/--invite: ['bob'] given to both; give one" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit):
+        serve.main(["--show-ranking", "--hide-ranking"])
