@@ -169,7 +169,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from nvldb_pl.serve.annotation import Annotation
+    from nvldb_pl.serve.annotation import Annotation, check_name
     from nvldb_pl.serve.store import Store
 
     store, before = None, set()
@@ -191,6 +191,27 @@ def main(argv=None) -> int:
         before = {f for f in (a.db, *(a.db + end for end in SIDECARS)) if os.path.exists(f)}
         offer = None if a.offer_all else (a.offer if a.offer is not None else (4 if a.objective == "regret" else None))
         store = Store(a.db, exclusive=True)  # one server a database
+        # every refusal before the learner's process starts and before anything is written (a refused start
+        # changes no file, and leaves no process behind: it hung on a busy port, its learner's process alive)
+        gone = set(a.withdraw) & set(a.invite)
+        if gone:
+            raise ValueError(f"--withdraw/--invite: {sorted(gone)} given to both; give one")
+        for name in a.invite:
+            check_name(name, "--invite")
+        for name in a.withdraw:
+            if not store.has_invite(name):
+                raise ValueError(f"--withdraw: {name!r} has no invite in this study")
+        sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # a reply in one segment, not held by Nagle's algorithm for the last one's ACK (40 ms on a kept-alive
+        # connection); the connections accepted take it from here
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.bind((a.host, a.port))
+            sock.listen(128)  # connections wait from now on, before the address is printed
+        except OSError as err:
+            sock.close()
+            raise ValueError(f"--host/--port: cannot listen on {a.host}:{a.port} ({err.strerror})") from None
         annotation = Annotation(
             items,
             store,
@@ -206,20 +227,7 @@ def main(argv=None) -> int:
             ranking=a.ranking,
             show_ranking=a.show_ranking,
         )
-        gone = set(a.withdraw) & set(a.invite)
-        if gone:
-            raise ValueError(f"--withdraw/--invite: {sorted(gone)} given to both; give one")
-        sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # a reply in one segment, not held by Nagle's algorithm for the last one's ACK (40 ms on a kept-alive
-        # connection); the connections accepted take it from here
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.bind((a.host, a.port))
-            sock.listen(128)  # connections wait from now on, before the address is printed
-        except OSError as err:
-            raise ValueError(f"--host/--port: cannot listen on {a.host}:{a.port} ({err.strerror})") from None
-        for name in a.withdraw:  # (once the start can no longer be refused: a refused start changes no invite)
+        for name in a.withdraw:
             annotation.withdraw(name)
         invites = {name: annotation.invite(name) for name in a.invite}
     except (ValueError, FileNotFoundError) as err:

@@ -63,6 +63,12 @@ def _clip(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def check_name(name, field: str) -> None:
+    """An annotator's name: 1 to 100 printable characters (no control character or direction mark)."""
+    if not (isinstance(name, str) and 0 < len(name.strip()) <= 100 and not UNPRINTABLE.search(name)):
+        raise ValueError(f"{field}: a name of 1 to 100 printable characters, got {_clip(name)}")
+
+
 class BadRequest(ValueError):
     """A request that changes nothing: ``status`` is the HTTP status to answer with (4xx)."""
 
@@ -264,8 +270,7 @@ class Annotation:
     def invite(self, annotator: str) -> str:
         """Invite ``annotator``: the secret of their link (only its sha256 is kept; a second invite replaces the first).
         Once a study has invites, a session starts only from one."""
-        if not (isinstance(annotator, str) and 0 < len(annotator.strip()) <= 100):
-            raise ValueError(f"--invite: a name of 1 to 100 characters, got {_clip(annotator)}")
+        check_name(annotator, "--invite")
         secret = secrets.token_urlsafe(18)
         self.store.add_invite(annotator.strip(), hashlib.sha256(secret.encode()).hexdigest())
         return secret

@@ -280,6 +280,13 @@ class Store:
         """Whether the study has (or had: a withdrawn invite stays, its secret no longer matching) invites."""
         return bool(self.rows("SELECT 1 FROM invites LIMIT 1"))
 
+    def has_invite(self, annotator: str) -> bool:
+        return bool(
+            self.rows(
+                "SELECT 1 FROM invites WHERE annotator = ? AND secret_sha256 NOT LIKE 'withdrawn:%'", (annotator,)
+            )
+        )
+
     def invite_session(self, secret_sha256: str) -> Optional[str]:
         """The session an invite's link started, if it started one."""
         r = self.rows("SELECT session FROM invite_sessions WHERE secret_sha256 = ?", (secret_sha256,))
@@ -298,7 +305,7 @@ class Store:
     def withdraw_invite(self, annotator: str) -> bool:
         """Withdraw ``annotator``'s invite: its secret no longer matches (the row stays: the study stays
         invite-only); False if they have none."""
-        found = self.rows("SELECT 1 FROM invites WHERE annotator = ?", (annotator,))
+        found = self.has_invite(annotator)
         if found:
             self._write(
                 "UPDATE invites SET secret_sha256 = ? WHERE annotator = ?", ("withdrawn:" + uuid.uuid4().hex, annotator)

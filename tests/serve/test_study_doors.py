@@ -165,3 +165,30 @@ def test_serve_script_withdraws_only_an_invite_it_has_and_a_refused_start_leaves
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     with pytest.raises(SystemExit):
         serve.main(["--show-ranking", "--hide-ranking"])
+
+
+def test_a_busy_port_is_refused_and_the_server_exits_leaving_no_file(tmp_path):
+    """It printed the error and never exited (the learner's process, started before the bind, kept it alive)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_readme import ROOT
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    db = tmp_path / "s.db"
+    try:
+        res = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), "--db", str(db), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+    finally:
+        busy.close()
+    assert res.returncode == 2 and f"error: --host/--port: cannot listen on 127.0.0.1:{port}" in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == []
