@@ -44,6 +44,7 @@ from .store import Store
 from .worker import SHARED, LearnerProcess, Learners, chain_of, learner_file, sha256_of
 
 MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (a batch's learning or so)
+STALL_SECONDS = 10.0  # a reply's longest wait for a learner that learns nothing (then no reply waits, until it does)
 SESSION_ID = re.compile(r"[0-9a-f]{32}")  # what new_session hands out (uuid4's hex)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a CSV cell a spreadsheet would read as a formula
 # control characters (NUL ...) and the marks that turn text's direction (a cell that reads other than it is)
@@ -91,7 +92,9 @@ class Annotation:
     posterior over the item utilities given the learned answers, linear in the items' features, with its 90% bands:
     :mod:`nvldb_pl.maths.posterior`) or ``learner`` (the learner's own estimate and its exploration widths, as
     before). ``show_ranking``: whether annotators see it (None: unless the study has invites; the researcher always
-    does). Refuses a ``store`` made with other items, config, seed, offer or objective."""
+    does). ``stall_seconds``: a reply's longest wait for a background learner that learns nothing (stopped, say):
+    after it no reply waits until it learns again, and the counts say ``stalled``. Refuses a ``store`` made with
+    other items, config, seed, offer or objective."""
 
     def __init__(
         self,
@@ -108,6 +111,7 @@ class Annotation:
         most_behind: int = MOST_BEHIND,
         ranking: str = "posterior",
         show_ranking: Optional[bool] = None,
+        stall_seconds: float = STALL_SECONDS,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
@@ -115,6 +119,7 @@ class Annotation:
             raise ValueError(f"--ranking: {ranking!r} is not one of {list(RANKINGS)}")
         self.ranking_from = ranking
         self.show_ranking = show_ranking
+        self.stall_seconds = stall_seconds
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
@@ -391,7 +396,7 @@ class Annotation:
                 key, seq, offer, i, j = self._commit(sid, qid, choice)
                 place = self.worker.put(key, seq, offer, i, j, choice) if choice else 0
             # committed: the reply waits only where the learner lags far behind
-            self.worker.wait_below(place, self.most_behind)
+            self.worker.wait_below(place, self.most_behind, self.stall_seconds)
             return {"answer": seq, "refused": None, **self.counts(key, sid)}
         with self.lock:  # committed and learned in one: the learner takes the answers in the database's order
             key, seq, offer, i, j = self._commit(sid, qid, choice)
@@ -444,6 +449,8 @@ class Annotation:
             learned = self.learners.bandits[key].num_observed if key in self.learners.bandits else 0
         out = {"answers": self.store.count_answers(), "learned": learned}
         out["behind"] = self.worker.behind if self.worker is not None else 0  # answers kept, not yet learned
+        if self.worker is not None:  # the page says which: a learner that stopped, or that learns nothing for now
+            out.update(failed=self.worker.failed, stalled=self.worker.stalled)
         if sid is not None:
             out.update(yours=self.store.count_answers(sid), goal=self.goal)
         return out

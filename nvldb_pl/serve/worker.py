@@ -226,6 +226,7 @@ class LearnerProcess:
         self.changed = threading.Condition()
         self.sent = self.done = 0
         self.failed: Optional[str] = None
+        self._stalled_at: Optional[int] = None  # ``done`` when a reply's wait timed out (:attr:`stalled`)
         self.undone: dict = {}
         self.outbox: collections.deque = collections.deque()  # sent in order by a thread of its own: a full pipe
         # never holds a caller (who may hold the database's lock the reports need)
@@ -294,9 +295,29 @@ class LearnerProcess:
     def wait_below(self, place: int, most: int, timeout: Optional[float] = None) -> bool:
         """Wait until the answer at ``place`` (:meth:`put`'s) has at most ``most`` answers before it still to learn
         (or the process failed): how a reply holds people who answer faster than the learner learns, first come
-        first served, so that every answer is learned within about ``most`` answers' time."""
+        first served, so that every answer is learned within about ``most`` answers' time. A wait of ``timeout``
+        seconds that sees no answer learned marks the process stalled (said once on stderr): the replies after it do
+        not wait, until it learns again (a stopped process held every reply for ever)."""
         with self.changed:
-            return self.changed.wait_for(lambda: self.done >= place - most or self.failed is not None, timeout)
+            if self.stalled:
+                return False
+            done = self.done
+            if self.changed.wait_for(lambda: self.done >= place - most or self.failed is not None, timeout):
+                return True
+            if self.done == done:
+                self._stalled_at = done
+                print(
+                    f"warning: the learning process learned nothing for {timeout:g} s ({self.behind} answers waiting): "
+                    "replies no longer wait for it; the answers are kept",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return False
+
+    @property
+    def stalled(self) -> bool:
+        """Whether a reply's wait saw the process learn nothing, and it has learned nothing since."""
+        return self._stalled_at is not None and self._stalled_at == self.done and self.failed is None
 
     def undo(self, key: str, seq: int) -> bool:
         """Learner ``key`` as it was before answer ``seq`` (its last), saved and published; False where it has

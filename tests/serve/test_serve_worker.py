@@ -169,3 +169,42 @@ def test_a_file_ahead_of_the_records_gives_each_answer_the_steps_it_was_taken_wi
     replayed = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), config)
     assert replayed.restored == {SHARED: 12}
     assert np.array_equal(replayed.bandits[SHARED].scores(replayed.items.contexts), scores)
+
+
+def test_a_stopped_learning_process_holds_one_reply_for_its_stall_time_and_no_reply_after(tmp_path, capsys):
+    """A stopped (SIGSTOP) learner blocked every reply after ``most_behind`` answers, with no timeout. Now the first
+    reply that waits gives up after ``stall_seconds``, says so once, and the replies after it do not wait; the counts
+    say ``stalled`` until it learns again (SIGCONT), and every answer is learned then."""
+    ann = _background(tmp_path, most_behind=2, stall_seconds=1.0)
+    sid = ann.new_session()
+    os.kill(ann.worker.process.pid, signal.SIGSTOP)
+    try:
+        waits = []
+        for _ in range(8):
+            q = ann.question(sid)
+            start = time.perf_counter()
+            reply = ann.answer(sid, q["question"], _person(q))
+            waits.append(time.perf_counter() - start)
+        assert reply["stalled"] is True and reply["failed"] is None and reply["behind"] == 8
+        assert max(waits) < 5 and sum(w > 0.9 for w in waits) == 1, waits  # one reply waited its second, no other
+        assert capsys.readouterr().err.count("learned nothing for 1 s") == 1
+    finally:
+        os.kill(ann.worker.process.pid, signal.SIGCONT)
+    assert ann.worker.drain(timeout=60) and not ann.worker.stalled
+    q = ann.question(sid)
+    reply = ann.answer(sid, q["question"], _person(q))
+    assert reply["stalled"] is False and ann.store.count_answers() == 9
+    ann.close()
+
+
+def test_a_killed_learning_process_is_said_in_the_counts_not_as_answers_behind(tmp_path):
+    """A killed learner left "the learner is 11 behind" on the page for ever: the counts now say it failed."""
+    ann = _background(tmp_path)
+    sid = ann.new_session()
+    os.kill(ann.worker.process.pid, signal.SIGKILL)
+    ann.worker.process.join(timeout=30)
+    assert ann.worker.drain(timeout=30)
+    q = ann.question(sid)
+    reply = ann.answer(sid, q["question"], _person(q))
+    assert "the learning process ended" in reply["failed"] and reply["stalled"] is False
+    ann.close()
