@@ -144,6 +144,16 @@ def hold_file(path: str):
     return fh
 
 
+def hold_existing(path: str):
+    """An exclusive ``flock`` of the existing file ``path``, opened read-only (nothing is written to it): the descriptor
+    to keep (``os.close`` it to let go), or None when another process holds it (always one without flock)."""
+    fd = os.open(path, os.O_RDONLY)
+    if not _flock(fd):
+        os.close(fd)
+        return None
+    return fd
+
+
 def hold_dir(folder: str):
     """An exclusive ``flock`` of the folder itself (its open descriptor; nothing is made in it), which the system lets
     go when the process ends: the descriptor to keep (``os.close`` it to let go), or None when another process holds

@@ -33,7 +33,7 @@ import urllib.parse
 import zlib
 from typing import Optional
 
-from ..machinery.host import hold_file
+from ..machinery.host import hold_existing, hold_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,7 +83,10 @@ class Store:
 
     def __init__(self, path: str, exclusive: bool = False):
         self.path = path
-        self._held = hold(f"{path}.lock") if exclusive else None
+        # the lock of the file itself, wherever it is named from (a symlink to it, another path): one server a database
+        real = os.path.realpath(path)
+        self._held = hold(f"{real}.lock") if exclusive else None
+        self._held_db = None
         if os.path.isfile(path) and os.path.getsize(path) == 0:
             self._release()
             raise ValueError(
@@ -101,7 +104,11 @@ class Store:
                     f"--db: {path} does not exist, but {path}.acked says answers up to #{acked} were acknowledged: "
                     f"restore the database from a backup, or move {path}.acked away to start a new study"
                 )
+            if exclusive and os.path.isfile(real):  # the database's own flock too (SQLite's locks are fcntl's, apart):
+                self._hold_database(real)  # a lock file removed by hand lets a second server take a new one, not this
             self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            if exclusive and self._held_db is None:
+                self._hold_database(real)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
@@ -372,10 +379,22 @@ class Store:
             self.db.close()
         self._release()
 
+    def _hold_database(self, real: str) -> None:
+        fd = hold_existing(real)
+        if fd is None:
+            raise ValueError(
+                f"--db: {self.path} is in use by another server (its lock file {real}.lock was removed or is another "
+                f"one); two servers on one database would each learn half of the answers: stop it, or give another --db"
+            )
+        self._held_db = fd
+
     def _release(self) -> None:
         if getattr(self, "_acked", None) is not None:
             os.close(self._acked)
             self._acked = None
+        if getattr(self, "_held_db", None) is not None:
+            os.close(self._held_db)
+            self._held_db = None
         if self._held is not None:
             self._held.close()
             self._held = None

@@ -594,3 +594,35 @@ def test_seed_everything_true_draws_a_seed_says_it_and_keeps_it_so_the_run_can_b
     )
     again = json.loads((tmp_path / "c" / "lightning_logs" / "version_0" / "summary.json").read_text())
     assert again["seeds"][0]["cum_avg_regret"] == regret[0]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--model", "NDB"],
+        ["--model.network", "{class_path: tests.extensions.networks.LayerNormMLP, init_args: {hidden: 8}}"],
+    ],
+)
+def test_what_a_run_records_of_its_settings_holds_no_lightning_internals(tmp_path, extra):
+    """A learner or network chosen by class path records its settings as the learner holds them: no key of
+    LightningCLI's own (``_class_path``, ``_instantiator``) in hparams.yaml, summary.json's settings or the
+    checkpoint's hyper_parameters, where a reader would take it for a setting."""
+    import torch
+    import yaml
+
+    from nvldb_pl.cli import run_cli
+
+    config = os.path.join(ROOT, "configs", "cos.yaml")
+    root = tmp_path / "run"
+    short = ["--data.rounds", "3", "--data.num_seeds", "1", "--trainer.enable_progress_bar", "false"]
+    assert run_cli(["fit", "--config", config, *extra, *short, "--trainer.default_root_dir", str(root)]) == 0
+    folder = root / "lightning_logs" / "version_0"
+    hparams = yaml.safe_load((folder / "hparams.yaml").read_text())
+    settings = json.loads((folder / "summary.json").read_text())["settings"]
+    saved = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
+    for where, keys in (
+        ("hparams.yaml", hparams),
+        ("summary settings", settings),
+        ("checkpoint", saved["hyper_parameters"]),
+    ):
+        assert not [k for k in keys if str(k).startswith("_")], (where, sorted(keys))

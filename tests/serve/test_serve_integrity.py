@@ -126,6 +126,27 @@ def test_a_second_store_of_a_server_on_one_database_is_refused_naming_the_first(
     Store(db, exclusive=True).close()  # released with the first
 
 
+@pytest.mark.parametrize("how", ["a symlink to the database", "the lock file removed"])
+def test_a_second_server_is_refused_by_another_name_of_the_database_or_without_its_lock_file(tmp_path, how):
+    """A second server started through a symlink to the database (its own lock file beside the link) or after the
+    lock file was deleted by hand, each then learning half of the answers. The lock is the real file's, and the
+    database file itself is held too."""
+    db = tmp_path / "a.db"
+    first = Store(str(db), exclusive=True)
+    first.add_session("0" * 32, None)  # the database exists, with a row
+    if how == "the lock file removed":
+        os.remove(f"{db}.lock")
+        other = db
+    else:
+        other = tmp_path / "link.db"
+        other.symlink_to(db)
+    with pytest.raises(ValueError, match="is in use by another server"):
+        Store(str(other), exclusive=True)
+    assert first.session("0" * 32) is not None  # the first goes on
+    first.close()
+    Store(str(other), exclusive=True).close()  # free once the first let go
+
+
 def test_damage_to_the_write_ahead_log_is_found_against_the_learner_file(tmp_path):
     """A server killed with its last answers still in the write-ahead log (copied as it stood), then the log's end
     damaged: SQLite drops the damaged frames without a word, so the database holds fewer answers than were
