@@ -247,9 +247,10 @@ class Annotation:
             todo = [row for row in todo if row[0] not in refused]
             self.store.mark_learned([row[0] for row in todo[:held] if row[5] is None], set(untrained))
         else:  # a file saved before files recorded their last answer: where the database vouches for it
-            snap = self.store.snapshot(key)
-            if snap is not None and os.path.isfile(snap[2]) and sha256_of(snap[2]) == snap[1]:
-                bandit, held = DuelingBandit.from_checkpoint(snap[2], objective=self.objective), int(snap[0])
+            snap, path = self.store.snapshot(key), self.snapshot_path(key)  # the file beside this database only
+            if snap is not None and os.path.isfile(path) and sha256_of(path) == snap[1]:  # (a copied database's
+                bandit, held = DuelingBandit.from_checkpoint(path, objective=self.objective), int(snap[0])  # record
+                # names the original's file, in another folder: not this study's learner)
             if bandit is None or held > len(todo) or bandit.num_observed != held:
                 bandit, held = None, 0  # no file the database vouches for: from the config
             digest = chain_of((seq, offer, i, j, choice, train) for seq, offer, i, j, choice, _, train in todo[:held])

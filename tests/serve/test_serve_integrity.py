@@ -222,3 +222,24 @@ def test_a_database_made_before_answers_recorded_their_steps_is_taken_as_every_a
     os.remove(db + ".learner.pt")
     again = Annotation(builtin_catalog(), Store(db), CONFIG, save_every=5)
     assert again.restored == {"shared": 7} and (again.bandits["shared"].scores(again.items.contexts) == scores).all()
+
+
+def test_a_copied_database_rebuilds_its_learner_and_never_loads_the_originals_file(tmp_path):
+    """A database copied to another folder without its learner file loaded the original's file from the original's
+    folder (its snapshots record that path): now only the file beside the database is read, so the copy replays
+    every answer from the config into a learner of its own."""
+    import shutil
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    ann = Annotation(builtin_catalog(), Store(str(here / "a.db")), CONFIG, save_every=5)
+    _answer_n(ann, ann.new_session(), 12)
+    ann.close()
+    ann.store.close()
+    shutil.copy(here / "a.db", there / "a.db")
+    mtime = os.path.getmtime(ann.snapshot_path("shared"))
+    copy = Annotation(builtin_catalog(), Store(str(there / "a.db")), CONFIG, save_every=5)
+    assert copy.restored == {"shared": 12}  # every answer replayed: no file was taken for this learner
+    assert os.path.getmtime(ann.snapshot_path("shared")) == mtime  # the original's file untouched
+    copy.store.close()
