@@ -145,6 +145,12 @@ def main(argv=None) -> int:
     )
     p.add_argument("--prompt", help='the question put to people (default "Which do you prefer?")')
     p.add_argument(
+        "--completion-code",
+        help="the code a person who answered --questions-per-person questions is shown (the one a study site such as "
+        "Prolific or MTurk checks)",
+    )
+    p.add_argument("--completion-url", help="and a link back to the study site (http(s)://...)")
+    p.add_argument(
         "--most-behind",
         type=int,
         default=20,
@@ -226,6 +232,8 @@ def main(argv=None) -> int:
             most_behind=a.most_behind,
             ranking=a.ranking,
             show_ranking=a.show_ranking,
+            completion_code=a.completion_code,
+            completion_url=a.completion_url,
         )
         for name in a.withdraw:
             annotation.withdraw(name)

@@ -70,6 +70,25 @@ def check_name(name, field: str) -> None:
         raise ValueError(f"{field}: a name of 1 to 100 printable characters, got {_clip(name)}")
 
 
+COMPLETION_CODE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def check_completion(code: Optional[str], url: Optional[str], goal: Optional[int]) -> Optional[dict]:
+    """The study's completion ``{"code", "url"}`` (None: none), refused naming the flag: a code not 1 to 64 letters,
+    digits, ``_`` or ``-``; a link not http(s); either without a goal (nobody would reach it)."""
+    if code is None and url is None:
+        return None
+    if goal is None:
+        raise ValueError(
+            "--completion-code/--completion-url: given at the end of the questions; give --questions-per-person"
+        )
+    if code is not None and not (isinstance(code, str) and COMPLETION_CODE.fullmatch(code)):
+        raise ValueError(f"--completion-code: 1 to 64 letters, digits, _ or -, got {_clip(code)}")
+    if url is not None and not (isinstance(url, str) and re.fullmatch(r"https?://[^\s\x00-\x1f\x7f]{1,2000}", url)):
+        raise ValueError(f"--completion-url: an http(s):// link, got {_clip(url)}")
+    return {"code": code, "url": url}
+
+
 class BadRequest(ValueError):
     """A request that changes nothing: ``status`` is the HTTP status to answer with (4xx)."""
 
@@ -93,8 +112,10 @@ class Annotation:
     :mod:`nvldb_pl.maths.posterior`) or ``learner`` (the learner's own estimate and its exploration widths, as
     before). ``show_ranking``: whether annotators see it (None: unless the study has invites; the researcher always
     does). ``stall_seconds``: a reply's longest wait for a background learner that learns nothing (stopped, say):
-    after it no reply waits until it learns again, and the counts say ``stalled``. Refuses a ``store`` made with
-    other items, config, seed, offer or objective."""
+    after it no reply waits until it learns again, and the counts say ``stalled``. ``completion_code`` and
+    ``completion_url``: what a person who reached ``questions_per_person`` is given to show they did (the code a
+    study site such as Prolific or MTurk checks, and the link back to it). Refuses a ``store`` made with other
+    items, config, seed, offer or objective."""
 
     def __init__(
         self,
@@ -112,6 +133,8 @@ class Annotation:
         ranking: str = "posterior",
         show_ranking: Optional[bool] = None,
         stall_seconds: float = STALL_SECONDS,
+        completion_code: Optional[str] = None,
+        completion_url: Optional[str] = None,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
@@ -120,6 +143,7 @@ class Annotation:
         self.ranking_from = ranking
         self.show_ranking = show_ranking
         self.stall_seconds = stall_seconds
+        self.completion = check_completion(completion_code, completion_url, questions_per_person)
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
@@ -349,7 +373,12 @@ class Annotation:
         key = self.learner_of(sid)
         with self.lock:  # (questions are numbered one at a time)
             if self.goal is not None and self.store.count_answers(sid) >= self.goal:
-                return {"done": True, **self.counts(key, sid)}  # the person has answered all they were asked
+                # the person has answered all they were asked: with the study's completion code (and link)
+                return {
+                    "done": True,
+                    **self.counts(key, sid),
+                    **({"completion": self.completion} if self.completion else {}),
+                }
             pending = self.store.pending(sid)
             if pending is None:
                 qn = self.store.rows("SELECT COALESCE(MAX(id), 0) FROM questions")[0][0] + 1

@@ -160,9 +160,18 @@ def test_the_persons_side_a_second_tab_undo_a_server_that_is_down_and_the_end(tm
     """Two tabs of one person: an answer in the first makes the second's question stale, and a click there brings
     the next question with a note (it was refused, the page stuck); undo takes the answer back (the same pair asked
     again); with the server down a click says so and is retried, and lands once the server is back; after
-    --questions-per-person answers the page thanks the person and asks no more."""
+    --questions-per-person answers the page thanks the person, shows the study's completion code and link, and asks
+    no more."""
     items, db, port = _items(tmp_path), str(tmp_path / "answers.db"), _free_port()
-    proc, _, _ = _start(items, db, port, "--questions-per-person", "3")
+    study = (
+        "--questions-per-person",
+        "3",
+        "--completion-code",
+        "C0DE-42",
+        "--completion-url",
+        "https://example.org/done",
+    )
+    proc, _, _ = _start(items, db, port, *study)
     url = f"http://127.0.0.1:{port}/"
     try:
         with sync_api.sync_playwright() as p:
@@ -190,13 +199,15 @@ def test_the_persons_side_a_second_tab_undo_a_server_that_is_down_and_the_end(tm
             proc.wait(timeout=30)
             _prefer(one)
             _wait(one, "document.getElementById('error').textContent.startsWith('The server cannot be reached')")
-            proc, restored, _ = _start(items, db, port, "--questions-per-person", "3")
+            proc, restored, _ = _start(items, db, port, *study)
             _wait(one, "document.getElementById('count').dataset.yours === '1'", timeout=60000)
             _prefer(one)
             _wait(one, "document.getElementById('count').dataset.yours === '2'")
             _prefer(one)
             one.wait_for_selector("#done", state="visible", timeout=30000)
             assert one.locator("#ask").is_hidden() and "Thank you" in one.locator("#done").inner_text()
+            assert one.locator("#completion-code").inner_text() == "C0DE-42"  # the study site's code, and its link
+            assert one.get_attribute("#completion-url", "href") == "https://example.org/done"
             browser.close()
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -192,3 +192,28 @@ def test_a_busy_port_is_refused_and_the_server_exits_leaving_no_file(tmp_path):
         busy.close()
     assert res.returncode == 2 and f"error: --host/--port: cannot listen on 127.0.0.1:{port}" in res.stderr, res.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_person_who_reaches_the_goal_gets_the_studys_completion_code_and_link(tmp_path):
+    url = "https://app.prolific.com/submissions/complete?cc=C1X2Y3"
+    c, ann = _client(tmp_path, questions_per_person=3, completion_code="C1X2Y3", completion_url=url)
+    sid = c.post("/api/session", json={}).json()["session"]
+    q = c.get("/api/question", params={"session": sid}).json()
+    assert "completion" not in q  # not before the goal
+    for _ in range(3):
+        assert _answer(c, sid).status_code == 200
+    done = c.get("/api/question", params={"session": sid}).json()
+    assert done["done"] is True and done["completion"] == {"code": "C1X2Y3", "url": url}
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"completion_code": "C1"}, "--completion-code/--completion-url: given at the end of the questions"),
+        ({"completion_code": "no spaces", "questions_per_person": 3}, "--completion-code: 1 to 64 letters"),
+        ({"completion_url": "javascript:alert(1)", "questions_per_person": 3}, "--completion-url: an http(s)://"),
+    ],
+)
+def test_a_completion_code_or_link_that_cannot_work_is_refused(tmp_path, kw, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _client(tmp_path, **kw)
