@@ -35,6 +35,19 @@ def default_db() -> str:
     return os.path.join(data, "nvldb_pl", "answers.db")
 
 
+def read_consent(path: str) -> str:
+    """``--consent``: the text of the file, read whole (refused: no such file, not UTF-8, over 64 KiB)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--consent: {path}: no such file")
+    if os.path.getsize(path) > 65536:
+        raise ValueError(f"--consent: {path}: over 64 KiB; a consent text is a page or two")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except UnicodeDecodeError:
+        raise ValueError(f"--consent: {path}: not UTF-8 text") from None
+
+
 def check_host(host: str, seconds: float = 5.0) -> None:
     """``--host``: an address of this machine to bind, an IP or a name resolved within ``seconds`` (a name no resolver
     answers, as on a machine without a network, would hang the start)."""
@@ -151,6 +164,13 @@ def main(argv=None) -> int:
     )
     p.add_argument("--completion-url", help="and a link back to the study site (http(s)://...)")
     p.add_argument(
+        "--consent",
+        type=os.path.expanduser,
+        metavar="FILE",
+        help="a text file (UTF-8; paragraphs apart by a blank line) each person reads and agrees to before their "
+        "first question; their consent is recorded with their session",
+    )
+    p.add_argument(
         "--most-behind",
         type=int,
         default=20,
@@ -194,6 +214,7 @@ def main(argv=None) -> int:
         if os.path.isdir(a.db):
             raise ValueError(f"--db: {a.db} is a folder; give a file name in it")
         items = read_items(a.items) if a.items else builtin_catalog()
+        consent = read_consent(a.consent) if a.consent else None
         before = {f for f in (a.db, *(a.db + end for end in SIDECARS)) if os.path.exists(f)}
         offer = None if a.offer_all else (a.offer if a.offer is not None else (4 if a.objective == "regret" else None))
         store = Store(a.db, exclusive=True)  # one server a database
@@ -234,6 +255,7 @@ def main(argv=None) -> int:
             show_ranking=a.show_ranking,
             completion_code=a.completion_code,
             completion_url=a.completion_url,
+            consent_text=consent,
         )
         for name in a.withdraw:
             annotation.withdraw(name)

@@ -89,6 +89,15 @@ def check_completion(code: Optional[str], url: Optional[str], goal: Optional[int
     return {"code": code, "url": url}
 
 
+def check_consent(text: Optional[str]) -> Optional[str]:
+    """A study's consent text: 1 to 20000 characters, no control character (but line ends) or direction mark."""
+    if text is None:
+        return None
+    if not (isinstance(text, str) and 0 < len(text.strip()) <= 20000 and not UNPRINTABLE.search(text)):
+        raise ValueError("--consent: a text of 1 to 20000 printable characters (line ends allowed)")
+    return text.strip()
+
+
 class BadRequest(ValueError):
     """A request that changes nothing: ``status`` is the HTTP status to answer with (4xx)."""
 
@@ -114,8 +123,9 @@ class Annotation:
     does). ``stall_seconds``: a reply's longest wait for a background learner that learns nothing (stopped, say):
     after it no reply waits until it learns again, and the counts say ``stalled``. ``completion_code`` and
     ``completion_url``: what a person who reached ``questions_per_person`` is given to show they did (the code a
-    study site such as Prolific or MTurk checks, and the link back to it). Refuses a ``store`` made with other
-    items, config, seed, offer or objective."""
+    study site such as Prolific or MTurk checks, and the link back to it). ``consent_text``: what a person agrees
+    to before their first question (plain text; a session starts only with their consent, recorded). Refuses a
+    ``store`` made with other items, config, seed, offer or objective."""
 
     def __init__(
         self,
@@ -135,6 +145,7 @@ class Annotation:
         stall_seconds: float = STALL_SECONDS,
         completion_code: Optional[str] = None,
         completion_url: Optional[str] = None,
+        consent_text: Optional[str] = None,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
@@ -144,6 +155,7 @@ class Annotation:
         self.show_ranking = show_ranking
         self.stall_seconds = stall_seconds
         self.completion = check_completion(completion_code, completion_url, questions_per_person)
+        self.consent_text = check_consent(consent_text)
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
@@ -305,9 +317,14 @@ class Annotation:
         self.store.add_invite(annotator.strip(), hashlib.sha256(secret.encode()).hexdigest())
         return secret
 
-    def new_session(self, annotator: Optional[str] = None, invite: Optional[str] = None) -> str:
-        """A session; with ``invite`` (a secret of :meth:`invite`), its annotator's. Refused: an unknown invite, and
-        once the study has invites, a session without one (nobody answers as another by naming them)."""
+    def new_session(self, annotator: Optional[str] = None, invite: Optional[str] = None, consent=None) -> str:
+        """A session; with ``invite`` (a secret of :meth:`invite`), its annotator's. Refused: an unknown invite, once
+        the study has invites a session without one (nobody answers as another by naming them), and where the study
+        asks for consent (``consent_text``), a session without ``consent`` True (recorded with the text's digest)."""
+        if self.consent_text is not None and consent is not True:
+            raise BadRequest(403, "consent: this study asks for the person's consent first (the page shows its text)")
+        if self.consent_text is None and consent is not None:
+            raise BadRequest(422, "consent: this study asks for none; leave it out")
         secret = None
         if invite is not None:
             secret = hashlib.sha256(invite.encode()).hexdigest() if isinstance(invite, str) else None
@@ -334,7 +351,8 @@ class Annotation:
             if started is not None:
                 return started
             sid = uuid.uuid4().hex
-            self.store.add_session(sid, annotator.strip() if annotator else None, secret)
+            agreed = hashlib.sha256(self.consent_text.encode()).hexdigest() if self.consent_text is not None else None
+            self.store.add_session(sid, annotator.strip() if annotator else None, secret, agreed)
         return sid
 
     def withdraw(self, annotator: str) -> None:

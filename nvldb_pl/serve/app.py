@@ -1,7 +1,9 @@
 """The HTTP face of :class:`~.annotation.Annotation` (FastAPI; ``pip install -e '.[serve]'``).
 
     GET  /                      the page (``page.html``: plain HTML and a little JavaScript)
-    POST /api/session           {"annotator": name or null} or {"invite": secret} -> {"session"}
+    GET  /api/study             what a person sees before their first question: {"consent": text or null}
+    POST /api/session           {"annotator": name or null} or {"invite": secret}, and {"consent": true} where the
+                                study asks for it -> {"session"}
     GET  /api/question?session= the session's question: {"question", "first", "second", "answers", "learned"}
     POST /api/answer            {"session", "question", "choice": 1 | 2 | 0 (can't decide)} -> {"answer", ...}
     POST /api/undo              {"session"}: the session's last answer taken back (kept as undone) -> {"undone", ...}
@@ -54,7 +56,7 @@ def _body(body, *fields, optional=()) -> list:
 
 MAX_BODY = 65536  # bytes: every body the API takes is a few fields
 RESEARCHER_ONLY = ("/api/answers.csv", "/api/status")  # and /api/ranking(.csv) without a session
-ANNOTATOR_PATHS = ("/api/session", "/api/question", "/api/answer", "/api/undo", "/api/ranking")  # invites open these
+ANNOTATOR_PATHS = ("/api/study", "/api/session", "/api/question", "/api/answer", "/api/undo", "/api/ranking")  # invites
 
 
 def _inline_hash(page: str, tag: str) -> str:
@@ -153,10 +155,15 @@ def make_app(
     def index():
         return page
 
+    @app.get("/api/study")
+    def study():
+        return {"consent": annotation.consent_text}
+
     @app.post("/api/session")
     def session(body: Any = Body(None)):
-        annotator, invite = _body({} if body is None else body, "annotator", "invite", optional=("annotator", "invite"))
-        return {"session": annotation.new_session(annotator, invite)}
+        fields = ("annotator", "invite", "consent")
+        annotator, invite, consent = _body({} if body is None else body, *fields, optional=fields)
+        return {"session": annotation.new_session(annotator, invite, consent)}
 
     @app.get("/api/question")
     def question(session: str):
@@ -199,6 +206,7 @@ def make_app(
                 "learned": {k: b.num_observed for k, b in annotation.bandits.items()},
                 "restored": annotation.restored,
                 "items": len(annotation.items.names),
+                **({"consents": annotation.store.consents()} if annotation.consent_text is not None else {}),
                 **(
                     {"behind": annotation.worker.behind, "failed": annotation.worker.failed}
                     if annotation.worker is not None

@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS snapshots (learner TEXT PRIMARY KEY, answers INTEGER 
     path TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS invites (annotator TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL UNIQUE, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS invite_sessions (secret_sha256 TEXT PRIMARY KEY, session TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS consents (session TEXT PRIMARY KEY, at REAL NOT NULL, text_sha256 TEXT NOT NULL);
 """
 FORMAT = "nvldb_pl.serve/1"
 
@@ -163,10 +164,23 @@ class Store:
                     )
 
     # ------------------------------------------------------------------ sessions, questions, answers
-    def add_session(self, sid: str, annotator: Optional[str], invite_sha256: Optional[str] = None) -> None:
-        """A new session (with ``invite_sha256``: the one session of that invite's link, in the same transaction)."""
-        bind = (("INSERT INTO invite_sessions VALUES (?, ?)", (invite_sha256, sid)),) if invite_sha256 else ()
-        self._write("INSERT INTO sessions VALUES (?, ?, ?)", (sid, annotator, time.time()), *bind)
+    def add_session(
+        self,
+        sid: str,
+        annotator: Optional[str],
+        invite_sha256: Optional[str] = None,
+        consent_sha256: Optional[str] = None,
+    ) -> None:
+        """A new session, in one transaction with (``invite_sha256``) its being the one session of that invite's link
+        and (``consent_sha256``) the consent its person gave, to the text of that digest."""
+        now = time.time()
+        more = (("INSERT INTO invite_sessions VALUES (?, ?)", (invite_sha256, sid)),) if invite_sha256 else ()
+        more += (("INSERT INTO consents VALUES (?, ?, ?)", (sid, now, consent_sha256)),) if consent_sha256 else ()
+        self._write("INSERT INTO sessions VALUES (?, ?, ?)", (sid, annotator, now), *more)
+
+    def consents(self) -> int:
+        """How many sessions started with their person's consent."""
+        return self.rows("SELECT COUNT(*) FROM consents")[0][0]
 
     def session(self, sid: str) -> Optional[tuple]:
         r = self.rows("SELECT id, annotator FROM sessions WHERE id = ?", (sid,))

@@ -216,3 +216,32 @@ def test_the_persons_side_a_second_tab_undo_a_server_that_is_down_and_the_end(tm
     rows = con.execute("SELECT COUNT(*), SUM(undone IS NOT NULL) FROM answers").fetchone()
     assert rows == (4, 1)  # three kept and the one taken back, kept as undone
     assert "0 kept" in restored  # (the one answer before the kill was taken back)
+
+
+def test_a_study_with_consent_shows_its_text_and_asks_only_after_the_person_agrees(tmp_path):
+    """--consent FILE: the page shows the text (its paragraphs, as text) and no question until "I agree"; the session
+    then starts with the consent recorded."""
+    items, db, port = _items(tmp_path), str(tmp_path / "answers.db"), _free_port()
+    text = tmp_path / "consent.txt"
+    text.write_text(
+        "You will compare pairs of drinks.\n\nYour answers are kept <b>anonymously</b>.\n", encoding="utf-8"
+    )
+    proc, _, _ = _start(items, db, port, "--consent", str(text))
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector("#consent", state="visible")
+            paragraphs = page.locator("#consent-text p").all_inner_texts()
+            assert paragraphs == ["You will compare pairs of drinks.", "Your answers are kept <b>anonymously</b>."]
+            assert page.locator("#ask").is_hidden()
+            assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM sessions").fetchone() == (0,)
+            page.click("#agree")
+            page.wait_for_selector("#first .name")
+            assert page.locator("#consent").is_hidden()
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM consents").fetchone() == (1,)

@@ -217,3 +217,35 @@ def test_a_person_who_reaches_the_goal_gets_the_studys_completion_code_and_link(
 def test_a_completion_code_or_link_that_cannot_work_is_refused(tmp_path, kw, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _client(tmp_path, **kw)
+
+
+def test_a_study_with_consent_starts_a_session_only_with_it_and_records_it(tmp_path):
+    text = "You will compare pairs.\n\nYour answers are kept."
+    c, ann = _client(tmp_path, consent_text=text)
+    assert c.get("/api/study").json() == {"consent": text}
+    for body in ({}, {"consent": False}, {"consent": "yes"}):
+        r = c.post("/api/session", json=body)
+        assert r.status_code == 403 and r.json()["error"].startswith("consent: this study asks"), body
+    sid = c.post("/api/session", json={"consent": True}).json()["session"]
+    assert _answer(c, sid).status_code == 200
+    assert c.get("/api/status", headers=AUTH).json()["consents"] == 1
+    (tmp_path / "plain").mkdir()
+    plain, _ = _client(tmp_path / "plain")
+    assert plain.get("/api/study").json() == {"consent": None}
+    r = plain.post("/api/session", json={"consent": True})
+    assert r.status_code == 422 and r.json()["error"].startswith("consent: this study asks for none")
+
+
+def test_an_invited_person_consents_once_for_their_one_session(tmp_path):
+    c, ann = _client(tmp_path, consent_text="Agree?")
+    link = ann.invite("alice")
+    assert c.post("/api/session", json={"invite": link}).status_code == 403
+    sid = c.post("/api/session", json={"invite": link, "consent": True}).json()["session"]
+    assert c.post("/api/session", json={"invite": link, "consent": True}).json()["session"] == sid
+    assert ann.store.consents() == 1
+
+
+@pytest.mark.parametrize("text", ["", "   ", "a\x00b", "x" * 20001])
+def test_a_consent_text_that_cannot_be_shown_is_refused(tmp_path, text):
+    with pytest.raises(ValueError, match="--consent: a text of 1 to 20000 printable characters"):
+        _client(tmp_path, consent_text=text)
