@@ -164,6 +164,12 @@ def main(argv=None) -> int:
     )
     p.add_argument("--completion-url", help="and a link back to the study site (http(s)://...)")
     p.add_argument(
+        "--balance-sides",
+        action="store_true",
+        help="show the learner's first pick on the left or the right at random (recorded as shown), so that a "
+        "leaning to one side does not pass for a preference (default: always on the left)",
+    )
+    p.add_argument(
         "--consent",
         type=os.path.expanduser,
         metavar="FILE",
@@ -256,6 +262,7 @@ def main(argv=None) -> int:
             completion_code=a.completion_code,
             completion_url=a.completion_url,
             consent_text=consent,
+            balance_sides=a.balance_sides,
         )
         for name in a.withdraw:
             annotation.withdraw(name)

@@ -124,7 +124,9 @@ class Annotation:
     after it no reply waits until it learns again, and the counts say ``stalled``. ``completion_code`` and
     ``completion_url``: what a person who reached ``questions_per_person`` is given to show they did (the code a
     study site such as Prolific or MTurk checks, and the link back to it). ``consent_text``: what a person agrees
-    to before their first question (plain text; a session starts only with their consent, recorded). Refuses a
+    to before their first question (plain text; a session starts only with their consent, recorded).
+    ``balance_sides``: the learner's first pick shown on the left or the right at random (seeded by the question),
+    so that a person's leaning to one side does not pass for a preference; else always on the left. Refuses a
     ``store`` made with other items, config, seed, offer or objective."""
 
     def __init__(
@@ -146,6 +148,7 @@ class Annotation:
         completion_code: Optional[str] = None,
         completion_url: Optional[str] = None,
         consent_text: Optional[str] = None,
+        balance_sides: bool = False,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
@@ -156,6 +159,7 @@ class Annotation:
         self.stall_seconds = stall_seconds
         self.completion = check_completion(completion_code, completion_url, questions_per_person)
         self.consent_text = check_consent(consent_text)
+        self.balance_sides = bool(balance_sides)
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
@@ -344,9 +348,8 @@ class Annotation:
             raise BadRequest(
                 422, "annotator: a name of 1 to 100 printable characters (no control or direction marks), or none"
             )
-        with (
-            self.lock
-        ):  # an invite's link starts one session, its goal once: opened again (another tab, device), the same
+        # an invite's link starts one session, its goal once: opened again (another tab, device), the same one
+        with self.lock:
             started = self.store.invite_session(secret) if secret else None
             if started is not None:
                 return started
@@ -406,6 +409,8 @@ class Annotation:
                     sorted(rng.choice(N, size=self.offer, replace=False).tolist()) if self.offer < N else list(range(N))
                 )
                 i, j = self._select(key, offer)
+                if self.balance_sides and rng.random() < 0.5:  # the learner's first pick on the right half the time
+                    i, j = j, i  # (stored as shown: answers and exports name the left item first)
                 pending = (self.store.add_question(sid, key, offer, i, j), offer, i, j)
             qid, offer, i, j = pending
             return {

@@ -249,3 +249,26 @@ def test_an_invited_person_consents_once_for_their_one_session(tmp_path):
 def test_a_consent_text_that_cannot_be_shown_is_refused(tmp_path, text):
     with pytest.raises(ValueError, match="--consent: a text of 1 to 20000 printable characters"):
         _client(tmp_path, consent_text=text)
+
+
+@pytest.mark.parametrize("balance", [False, True])
+def test_balanced_sides_put_the_learners_first_pick_on_either_side_and_record_it_as_shown(tmp_path, balance):
+    """The learner's first pick was always on the left: a person's leaning to one side passed for a preference.
+    With balance_sides it is on the left or the right at random (seeded by the question); the answer and the export
+    name the item as shown, and what the person preferred is what they clicked."""
+    c, ann = _client(tmp_path, offer=None, balance_sides=balance)
+    ann._select = lambda key, offer: (0, 1)  # the learner's pick: item 0 first, item 1 second
+    sid = c.post("/api/session", json={}).json()["session"]
+    lefts = []
+    for _ in range(24):
+        q = c.get("/api/question", params={"session": sid}).json()
+        lefts.append(q["first"]["index"])
+        assert {q["first"]["index"], q["second"]["index"]} == {0, 1}
+        assert c.post("/api/answer", json={"session": sid, "question": q["question"], "choice": 1}).status_code == 200
+    rows = list(csv.DictReader(io.StringIO(c.get("/api/answers.csv", headers=AUTH).text)))
+    names = ann.items.names
+    assert [r["preferred"] for r in rows] == [names[k] for k in lefts]  # the left one, as clicked
+    if balance:
+        assert 6 <= lefts.count(1) <= 18, lefts
+    else:
+        assert set(lefts) == {0}
