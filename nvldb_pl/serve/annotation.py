@@ -38,7 +38,7 @@ import torch
 
 from ..live import DuelingBandit
 from ..maths.posterior import item_posterior, linear_posterior, posterior_ranking_view
-from ..maths.ranking import check_objective, ranking_view
+from ..maths.ranking import bradley_terry, check_objective, ranking_view
 from .items import Catalog
 from .store import Store
 from .worker import SHARED, LearnerProcess, Learners, chain_of, learner_file, sha256_of
@@ -577,46 +577,88 @@ class Annotation:
         view = ranking_view(est["f"][0].double(), est["norm"][0].double(), float(hp.get("beta") or 1.0), hp["link"])
         return {k: (v.cpu().numpy() if torch.is_tensor(v) else v) for k, v in view.items()}
 
-    def answers_csv(self) -> str:
-        """Every answer, in the order given. A session is named by its number (its id, which lets one answer in it,
-        never leaves the server); text cells neutralized (:func:`csv_cell`)."""
-        out = io.StringIO()
-        w = csv.writer(out)
-        w.writerow(
-            [
-                "answer",
-                "session",
-                "annotator",
-                "learner",
-                "first",
-                "second",
-                "choice",
-                "preferred",
-                "answered_unix",
-                "learned",
-                "undone_unix",
-            ]
-        )
+    ANSWER_FIELDS = (
+        "answer",
+        "session",
+        "annotator",
+        "learner",
+        "first",
+        "second",
+        "choice",
+        "preferred",
+        "answered_unix",
+        "learned",
+        "undone_unix",
+        "seconds",
+    )
+
+    def answer_rows(self) -> list[dict]:
+        """Every answer, in the order given, as :data:`ANSWER_FIELDS`: a session named by its number (its id, which
+        lets one answer in it, never leaves the server), ``first`` the item shown on the left, ``seconds`` from the
+        question's being asked to its answer (the time a person took, the page's round trip included)."""
         number = self.store.session_numbers()
-        for seq, sid, annotator, key, offer, i, j, choice, t, learned, undone in self.store.answers():
+        rows = []
+        for seq, sid, annotator, key, offer, i, j, choice, t, learned, undone, asked in self.store.answers():
             offer = json.loads(offer)
             a, b = self.items.names[offer[i]], self.items.names[offer[j]]
-            learner = f"session {number.get(key)}" if key in number else key  # a learner of one session: its number
+            values = (
+                seq,
+                number.get(sid),
+                annotator,
+                f"session {number.get(key)}" if key in number else key,  # a learner of one session: its number
+                a,
+                b,
+                choice,
+                {1: a, 2: b}.get(choice),
+                round(t, 3),
+                learned,
+                None if undone is None else round(undone, 3),
+                round(t - asked, 3),
+            )
+            rows.append(dict(zip(self.ANSWER_FIELDS, values)))
+        return rows
+
+    def answers_csv(self) -> str:
+        """:meth:`answer_rows` as CSV, text cells neutralized (:func:`csv_cell`)."""
+        out = io.StringIO()
+        w = csv.writer(out)
+        w.writerow(self.ANSWER_FIELDS)
+        text = ("annotator", "learner", "first", "second", "preferred")
+        for row in self.answer_rows():
             w.writerow(
                 [
-                    seq,
-                    number.get(sid, ""),
-                    csv_cell(annotator),
-                    csv_cell(learner),
-                    csv_cell(a),
-                    csv_cell(b),
-                    choice,
-                    csv_cell({1: a, 2: b}.get(choice, "")),
-                    f"{t:.3f}",
-                    "" if learned is None else learned,
-                    "" if undone is None else f"{undone:.3f}",
+                    csv_cell(v)
+                    if k in text
+                    else ""
+                    if v is None
+                    else f"{v:.3f}"
+                    if k in ("answered_unix", "undone_unix", "seconds")
+                    else v
+                    for k, v in row.items()
                 ]
             )
+        return out.getvalue()
+
+    def bradley_terry_csv(self) -> str:
+        """Each item's Bradley-Terry strength from the answers alone (:func:`~nvldb_pl.maths.ranking.bradley_terry`:
+        no features; "can't decide" and undone answers left out): rank, name, log-strength, wins, comparisons."""
+        index = {n: k for k, n in enumerate(self.items.names)}
+        pairs = [
+            (index[r["preferred"]], index[r["second"] if r["preferred"] == r["first"] else r["first"]])
+            for r in self.answer_rows()
+            if r["choice"] in (1, 2) and r["undone_unix"] is None
+        ]
+        strength = bradley_terry(len(index), pairs)
+        wins, seen = np.zeros(len(index), dtype=int), np.zeros(len(index), dtype=int)
+        for w_, l_ in pairs:
+            wins[w_] += 1
+            seen[w_] += 1
+            seen[l_] += 1
+        out = io.StringIO()
+        w = csv.writer(out)
+        w.writerow(["rank", "name", "log_strength", "wins", "comparisons"])
+        for r, k in enumerate(np.argsort(-strength, kind="stable"), 1):
+            w.writerow([r, csv_cell(self.items.names[k]), f"{strength[k]:.6f}", int(wins[k]), int(seen[k])])
         return out.getvalue()
 
     def ranking_csv(self, key: str = SHARED) -> str:

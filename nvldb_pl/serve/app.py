@@ -8,7 +8,7 @@
     POST /api/answer            {"session", "question", "choice": 1 | 2 | 0 (can't decide)} -> {"answer", ...}
     POST /api/undo              {"session"}: the session's last answer taken back (kept as undone) -> {"undone", ...}
     GET  /api/ranking[?session=] the items best first, with how the ranking settled
-    GET  /api/answers.csv, /api/ranking.csv   exports
+    GET  /api/answers.csv, /api/answers.json, /api/ranking.csv, /api/bradley-terry.csv   exports
     GET  /api/status            answers kept, answers each learner holds, answers restored at start
 
 A refused request gets a 4xx and ``{"error": one line}`` (a value quoted in it cut short), and changes nothing.
@@ -55,7 +55,8 @@ def _body(body, *fields, optional=()) -> list:
 
 
 MAX_BODY = 65536  # bytes: every body the API takes is a few fields
-RESEARCHER_ONLY = ("/api/answers.csv", "/api/status")  # and /api/ranking(.csv) without a session
+RESEARCHER_ONLY = ("/api/answers.csv", "/api/answers.json", "/api/bradley-terry.csv", "/api/status")  # and
+# /api/ranking(.csv) without a session
 ANNOTATOR_PATHS = ("/api/study", "/api/session", "/api/question", "/api/answer", "/api/undo", "/api/ranking")  # invites
 
 
@@ -189,6 +190,18 @@ def make_app(
             annotation.answers_csv(),
             media_type="text/csv",
             headers={"Content-Disposition": "attachment; filename=answers.csv"},
+        )
+
+    @app.get("/api/answers.json")
+    def answers_json():
+        return annotation.answer_rows()
+
+    @app.get("/api/bradley-terry.csv", response_class=PlainTextResponse)
+    def bradley_terry_csv():
+        return PlainTextResponse(
+            annotation.bradley_terry_csv(),
+            media_type="text/csv",
+            headers={"Content-Disposition": "attachment; filename=bradley-terry.csv"},
         )
 
     @app.get("/api/ranking.csv", response_class=PlainTextResponse)

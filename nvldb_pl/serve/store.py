@@ -278,10 +278,10 @@ class Store:
 
     def answers(self) -> list:
         """Every answer, in the order given: (seq, session, annotator, learner, first, second, choice, answered, learned,
-        undone)."""
+        undone, asked)."""
         return self.rows(
             "SELECT a.seq, a.session, s.annotator, a.learner, q.offer, q.i, q.j, a.choice, a.answered, a.learned, "
-            "a.undone "
+            "a.undone, q.asked "
             "FROM answers a JOIN questions q ON q.id = a.question JOIN sessions s ON s.id = a.session ORDER BY a.seq"
         )
 

@@ -104,3 +104,32 @@ def test_the_ranking_view_matches_a_loop_over_items_and_pairs():
         for j in range(k + 1, 6):
             pairs.append(0.5 * (1 + math.erf(abs(f[k].item() - f[j].item()) / (2 * norm[k, j].item()) / math.sqrt(2))))
     assert math.isclose(view["settled"], sum(pairs) / len(pairs), rel_tol=1e-12)
+
+
+def test_bradley_terry_is_the_penalized_likelihoods_maximum_against_a_plain_loop():
+    """At the returned strengths the gradient of sum log sigmoid(s_w - s_l) - prior/2 ||s||^2, written out pair by
+    pair, is 0; more wins rank higher; an item always winning stays finite; an item never seen stays at the mean."""
+    import math
+
+    import numpy as np
+
+    from nvldb_pl.maths.ranking import bradley_terry
+
+    rng = np.random.default_rng(3)
+    true = np.array([2.0, 1.0, 0.0, -1.0, 0.5])
+    pairs = []
+    for _ in range(300):
+        a, b = rng.choice(4, size=2, replace=False)  # item 4 never compared
+        p = 1 / (1 + math.exp(-(true[a] - true[b])))
+        pairs.append((a, b) if rng.random() < p else (b, a))
+    pairs += [(0, 3)] * 5
+    s = bradley_terry(5, pairs, prior=0.5)
+    grad = [-0.5 * s[k] for k in range(5)]
+    for w, l_ in pairs:
+        g = 1 - 1 / (1 + math.exp(-(s[w] - s[l_])))
+        grad[w] += g
+        grad[l_] -= g
+    assert max(abs(g) for g in grad) < 1e-8
+    assert list(np.argsort(-s[:4])) == [0, 1, 2, 3] and np.isfinite(s).all() and s[4] == 0.0
+    assert np.isfinite(bradley_terry(2, [(0, 1)] * 50)).all()  # always winning: finite under the prior
+    assert bradley_terry(3, []).tolist() == [0.0, 0.0, 0.0]

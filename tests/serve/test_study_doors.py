@@ -272,3 +272,22 @@ def test_balanced_sides_put_the_learners_first_pick_on_either_side_and_record_it
         assert 6 <= lefts.count(1) <= 18, lefts
     else:
         assert set(lefts) == {0}
+
+
+def test_the_researcher_exports_answers_as_json_with_time_per_answer_and_a_bradley_terry_table(tmp_path):
+    c, ann = _client(tmp_path, offer=None)
+    sid = c.post("/api/session", json={"annotator": "alice"}).json()["session"]
+    for _ in range(6):
+        assert _answer(c, sid).status_code == 200
+    for url in ("/api/answers.json", "/api/bradley-terry.csv"):
+        assert c.get(url).status_code == 401  # the researcher's token
+    rows = c.get("/api/answers.json", headers=AUTH).json()
+    text = list(csv.DictReader(io.StringIO(c.get("/api/answers.csv", headers=AUTH).text)))
+    assert len(rows) == len(text) == 6 and [r["preferred"] for r in rows] == [r["preferred"] for r in text]
+    assert all(r["session"] == 1 and r["annotator"] == "alice" and 0 <= r["seconds"] < 60 for r in rows)
+    assert [float(r["seconds"]) for r in text] == [r["seconds"] for r in rows]
+    table = list(csv.DictReader(io.StringIO(c.get("/api/bradley-terry.csv", headers=AUTH).text)))
+    assert len(table) == len(ann.items.names) and sum(int(r["wins"]) for r in table) == 6
+    assert sum(int(r["comparisons"]) for r in table) == 12
+    strengths = [float(r["log_strength"]) for r in table]
+    assert strengths == sorted(strengths, reverse=True)
