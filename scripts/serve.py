@@ -170,6 +170,13 @@ def main(argv=None) -> int:
         "leaning to one side does not pass for a preference (default: always on the left)",
     )
     p.add_argument(
+        "--repeat-every",
+        type=int,
+        metavar="N",
+        help="a consistency check: every N questions of a person, one they answered before, sides swapped "
+        "(the researcher's /api/reliability counts how often they answer it the same)",
+    )
+    p.add_argument(
         "--consent",
         type=os.path.expanduser,
         metavar="FILE",
@@ -263,6 +270,7 @@ def main(argv=None) -> int:
             completion_url=a.completion_url,
             consent_text=consent,
             balance_sides=a.balance_sides,
+            repeat_every=a.repeat_every,
         )
         for name in a.withdraw:
             annotation.withdraw(name)

@@ -25,6 +25,7 @@ import csv
 import glob
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -126,7 +127,9 @@ class Annotation:
     study site such as Prolific or MTurk checks, and the link back to it). ``consent_text``: what a person agrees
     to before their first question (plain text; a session starts only with their consent, recorded).
     ``balance_sides``: the learner's first pick shown on the left or the right at random (seeded by the question),
-    so that a person's leaning to one side does not pass for a preference; else always on the left. Refuses a
+    so that a person's leaning to one side does not pass for a preference; else always on the left.
+    ``repeat_every``: every that many questions of a session, one it answered before, its sides swapped (learned
+    as any answer; :meth:`reliability` counts how often a person answers a pair again the same). Refuses a
     ``store`` made with other items, config, seed, offer or objective."""
 
     def __init__(
@@ -149,6 +152,7 @@ class Annotation:
         completion_url: Optional[str] = None,
         consent_text: Optional[str] = None,
         balance_sides: bool = False,
+        repeat_every: Optional[int] = None,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
@@ -160,6 +164,11 @@ class Annotation:
         self.completion = check_completion(completion_code, completion_url, questions_per_person)
         self.consent_text = check_consent(consent_text)
         self.balance_sides = bool(balance_sides)
+        if repeat_every is not None and (type(repeat_every) is not int or repeat_every < 2):
+            raise ValueError(
+                f"--repeat-every: an integer >= 2 (every that many questions one repeats), got {_clip(repeat_every)}"
+            )
+        self.repeat_every = repeat_every
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
@@ -408,7 +417,12 @@ class Annotation:
                 offer = (
                     sorted(rng.choice(N, size=self.offer, replace=False).tolist()) if self.offer < N else list(range(N))
                 )
-                i, j = self._select(key, offer)
+                earlier = self.store.answered_pairs(sid) if self.repeat_every else []
+                if earlier and (self.store.count_questions(sid) + 1) % self.repeat_every == 0:
+                    # a consistency check: a pair the person answered, asked again with its sides swapped
+                    offer, j, i = earlier[int(rng.integers(len(earlier)))]
+                else:
+                    i, j = self._select(key, offer)
                 if self.balance_sides and rng.random() < 0.5:  # the learner's first pick on the right half the time
                     i, j = j, i  # (stored as shown: answers and exports name the left item first)
                 pending = (self.store.add_question(sid, key, offer, i, j), offer, i, j)
@@ -638,6 +652,38 @@ class Annotation:
                 ]
             )
         return out.getvalue()
+
+    def reliability(self) -> dict:
+        """How far the answers agree (choices 1 and 2 only, undone ones left out). ``sessions``: per session, its
+        answers, how many answered a pair it had answered before (``repeats``, as ``repeat_every`` asks or by chance)
+        and how many of those it answered as the first time (``consistent``). ``between``: over the pairs of items
+        that two or more sessions answered, each pair of sessions' first answers: how many (``compared``) and how many
+        agree (``agreeing``)."""
+        first: dict = {}  # (session, item pair) -> the item preferred the first time
+        per: dict = {}
+        for r in self.answer_rows():
+            if r["choice"] not in (1, 2) or r["undone_unix"] is not None:
+                continue
+            n = r["session"]
+            row = per.setdefault(
+                n, {"session": n, "annotator": r["annotator"], "answers": 0, "repeats": 0, "consistent": 0}
+            )
+            row["answers"] += 1
+            pair = frozenset((r["first"], r["second"]))
+            if (n, pair) in first:
+                row["repeats"] += 1
+                row["consistent"] += int(first[n, pair] == r["preferred"])
+            else:
+                first[n, pair] = r["preferred"]
+        by_pair: dict = {}
+        for (n, pair), preferred in first.items():
+            by_pair.setdefault(pair, []).append(preferred)
+        compared = agreeing = 0
+        for answers in by_pair.values():
+            for x, y in itertools.combinations(answers, 2):
+                compared += 1
+                agreeing += int(x == y)
+        return {"sessions": list(per.values()), "between": {"compared": compared, "agreeing": agreeing}}
 
     def bradley_terry_csv(self) -> str:
         """Each item's Bradley-Terry strength from the answers alone (:func:`~nvldb_pl.maths.ranking.bradley_terry`:

@@ -9,6 +9,7 @@
     POST /api/undo              {"session"}: the session's last answer taken back (kept as undone) -> {"undone", ...}
     GET  /api/ranking[?session=] the items best first, with how the ranking settled
     GET  /api/answers.csv, /api/answers.json, /api/ranking.csv, /api/bradley-terry.csv   exports
+    GET  /api/reliability       per session: answers, pairs answered again and as the first time; between sessions
     GET  /api/status            answers kept, answers each learner holds, answers restored at start
 
 A refused request gets a 4xx and ``{"error": one line}`` (a value quoted in it cut short), and changes nothing.
@@ -55,8 +56,8 @@ def _body(body, *fields, optional=()) -> list:
 
 
 MAX_BODY = 65536  # bytes: every body the API takes is a few fields
-RESEARCHER_ONLY = ("/api/answers.csv", "/api/answers.json", "/api/bradley-terry.csv", "/api/status")  # and
-# /api/ranking(.csv) without a session
+RESEARCHER_ONLY = ("/api/answers.csv", "/api/answers.json", "/api/bradley-terry.csv", "/api/reliability", "/api/status")
+# and /api/ranking(.csv) without a session
 ANNOTATOR_PATHS = ("/api/study", "/api/session", "/api/question", "/api/answer", "/api/undo", "/api/ranking")  # invites
 
 
@@ -195,6 +196,10 @@ def make_app(
     @app.get("/api/answers.json")
     def answers_json():
         return annotation.answer_rows()
+
+    @app.get("/api/reliability")
+    def reliability():
+        return annotation.reliability()
 
     @app.get("/api/bradley-terry.csv", response_class=PlainTextResponse)
     def bradley_terry_csv():

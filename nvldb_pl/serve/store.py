@@ -201,6 +201,18 @@ class Store:
             (sid, learner, json.dumps([int(k) for k in offer]), int(i), int(j), time.time()),
         ).lastrowid
 
+    def answered_pairs(self, sid: str) -> list:
+        """The session's answered questions with a choice (not undone, not "can't decide"), in order: (offer, i, j)."""
+        rows = self.rows(
+            "SELECT q.offer, q.i, q.j FROM answers a JOIN questions q ON q.id = a.question "
+            "WHERE a.session = ? AND a.choice != 0 AND a.undone IS NULL ORDER BY a.seq",
+            (sid,),
+        )
+        return [(json.loads(offer), i, j) for offer, i, j in rows]
+
+    def count_questions(self, sid: str) -> int:
+        return self.rows("SELECT COUNT(*) FROM questions WHERE session = ?", (sid,))[0][0]
+
     def question(self, qid: int) -> Optional[tuple]:
         """(session, learner, offer, i, j, answered: bool) of question ``qid``, else None."""
         r = self.rows(

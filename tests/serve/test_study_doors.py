@@ -291,3 +291,47 @@ def test_the_researcher_exports_answers_as_json_with_time_per_answer_and_a_bradl
     assert sum(int(r["comparisons"]) for r in table) == 12
     strengths = [float(r["log_strength"]) for r in table]
     assert strengths == sorted(strengths, reverse=True)
+
+
+def test_repeats_ask_an_answered_pair_again_swapped_and_reliability_counts_agreement(tmp_path):
+    """--repeat-every 3: every third question of a person is one they answered, sides swapped. A person who always
+    prefers the item of lower index is consistent on every repeat, and two such persons agree on every pair both
+    answered; one who always clicks the left is consistent on none (the sides were swapped)."""
+    c, ann = _client(tmp_path, offer=None, repeat_every=3)
+    index = {n: k for k, n in enumerate(ann.items.names)}
+
+    def play(sid, rule, n=12):
+        asked = []
+        for _ in range(n):
+            q = c.get("/api/question", params={"session": sid}).json()
+            pair = (q["first"]["index"], q["second"]["index"])
+            asked.append(pair)
+            choice = rule(pair)
+            assert (
+                c.post("/api/answer", json={"session": sid, "question": q["question"], "choice": choice}).status_code
+                == 200
+            )
+        return asked
+
+    lower = lambda pair: 1 if pair[0] < pair[1] else 2  # noqa: E731
+    a, b = (c.post("/api/session", json={}).json()["session"] for _ in range(2))
+    asked = play(a, lower)
+    for k in (2, 5, 8, 11):  # the 3rd, 6th, ... question: an earlier pair, swapped
+        assert (asked[k][1], asked[k][0]) in asked[:k], (k, asked)
+    play(b, lower)
+    assert c.get("/api/reliability").status_code == 401
+    got = c.get("/api/reliability", headers=AUTH).json()
+    by = {s["session"]: s for s in got["sessions"]}
+    assert by[1]["repeats"] >= 4 and by[1]["consistent"] == by[1]["repeats"] and by[1]["answers"] == 12
+    assert got["between"]["compared"] > 0 and got["between"]["agreeing"] == got["between"]["compared"]
+    agreeing = got["between"]["agreeing"]
+    play(c.post("/api/session", json={}).json()["session"], lambda pair: 2 if pair[0] < pair[1] else 1)  # the other
+    play(c.post("/api/session", json={}).json()["session"], lambda pair: 1)  # always the left one
+    got = c.get("/api/reliability", headers=AUTH).json()
+    by = {s["session"]: s for s in got["sessions"]}
+    assert by[3]["consistent"] == by[3]["repeats"] >= 4  # consistent, of the opposite taste
+    assert by[4]["consistent"] < by[4]["repeats"]  # a swapped repeat answered the other way
+    assert got["between"]["compared"] > got["between"]["agreeing"] >= agreeing
+    assert index
+    with pytest.raises(ValueError, match="--repeat-every: an integer >= 2"):
+        _client(tmp_path, repeat_every=1)
