@@ -31,6 +31,8 @@ import hashlib
 import hmac
 import html
 import re
+import sqlite3
+import sys
 from importlib import resources
 from typing import Any, Optional
 
@@ -141,6 +143,15 @@ def make_app(
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, err: BadRequest):
         return JSONResponse({"error": str(err)}, status_code=err.status)
+
+    @app.exception_handler(sqlite3.OperationalError)
+    @app.exception_handler(OSError)
+    async def cannot_write(request: Request, err: Exception):
+        # a full disk, a database gone read-only: said in one line on the page and in the log (not a bare 500); an
+        # answer is acknowledged only once kept, and one kept before the fault is not asked again
+        message = f"the server cannot use its database or files ({' '.join(str(err).split())[:200]}); try again later"
+        print(f"error: {request.method} {request.url.path}: {message}", file=sys.stderr, flush=True)
+        return JSONResponse({"error": message}, status_code=503, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, err: RequestValidationError):

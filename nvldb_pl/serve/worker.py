@@ -360,7 +360,15 @@ class LearnerProcess:
                     self._unread[args[0]], self.asking[args[0]], self.observed[args[0]] = args[1], asking, args[2]
                 continue
             if kind in ("learned", "refused", "saved"):
-                self.record(kind, *args)
+                try:
+                    self.record(kind, *args)
+                except Exception as err:  # noqa: BLE001 (a full disk, say: said, and the learner stops taking answers)
+                    with self.changed:
+                        self.failed = f"recording what it learned failed ({type(err).__name__}: {err})"
+                        print(f"error: {self.failed}; the answers are kept, a restart learns them", file=sys.stderr)
+                        self.changed.notify_all()
+                    self._send(("stop",))
+                    return
             with self.changed:
                 if kind in ("learned", "refused"):
                     self.done += 1

@@ -208,3 +208,26 @@ def test_a_killed_learning_process_is_said_in_the_counts_not_as_answers_behind(t
     reply = ann.answer(sid, q["question"], _person(q))
     assert "the learning process ended" in reply["failed"] and reply["stalled"] is False
     ann.close()
+
+
+def test_a_record_that_fails_stops_the_learner_said_and_a_stop_does_not_hang(tmp_path, capsys):
+    """A full disk killed the thread that records what the learner learned: learned stayed at 1, ``failed`` null,
+    and SIGTERM (the server's stop) then hung waiting for it. Now the failure is ``failed``, said on stderr, and the
+    stop returns."""
+    ann = _background(tmp_path)
+    sid = ann.new_session()
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    ann.store.learned = full
+    q = ann.question(sid)
+    ann.answer(sid, q["question"], _person(q))
+    assert ann.worker.drain(timeout=60)
+    assert "recording what it learned failed (OSError" in ann.worker.failed
+    assert "error: recording what it learned failed" in capsys.readouterr().err
+    q = ann.question(sid)
+    assert "recording what it learned failed" in ann.answer(sid, q["question"], _person(q))["failed"]
+    start = time.perf_counter()
+    ann.close()
+    assert time.perf_counter() - start < 30

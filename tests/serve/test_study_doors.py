@@ -335,3 +335,22 @@ def test_repeats_ask_an_answered_pair_again_swapped_and_reliability_counts_agree
     assert index
     with pytest.raises(ValueError, match="--repeat-every: an integer >= 2"):
         _client(tmp_path, repeat_every=1)
+
+
+def test_a_full_disk_is_a_503_in_one_line_on_the_page_and_in_the_log(tmp_path, capsys):
+    """A full disk gave bare 500s (Internal Server Error, nothing in the log that said why)."""
+    import sqlite3
+
+    c, ann = _client(tmp_path)
+    sid = c.post("/api/session", json={}).json()["session"]
+    q = c.get("/api/question", params={"session": sid}).json()
+
+    def full(*args, **kw):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    ann.store._write = full
+    r = c.post("/api/answer", json={"session": sid, "question": q["question"], "choice": 1})
+    assert r.status_code == 503 and r.json()["error"].startswith("the server cannot use its database or files")
+    assert "database or disk is full" in r.json()["error"] and r.headers["x-frame-options"] == "DENY"
+    assert "error: POST /api/answer: the server cannot use its database" in capsys.readouterr().err
+    assert ann.store.count_answers() == 0
