@@ -278,7 +278,7 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         if store is not None:  # a refused start: the files it made go, those it found stay as they were
-            store.close()
+            store.abandon()
             for f in (a.db, *(a.db + end for end in SIDECARS)):
                 if f not in before and os.path.exists(f):
                     os.remove(f)

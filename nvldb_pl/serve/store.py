@@ -72,6 +72,8 @@ def hold(path: str, refusal: str = "") -> object:
             ).format(holder=holder)
         ) from None
     fh.seek(0)
+    fh.previous = fh.read()  # the last holder's line: put back by a start refused after it (:meth:`Store.abandon`)
+    fh.seek(0)
     fh.truncate()
     fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     fh.flush()
@@ -89,7 +91,8 @@ class Store:
         self._held = hold(f"{real}.lock") if exclusive else None
         self._held_db = None
         if os.path.isfile(path) and os.path.getsize(path) == 0:
-            self._release()
+            self.db = None
+            self.abandon()
             raise ValueError(
                 f"--db: {path} is an empty file (0 bytes), not a database this server made; if it should hold "
                 f"answers, restore it from a backup, else remove it to start a new study"
@@ -98,9 +101,10 @@ class Store:
         self._acked = None  # the file descriptor of <db>.acked, opened at the first answer
         try:
             acked = self._read_acked()
-            if os.path.isfile(path):  # checked read-only first: a refused file is left as it was
-                self._check_existing(path, acked)
-            elif acked:
+            # checked read-only first, and changed (new tables and columns) only once claim() finds it made with the
+            # server's settings: a refused file is left as it was
+            self._upgrade_pending = os.path.isfile(path) and bool(self._check_existing(path, acked))
+            if not os.path.isfile(path) and acked:
                 raise ValueError(
                     f"--db: {path} does not exist, but {path}.acked says answers up to #{acked} were acknowledged: "
                     f"restore the database from a backup, or move {path}.acked away to start a new study"
@@ -113,16 +117,13 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
-            self.db.executescript(SCHEMA)
-            columns = {r[1] for r in self.db.execute("PRAGMA table_info(answers)")}
-            for column, kind in (("undone", "REAL"), ("train", "INTEGER")):  # a database made before the column
-                if column not in columns:
-                    self.db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
+            if not self._upgrade_pending:
+                self._upgrade()
         except sqlite3.DatabaseError as err:
-            self._abandon()
+            self.abandon()
             raise ValueError(f"--db: {path} is not a readable database ({err}); nothing was changed") from None
         except ValueError:
-            self._abandon()
+            self.abandon()
             raise
         self.lock = threading.RLock()
 
@@ -148,11 +149,23 @@ class Store:
     def meta(self) -> dict:
         return {k: json.loads(v) for k, v in self.rows("SELECT key, value FROM meta")}
 
+    def _upgrade(self) -> None:
+        """The tables and columns of this version (a new file's, or those a file made before them lacks)."""
+        self.db.executescript(SCHEMA)
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(answers)")}
+        for column, kind in (("undone", "REAL"), ("train", "INTEGER")):  # a database made before the column
+            if column not in columns:
+                self.db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
+        self._upgrade_pending = False
+
     def claim(self, made_with: dict) -> None:
-        """Record ``made_with`` in a new file; in a used one, refuse any value that differs (naming it)."""
+        """Record ``made_with`` in a new file; in a used one, refuse any value that differs (naming it), then bring
+        it to this version's tables (not before: a refused start changes nothing in it)."""
         with self.lock:
             old = self.meta()
             if not old:
+                if self._upgrade_pending:
+                    self._upgrade()
                 for k, v in {"format": FORMAT, **made_with}.items():
                     self._write("INSERT INTO meta VALUES (?, ?)", (k, json.dumps(v)))
                 return
@@ -162,6 +175,8 @@ class Store:
                         f"--db: {self.path} was made with {k} = {old[k]!r}, this server has {v!r}; "
                         f"start with those, or give another --db"
                     )
+            if self._upgrade_pending:
+                self._upgrade()
 
     # ------------------------------------------------------------------ sessions, questions, answers
     def add_session(
@@ -377,7 +392,7 @@ class Store:
 
     def _check_existing(self, path: str, acked: int) -> None:
         """A database file that exists: this server's kind, whole (SQLite's integrity check) and holding every answer
-        acknowledged, read-only."""
+        acknowledged, read-only. Returns its tables (none: an empty database, made anew)."""
         probe = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -398,11 +413,18 @@ class Store:
                 )
         finally:
             probe.close()
+        return tables
 
-    def _abandon(self) -> None:
-        """A refused start: the connection closed and the lock released, the file as it was."""
+    def abandon(self) -> None:
+        """A refused start: the connection closed and the lock released (its last holder's line put back), the file
+        as it was."""
         if self.db is not None:
             self.db.close()
+        if self._held is not None:
+            self._held.seek(0)
+            self._held.truncate()
+            self._held.write(self._held.previous)
+            self._held.flush()
         self._release()
 
     def _hold_database(self, real: str) -> None:

@@ -354,3 +354,45 @@ def test_a_full_disk_is_a_503_in_one_line_on_the_page_and_in_the_log(tmp_path, c
     assert "database or disk is full" in r.json()["error"] and r.headers["x-frame-options"] == "DENY"
     assert "error: POST /api/answer: the server cannot use its database" in capsys.readouterr().err
     assert ann.store.count_answers() == 0
+
+
+def test_a_refused_start_leaves_every_file_of_the_database_as_it_was(tmp_path):
+    """A refused start rewrote the database's files though it said nothing changed: the lock file took the refused
+    server's line, and a database made before this version's tables took them before the refusal. Now a refused
+    start leaves every byte as it was, and a start that goes on brings the old file to this version's tables."""
+    import hashlib
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    from nvldb_pl.serve.annotation import Annotation
+    from nvldb_pl.serve.items import builtin_catalog
+    from nvldb_pl.serve.store import Store
+    from tests.serve.test_serve import CONFIG, _answer_n
+    from tests.test_readme import ROOT
+
+    db = tmp_path / "a.db"
+    ann = Annotation(builtin_catalog(), Store(str(db), exclusive=True), CONFIG, objective="rank", offer=None)
+    _answer_n(ann, ann.new_session(), 4)
+    ann.close()
+    ann.store.close()
+    con = sqlite3.connect(db)  # as a database made before these tables
+    con.execute("DROP TABLE invite_sessions")
+    con.execute("DROP TABLE consents")
+    con.commit()
+    con.close()  # (its log checkpointed and gone, as a server leaves it)
+
+    def files():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(tmp_path.iterdir())}
+
+    before = files()
+    serve = [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), "--db", str(db), "--port", "0"]
+    res = subprocess.run([*serve, "--seed", "3"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "was made with seed = 0, this server has 3" in res.stderr, res.stderr
+    assert files() == before
+    store = Store(str(db), exclusive=True)
+    store.claim({"seed": 0})
+    tables = {r[0] for r in store.rows("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"invite_sessions", "consents"} <= tables
+    store.close()
