@@ -196,13 +196,14 @@ def make_app(
     def ranking(session: Optional[str] = None):
         return annotation.ranking(annotation.learner_for_view(session))
 
+    def download(text: str, name: str) -> PlainTextResponse:
+        return PlainTextResponse(
+            text, media_type="text/csv", headers={"Content-Disposition": f"attachment; filename={name}"}
+        )
+
     @app.get("/api/answers.csv", response_class=PlainTextResponse)
     def answers_csv():
-        return PlainTextResponse(
-            annotation.answers_csv(),
-            media_type="text/csv",
-            headers={"Content-Disposition": "attachment; filename=answers.csv"},
-        )
+        return download(annotation.answers_csv(), "answers.csv")
 
     @app.get("/api/answers.json")
     def answers_json():
@@ -214,18 +215,11 @@ def make_app(
 
     @app.get("/api/bradley-terry.csv", response_class=PlainTextResponse)
     def bradley_terry_csv():
-        return PlainTextResponse(
-            annotation.bradley_terry_csv(),
-            media_type="text/csv",
-            headers={"Content-Disposition": "attachment; filename=bradley-terry.csv"},
-        )
+        return download(annotation.bradley_terry_csv(), "bradley-terry.csv")
 
     @app.get("/api/ranking.csv", response_class=PlainTextResponse)
     def ranking_csv(session: Optional[str] = None):
-        text = annotation.ranking_csv(annotation.learner_for_view(session))
-        return PlainTextResponse(
-            text, media_type="text/csv", headers={"Content-Disposition": "attachment; filename=ranking.csv"}
-        )
+        return download(annotation.ranking_csv(annotation.learner_for_view(session)), "ranking.csv")
 
     @app.get("/api/status")
     def status():
