@@ -177,6 +177,15 @@ def main(argv=None) -> int:
         "(the researcher's /api/reliability counts how often they answer it the same)",
     )
     p.add_argument(
+        "--attention",
+        action="append",
+        default=[],
+        metavar="BETTER>WORSE",
+        help="an attention check: a pair of items (names as in the items file) whose answer is known, asked every "
+        "--attention-every questions in turn (repeat for several; /api/reliability counts the answers the known way)",
+    )
+    p.add_argument("--attention-every", type=int, metavar="N", help="questions between attention checks (default 10)")
+    p.add_argument(
         "--consent",
         type=os.path.expanduser,
         metavar="FILE",
@@ -271,6 +280,8 @@ def main(argv=None) -> int:
             consent_text=consent,
             balance_sides=a.balance_sides,
             repeat_every=a.repeat_every,
+            attention=a.attention,
+            attention_every=a.attention_every,
         )
         for name in a.withdraw:
             annotation.withdraw(name)

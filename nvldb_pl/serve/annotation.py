@@ -90,6 +90,28 @@ def check_completion(code: Optional[str], url: Optional[str], goal: Optional[int
     return {"code": code, "url": url}
 
 
+def check_attention(pairs, every, names: list) -> tuple[list, Optional[int]]:
+    """``--attention`` pairs ``"BETTER>WORSE"`` as item indices, and ``--attention-every`` (default 10 with pairs)."""
+    if not pairs:
+        if every is not None:
+            raise ValueError("--attention-every: asks the pairs of --attention; give them")
+        return [], None
+    index = {n: k for k, n in enumerate(names)}
+    out = []
+    for pair in pairs:
+        a, sep, b = str(pair).partition(">")
+        a, b = a.strip(), b.strip()
+        if not sep or a not in index or b not in index or a == b:
+            raise ValueError(
+                f"--attention: {_clip(pair)} is not BETTER>WORSE of two items of the catalog (as its name column has them)"
+            )
+        out.append((index[a], index[b]))
+    every = 10 if every is None else every
+    if type(every) is not int or every < 2:
+        raise ValueError(f"--attention-every: an integer >= 2, got {_clip(every)}")
+    return out, every
+
+
 def check_consent(text: Optional[str]) -> Optional[str]:
     """A study's consent text: 1 to 20000 characters, no control character (but line ends) or direction mark."""
     if text is None:
@@ -129,7 +151,10 @@ class Annotation:
     ``balance_sides``: the learner's first pick shown on the left or the right at random (seeded by the question),
     so that a person's leaning to one side does not pass for a preference; else always on the left.
     ``repeat_every``: every that many questions of a session, one it answered before, its sides swapped (learned
-    as any answer; :meth:`reliability` counts how often a person answers a pair again the same). Refuses a
+    as any answer; :meth:`reliability` counts how often a person answers a pair again the same).
+    ``attention``: pairs ``"BETTER>WORSE"`` of item names whose answer is known, one asked every ``attention_every``
+    questions (default 10), in turn, sides at random (learned as any answer; :meth:`reliability` counts how many a
+    person answered the known way). Refuses a
     ``store`` made with other items, config, seed, offer or objective."""
 
     def __init__(
@@ -153,6 +178,8 @@ class Annotation:
         consent_text: Optional[str] = None,
         balance_sides: bool = False,
         repeat_every: Optional[int] = None,
+        attention: Optional[list] = None,
+        attention_every: Optional[int] = None,
     ):
         N = len(items.names)
         check_objective(objective, "--objective")
@@ -169,6 +196,7 @@ class Annotation:
                 f"--repeat-every: an integer >= 2 (every that many questions one repeats), got {_clip(repeat_every)}"
             )
         self.repeat_every = repeat_every
+        self.attention, self.attention_every = check_attention(attention, attention_every, items.names)
         if offer is not None and (isinstance(offer, bool) or not isinstance(offer, int) or offer < 2):
             raise ValueError(f"--offer: must be an integer >= 2 (items offered a question), got {offer!r}")
         if objective == "rank" and offer is not None and offer < N:
@@ -417,8 +445,15 @@ class Annotation:
                 offer = (
                     sorted(rng.choice(N, size=self.offer, replace=False).tolist()) if self.offer < N else list(range(N))
                 )
+                asked = self.store.count_questions(sid) + 1  # this question's number in the session
                 earlier = self.store.answered_pairs(sid) if self.repeat_every else []
-                if earlier and (self.store.count_questions(sid) + 1) % self.repeat_every == 0:
+                if self.attention and asked % self.attention_every == 0:
+                    # an attention check: a pair whose answer is known, its sides at random
+                    better, worse = self.attention[(asked // self.attention_every - 1) % len(self.attention)]
+                    offer, i, j = list(range(N)), better, worse
+                    if rng.random() < 0.5:
+                        i, j = j, i
+                elif earlier and asked % self.repeat_every == 0:
                     # a consistency check: a pair the person answered, asked again with its sides swapped
                     offer, j, i = earlier[int(rng.integers(len(earlier)))]
                 else:
@@ -656,20 +691,25 @@ class Annotation:
     def reliability(self) -> dict:
         """How far the answers agree (choices 1 and 2 only, undone ones left out). ``sessions``: per session, its
         answers, how many answered a pair it had answered before (``repeats``, as ``repeat_every`` asks or by chance)
-        and how many of those it answered as the first time (``consistent``). ``between``: over the pairs of items
+        and how many of those it answered as the first time (``consistent``), and with ``attention`` its answers on
+        the known pairs (``attention``) and how many the known way (``attentive``). ``between``: over the pairs of items
         that two or more sessions answered, each pair of sessions' first answers: how many (``compared``) and how many
         agree (``agreeing``)."""
+        names = self.items.names
+        known = {frozenset((names[a], names[b])): names[a] for a, b in self.attention}  # pair -> the known answer
         first: dict = {}  # (session, item pair) -> the item preferred the first time
         per: dict = {}
         for r in self.answer_rows():
             if r["choice"] not in (1, 2) or r["undone_unix"] is not None:
                 continue
             n = r["session"]
-            row = per.setdefault(
-                n, {"session": n, "annotator": r["annotator"], "answers": 0, "repeats": 0, "consistent": 0}
-            )
+            fresh = {"session": n, "annotator": r["annotator"], "answers": 0, "repeats": 0, "consistent": 0}
+            row = per.setdefault(n, {**fresh, **({"attention": 0, "attentive": 0} if known else {})})
             row["answers"] += 1
             pair = frozenset((r["first"], r["second"]))
+            if pair in known:  # an attention check's pair (or the same pair asked otherwise)
+                row["attention"] += 1
+                row["attentive"] += int(r["preferred"] == known[pair])
             if (n, pair) in first:
                 row["repeats"] += 1
                 row["consistent"] += int(first[n, pair] == r["preferred"])

@@ -396,3 +396,41 @@ def test_a_refused_start_leaves_every_file_of_the_database_as_it_was(tmp_path):
     tables = {r[0] for r in store.rows("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"invite_sessions", "consents"} <= tables
     store.close()
+
+
+@pytest.mark.parametrize("offer", [4, None])
+def test_attention_checks_ask_a_known_pair_every_n_questions_and_reliability_counts_them(tmp_path, offer):
+    """--attention "BETTER>WORSE" --attention-every 4: the 4th, 8th, 12th question of a person is that pair, sides at
+    random; a person who answers it the known way is attentive on each, one who always clicks the left on about
+    half. The answers are learned as any (the learner takes a pair outside the random offer too)."""
+    from nvldb_pl.serve.items import builtin_catalog
+
+    names = builtin_catalog().names
+    c, ann = _client(tmp_path, offer=offer, attention=[f"{names[2]}>{names[5]}"], attention_every=4)
+    sid = c.post("/api/session", json={}).json()["session"]
+    shown = []
+    for _ in range(12):
+        q = c.get("/api/question", params={"session": sid}).json()
+        pair = (q["first"]["index"], q["second"]["index"])
+        shown.append(pair)
+        choice = 1 if pair == (2, 5) else 2 if pair == (5, 2) else 1
+        assert (
+            c.post("/api/answer", json={"session": sid, "question": q["question"], "choice": choice}).status_code == 200
+        )
+    assert all(set(shown[k]) == {2, 5} for k in (3, 7, 11)), shown
+    row = c.get("/api/reliability", headers=AUTH).json()["sessions"][0]
+    assert row["attention"] >= 3 and row["attentive"] == row["attention"]
+    assert ann.bandits["shared"].num_observed == 12
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"attention": ["Nope>Other"]}, "--attention: 'Nope>Other' is not BETTER>WORSE of two items"),
+        ({"attention": ["x"]}, "--attention: 'x' is not BETTER>WORSE"),
+        ({"attention_every": 5}, "--attention-every: asks the pairs of --attention; give them"),
+    ],
+)
+def test_attention_checks_that_cannot_be_asked_are_refused(tmp_path, kw, message):
+    with pytest.raises(ValueError, match=message):
+        _client(tmp_path, **kw)
