@@ -17,10 +17,9 @@ index (row-major), as the regret rules' do.
 from __future__ import annotations
 
 import math
-
-import numpy as np
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from . import links

@@ -65,9 +65,14 @@ def _clip(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check_name(name, field: str) -> None:
+def is_name(name) -> bool:
     """An annotator's name: 1 to 100 printable characters (no control character or direction mark)."""
-    if not (isinstance(name, str) and 0 < len(name.strip()) <= 100 and not UNPRINTABLE.search(name)):
+    return isinstance(name, str) and 0 < len(name.strip()) <= 100 and not UNPRINTABLE.search(name)
+
+
+def check_name(name, field: str) -> None:
+    """:func:`is_name`, or a ValueError naming ``field``."""
+    if not is_name(name):
         raise ValueError(f"{field}: a name of 1 to 100 printable characters, got {_clip(name)}")
 
 
@@ -379,9 +384,7 @@ class Annotation:
             annotator = name
         elif self.store.has_invites():
             raise BadRequest(403, "invite: this study's annotators are invited; open the link the researcher gave you")
-        if annotator is not None and not (
-            isinstance(annotator, str) and 0 < len(annotator.strip()) <= 100 and not UNPRINTABLE.search(annotator)
-        ):
+        if annotator is not None and not is_name(annotator):
             raise BadRequest(
                 422, "annotator: a name of 1 to 100 printable characters (no control or direction marks), or none"
             )
@@ -405,11 +408,12 @@ class Annotation:
         found = self.store.session(sid) if isinstance(sid, str) and SESSION_ID.fullmatch(sid) else None
         if found is None:
             raise BadRequest(404, "session: not a session of this server; start one with POST /api/session")
-        if self.store.withdrawn(sid):
+        sid, annotator, withdrawn = found
+        if withdrawn:
             raise BadRequest(
                 403, "session: its invite was replaced or withdrawn; open the link the researcher gave you"
             )
-        return found
+        return sid, annotator
 
     def learner_of(self, sid: str) -> str:
         _, annotator = self._session(sid)
@@ -445,15 +449,17 @@ class Annotation:
                 offer = (
                     sorted(rng.choice(N, size=self.offer, replace=False).tolist()) if self.offer < N else list(range(N))
                 )
-                asked = self.store.count_questions(sid) + 1  # this question's number in the session
-                earlier = self.store.answered_pairs(sid) if self.repeat_every else []
+                # this question's number in the session (asked of the database only where a check needs it)
+                asked = self.store.count_questions(sid) + 1 if self.repeat_every or self.attention else 0
                 if self.attention and asked % self.attention_every == 0:
                     # an attention check: a pair whose answer is known, its sides at random
                     better, worse = self.attention[(asked // self.attention_every - 1) % len(self.attention)]
                     offer, i, j = list(range(N)), better, worse
                     if rng.random() < 0.5:
                         i, j = j, i
-                elif earlier and asked % self.repeat_every == 0:
+                elif (
+                    self.repeat_every and asked % self.repeat_every == 0 and (earlier := self.store.answered_pairs(sid))
+                ):
                     # a consistency check: a pair the person answered, asked again with its sides swapped
                     offer, j, i = earlier[int(rng.integers(len(earlier)))]
                 else:
@@ -688,6 +694,10 @@ class Annotation:
             )
         return out.getvalue()
 
+    def _preferences(self) -> list[dict]:
+        """:meth:`answer_rows` that say a preference: choice 1 or 2, not undone."""
+        return [r for r in self.answer_rows() if r["choice"] in (1, 2) and r["undone_unix"] is None]
+
     def reliability(self) -> dict:
         """How far the answers agree (choices 1 and 2 only, undone ones left out). ``sessions``: per session, its
         answers, how many answered a pair it had answered before (``repeats``, as ``repeat_every`` asks or by chance)
@@ -699,9 +709,7 @@ class Annotation:
         known = {frozenset((names[a], names[b])): names[a] for a, b in self.attention}  # pair -> the known answer
         first: dict = {}  # (session, item pair) -> the item preferred the first time
         per: dict = {}
-        for r in self.answer_rows():
-            if r["choice"] not in (1, 2) or r["undone_unix"] is not None:
-                continue
+        for r in self._preferences():
             n = r["session"]
             fresh = {"session": n, "annotator": r["annotator"], "answers": 0, "repeats": 0, "consistent": 0}
             row = per.setdefault(n, {**fresh, **({"attention": 0, "attentive": 0} if known else {})})
@@ -731,8 +739,7 @@ class Annotation:
         index = {n: k for k, n in enumerate(self.items.names)}
         pairs = [
             (index[r["preferred"]], index[r["second"] if r["preferred"] == r["first"] else r["first"]])
-            for r in self.answer_rows()
-            if r["choice"] in (1, 2) and r["undone_unix"] is None
+            for r in self._preferences()
         ]
         strength = bradley_terry(len(index), pairs)
         wins, seen = np.zeros(len(index), dtype=int), np.zeros(len(index), dtype=int)

@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS invite_sessions (secret_sha256 TEXT PRIMARY KEY, sess
 CREATE TABLE IF NOT EXISTS consents (session TEXT PRIMARY KEY, at REAL NOT NULL, text_sha256 TEXT NOT NULL);
 """
 FORMAT = "nvldb_pl.serve/1"
+WITHDRAWN = "withdrawn:"  # a withdrawn invite's secret column: a value no link's sha256 can be
 
 
 def hold(path: str, refusal: str = "") -> object:
@@ -109,11 +110,9 @@ class Store:
                     f"--db: {path} does not exist, but {path}.acked says answers up to #{acked} were acknowledged: "
                     f"restore the database from a backup, or move {path}.acked away to start a new study"
                 )
-            if exclusive and os.path.isfile(real):  # the database's own flock too (SQLite's locks are fcntl's, apart):
-                self._hold_database(real)  # a lock file removed by hand lets a second server take a new one, not this
             self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            if exclusive and self._held_db is None:
-                self._hold_database(real)
+            if exclusive:  # the database's own flock too (SQLite's locks are fcntl's, apart): a lock file removed by
+                self._hold_database(real)  # hand lets a second server take a new one, not this (before any write)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
@@ -198,8 +197,15 @@ class Store:
         return self.rows("SELECT COUNT(*) FROM consents")[0][0]
 
     def session(self, sid: str) -> Optional[tuple]:
-        r = self.rows("SELECT id, annotator FROM sessions WHERE id = ?", (sid,))
-        return r[0] if r else None
+        """(id, annotator, withdrawn: it came from an invite since replaced or withdrawn) of session ``sid``, else
+        None."""
+        r = self.rows(
+            "SELECT s.id, s.annotator, l.secret_sha256 IS NOT NULL AND NOT EXISTS "
+            "(SELECT 1 FROM invites i WHERE i.secret_sha256 = l.secret_sha256) "
+            "FROM sessions s LEFT JOIN invite_sessions l ON l.session = s.id WHERE s.id = ?",
+            (sid,),
+        )
+        return (r[0][0], r[0][1], bool(r[0][2])) if r else None
 
     def pending(self, sid: str) -> Optional[tuple]:
         """The session's latest question without an answer: (id, offer, i, j), else None."""
@@ -331,7 +337,7 @@ class Store:
     def has_invite(self, annotator: str) -> bool:
         return bool(
             self.rows(
-                "SELECT 1 FROM invites WHERE annotator = ? AND secret_sha256 NOT LIKE 'withdrawn:%'", (annotator,)
+                f"SELECT 1 FROM invites WHERE annotator = ? AND secret_sha256 NOT LIKE '{WITHDRAWN}%'", (annotator,)
             )
         )
 
@@ -340,23 +346,13 @@ class Store:
         r = self.rows("SELECT session FROM invite_sessions WHERE secret_sha256 = ?", (secret_sha256,))
         return r[0][0] if r else None
 
-    def withdrawn(self, sid: str) -> bool:
-        """Whether session ``sid`` came from an invite that was since replaced or withdrawn."""
-        return bool(
-            self.rows(
-                "SELECT 1 FROM invite_sessions s WHERE s.session = ? AND NOT EXISTS "
-                "(SELECT 1 FROM invites i WHERE i.secret_sha256 = s.secret_sha256)",
-                (sid,),
-            )
-        )
-
     def withdraw_invite(self, annotator: str) -> bool:
         """Withdraw ``annotator``'s invite: its secret no longer matches (the row stays: the study stays
         invite-only); False if they have none."""
         found = self.has_invite(annotator)
         if found:
             self._write(
-                "UPDATE invites SET secret_sha256 = ? WHERE annotator = ?", ("withdrawn:" + uuid.uuid4().hex, annotator)
+                "UPDATE invites SET secret_sha256 = ? WHERE annotator = ?", (WITHDRAWN + uuid.uuid4().hex, annotator)
             )
         return bool(found)
 
