@@ -451,18 +451,32 @@ class DuelingBandit:
         _check_two(i, j, "an answer compares two different items")
         self.learner = self._learned(x, i, j, outcome, train, "learning from this answer")
 
-    def pending(self, contexts, i: int, j: int) -> None:
+    def pending(self, contexts, i: int, j: int, in_place: bool = False) -> None:
         """Pair (i, j) of ``contexts`` [K, d] asked and not answered yet: it joins this bandit's V as a duel whose
         steps wait (``observe``'s ``train`` False; V's weight reads the estimate, not the outcome), so that pairs
         chosen on it next look elsewhere, as GP-BUCB's hallucinated observations do for a batch. For a copy the
         answers never reach (the page's questions between two learning steps): its history holds a made-up
         outcome. A learner that cannot put off its steps (``DEFERS_TRAINING`` False) is left as it is. Checked as
         :meth:`observe` is (contexts, the two indices, a learner left finite and able to choose), nothing changed
-        where refused."""
+        where refused. ``in_place``: the duel joins this learner itself, with no copy and no probe (a bandit that is
+        itself a disposable copy, as the page's between two learning steps); a learner left with a non-finite tensor
+        is refused after the fact, and the bandit is then to be thrown away."""
         x, i, j = self._checked_items(contexts, i, j)
         _check_two(i, j, "a question compares two different items")
-        if type(self.learner).DEFERS_TRAINING:
+        if not type(self.learner).DEFERS_TRAINING:
+            return
+        if not in_place:
             self.learner = self._learned(x, i, j, 0, False, "this pending question")
+            return
+        try:
+            _learn(self.learner, x.unsqueeze(0), i, j, 0, False)
+            self.learner.check_finite()
+            state = self.learner.state_dict()  # every tensor it holds finite (no probe: a look at each)
+            bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+            if bad:
+                raise FloatingPointError(f"non-finite {', '.join(bad)}")
+        except (FloatingPointError, torch.linalg.LinAlgError) as err:
+            raise ValueError(f"contexts: this pending question left the learner non-finite ({err})") from None
 
     def _checked_items(self, contexts, i, j) -> tuple:
         """contexts [K, d] checked (:func:`_as_contexts`) and i, j item indices in [0, K), as ints."""

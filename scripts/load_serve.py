@@ -76,7 +76,8 @@ def _person(port, taste, until: float, budget: list, lock, latencies: list, erro
         if status != 200:
             errors.append(q)
             return
-        f = [np.array(list(q[s]["features"].values())) @ taste for s in ("first", "second")]
+        shown = [np.array(list(q[s]["features"].values()), dtype=float) for s in ("first", "second")]
+        f = [x @ taste[: len(x)] for x in shown]  # a taste over however many features the catalog has
         time.sleep(think)
         status, a, t2 = _call(
             conn, "POST", "/api/answer", {"session": sid, "question": q["question"], "choice": 1 + int(f[1] > f[0])}
@@ -95,7 +96,7 @@ def level(people: int, seconds: float, max_answers: int, extra: list, think: flo
         proc, port = _start(folder, extra)
         try:
             rng = np.random.default_rng(0)
-            taste = rng.standard_normal(5)
+            taste = rng.standard_normal(64)
             latencies, errors, lock, budget = [], [], threading.Lock(), [max_answers]
             until = time.perf_counter() + seconds
             start = time.perf_counter()

@@ -37,7 +37,8 @@ def script_commands(path: str) -> list[list[str]]:
 
 
 def shortened(argv: list[str]) -> list[str]:
-    """``argv`` with the values of SHORTER's flags replaced (a flag's values run to the next flag), or added."""
+    """``argv`` with the values of SHORTER's flags replaced (a flag's values run to the next flag), or added (before
+    a ``--``)."""
     out, i = list(argv), 0
     for flag, values in SHORTER.get(os.path.basename(argv[0]), {}).items():
         if flag in out:
@@ -46,8 +47,9 @@ def shortened(argv: list[str]) -> list[str]:
             while j < len(out) and not out[j].startswith("--"):
                 j += 1
             out[i:j] = values
-        else:
-            out += [flag, *values]
+        else:  # before a ``--`` (what follows it is another program's)
+            end = out.index("--") if "--" in out else len(out)
+            out[end:end] = [flag, *values]
     return out
 
 

@@ -486,7 +486,10 @@ class Annotation:
             self.worker.published[key], self.worker.asking[key] = fresh, copy.deepcopy(fresh)
         bandit = self.worker.asking[key]
         i, j = bandit.select(self.items.contexts[offer])
-        bandit.pending(self.items.contexts[offer], i, j)  # the next question looks elsewhere until the answers come
+        try:  # the next question looks elsewhere until the answers come (on this throwaway copy itself: no copy)
+            bandit.pending(self.items.contexts[offer], i, j, in_place=True)
+        except ValueError:  # the copy is spoilt: the learner as last published asks the next question
+            self.worker.asking[key] = copy.deepcopy(self.worker.published[key])
         return i, j
 
     def answer(self, sid: str, qid, choice) -> dict:

@@ -39,6 +39,7 @@ from typing import Any, Optional
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .annotation import Annotation, BadRequest
@@ -80,6 +81,29 @@ def _matches(given: str, secret: Optional[str]) -> bool:
     return secret is not None and hmac.compare_digest(given.encode(), secret.encode())
 
 
+class _Guard:
+    """Every request's head checked before its handler (``refusal``: a response, or None to go on), and ``headers``
+    put on every response. A plain ASGI middleware: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware``) costs
+    each reply a task and a body stream of its own."""
+
+    def __init__(self, app, refusal, headers: dict):
+        self.app, self.refusal, self.headers = app, refusal, headers
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refused = self.refusal(Request(scope))
+        if refused is not None:
+            return await refused(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(self.headers)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 def make_app(
     annotation: Annotation,
     token: Optional[str] = None,
@@ -108,8 +132,8 @@ def make_app(
     def refused(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status, headers=headers)
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
+    def refusal(request: Request) -> Optional[JSONResponse]:
+        """The refusal of a request before its handler (who may ask what, the body's size), or None."""
         host = _host_name(request.headers.get("host", ""))
         if allowed_hosts is not None and host not in allowed_hosts:
             return refused(400, "Host: this server answers to " + ", ".join(sorted(allowed_hosts)))
@@ -136,9 +160,9 @@ def make_app(
                 return refused(
                     403, "ranking: this study does not show annotators the ranking (the researcher's link does)"
                 )
-        response = await call_next(request)
-        response.headers.update(headers)
-        return response
+        return None
+
+    app.add_middleware(_Guard, refusal=refusal, headers=headers)
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, err: BadRequest):

@@ -30,6 +30,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 from typing import Callable, Optional
 
 import numpy as np
@@ -342,6 +343,15 @@ class LearnerProcess:
         self.thread.join(timeout=60)
         self.sender.join(timeout=60)
 
+    def _exit_code(self, seconds: float = 5.0) -> Optional[int]:
+        """The ended process's exit code (None if it is still running after ``seconds``). Polled: another thread's
+        join may reap the process first, and a join that lost that race returns with the code not yet set."""
+        deadline = time.monotonic() + seconds
+        self.process.join(timeout=seconds)
+        while self.process.exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.process.exitcode
+
     def _receive(self) -> None:
         while True:
             try:
@@ -349,8 +359,7 @@ class LearnerProcess:
             except (EOFError, OSError):
                 with self.changed:
                     if not self.stopped and self.failed is None:
-                        self.process.join(timeout=5)
-                        self.failed = f"the learning process ended (exit code {self.process.exitcode})"
+                        self.failed = f"the learning process ended (exit code {self._exit_code()})"
                         print(f"error: {self.failed}; the answers are kept", file=sys.stderr)
                     self.changed.notify_all()
                 return

@@ -101,3 +101,28 @@ def test_a_learner_that_cannot_put_off_its_steps_ignores_pending():
     x, _ = _answers(0)
     b.pending(x, 0, 1)
     assert b.num_observed == 0
+
+
+def test_pending_in_place_gives_the_learner_a_copying_pending_gives_bit_for_bit():
+    """``pending(..., in_place=True)`` (the page's throwaway copy: no deepcopy, no probe) leaves the bandit's learner
+    as the copying ``pending`` makes it: the same V and history, the same pairs asked next."""
+    b = _learned([True] * 6)
+    x, _ = _answers(0)
+    copying, in_place = copy.deepcopy(b), copy.deepcopy(b)
+    for _ in range(5):
+        pair = copying.select(x)
+        assert in_place.select(x) == pair
+        copying.pending(x, *pair)
+        in_place.pending(x, *pair, in_place=True)
+        assert torch.equal(copying.learner.V, in_place.learner.V)
+    state, other = copying.learner.state_dict(), in_place.learner.state_dict()
+    assert state.keys() == other.keys() and all(torch.equal(state[k], other[k]) for k in state)
+    assert not torch.equal(b.learner.V, in_place.learner.V)  # it did change that copy
+
+
+def test_pending_in_place_refuses_a_learner_it_left_non_finite():
+    b = _learned([True] * 6)
+    x, _ = _answers(0)
+    b.learner.V.fill_(float("nan"))  # a spoilt copy: the next duel's term leaves it non-finite
+    with pytest.raises(ValueError, match="this pending question left the learner non-finite"):
+        b.pending(x, 0, 1, in_place=True)

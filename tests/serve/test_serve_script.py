@@ -132,6 +132,20 @@ def test_the_load_script_prints_a_row_for_each_number_of_people(capsys):
         assert 0 <= float(r[8].strip().rstrip("%")) <= 100  # the share learned in a batch
 
 
+def test_the_load_script_answers_on_a_catalog_of_other_features(capsys):
+    """docs/load-items.csv (30 items, 6 features: the load table's catalog) through ``-- --items``: the simulated
+    people answered with a taste of 5 features and every answer failed (a matmul of 6 by 5)."""
+    items = os.path.join(ROOT, "docs", "load-items.csv")
+    assert (
+        load_script("load_serve").main(
+            ["--people", "2", "--seconds", "2", "--max-answers", "20", "--", "--items", items]
+        )
+        == 0
+    )
+    (row,) = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if re.match(r"\| \d", line)]
+    assert 0 < int(row[5]) <= 20 and "refused" not in row[-1]
+
+
 def test_the_load_scripts_people_who_read_each_question_answer_no_faster_than_they_read(capsys):
     """--think 0.2: two people for 2 s answer at most 2 / 0.2 a second, and the header says how they answer."""
     assert load_script("load_serve").main(["--people", "2", "--seconds", "2", "--think", "0.2"]) == 0

@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import time
+import types
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from nvldb_pl.live import DuelingBandit
 from nvldb_pl.serve.annotation import SHARED, Annotation, BadRequest
 from nvldb_pl.serve.items import builtin_catalog
 from nvldb_pl.serve.store import Store
+from nvldb_pl.serve.worker import LearnerProcess
 from tests.serve.test_serve import CONFIG, _person
 
 
@@ -231,3 +233,22 @@ def test_a_record_that_fails_stops_the_learner_said_and_a_stop_does_not_hang(tmp
     start = time.perf_counter()
     ann.close()
     assert time.perf_counter() - start < 30
+
+
+def test_the_exit_code_is_awaited_when_another_thread_reaped_the_process():
+    """Two threads joined the killed process (the receiver and the caller): the one that lost the race to reap it
+    returned from join with ``exitcode`` still None, and the page said "exit code None". The code is now polled."""
+
+    class Reaped:  # a process another thread reaps: exitcode None for the first reads after join
+        reads = 0
+
+        def join(self, timeout=None):
+            pass
+
+        @property
+        def exitcode(self):
+            self.reads += 1
+            return -9 if self.reads > 3 else None
+
+    stub = types.SimpleNamespace(process=Reaped())
+    assert LearnerProcess._exit_code(stub, seconds=5.0) == -9
