@@ -2,8 +2,9 @@
 AISTATS 2026) on PyTorch Lightning.
 
 The parts by role, imports running one way: :mod:`.maths` → :mod:`.environments` → :mod:`.learners` →
-:mod:`.loop` → :mod:`.cli` (and :mod:`.experiments`, :mod:`.live`, :mod:`.serve`); :mod:`.machinery` (files,
-devices, checkpoints) imports no learner and not the loop."""
+:mod:`.machinery` (files, devices, checkpoints; it takes the history's pass and the learners' names) → :mod:`.loop`
+→ :mod:`.cli` (and :mod:`.experiments`, :mod:`.live`, :mod:`.serve`): a learner imports no machinery
+(docs/architecture.md)."""
 
 from .maths import seedwise  # noqa: F401  first: sets MKL_CBWR before any BLAS call (per-seed results independent of S)
 from . import _moved

@@ -170,7 +170,7 @@ def check_trainer(cfg) -> int:
     check_precision(cfg.get("precision"))
     strategy = cfg.get("strategy", "auto")
     name = getattr(strategy, "strategy_name", strategy)
-    check_strategy(str(name))
+    check_trainer_strategy(str(name))
     n = process_count(cfg.get("devices", 1), cfg.get("num_nodes", 1), accelerator)
     check_launch(n, str(name), cfg.get("devices", 1), cfg.get("num_nodes", 1))
     if n > 1 and name == "seed_parallel":
@@ -185,7 +185,7 @@ def check_trainer(cfg) -> int:
     return n
 
 
-def check_strategy(name: str) -> None:
+def check_trainer_strategy(name: str) -> None:
     """Refuse, by name, the strategies that shard one model (FSDP, DeepSpeed, model parallel) or run on
     TPUs (XLA): a run's seeds are independent networks on CPUs or CUDA GPUs."""
     if name.startswith(("fsdp", "deepspeed", "model_parallel")):
