@@ -17,7 +17,9 @@ Refused at start, in one line naming ``--db`` (nothing read or written beside it
 not SQLite, another program's database or damaged (SQLite's integrity check); with ``exclusive`` (a server), a
 database another server holds (the lock file ``<db>.lock`` names it), since two servers on one file would each learn
 half of the answers; and a database that holds fewer answers than were acknowledged (``<db>.acked`` records, synced,
-the number of the last answer committed: damage to the write-ahead log loses its last frames without a word).
+the number of the last answer committed). Each answer is checkpointed into the database file before it is
+acknowledged (the write-ahead log truncated), so damage to the log, which loses its last frames without a word, can
+take back no acknowledged answer.
 """
 
 from __future__ import annotations
@@ -249,6 +251,9 @@ class Store:
                 "INSERT INTO answers (question, session, learner, choice, answered) VALUES (?, ?, ?, ?, ?)",
                 (qid, sid, learner, int(choice), time.time()),
             ).lastrowid
+            # in the database file itself before it is acknowledged, the write-ahead log emptied: damage to the log
+            # (or its loss) can no longer take an acknowledged answer with it
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._ack(seq)
             return seq
 
