@@ -1,6 +1,7 @@
 """The HTTP face of :class:`~.annotation.Annotation` (FastAPI; ``pip install -e '.[serve]'``).
 
     GET  /                      the page (``page.html``: plain HTML and a little JavaScript)
+    GET  /images/<k>            item k's image file, where the items CSV names one beside it
     GET  /api/study             what a person sees before their first question: {"consent": text or null}
     POST /api/session           {"annotator": name or null} or {"invite": secret}, and {"consent": true} where the
                                 study asks for it -> {"session"}
@@ -30,6 +31,7 @@ import base64
 import hashlib
 import hmac
 import html
+import os
 import re
 import sqlite3
 import sys
@@ -38,11 +40,12 @@ from typing import Any, Optional
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .annotation import Annotation, BadRequest
+from .items import IMAGE_TYPES
 
 
 def _body(body, *fields, optional=()) -> list:
@@ -191,6 +194,15 @@ def make_app(
     @app.get("/", response_class=HTMLResponse)
     def index():
         return page
+
+    @app.get("/images/{k}")
+    def image(k: int):
+        """An item's image file (the items CSV named it beside itself), as its type; else 404."""
+        files = annotation.items.image_files
+        if files is None or not 0 <= k < len(files) or files[k] is None:
+            raise StarletteHTTPException(404, "no such image")
+        kind = IMAGE_TYPES[os.path.splitext(files[k])[1].lower()]
+        return FileResponse(files[k], media_type=kind, headers={"Cache-Control": "max-age=3600"})
 
     @app.get("/api/study")
     def study():

@@ -1,8 +1,10 @@
 """The items people compare: names, what the page shows of them, and the contexts the learner sees.
 
 An items file is a CSV (comma-, semicolon- or tab-separated) with a header row: a ``name`` column,
-optional ``text`` and ``image`` columns (a description and an image URL: shown to people, never
-learned from), and every other column a numeric feature. The contexts are the features standardized
+optional ``text`` and ``image`` columns (a description and an image: shown to people, never
+learned from), and every other column a numeric feature. An image is a URL (``http(s)://``, ``data:image/``) or a
+file beside the CSV (a path relative to its folder, inside it: PNG, JPEG, GIF or WebP), which the page serves at
+``/images/<item index>``; its bytes are part of the catalog's sha256. The contexts are the features standardized
 over the items, each item then scaled to unit norm, as ``scripts/duel.py`` does with its catalog.
 """
 
@@ -11,11 +13,21 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
+import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 SHOWN = ("text", "image")  # columns shown, not learned from
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+IMAGE_URL = re.compile(r"(https?://|data:image/)", re.I)
 FEATURES = ("sweetness", "acidity", "body", "bitterness", "price")  # the built-in catalog's
 NAMES = (
     "Aurora",
@@ -46,6 +58,7 @@ class Catalog:
     contexts: np.ndarray
     source: str
     sha256: str
+    image_files: tuple | None = None  # [N]: the local image file of each item (None: a URL or no image)
 
     def describe(self, k: int) -> str:
         """One line: the item's name and its feature values."""
@@ -146,16 +159,43 @@ def read_items(path: str) -> Catalog:
         raise ValueError(f"{path}: {len(names)} item(s); a question needs two")
     feats = [header[i] for i in features]
     raw = np.asarray(raw, dtype=np.float64)
+    digest = hashlib.sha256(data)
+    image, files = shown.get("image"), None
+    if image is not None and any(cell and not IMAGE_URL.match(cell) for cell in image):
+        files = tuple(_image_file(path, n, cell) for (n, _), cell in zip(rows[1:], image))
+        for k, f in enumerate(files):
+            if f is not None:  # shown from this server; what it shows is part of the catalog
+                image[k] = f"/images/{k}"
+                with open(f, "rb") as fh:
+                    digest.update(hashlib.sha256(fh.read()).digest())
     return Catalog(
         names,
         shown.get("text"),
-        shown.get("image"),
+        image,
         feats,
         raw,
         contexts_of(raw, feats, str(path)),
         str(path),
-        hashlib.sha256(data).hexdigest(),
+        digest.hexdigest(),
+        files,
     )
+
+
+def _image_file(path: str, line: int, cell: str) -> str | None:
+    """The image file ``cell`` names (relative to the CSV's folder, inside it), or None for a URL or no image."""
+    if not cell or IMAGE_URL.match(cell):
+        return None
+    where = f"{path}, line {line}, column 'image'"
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    target = os.path.realpath(os.path.join(folder, cell))
+    if os.path.isabs(cell) or os.path.commonpath([folder, target]) != folder:
+        raise ValueError(f"{where}: {cell!r} is outside the items file's folder; give a path inside it or a URL")
+    kind = os.path.splitext(target)[1].lower()
+    if kind not in IMAGE_TYPES:
+        raise ValueError(f"{where}: {cell!r} is not one of {sorted(IMAGE_TYPES)} (a URL starts with https://)")
+    if not os.path.isfile(target):
+        raise FileNotFoundError(f"{where}: {cell!r}: no such file beside {path}")
+    return target
 
 
 def kendall_tau(a, b) -> float:
