@@ -252,3 +252,22 @@ def test_the_exit_code_is_awaited_when_another_thread_reaped_the_process():
 
     stub = types.SimpleNamespace(process=Reaped())
     assert LearnerProcess._exit_code(stub, seconds=5.0) == -9
+
+
+def test_a_spoilt_asking_copy_is_replaced_and_the_question_still_asked(tmp_path, monkeypatch):
+    """The page adds each question's pair to its asking copy in place; where that copy is refused (left non-finite),
+    the question is still asked, and the next ones come from the learner as last published."""
+    ann = _background(tmp_path)
+    sid = ann.new_session()
+    ann.question(sid)  # the asking copy is made
+    spoilt = ann.worker.asking[SHARED]
+
+    def refuse(self, contexts, i, j, in_place=False):
+        raise ValueError("contexts: this pending question left the learner non-finite (a test)")
+
+    monkeypatch.setattr(DuelingBandit, "pending", refuse)
+    other = ann.new_session()
+    q = ann.question(other)
+    assert q["question"] > 0 and q["first"]["index"] != q["second"]["index"]
+    assert ann.worker.asking[SHARED] is not spoilt
+    ann.close()
