@@ -160,14 +160,15 @@ def read_items(path: str) -> Catalog:
     feats = [header[i] for i in features]
     raw = np.asarray(raw, dtype=np.float64)
     digest = hashlib.sha256(data)
-    image, files = shown.get("image"), None
-    if image is not None and any(cell and not IMAGE_URL.match(cell) for cell in image):
-        files = tuple(_image_file(path, n, cell) for (n, _), cell in zip(rows[1:], image))
-        for k, f in enumerate(files):
-            if f is not None:  # shown from this server; what it shows is part of the catalog
-                image[k] = f"/images/{k}"
-                with open(f, "rb") as fh:
-                    digest.update(hashlib.sha256(fh.read()).digest())
+    image = shown.get("image")
+    files = None if image is None else tuple(_image_file(path, n, cell) for (n, _), cell in zip(rows[1:], image))
+    for k, f in enumerate(files or ()):
+        if f is not None:  # shown from this server; what it shows is part of the catalog
+            image[k] = f"/images/{k}"
+            with open(f, "rb") as fh:
+                digest.update(hashlib.sha256(fh.read()).digest())
+    if files is not None and not any(files):
+        files = None  # URLs only
     return Catalog(
         names,
         shown.get("text"),
