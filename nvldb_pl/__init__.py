@@ -4,10 +4,11 @@ AISTATS 2026) on PyTorch Lightning.
 The parts by role, imports running one way: :mod:`.maths` → :mod:`.environments` → :mod:`.learners` →
 :mod:`.machinery` (files, devices, checkpoints; it takes the history's pass and the learners' names) → :mod:`.loop`
 → :mod:`.cli` (and :mod:`.experiments`, :mod:`.live`, :mod:`.serve`): a learner imports no machinery
-(docs/architecture.md)."""
+(docs/architecture.md). :mod:`.migrations`, the versioned table of what older versions wrote, imports
+nothing of the package, and every layer reads it."""
 
 from .maths import seedwise  # noqa: F401  first: sets MKL_CBWR before any BLAS call (per-seed results independent of S)
-from . import _moved
+from . import migrations
 from .environments.stream import RoundStream, StreamSpec
 from .loop.data import BanditDataModule
 from .learners.nvldb import NVLDB
@@ -16,4 +17,4 @@ from .maths.selection import STRATEGIES
 __all__ = ["BanditDataModule", "RoundStream", "StreamSpec", "NVLDB", "STRATEGIES"]
 __version__ = "0.1.0"
 
-_moved.install()  # the modules' names before the layout by role (nvldb_pl/_moved.py)
+migrations.install()  # the modules' old names (nvldb_pl/migrations.py)

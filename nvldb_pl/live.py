@@ -45,8 +45,9 @@ from .loop.data import BanditDataModule
 from .machinery.host import atomic_open, checkpoint_problem, keep_freed_memory, open_text
 from .machinery.yaml_files import refuse_duplicate_keys, refuse_linked_in_model, refuse_settings_beside_class_path
 from .learners.base import DuelingLearner
-from .learners.neural import saved_hparams
 from .learners.registry import init_args, learner_class, learner_path
+from .migrations import VERSION as MIGRATION_VERSION
+from .migrations import upgrade_settings
 from .maths.ranking import InformativePair, check_objective
 
 # the sections of a fit config: configs/*.yaml, and the config.yaml a run writes
@@ -350,7 +351,8 @@ class DuelingBandit:
             learner_cls = learner_class(name, path)
         except ValueError as err:
             raise ValueError(f"{err} (the learner this file was saved from)") from None
-        hp = saved_hparams(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), name)
+        since = ckpt.get("format_version")  # the migrations it needs no longer (nvldb_pl/migrations.py)
+        hp = upgrade_settings(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), name, since)
         accepted = init_args(learner_cls)
         module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
         held = ckpt["state_dict"].get("seed_id")
@@ -358,8 +360,8 @@ class DuelingBandit:
             module.take_seeds(list(range(len(held))))
         if "hist_o" in ckpt["state_dict"]:
             module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
-        state = module.upgraded_state(ckpt["state_dict"])  # a save an older version wrote, in this one's terms
-        refuse_other_state(state, module.state_dict(), path, module.LEGACY_STATE)
+        state = module.upgraded_state(ckpt["state_dict"], since)  # a save an older version wrote, in this one's terms
+        refuse_other_state(state, module.state_dict(), path)
         module.load_state_dict(state)
         module._t = int(module.rounds_done)
         _check_counter(module, path)
@@ -539,6 +541,7 @@ class DuelingBandit:
         opt = L.optimizer()
         payload = {
             "format": FORMAT,
+            "format_version": MIGRATION_VERSION,
             "learner": learner_path(type(L)),
             "hparams": dict(L.hparams),
             "state_dict": L.state_dict(),

@@ -28,7 +28,7 @@ from ..environments import uci
 from ..environments.stream import ALL_TASKS, StreamSpec
 from ..loop.data import BanditDataModule
 from ..maths.checks import LINKED_FROM_DATA, typed_args
-from ..learners.neural import saved_hparams
+from ..migrations import upgrade_settings
 from ..learners.registry import init_args, learner_class, method_spec
 from ..environments.tasks import make_task
 from ..machinery.host import hold_folder, read_json
@@ -109,7 +109,7 @@ def run_settings(method: str, hparams: dict) -> dict:
         return {}
     if not hparams:
         return {}
-    hparams = saved_hparams(hparams, learner)  # a run made before a setting existed: as it ran then
+    hparams = upgrade_settings(hparams, learner)  # a run made before a setting existed: as it ran then
     params = inspect.signature(cls.__init__).parameters
     own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
     changed = {

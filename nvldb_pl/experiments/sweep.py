@@ -33,7 +33,7 @@ import torch
 
 from .grid import TASK_DATA, check_learner, check_positive, check_tasks
 from ..machinery.host import check_folder_can_be_made
-from ..learners.neural import saved_hparams
+from ..migrations import upgrade_settings
 from ..learners.nvldb import LITERAL
 from ..maths.checks import LINKED_FROM_DATA, typed_args
 from ..learners.registry import init_args, learner_class
@@ -178,7 +178,7 @@ def read_rows(flag: str, path: str) -> tuple[list[dict], int]:
         row["_line"] = n
         learner = row["config"].get("learner", "NVLDB") if isinstance(row["config"], dict) else None
         if learner == "NDB" and isinstance(row.get("settings"), dict):  # NDB's rule: recorded by its name now
-            row["settings"] = saved_hparams(row["settings"], "NDB")
+            row["settings"] = upgrade_settings(row["settings"], "NDB")
         rows.append(row)
     return rows, whole
 

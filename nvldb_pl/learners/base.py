@@ -32,6 +32,8 @@ import torch
 
 from ..environments.regret import CumulativeRegret
 from ..maths.checks import check, check_linked, check_memory
+from ..migrations import VERSION as MIGRATION_VERSION
+from ..migrations import upgrade_settings, upgrade_state
 
 SHARED_BUFFERS = ("rounds_done", "reg", "base_seed")  # a learner's tensors without a leading seed dimension
 
@@ -70,8 +72,6 @@ class DuelingLearner(pl.LightningModule):
     # update honours a duel's train False (learn): the duel joins V, its outcome waits for the next steps
     DEFERS_TRAINING = False
     EXTENDABLE = True  # nothing depends on the horizon T: a run can be resumed with a larger data.rounds
-    LEGACY_STATE: tuple = ()  # state keys an older version saved that this learner no longer keeps (dropped on load)
-    RENAMED_STATE: dict = {}  # state keys an older version saved under another name: old -> new (renamed on load)
 
     def __init__(self, dim: int, arms: int, rounds: int, num_seeds: int, link: str):
         super().__init__()
@@ -117,10 +117,15 @@ class DuelingLearner(pl.LightningModule):
         self._base_seed, self._seed_ids = int(base_seed), [int(i) for i in seed_ids]
         self.regret = CumulativeRegret(list(seed_ids)).to(self.device)  # nothing accumulated yet
 
-    def upgraded_state(self, state_dict: dict) -> dict:
-        """A saved state in this version's terms: the keys of ``LEGACY_STATE`` (no longer kept) left out, those of
-        ``RENAMED_STATE`` under their new names."""
-        return {self.RENAMED_STATE.get(k, k): v for k, v in state_dict.items() if k not in self.LEGACY_STATE}
+    @classmethod
+    def lineage(cls) -> tuple[str, ...]:
+        """The package's learner classes this one is or derives from, by name (the migration table's keys)."""
+        return tuple(c.__name__ for c in cls.__mro__ if c.__module__.split(".")[0] == "nvldb_pl")
+
+    def upgraded_state(self, state_dict: dict, since: int | None = None) -> dict:
+        """A saved state written at migration version ``since`` (None: before the table) in this version's terms:
+        the keys no longer kept left out, the renamed ones under their new names (:mod:`nvldb_pl.migrations`)."""
+        return upgrade_state(state_dict, self.lineage(), since)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """torch's, on :meth:`upgraded_state` (a state an older version saved loads)."""
@@ -241,9 +246,14 @@ class DuelingLearner(pl.LightningModule):
         return self._t
 
     def upgrade_checkpoint(self, checkpoint: dict) -> None:
-        """A checkpoint in this version's terms, in place: its state by :meth:`upgraded_state` (subclasses add
-        the settings an older version did not save, as they were then)."""
-        checkpoint["state_dict"] = self.upgraded_state(checkpoint["state_dict"])
+        """A checkpoint in this version's terms, in place (:mod:`nvldb_pl.migrations`, from the version it records):
+        the settings it predates as they were then, its state by :meth:`upgraded_state`."""
+        since = checkpoint.get("format_version")
+        name = checkpoint.get("learner", type(self).__name__)
+        hparams = upgrade_settings(checkpoint.get("hyper_parameters", {}), name, since)
+        if hparams or "hyper_parameters" in checkpoint:
+            checkpoint["hyper_parameters"] = hparams
+        checkpoint["state_dict"] = self.upgraded_state(checkpoint["state_dict"], since)
 
     def on_load_checkpoint(self, checkpoint) -> None:
         """Lightning's hook, before the state is loaded: the checkpoint in this version's terms, the loop's checks
@@ -256,6 +266,7 @@ class DuelingLearner(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint) -> None:
         checkpoint["learner"] = learner_name(type(self))  # a user's class by its import path
+        checkpoint["format_version"] = MIGRATION_VERSION  # the migrations it needs no longer
 
     @contextmanager
     def _timed(self, name: str):

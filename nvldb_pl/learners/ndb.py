@@ -45,9 +45,6 @@ class NDB(NeuralLearner):
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
 
-    LEGACY_STATE = ("V",)  # saved before 2026-11, when NDB subclassed NVLDB and kept its (unused) V
-    RENAMED_STATE = {"Vinv": "gradient_gram.Zinv", "U": "gradient_gram.U"}  # before NDB shared the deep test's Gram
-
     def __init__(
         self,
         dim: int = 5,

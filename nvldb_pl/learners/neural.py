@@ -47,37 +47,10 @@ BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
 
 
-# What a checkpoint written before these settings existed was made with (they were not saved then).
-BEFORE_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
-# ... and before the activation was a setting, every layer was ReLU.
-BEFORE_ACTIVATION = {"activation": "relu"}
-
-
 def pair_difference(x: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
     """x [S, K, p] -> x[a1] - x[a2] per seed [S, p] (a duel's feature or gradient difference)."""
     rows = torch.arange(x.shape[0], device=x.device)
     return x[rows, a1] - x[rows, a2]
-
-
-# NVLDB runs saved before the self-duel test existed played the rule's own pair (today's self_duel_test=none).
-BEFORE_SELF_DUEL_TEST = {"self_duel_test": "none"}
-# ... and before these two existed, the deep test used beta and the rule's own second arm.
-BEFORE_SECOND_ARM = {"self_duel_width": None, "second_arm": "rule"}
-
-
-def saved_hparams(hparams: dict, learner: str) -> dict:
-    """A checkpoint's (or a run's hparams.yaml) hyperparameters, with the settings it predates filled in as
-    they were then."""
-    if learner not in ("NVLDB", "NDB"):
-        return dict(hparams)
-    if learner == "NDB" and "rule" in hparams:  # NDB's rule, before it took NVLDB's name for it (strategy)
-        hparams = {**{k: v for k, v in hparams.items() if k != "rule"}, "strategy": f"{hparams['rule']}_asym"}
-    before = {
-        **BEFORE_PARAMETRIZATION,
-        **BEFORE_ACTIVATION,
-        **({**BEFORE_SELF_DUEL_TEST, **BEFORE_SECOND_ARM} if learner == "NVLDB" else {}),
-    }
-    return {**before, **hparams}
 
 
 def resolve_network(
@@ -239,13 +212,6 @@ class NeuralLearner(DuelingLearner):
             if self.net.biases:
                 biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
         self.net.load_seed_init(per_seed, biases)
-
-    def upgrade_checkpoint(self, checkpoint: dict) -> None:
-        """Also the settings the checkpoint predates, as they were then (:func:`saved_hparams`)."""
-        checkpoint["hyper_parameters"] = saved_hparams(
-            checkpoint.get("hyper_parameters", {}), checkpoint.get("learner", type(self).__name__)
-        )
-        super().upgrade_checkpoint(checkpoint)
 
     def configure_optimizers(self):
         # Elementwise, so seeds stay independent. foreach, not fused, off the graph: torch's fused CPU Adam

@@ -119,9 +119,6 @@ class NVLDB(NeuralLearner):
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
 
-    # the deep test's Gram was NVLDB's own buffer before the test became an object (its Gram now self_duel.gram)
-    RENAMED_STATE = {"U": "self_duel.gram.U", "Zinv": "self_duel.gram.Zinv"}
-
     def __init__(
         self,
         dim: int = 5,

@@ -74,7 +74,7 @@ def check_resume(module, checkpoint: dict, trainer=None) -> list[dict]:
             f"the checkpoint holds no state of the round stream "
             f"({type(dm).__qualname__}): it is not a fit run's checkpoint",
         )
-    refuse_other_state(checkpoint["state_dict"], module.state_dict(), "the checkpoint", module.LEGACY_STATE)
+    refuse_other_state(checkpoint["state_dict"], module.state_dict(), "the checkpoint")
     refuse_other_layout(module, checkpoint, trainer)
     say_other_device(checkpoint, trainer)
     moved = software_change(checkpoint.get("software"))  # another commit, torch, ...: said as for another device

@@ -300,12 +300,12 @@ def test_ndb_takes_nvldbs_name_for_its_rule_and_still_its_old_one():
     """strategy names the rule in NDB as in NVLDB (ucb_asym, ts_asym: NVLDB's ASYM on the gradients); rule (ucb, ts)
     is its old name: the same learner, saved under the new name; a checkpoint or run record of the old name reads
     as the new; another of NVLDB's rules, or both names at odds, refused naming the field."""
-    from nvldb_pl.learners.neural import saved_hparams
+    from nvldb_pl.migrations import upgrade_settings
 
     new, old = NDB(rounds=5, num_seeds=1, width=4, strategy="ts_asym"), NDB(rounds=5, num_seeds=1, width=4, rule="ts")
     assert dict(new.hparams) == dict(old.hparams) and "rule" not in new.hparams
     assert new.method == old.method == "NDB-TS" and new.selection_rule == old.selection_rule
-    assert saved_hparams({**{k: v for k, v in new.hparams.items() if k != "strategy"}, "rule": "ts"}, "NDB") == {
+    assert upgrade_settings({**{k: v for k, v in new.hparams.items() if k != "strategy"}, "rule": "ts"}, "NDB") == {
         **new.hparams
     }
     with pytest.raises(ValueError, match="model.strategy: 'ucb_osym': NDB's rules are NVLDB's ASYM rules"):

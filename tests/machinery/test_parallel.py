@@ -354,7 +354,8 @@ def test_torchrun_starting_more_processes_than_the_config_runs_is_refused_by_eac
         "its own); to spread the seeds over them, add --trainer.strategy seed_parallel --trainer.devices 2"
     )
     lines = [line for line in out.stderr.splitlines() if "error: " in line]
-    assert out.returncode != 0 and sorted(lines) == sorted([message, f"[rank: 1] {message}"]), out.stderr[-3000:]
+    # torchrun stops the other process once one has failed: on a busy machine rank 1 may be stopped before it says so
+    assert out.returncode != 0 and lines and set(lines) <= {message, f"[rank: 1] {message}"}, out.stderr[-3000:]
     assert not os.path.exists(os.path.join(tmp_path, "lightning_logs"))
 
 

@@ -1,0 +1,197 @@
+"""What older versions of the package wrote differently, in one versioned table, oldest first.
+
+Each :class:`Migration` is one change of what a file holds or where code lives: the settings a learner's saved
+hyperparameters predate (filled in as they were then), its state keys renamed or no longer kept, a setting renamed,
+the modules' old names. A checkpoint (``format_version``) and a live save record the newest version they were
+written at; reading one applies the migrations after it (a file without the key: all of them, which is how files
+from before the table read). Every step only fills in what is absent or renames what is old, so applying it to a
+file that does not need it changes nothing. Results files (sweep rows, ``hparams.yaml``) hold no version: all apply.
+
+Used by the learners (:meth:`nvldb_pl.learners.base.DuelingLearner.upgraded_state`, their checkpoint hook), the
+live API, the reports and the package's import hook for old module names (:func:`install`). This module imports
+nothing of the package, so that every layer may read it.
+
+Adding a change: append a :class:`Migration` with the next version; never edit an entry a release has written.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
+
+
+def _ndb_rule_to_strategy(hparams: dict) -> dict:
+    """NDB's ``rule`` (``ucb``/``ts``) is the ``strategy`` ``ucb_asym``/``ts_asym`` (NVLDB's name for it)."""
+    if "rule" not in hparams:
+        return hparams
+    return {**{k: v for k, v in hparams.items() if k != "rule"}, "strategy": f"{hparams['rule']}_asym"}
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One change, and how a file written before it is read.
+
+    version: its place in the table (1, 2, ...). what: one line, the change. settings: learner class name ->
+    the settings its saved hyperparameters predate, as they were then (filled in where absent). rewrite: learner
+    class name -> a function of the saved hyperparameters (a renamed setting). renamed_state: learner class
+    name -> {old state key: new}. dropped_state: learner class name -> state keys no longer kept. modules:
+    {old module name under ``nvldb_pl.``: its new name}."""
+
+    version: int
+    what: str
+    settings: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    rewrite: Mapping[str, Callable[[dict], dict]] = field(default_factory=dict)
+    renamed_state: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    dropped_state: Mapping[str, tuple] = field(default_factory=dict)
+    modules: Mapping[str, str] = field(default_factory=dict)
+
+
+_PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "the network's parametrization settings: files before them ran eq. (nn) literally, the rule's a2 free",
+        settings={"NVLDB": _PARAMETRIZATION, "NDB": _PARAMETRIZATION},
+    ),
+    Migration(
+        2,
+        "NDB no longer subclasses NVLDB: the (unused) V it kept is dropped",
+        dropped_state={"NDB": ("V",)},
+    ),
+    Migration(
+        3,
+        "NVLDB's self-duel test: files before it played the rule's own pair",
+        settings={"NVLDB": {"self_duel_test": "none"}},
+    ),
+    Migration(
+        4,
+        "the deep test's width and second arm: files before them used beta and the rule's a2",
+        settings={"NVLDB": {"self_duel_width": None, "second_arm": "rule"}},
+    ),
+    Migration(
+        5,
+        "the package laid out by role (maths, environments, learners, loop, machinery, experiments)",
+        modules={
+            "links": "maths.links",
+            "network": "maths.network",
+            "backward": "maths.backward",
+            "objective": "maths.objective",
+            "gram": "maths.gram",
+            "selection": "maths.selection",
+            "selfduel": "maths.selfduel",
+            "seedwise": "maths.seedwise",
+            "user_network": "maths.user_network",
+            "checks": "maths.checks",
+            "streams": "environments.seeding",
+            "tasks": "environments.tasks",
+            "uci": "environments.uci",
+            "metrics": "environments.regret",
+            "learner": "learners.base",
+            "neural": "learners.neural",
+            "module": "learners.nvldb",
+            "registry": "learners.registry",
+            "baselines": "learners",
+            "baselines.gp": "learners.gp",
+            "baselines.linear": "learners.linear",
+            "baselines.ndb": "learners.ndb",
+            "baselines.random_pair": "learners.random_pair",
+            "baselines.vacdb": "learners.vacdb",
+            "callbacks": "loop.callbacks",
+            "data": "loop.data",
+            "run": "loop.run",
+            "trainer_checks": "loop.trainer_checks",
+            "host": "machinery.host",
+            "devices": "machinery.devices",
+            "checkpoint": "machinery.checkpoint",
+            "resume": "machinery.resume",
+            "shards": "machinery.shards",
+            "parallel": "machinery.parallel",
+            "graphs": "machinery.graphs",
+            "own_defaults": "machinery.own_defaults",
+            "messages": "machinery.messages",
+            "grid": "experiments.grid",
+            "report": "experiments.report",
+        },
+    ),
+    Migration(
+        6,
+        "one name per idea: environments/streams.py (the random streams) is environments/seeding.py",
+        modules={"environments.streams": "environments.seeding"},
+    ),
+    Migration(
+        7,
+        "the deep test an object owning its Gram, shared with NDB",
+        renamed_state={
+            "NVLDB": {"U": "self_duel.gram.U", "Zinv": "self_duel.gram.Zinv"},
+            "NDB": {"Vinv": "gradient_gram.Zinv", "U": "gradient_gram.U"},
+        },
+    ),
+    Migration(
+        8,
+        "one name for the rule: NDB's rule (ucb, ts) is its strategy (ucb_asym, ts_asym)",
+        rewrite={"NDB": _ndb_rule_to_strategy},
+    ),
+    Migration(
+        9,
+        "the activation a setting: files before it were ReLU in every layer",
+        settings={"NVLDB": {"activation": "relu"}, "NDB": {"activation": "relu"}},
+    ),
+)
+
+VERSION = MIGRATIONS[-1].version  # what a file written now records (``format_version``)
+MOVED = {old: new for m in MIGRATIONS for old, new in m.modules.items()}  # every old module name -> its module
+
+
+def _after(since: Optional[int]) -> tuple[Migration, ...]:
+    return tuple(m for m in MIGRATIONS if m.version > (since or 0))
+
+
+def upgrade_settings(hparams: Mapping, learner: str, since: Optional[int] = None) -> dict:
+    """Saved hyperparameters of ``learner`` (a class name, as a checkpoint names it) written at version
+    ``since`` (None: before the table), in this version's terms: settings renamed, those they predate filled in."""
+    out = dict(hparams)
+    later = _after(since)
+    for m in later:
+        if learner in m.rewrite:
+            out = m.rewrite[learner](out)
+    before = {k: v for m in later for k, v in m.settings.get(learner, {}).items()}
+    return {**before, **out}
+
+
+def upgrade_state(state: Mapping, lineage: tuple[str, ...], since: Optional[int] = None) -> dict:
+    """A saved state dict in this version's terms: for the learner classes ``lineage`` (the package's classes a
+    learner is or derives from, by name), the keys no longer kept left out and the renamed ones under their new
+    names, for the migrations after version ``since``."""
+    renamed, dropped = {}, set()
+    for m in _after(since):
+        for name in lineage:
+            renamed.update(m.renamed_state.get(name, {}))
+            dropped.update(m.dropped_state.get(name, ()))
+    return {renamed.get(k, k): v for k, v in state.items() if k not in dropped}
+
+
+class OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import nvldb_pl.<old>`` gives the module now at ``nvldb_pl.<new>`` (the same object, not a copy)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        old = fullname[len("nvldb_pl.") :] if fullname.startswith("nvldb_pl.") else None
+        if old in MOVED:
+            return importlib.util.spec_from_loader(fullname, self, is_package=old == "baselines")
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module("nvldb_pl." + MOVED[spec.name[len("nvldb_pl.") :]])
+
+    def exec_module(self, module):
+        pass  # the module ran under its new name
+
+
+def install() -> None:
+    """Put :class:`OldNames` first on ``sys.meta_path`` (once): a stale folder (``__pycache__``) must not win."""
+    if not any(isinstance(f, OldNames) for f in sys.meta_path):
+        sys.meta_path.insert(0, OldNames())
