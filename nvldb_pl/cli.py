@@ -34,6 +34,7 @@ from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
 from .machinery.devices import threads_for
+from .machinery.own_modules import find_own_modules_here
 from .machinery.yaml_files import (
     DuplicateKey,
     linked_message,
@@ -532,6 +533,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     for a configuration, data or numerical error, 1 for a file that cannot be written (a full disk);
     130 (Ctrl-C) or 143 (SIGTERM) for a run stopped by that signal at the end of a round, saved
     (:class:`RoundCheckpoint`); 0 on success."""
+    find_own_modules_here()  # a class_path of one's own, from the working folder
     RUN_FOLDERS.clear()
     MADE_FOLDERS.clear()
     WITHOUT_CHECKPOINTS.clear()

@@ -11,22 +11,18 @@ so ``--naive-seeds`` only trades benchmark time against noise.
 """
 
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lightning.pytorch as pl
+import torch
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
-
-from nvldb_pl.environments.stream import StreamSpec  # noqa: E402
-from nvldb_pl.reference import run_seed  # noqa: E402
-from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_precision, use_blas_library  # noqa: E402
-from nvldb_pl.experiments.grid import check_positive  # noqa: E402
-from nvldb_pl.machinery.history import resolve_history_pass  # noqa: E402
-from nvldb_pl.maths.network import ACTIVATIONS  # noqa: E402
-from nvldb_pl.loop.run import check_placement, run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.environments.stream import StreamSpec
+from nvldb_pl.reference import run_seed
+from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_precision, use_blas_library
+from nvldb_pl.experiments.grid import check_positive
+from nvldb_pl.machinery.history import resolve_history_pass
+from nvldb_pl.maths.network import ACTIVATIONS
+from nvldb_pl.loop.run import check_placement, run_experiment, stop_at_ctrl_c_in_one_line
 
 
 def main():

@@ -22,10 +22,9 @@ import time
 import numpy as np
 import torch
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, ROOT)
+from nvldb_pl.live import DuelingBandit
 
-from nvldb_pl.live import DuelingBandit  # noqa: E402
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 def main(argv=None) -> int:

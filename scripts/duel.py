@@ -1,13 +1,10 @@
 """duel.py: the entry point of :mod:`nvldb_pl.serve.terminal`, whose docstring (and ``python scripts/duel.py --help``) says how it is
 used."""
 
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from nvldb_pl.serve.terminal import *  # noqa: E402,F401,F403  (the script's names, for code that loads it)
-from nvldb_pl.serve.terminal import main  # noqa: E402
+from nvldb_pl.serve.terminal import *  # noqa: F401,F403  (the script's names, for code that loads it)
+from nvldb_pl.serve.terminal import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,12 +5,9 @@ A configuration or data error (ValueError, FileNotFoundError) or a numerical fai
 (:func:`nvldb_pl.cli.run_cli`).
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from nvldb_pl.cli import run_cli  # noqa: E402
+from nvldb_pl.cli import run_cli
 
 if __name__ == "__main__":
     sys.exit(run_cli())

@@ -33,6 +33,7 @@ import torch
 
 from .grid import TASK_DATA, check_learner, check_positive, check_tasks
 from ..machinery.host import check_folder_can_be_made
+from ..machinery.own_modules import find_own_modules_here
 from ..migrations import upgrade_settings
 from ..learners.nvldb import LITERAL
 from ..maths.checks import LINKED_FROM_DATA, typed_args
@@ -314,6 +315,7 @@ def summarize(path: str, baseline: dict) -> None:
 
 
 def main():
+    find_own_modules_here()  # a class_path of one's own, from the working folder
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=600)
     p.add_argument("--seeds", type=int, default=3)

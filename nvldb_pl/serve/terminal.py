@@ -27,6 +27,7 @@ import numpy as np
 
 
 from ..machinery.host import CannotWrite, open_text
+from ..machinery.own_modules import find_own_modules_here
 from ..live import DuelingBandit, rank
 from .items import FEATURES, builtin_catalog, kendall_tau
 from .store import hold
@@ -213,6 +214,7 @@ def _sha256(path: str) -> str:
 
 
 def main(argv=None, stdin=None, out=None) -> int:
+    find_own_modules_here()  # a class_path of one's own, from the working folder
     out = out or sys.stdout
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()

@@ -15,19 +15,15 @@ A full run adds the stream, the callback and Lightning (about 1-2 ms per round, 
 """
 
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from nvldb_pl.experiments.grid import check_positive  # noqa: E402
-from nvldb_pl.learners.nvldb import NVLDB  # noqa: E402
-from nvldb_pl.environments.tasks import draw_contexts  # noqa: E402
-from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.experiments.grid import check_positive
+from nvldb_pl.learners.nvldb import NVLDB
+from nvldb_pl.environments.tasks import draw_contexts
+from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line
 
 MODES = {
     "exact": {},

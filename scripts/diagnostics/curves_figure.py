@@ -12,14 +12,11 @@ scale. Only the seeds every run of a task has are drawn, so the curves are paire
 """
 
 import argparse
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-from nvldb_pl.experiments.report import committed_curves  # noqa: E402
+from nvldb_pl.experiments.report import committed_curves
 
 
 def curves(folder: str, task: str, method: str, T: int) -> tuple[np.ndarray, dict]:

@@ -20,13 +20,11 @@ import sys
 import lightning.pytorch as pl
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-from nvldb_pl.experiments.grid import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides  # noqa: E402
-from nvldb_pl.machinery.host import CannotWrite  # noqa: E402
-from nvldb_pl.learners.registry import METHODS  # noqa: E402
-from nvldb_pl.cli import quiet_lightning  # noqa: E402
-from nvldb_pl.loop.run import run_experiment  # noqa: E402
+from nvldb_pl.experiments.grid import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides
+from nvldb_pl.machinery.host import CannotWrite
+from nvldb_pl.learners.registry import METHODS
+from nvldb_pl.cli import quiet_lightning
+from nvldb_pl.loop.run import run_experiment
 
 
 class Trace(pl.Callback):

@@ -20,11 +20,9 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-from nvldb_pl.learners.registry import METHODS  # noqa: E402
-from nvldb_pl.loop.run import run_experiment  # noqa: E402
-from nvldb_pl.maths.selfduel import SELF_DUEL_TESTS  # noqa: E402
+from nvldb_pl.learners.registry import METHODS
+from nvldb_pl.loop.run import run_experiment
+from nvldb_pl.maths.selfduel import SELF_DUEL_TESTS
 
 
 def entries(tasks: list) -> dict:

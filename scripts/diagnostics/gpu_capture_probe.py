@@ -27,15 +27,13 @@ import subprocess
 import sys
 import traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import torch
 
-import torch  # noqa: E402
-
-import nvldb_pl  # noqa: E402
-from nvldb_pl.machinery import graphs  # noqa: E402
-from nvldb_pl.maths import objective, seedwise  # noqa: E402
-from nvldb_pl.machinery.devices import check_accelerator  # noqa: E402
-from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line  # noqa: E402
+import nvldb_pl
+from nvldb_pl.machinery import graphs
+from nvldb_pl.maths import objective, seedwise
+from nvldb_pl.machinery.devices import check_accelerator
+from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line
 
 PACKAGE = os.path.dirname(os.path.abspath(nvldb_pl.__file__))
 

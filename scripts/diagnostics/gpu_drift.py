@@ -13,16 +13,12 @@ gradient), not a wrong GPU kernel.
 """
 
 import argparse
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import torch
 
-import torch  # noqa: E402
-
-from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_accelerator, use_blas_library  # noqa: E402
-from nvldb_pl.machinery.history import resolve_history_pass  # noqa: E402
-from nvldb_pl.loop.run import run_experiment, stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_accelerator, use_blas_library
+from nvldb_pl.machinery.history import resolve_history_pass
+from nvldb_pl.loop.run import run_experiment, stop_at_ctrl_c_in_one_line
 
 DATA = {"task": "cos", "rounds": 25, "num_seeds": 3, "seed": 2}
 VARIANTS = {  # the chunked pass on both devices unless named (auto would pick graphed on CUDA only)

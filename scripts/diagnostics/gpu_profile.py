@@ -15,20 +15,16 @@ and the weight-gradient product dW = g h^T, the costliest kernel of a step, two 
 """
 
 import argparse
-import os
-import sys
 from collections import Counter
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import torch
+from torch.profiler import ProfilerActivity, profile
 
-import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
-from nvldb_pl.machinery import graphs  # noqa: E402
-from nvldb_pl.machinery.devices import check_accelerator  # noqa: E402
-from nvldb_pl.experiments.grid import check_positive  # noqa: E402
-from nvldb_pl.learners.nvldb import NVLDB  # noqa: E402
-from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.machinery import graphs
+from nvldb_pl.machinery.devices import check_accelerator
+from nvldb_pl.experiments.grid import check_positive
+from nvldb_pl.learners.nvldb import NVLDB
+from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line
 
 # aten operations that launch no kernel of their own (views, metadata, allocation, dispatch wrappers)
 NOT_COMPUTE = {

@@ -16,23 +16,19 @@ in the stalling callback itself (its own row grows): the table, not a finding.
 
 import argparse
 import logging
-import os
-import sys
 import tempfile
 import time
 import warnings
 from collections import defaultdict
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.profilers import SimpleProfiler
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
-from lightning.pytorch.profilers import SimpleProfiler  # noqa: E402
-
-from nvldb_pl.loop.callbacks import DuelingLoop, RunSummary  # noqa: E402
-from nvldb_pl.machinery.devices import check_accelerator  # noqa: E402
-from nvldb_pl.experiments.grid import check_positive  # noqa: E402
-from nvldb_pl.loop.run import build, stop_at_ctrl_c_in_one_line  # noqa: E402
+from nvldb_pl.loop.callbacks import DuelingLoop, RunSummary
+from nvldb_pl.machinery.devices import check_accelerator
+from nvldb_pl.experiments.grid import check_positive
+from nvldb_pl.loop.run import build, stop_at_ctrl_c_in_one_line
 
 
 class Stall(pl.Callback):

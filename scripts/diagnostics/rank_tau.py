@@ -29,12 +29,11 @@ import sys
 import numpy as np
 import torch
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, ROOT)
+from nvldb_pl.environments import train_choices as tc
+from nvldb_pl.live import DuelingBandit
+from nvldb_pl.serve.items import builtin_catalog, contexts_of, kendall_tau, read_items
 
-from nvldb_pl.environments import train_choices as tc  # noqa: E402
-from nvldb_pl.live import DuelingBandit  # noqa: E402
-from nvldb_pl.serve.items import builtin_catalog, contexts_of, kendall_tau, read_items  # noqa: E402
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 POLICIES = ("regret", "regret_all", "rank", "random", "gp_variance")
 CONFIG = os.path.join(ROOT, "configs", "live.yaml")

@@ -27,15 +27,14 @@ import sys
 import numpy as np
 import torch
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, ROOT)
+from nvldb_pl.live import DuelingBandit
+from nvldb_pl.maths import links
+from nvldb_pl.maths.posterior import item_posterior, linear_posterior, posterior_ranking_view
+from nvldb_pl.maths.ranking import ranking_view
+from nvldb_pl.serve.items import kendall_tau
+from scripts.diagnostics.rank_tau import CONFIG, catalogs, gp_posterior, person
 
-from nvldb_pl.live import DuelingBandit  # noqa: E402
-from nvldb_pl.maths import links  # noqa: E402
-from nvldb_pl.maths.posterior import item_posterior, linear_posterior, posterior_ranking_view  # noqa: E402
-from nvldb_pl.maths.ranking import ranking_view  # noqa: E402
-from nvldb_pl.serve.items import kendall_tau  # noqa: E402
-from scripts.diagnostics.rank_tau import CONFIG, catalogs, gp_posterior, person  # noqa: E402
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 RANKERS = ("network", "linear", "gp")
 AT = (10, 20, 40, 100)

@@ -11,14 +11,11 @@ Each row: the config, R(T)/T mean ± std over seeds, and the paired difference t
 import argparse
 import json
 import math
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-from nvldb_pl.experiments.report import committed_curves  # noqa: E402
+from nvldb_pl.experiments.report import committed_curves
 
 
 def main(argv=None) -> int:

@@ -17,15 +17,13 @@ import argparse
 import functools
 import json
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from nvldb_pl.environments import uci  # noqa: E402
-from nvldb_pl.environments.tasks import Task  # noqa: E402
-from nvldb_pl.learners.nvldb import LITERAL  # noqa: E402
-from nvldb_pl.loop.run import run_experiment  # noqa: E402
+from nvldb_pl.environments import uci
+from nvldb_pl.environments.tasks import Task
+from nvldb_pl.learners.nvldb import LITERAL
+from nvldb_pl.loop.run import run_experiment
 
 ARMS, FEATURES = 7, uci.SPECS["statlog"].features
 

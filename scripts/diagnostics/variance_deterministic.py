@@ -5,10 +5,8 @@ python scripts/diagnostics/variance_deterministic.py   # appends to results/self
 
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from nvldb_pl.loop.run import run_experiment  # noqa: E402
+from nvldb_pl.loop.run import run_experiment
 
 out = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "results", "selfduel", "variance_deterministic_T1000.jsonl"

@@ -1,0 +1,87 @@
+"""The installed commands ([project.scripts]) and where they find a class of one's own: the working folder."""
+
+import os
+import shutil
+import subprocess
+import re
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def project_scripts() -> dict:
+    """pyproject.toml's [project.scripts] (name = "module:function" lines; tomllib is Python 3.11+)."""
+    text = open(os.path.join(ROOT, "pyproject.toml")).read()
+    table = text.split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    return dict(re.findall(r'^([\w-]+) = "([\w.:]+)"', table, flags=re.M))
+
+
+SCRIPTS = project_scripts()
+
+MY_NET = '''
+from torch import nn
+
+
+class Tiny(nn.Module):
+    def __init__(self, dim: int = 5, features: int = 5):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(dim, 8), nn.Tanh(), nn.Linear(8, features))
+
+    def forward(self, x):
+        return self.body(x)
+'''
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_each_command_names_a_function_of_the_package_and_its_script_wraps_the_same(name):
+    import importlib
+
+    module, _, func = SCRIPTS[name].partition(":")
+    assert callable(getattr(importlib.import_module(module), func))
+    script = {"nvldb": "main"}.get(name, name.removeprefix("nvldb-"))
+    text = open(os.path.join(ROOT, "scripts", f"{script}.py")).read()
+    assert module in text and "sys.path" not in text
+
+
+def test_no_script_edits_sys_path():
+    for folder, _, files in os.walk(os.path.join(ROOT, "scripts")):
+        for f in files:
+            if f.endswith(".py"):
+                assert "sys.path" not in open(os.path.join(folder, f)).read(), f
+
+
+def test_the_working_folder_is_searched_after_the_installed_packages(tmp_path, monkeypatch):
+    from nvldb_pl.machinery.own_modules import find_own_modules_here
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    before = list(sys.path)
+    find_own_modules_here()
+    find_own_modules_here()
+    assert sys.path == before + [str(tmp_path)]
+
+
+def test_a_network_of_ones_own_in_the_working_folder_runs_from_the_installed_command(tmp_path):
+    """``nvldb fit`` (or ``python scripts/main.py fit``) in a folder of one's own finds ``my_net.Tiny`` there."""
+    (tmp_path / "my_net.py").write_text(MY_NET)
+    command = shutil.which("nvldb", path=os.path.dirname(sys.executable))
+    argv = [command] if command else [sys.executable, os.path.join(ROOT, "scripts", "main.py")]
+    args = [
+        "fit",
+        "--config",
+        os.path.join(ROOT, "configs", "cos.yaml"),
+        "--model.network=my_net.Tiny",
+        "--model.self_duel_test=none",
+        "--data.rounds=6",
+        "--data.num_seeds=2",
+        "--model.grad_steps=2",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={tmp_path / 'runs'}",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([*argv, *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "[Tiny]" in out.stdout + out.stderr  # the method is named for the network it ran
