@@ -141,6 +141,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "the activation a setting: files before it were ReLU in every layer",
         settings={"NVLDB": {"activation": "relu"}, "NDB": {"activation": "relu"}},
     ),
+    Migration(
+        10,
+        "NVLDB's prior toward the initial weights on by default (w_reg 0.1): files without the setting ran 0",
+        settings={"NVLDB": {"w_reg": 0.0}},
+    ),
 )
 
 VERSION = MIGRATIONS[-1].version  # what a file written now records (``format_version``)

@@ -108,7 +108,7 @@ def run_seed(
     beta=1.0,
     epsilon=None,
     grad_steps=20,
-    w_reg=0.0,
+    w_reg=0.1,
     refit_iterations=8,
     distinct_arms=True,
     self_duel_test=None,

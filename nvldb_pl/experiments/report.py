@@ -230,7 +230,8 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
         "Self-duels: share of rounds whose two arms were the same arm (no information; '–': "
         "run made before this was recorded). Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
         "(its Figure 1 is given as plots only). A method named '<method>-literal' is the strict reading of "
-        f"the equations ({', '.join(f'{k}={v}' for k, v in LITERAL.items())}); the others run the package's defaults.",
+        f"the equations ({', '.join(f'{k}={v}' for k, v in LITERAL.items())}, and NVLDB's w_reg=0); the others run the "
+        "package's defaults.",
         "",
     ] + ([extra_note, ""] if extra_note else [])
     table = {}

@@ -35,18 +35,18 @@ from .grid import TASK_DATA, check_learner, check_positive, check_tasks
 from ..machinery.host import check_folder_can_be_made
 from ..machinery.own_modules import find_own_modules_here
 from ..migrations import upgrade_settings
-from ..learners.nvldb import LITERAL
+from ..learners.nvldb import LITERAL_OF
 from ..maths.checks import LINKED_FROM_DATA, typed_args
 from ..learners.registry import init_args, learner_class
 from ..loop.data import BanditDataModule
 from ..loop.run import build, check_placement, run_experiment
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
-    {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
-    {**LITERAL, "lr": 1e-3, "init": "paper", "epsilon": 0.1},
-    {**LITERAL, "lr": 1e-2, "init": "kaiming", "epsilon": 0.1},
-    {**LITERAL, "lr": 1e-3, "init": "kaiming", "epsilon": 0.3},
-    {**LITERAL, "lr": 1e-3, "init": "kaiming", "variance_aware": False},
+    {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
+    {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "paper", "epsilon": 0.1},
+    {**LITERAL_OF["NVLDB"], "lr": 1e-2, "init": "kaiming", "epsilon": 0.1},
+    {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "kaiming", "epsilon": 0.3},
+    {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "kaiming", "variance_aware": False},
 ]
 
 

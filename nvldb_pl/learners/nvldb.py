@@ -38,11 +38,13 @@ from ..maths.checks import check as _check
 from .base import as_pairs
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference, resolve_network
 
-__all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "TRAIN_CHUNK_ROUNDS"]
+__all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "LITERAL_OF", "TRAIN_CHUNK_ROUNDS"]
 
 # The strict reading of the equations, where the defaults follow the practice of the public code
 # the paper's experiments build on (configs/literal/ and the reports' "-literal" methods).
 LITERAL = {"parametrization": "ntk", "bias": False, "distinct_arms": False}
+# ... and NVLDB's loss as eq. (total_loss) writes it: no prior toward the initial weights (the default's w_reg 0.1)
+LITERAL_OF = {"NVLDB": {**LITERAL, "w_reg": 0.0}, "NDB": LITERAL}
 
 
 class NVLDB(NeuralLearner):
@@ -113,8 +115,9 @@ class NVLDB(NeuralLearner):
             [N, p] (or ``{class_path, init_args}``), stacked over seeds by :mod:`nvldb_pl.maths.user_network`;
             then width, depth, parametrization, activation, bias and init are not used, and it trains by autograd.
             ``None``: the built-in MLP of eq. (nn).
-        w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss (not in the
-            paper's eq. total_loss, which regularizes theta only; 0 = the paper).
+        w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss, a prior toward the initial
+            weights (not in the paper's eq. total_loss, which regularizes theta only: 0 = the paper, as
+            configs/literal/ runs). Default 0.1, chosen by measurement (results/short/prior/README.md).
     """
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
@@ -146,7 +149,7 @@ class NVLDB(NeuralLearner):
         refit_theta: bool = True,
         refit_iterations: int = 8,
         gram_mode: str = "recompute",
-        w_reg: float = 0.0,
+        w_reg: float = 0.1,
         distinct_arms: bool = True,
         backward: str = "manual",
         sample_size: Optional[int] = None,

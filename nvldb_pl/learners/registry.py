@@ -16,7 +16,7 @@ from .base import DuelingLearner, learner_name
 from .gp import PairwiseGPLearner
 from .linear import CoLSTIM, MaxInP
 from .ndb import NDB
-from .nvldb import LITERAL, NVLDB
+from .nvldb import LITERAL_OF, NVLDB
 from .random_pair import RandomPair
 from .vacdb import VACDB
 
@@ -50,14 +50,14 @@ METHODS: dict[str, tuple[str, dict]] = {
     "PairwiseGP": ("PairwiseGPLearner", {}),  # the gp extra; short horizons only (refused past its max_rounds)
 }
 
-# The strict reading of the equations (see LITERAL in nvldb_pl/learners/nvldb.py): "<method>-literal".
+# The strict reading of the equations (see LITERAL_OF in nvldb_pl/learners/nvldb.py): "<method>-literal".
 LITERAL_SUFFIX = "-literal"
 LITERAL_LEARNERS = ("NVLDB-", "NLDB-", "NDB-")  # the methods whose defaults differ from the literal reading
 METHODS.update(
     {
-        name + LITERAL_SUFFIX: (learner, {**model, **LITERAL})
+        name + LITERAL_SUFFIX: (learner, {**model, **LITERAL_OF[learner]})
         for name, (learner, model) in list(METHODS.items())
-        if learner in ("NVLDB", "NDB")
+        if learner in LITERAL_OF
     }
 )
 

@@ -6,7 +6,9 @@ import os
 import pytest
 import yaml
 
-from nvldb_pl.learners.nvldb import LITERAL, NVLDB
+from nvldb_pl.learners.nvldb import LITERAL_OF, NVLDB
+
+LITERAL = LITERAL_OF["NVLDB"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LITERAL_CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "literal", "*.yaml")))

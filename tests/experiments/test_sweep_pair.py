@@ -502,12 +502,12 @@ def test_a_row_made_under_other_defaults_is_refused_not_skipped_and_not_paired(t
     refused before anything runs, naming the file, the line and the setting; the summary does not pair across them."""
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
-    grid = '[{"width": 4, "grad_steps": 1}, {"width": 4, "grad_steps": 1, "w_reg": 0.1}]'
+    grid = '[{"width": 4, "grad_steps": 1}, {"width": 4, "grad_steps": 1, "w_reg": 0.3}]'
     argv = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), "--grid", grid]
     monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
     sweep.main()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["settings"]["w_reg"] for r in rows] == [0.0, 0.1] and rows[0]["settings"]["self_duel_test"] == "deep_diag"
+    assert [r["settings"]["w_reg"] for r in rows] == [0.1, 0.3] and rows[0]["settings"]["self_duel_test"] == "deep_diag"
     assert all(k not in rows[0]["settings"] for k in ("dim", "arms", "rounds", "num_seeds", "link"))
     sweep.main()  # the same code: skipped as finished
     assert len(out.read_text().splitlines()) == 2

@@ -25,9 +25,11 @@ def test_a_file_of_before_the_table_gets_every_setting_it_predates_as_it_was_the
 
 
 def test_a_file_of_a_version_gets_only_the_migrations_after_it():
-    assert upgrade_settings({}, "NVLDB", since=8) == {"activation": "relu"}
+    assert upgrade_settings({}, "NVLDB", since=8) == {"activation": "relu", "w_reg": 0.0}
+    assert upgrade_settings({"w_reg": 0.1}, "NVLDB", since=9) == {"w_reg": 0.1}  # what it recorded is kept
     assert upgrade_settings({}, "NVLDB", since=VERSION) == {}
     assert upgrade_settings({"rule": "ts"}, "NDB", since=8) == {"rule": "ts", "activation": "relu"}
+    assert upgrade_settings({}, "NVLDB")["w_reg"] == 0.0  # a file without the setting ran 0
     old = {"U": 1, "Zinv": 2, "theta": 3}
     assert upgrade_state(old, NVLDB.lineage()) == {"self_duel.gram.U": 1, "self_duel.gram.Zinv": 2, "theta": 3}
     assert upgrade_state(old, NVLDB.lineage(), since=7) == old

@@ -23,8 +23,9 @@ def test_a_checkpoint_of_the_old_layout_resumes_to_exactly_the_new_codes_uninter
     ckpt = tmp_path / "old" / "last.ckpt"
     ckpt.parent.mkdir()
     shutil.copy(os.path.join(OLD, "last.ckpt"), ckpt)
-    _made(str(tmp_path / "fresh"), *TO_24)
-    _made(str(tmp_path / "resumed"), *TO_24, f"--ckpt_path={ckpt}")
+    # the old code's default w_reg 0 (its checkpoint records it), given to the new code's run too
+    _made(str(tmp_path / "fresh"), *TO_24, "--model.w_reg=0.0")
+    _made(str(tmp_path / "resumed"), *TO_24, "--model.w_reg=0.0", f"--ckpt_path={ckpt}")
     fresh, resumed = _per_seed(str(tmp_path / "fresh")), _per_seed(str(tmp_path / "resumed"))
     assert [s for s, _, _ in resumed] == [0, 1, 2]
     assert resumed == fresh  # rounds 1-16 by the old code, 17-24 by the new: bit for bit the new code's own run

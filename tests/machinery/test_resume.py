@@ -131,7 +131,7 @@ def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn()
     with pytest.raises(ValueError, match="model.parametrization: checkpoint 'ntk', config 'standard'") as err:
         fresh.on_load_checkpoint(dict(ckpt))
     assert "model.distinct_arms" in str(err.value) and "model.bias" in str(err.value)
-    m = NVLDB(**old, parametrization="ntk", distinct_arms=False)
+    m = NVLDB(**old, parametrization="ntk", distinct_arms=False, w_reg=0.0)  # the literal reading
     m.resume_check = lambda module, checkpoint: check_resume(module, checkpoint)
     m.on_load_checkpoint(dict(ckpt, hyper_parameters=dict(old)))
     assert m.t == 3
