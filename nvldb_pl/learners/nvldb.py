@@ -26,17 +26,15 @@ selection time (Alg. 1 line 13, eq. gram_matrix's W_{i-1}). Between updates (H >
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Union
 
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
 
 from ..maths import gram, objective, seedwise, selection, selfduel
-from ..maths.checks import LINKED_FROM_DATA, check_integer, check_linked, check_number
-from ..maths.checks import check as _check
+from ..maths.checks import LINKED_FROM_DATA
 from .base import as_pairs
-from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference, resolve_network
+from .nvldb_settings import resolved_args
+from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference
 
 __all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "LITERAL_OF", "TRAIN_CHUNK_ROUNDS"]
 
@@ -162,77 +160,8 @@ class NVLDB(NeuralLearner):
         network: Optional[Union[str, dict]] = None,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        check_linked(dim, arms, rounds, num_seeds, link)
-        selection.check_strategy(strategy)
-        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, feature_dim, activation)
-        _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
-        for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
-            check_integer(value, name, 1)
-        _check(  # a run that never updates would be named for a learner it is not
-            episode <= rounds,
-            "episode",
-            f"an update every {episode} rounds never comes within data.rounds={rounds}: the network and theta would "
-            f"stay at their initial draw for the whole run; give model.episode <= {rounds}",
-        )
-        # the default's value, as a checkpoint or save holds it, is still the default
-        given_epsilon = epsilon is not None and not math.isclose(epsilon, 1.0 / math.sqrt(dim))
-        if epsilon is None:
-            epsilon = 1.0 / math.sqrt(dim)  # the order Theorem (Variance-aware UCB methods) asks for
-        if beta is None:
-            beta = 1.0  # the paper's a_t (appendix "Hyperparameters")
-        for name, value in (("beta", beta), ("epsilon", epsilon)):
-            check_number(value, name)
-        if variance_aware and epsilon >= 0.5:  # sigma_i = sqrt(g(1 - g)) <= 1/2: zeta_i = epsilon for every duel
-            said = f"{epsilon:g} >= 0.5, the largest sigma_i can be, so zeta_i = epsilon for every duel and "
-            _check(not given_epsilon, "epsilon", said + "variance_aware does nothing (NLDB); give epsilon < 0.5")
-            rank_zero_warn(
-                "model.epsilon: "
-                + said
-                + f"variance_aware does nothing (the default 1/sqrt(d) at d={dim}); give model.epsilon < 0.5 "
-                "to weight duels by their variance",
-                category=UserWarning,
-            )
-        _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
-        if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1
-            self_duel_test = "deep_diag" if distinct_arms else "none"
-        own_test = selfduel.resolve_test(self_duel_test) not in selfduel.SELF_DUEL_TESTS.values()  # a user's class
-        _check(
-            self_duel_test == "none" or distinct_arms,
-            "self_duel_test",
-            f"{selfduel.label(self_duel_test)} decides the self-duels itself; it needs distinct_arms=true",
-        )
-        check_number(escape_rate, "escape_rate")
-        # a setting that cannot take effect is refused, not run as the run without it under the same name
-        _check(
-            escape_rate == 1.0 or self_duel_test == "escape" or own_test,
-            "escape_rate",
-            f"it is the escape test's rate; with self_duel_test {self_duel_test} it would change nothing",
-        )
-        _check(
-            self_duel_width is None or self_duel_test in ("deep_diag", "deep_full") or own_test,
-            "self_duel_width",
-            f"it is the deep test's width; with self_duel_test {self_duel_test} it would change nothing",
-        )
-        _check(
-            refit_iterations == 8 or refit_theta,
-            "refit_iterations",
-            "they are the theta refit's Newton iterations; with refit_theta false they would change nothing",
-        )
-        _check(
-            not given_epsilon or variance_aware,
-            "epsilon",
-            "it bounds zeta of the variance weights; with variance_aware false (zeta = 1) it would change nothing",
-        )
-        if self_duel_width is not None:
-            check_number(self_duel_width, "self_duel_width")
-        _check(second_arm in ("rule", "deep"), "second_arm", f"{second_arm!r} is not one of ['rule', 'deep']")
-        _check(
-            second_arm == "rule" or self_duel_test in ("deep_diag", "deep_full"),
-            "second_arm",
-            "deep takes the deep test's Gram; it needs self_duel_test deep_diag or deep_full",
-        )
-        # saved with the values in force, also where they came from a default
-        args.update(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel_test=self_duel_test)
+        args, own_test = resolved_args(args)  # checked, naming the field; derived values in force (nvldb_settings.py)
+        epsilon, beta, self_duel_test = args["epsilon"], args["beta"], args["self_duel_test"]
         variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
         super().__init__(args, variance_mode, w_reg)
         self.strategy = strategy
