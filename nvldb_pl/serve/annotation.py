@@ -154,7 +154,7 @@ class Annotation:
     study site such as Prolific or MTurk checks, and the link back to it). ``consent_text``: what a person agrees
     to before their first question (plain text; a session starts only with their consent, recorded).
     ``balance_sides``: the learner's first pick shown on the left or the right at random (seeded by the question),
-    so that a person's leaning to one side does not pass for a preference; else always on the left.
+    so that a person's leaning to one side does not pass for a preference (the default); False: always on the left.
     ``repeat_every``: every that many questions of a session, one it answered before, its sides swapped (learned
     as any answer; :meth:`reliability` counts how often a person answers a pair again the same).
     ``attention``: pairs ``"BETTER>WORSE"`` of item names whose answer is known, one asked every ``attention_every``
@@ -181,7 +181,7 @@ class Annotation:
         completion_code: Optional[str] = None,
         completion_url: Optional[str] = None,
         consent_text: Optional[str] = None,
-        balance_sides: bool = False,
+        balance_sides: bool = True,
         repeat_every: Optional[int] = None,
         attention: Optional[list] = None,
         attention_every: Optional[int] = None,
@@ -261,7 +261,9 @@ class Annotation:
 
     def _record(self, kind: str, *args) -> None:
         """What the learners did, in the database (:class:`.worker.Learners`' reports)."""
-        {"learned": self.store.learned, "refused": self.store.refused, "saved": self.store.set_snapshot}[kind](*args)
+        record = {"learned": self.store.learned, "refused": self.store.refused, "saved": self.store.set_snapshot}
+        record["learned_all"] = self.store.learned_all  # a run of learned reports, one transaction
+        record[kind](*args)
 
     def _fresh(self) -> DuelingBandit:
         return DuelingBandit.from_config(
@@ -443,7 +445,7 @@ class Annotation:
                 }
             pending = self.store.pending(sid)
             if pending is None:
-                qn = self.store.rows("SELECT COALESCE(MAX(id), 0) FROM questions")[0][0] + 1
+                qn = self.store.last_question() + 1
                 N = len(self.items.names)
                 rng = np.random.default_rng([self.seed, qn])
                 offer = (
@@ -467,13 +469,8 @@ class Annotation:
                 if self.balance_sides and rng.random() < 0.5:  # the learner's first pick on the right half the time
                     i, j = j, i  # (stored as shown: answers and exports name the left item first)
                 pending = (self.store.add_question(sid, key, offer, i, j), offer, i, j)
-            qid, offer, i, j = pending
-            return {
-                "question": qid,
-                "first": self._item(offer[i]),
-                "second": self._item(offer[j]),
-                **self.counts(key, sid),
-            }
+        qid, offer, i, j = pending
+        return {"question": qid, "first": self._item(offer[i]), "second": self._item(offer[j]), **self.counts(key, sid)}
 
     def _select(self, key: str, offer: list) -> tuple:
         """(self.lock held) The pair learner ``key`` picks among ``offer``: on the learner itself, or (background) on

@@ -166,9 +166,10 @@ def main(argv=None) -> int:
     p.add_argument("--completion-url", help="and a link back to the study site (http(s)://...)")
     p.add_argument(
         "--balance-sides",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="show the learner's first pick on the left or the right at random (recorded as shown), so that a "
-        "leaning to one side does not pass for a preference (default: always on the left)",
+        "leaning to one side does not pass for a preference (the default; --no-balance-sides: always on the left)",
     )
     p.add_argument(
         "--repeat-every",

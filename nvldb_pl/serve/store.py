@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS snapshots (learner TEXT PRIMARY KEY, answers INTEGER 
 CREATE TABLE IF NOT EXISTS invites (annotator TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL UNIQUE, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS invite_sessions (secret_sha256 TEXT PRIMARY KEY, session TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS consents (session TEXT PRIMARY KEY, at REAL NOT NULL, text_sha256 TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS questions_of_session ON questions (session, id);
+CREATE INDEX IF NOT EXISTS answers_of_session ON answers (session);
 """
 FORMAT = "nvldb_pl.serve/1"
 WITHDRAWN = "withdrawn:"  # a withdrawn invite's secret column: a value no link's sha256 can be
@@ -127,6 +129,11 @@ class Store:
             self.abandon()
             raise
         self.lock = threading.RLock()
+        # kept answers in all and by session, counted once and then kept in step by add_answer and undo (this
+        # process alone writes answers: one server a database); each reply says them
+        self._kept: Optional[int] = None
+        self._kept_by_session: dict = {}
+        self._last_question: Optional[int] = None
 
     def _write(self, sql: str, args=(), *more: tuple) -> sqlite3.Cursor:
         """``sql`` with ``args`` (and each further ``(sql, args)``) in one transaction; the first one's cursor."""
@@ -219,10 +226,19 @@ class Store:
         return (r[0][0], json.loads(r[0][1]), r[0][2], r[0][3]) if r else None
 
     def add_question(self, sid: str, learner: str, offer: list, i: int, j: int) -> int:
-        return self._write(
-            "INSERT INTO questions (session, learner, offer, i, j, asked) VALUES (?, ?, ?, ?, ?, ?)",
-            (sid, learner, json.dumps([int(k) for k in offer]), int(i), int(j), time.time()),
-        ).lastrowid
+        with self.lock:
+            self._last_question = self._write(
+                "INSERT INTO questions (session, learner, offer, i, j, asked) VALUES (?, ?, ?, ?, ?, ?)",
+                (sid, learner, json.dumps([int(k) for k in offer]), int(i), int(j), time.time()),
+            ).lastrowid
+            return self._last_question
+
+    def last_question(self) -> int:
+        """The number of the last question asked (0: none yet), counted once, then kept by :meth:`add_question`."""
+        with self.lock:
+            if self._last_question is None:
+                self._last_question = self.rows("SELECT COALESCE(MAX(id), 0) FROM questions")[0][0]
+            return self._last_question
 
     def answered_pairs(self, sid: str) -> list:
         """The session's answered questions with a choice (not undone, not "can't decide"), in order: (offer, i, j)."""
@@ -255,6 +271,10 @@ class Store:
             # (or its loss) can no longer take an acknowledged answer with it
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._ack(seq)
+            if self._kept is not None:
+                self._kept += 1
+            if sid in self._kept_by_session:
+                self._kept_by_session[sid] += 1
             return seq
 
     def refused(self, seq: int, reason: str, only_new: bool = False) -> None:
@@ -275,12 +295,19 @@ class Store:
     def learned(self, seq: int, learner: str, answers: int, tau: Optional[float], train: bool = True) -> None:
         """Answer ``seq`` learned by ``learner``, now holding ``answers``, its ranking's tau (None: no point, the
         ranking unchanged as the network's steps waited): one transaction."""
-        settle = (
-            [] if tau is None else [("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), tau))]
-        )
-        self._write(
-            "UPDATE answers SET learned = 1, refused = NULL, train = ? WHERE seq = ?", (int(train), seq), *settle
-        )
+        self.learned_all([(seq, learner, answers, tau, train)])
+
+    def learned_all(self, reports: list) -> None:
+        """:meth:`learned` for each of ``reports`` (its arguments, in the order learned), in one transaction."""
+        statements = []
+        for seq, learner, answers, tau, train in reports:
+            statements.append(
+                ("UPDATE answers SET learned = 1, refused = NULL, train = ? WHERE seq = ?", (int(train), seq))
+            )
+            if tau is not None:
+                statements.append(("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), tau)))
+        if statements:
+            self._write(*statements[0], *statements[1:])
 
     def to_learn(self, learner: str) -> list:
         """The learner's decided answers not refused, in the order given: (seq, offer, i, j, choice, learned, train),
@@ -297,10 +324,21 @@ class Store:
         return [r[0] for r in self.rows("SELECT DISTINCT learner FROM questions ORDER BY learner")]
 
     def count_answers(self, session: Optional[str] = None) -> int:
-        """The answers kept (undone ones not counted): all, or ``session``'s."""
-        if session is None:
-            return self.rows("SELECT COUNT(*) FROM answers WHERE undone IS NULL")[0][0]
-        return self.rows("SELECT COUNT(*) FROM answers WHERE session = ? AND undone IS NULL", (session,))[0][0]
+        """The answers kept (undone ones not counted): all, or ``session``'s (counted once, then kept: read without
+        the lock, which a commit holds)."""
+        kept = self._kept if session is None else self._kept_by_session.get(session)
+        if kept is not None:
+            return kept
+        with self.lock:
+            if session is None:
+                if self._kept is None:
+                    self._kept = self.rows("SELECT COUNT(*) FROM answers WHERE undone IS NULL")[0][0]
+                return self._kept
+            if session not in self._kept_by_session:
+                self._kept_by_session[session] = self.rows(
+                    "SELECT COUNT(*) FROM answers WHERE session = ? AND undone IS NULL", (session,)
+                )[0][0]
+            return self._kept_by_session[session]
 
     def last_answer(self, session: str) -> Optional[tuple]:
         """The session's latest answer not undone: (seq, question, learner, choice, learned), else None."""
@@ -312,7 +350,9 @@ class Store:
         return r[0] if r else None
 
     def undo(self, seq: int) -> None:
-        self._write("UPDATE answers SET undone = ? WHERE seq = ?", (time.time(), seq))
+        with self.lock:
+            self._write("UPDATE answers SET undone = ? WHERE seq = ?", (time.time(), seq))
+            self._kept, self._kept_by_session = None, {}  # counted again when next asked
 
     def answers(self) -> list:
         """Every answer, in the order given: (seq, session, annotator, learner, first, second, choice, answered, learned,

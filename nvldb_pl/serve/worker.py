@@ -172,8 +172,8 @@ def _learning_process(conn, contexts, spec: tuple, db: str, save_every: int, sta
     def publish(keys) -> None:
         for key in sorted(keys):
             conn.send(("state", key, pickle.dumps(learners.bandits[key]), learners.bandits[key].num_observed))
-        for msg in reports:
-            conn.send(msg)
+        if reports:  # in one message: the server records a run of learned answers in one transaction
+            conn.send(("reports", list(reports)))
         reports.clear()
 
     try:
@@ -352,6 +352,15 @@ class LearnerProcess:
             time.sleep(0.02)
         return self.process.exitcode
 
+    def _record_reports(self, reports: list) -> None:
+        """A batch's reports to ``record`` in their order, each run of learned answers as one ``learned_all``."""
+        for learned, run in itertools.groupby(reports, key=lambda msg: msg[0] == "learned"):
+            if learned:
+                self.record("learned_all", [msg[1:] for msg in run])
+            else:
+                for kind, *args in run:
+                    self.record(kind, *args)
+
     def _receive(self) -> None:
         while True:
             try:
@@ -368,9 +377,9 @@ class LearnerProcess:
                 with self.changed:
                     self._unread[args[0]], self.asking[args[0]], self.observed[args[0]] = args[1], asking, args[2]
                 continue
-            if kind in ("learned", "refused", "saved"):
+            if kind == "reports":
                 try:
-                    self.record(kind, *args)
+                    self._record_reports(args[0])
                 except Exception as err:  # noqa: BLE001 (a full disk, say: said, and the learner stops taking answers)
                     with self.changed:
                         self.failed = f"recording what it learned failed ({type(err).__name__}: {err})"
@@ -379,8 +388,8 @@ class LearnerProcess:
                     self._send(("stop",))
                     return
             with self.changed:
-                if kind in ("learned", "refused"):
-                    self.done += 1
+                if kind == "reports":
+                    self.done += sum(msg[0] in ("learned", "refused") for msg in args[0])
                 elif kind == "undone":
                     self.undone[(args[0], args[1])] = args[2]
                 elif kind == "stopped":

@@ -222,7 +222,7 @@ def test_a_record_that_fails_stops_the_learner_said_and_a_stop_does_not_hang(tmp
     def full(*args):
         raise OSError(28, "No space left on device")
 
-    ann.store.learned = full
+    ann.store.learned = ann.store.learned_all = full  # a batch's learned answers: learned_all
     q = ann.question(sid)
     ann.answer(sid, q["question"], _person(q))
     assert ann.worker.drain(timeout=60)
@@ -271,3 +271,68 @@ def test_a_spoilt_asking_copy_is_replaced_and_the_question_still_asked(tmp_path,
     assert q["question"] > 0 and q["first"]["index"] != q["second"]["index"]
     assert ann.worker.asking[SHARED] is not spoilt
     ann.close()
+
+
+def test_the_counts_a_reply_gives_equal_the_database_after_answers_an_undo_and_a_restart(tmp_path):
+    """The kept answers (all, and a session's) are counted once and then kept in step, not counted each reply: they
+    must still equal a count of the database's rows after answers, an undo, and a new Store on the same file."""
+    ann = _background(tmp_path)
+    sids = [ann.new_session() for _ in range(2)]
+    for n in range(7):
+        q = ann.question(sids[n % 2])
+        ann.answer(sids[n % 2], q["question"], _person(q))
+    ann.undo(sids[0])
+
+    def truth(sid=None):
+        where = "" if sid is None else f" AND session = '{sid}'"
+        return ann.store.rows(f"SELECT COUNT(*) FROM answers WHERE undone IS NULL{where}")[0][0]
+
+    assert ann.store.count_answers() == truth() == 6
+    assert [ann.store.count_answers(s) for s in sids] == [truth(s) for s in sids] == [3, 3]
+    q = ann.question(sids[0])
+    reply = ann.answer(sids[0], q["question"], _person(q))
+    assert (reply["answers"], reply["yours"]) == (truth(), truth(sids[0])) == (7, 4)
+    assert ann.store.last_question() == ann.store.rows("SELECT MAX(id) FROM questions")[0][0]
+    ann.close()
+    again = Store(str(tmp_path / "a.db"))
+    assert (again.count_answers(), again.count_answers(sids[1])) == (7, 3)
+    again.close()
+
+
+def test_a_sessions_question_and_answers_are_found_by_index_not_by_reading_every_row(tmp_path):
+    """Each reply looks up the session's open question and counts its answers: with many sessions these read every
+    row of the tables unless an index serves them (SQLite's plan names it)."""
+    store = Store(str(tmp_path / "a.db"))
+    store.claim({})
+
+    def plan(sql):
+        return " ".join(str(r[-1]) for r in store.rows("EXPLAIN QUERY PLAN " + sql, ("x",)))
+
+    assert "questions_of_session" in plan(
+        "SELECT q.id FROM questions q LEFT JOIN answers a ON a.question = q.id "
+        "WHERE q.session = ? AND a.seq IS NULL ORDER BY q.id DESC LIMIT 1"
+    )
+    assert "answers_of_session" in plan("SELECT COUNT(*) FROM answers WHERE session = ? AND undone IS NULL")
+    store.close()
+
+
+def test_a_batchs_learned_reports_are_one_record_in_order_among_the_others():
+    """The learning process sends a batch's reports in one message; the server records each run of learned answers
+    in one transaction (``learned_all``) and the others one by one, in the order they came."""
+    calls = []
+    fake = LearnerProcess.__new__(LearnerProcess)
+    fake.record = lambda kind, *args: calls.append((kind, args))
+    reports = [
+        ("learned", 1, "k", 1, 0.5, True),
+        ("learned", 2, "k", 2, None, False),
+        ("refused", 3, "why"),
+        ("learned", 4, "k", 3, 0.7, True),
+        ("saved", "k", 3, "sha", "path"),
+    ]
+    fake._record_reports(reports)
+    assert calls == [
+        ("learned_all", ([(1, "k", 1, 0.5, True), (2, "k", 2, None, False)],)),
+        ("refused", (3, "why")),
+        ("learned_all", ([(4, "k", 3, 0.7, True)],)),
+        ("saved", ("k", 3, "sha", "path")),
+    ]

@@ -434,3 +434,20 @@ def test_attention_checks_ask_a_known_pair_every_n_questions_and_reliability_cou
 def test_attention_checks_that_cannot_be_asked_are_refused(tmp_path, kw, message):
     with pytest.raises(ValueError, match=message):
         _client(tmp_path, **kw)
+
+
+@pytest.mark.parametrize("flags, balanced", [([], True), (["--balance-sides"], True), (["--no-balance-sides"], False)])
+def test_the_server_balances_sides_unless_told_not_to(tmp_path, monkeypatch, flags, balanced):
+    """A study's default: the learner's first pick on either side (a leaning to one side is no preference);
+    ``--no-balance-sides`` keeps it on the left."""
+    from nvldb_pl.serve import annotation, command
+
+    seen = {}
+
+    def made(*args, **kwargs):
+        seen.update(kwargs)
+        raise ValueError("stopped here: the test reads the settings only")
+
+    monkeypatch.setattr(annotation, "Annotation", made)  # main imports it when it runs
+    assert command.main(["--db", str(tmp_path / "a.db"), "--port", "0", *flags]) == 2
+    assert seen["balance_sides"] is balanced
