@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests.helpers.runs import fit_args
 from tests.helpers.script_loader import load_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -224,16 +225,7 @@ def test_a_new_run_creates_its_version_folder_before_its_logger_uses_it(tmp_path
 
     monkeypatch.setattr(module, "TensorBoardLogger", Recording)
     if entry == "cli":
-        args = [
-            "fit",
-            "--config",
-            os.path.join(ROOT, "configs", "cos.yaml"),
-            "--data.rounds=2",
-            "--data.num_seeds=2",
-            "--model.width=4",
-            "--trainer.enable_progress_bar=false",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
+        args = fit_args(tmp_path, "--data.rounds=2", "--data.num_seeds=2", "--model.width=4")
         assert cli.run_cli(args) == 0 and cli.run_cli(args) == 0
     else:
         for _ in range(2):

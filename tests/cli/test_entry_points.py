@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.helpers.runs import fit_args
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -68,18 +70,14 @@ def test_a_network_of_ones_own_in_the_working_folder_runs_from_the_installed_com
     (tmp_path / "my_net.py").write_text(MY_NET)
     command = shutil.which("nvldb", path=os.path.dirname(sys.executable))
     argv = [command] if command else [sys.executable, os.path.join(ROOT, "scripts", "main.py")]
-    args = [
-        "fit",
-        "--config",
-        os.path.join(ROOT, "configs", "cos.yaml"),
+    args = fit_args(
+        tmp_path / "runs",
         "--model.network=my_net.Tiny",
         "--model.self_duel_test=none",
         "--data.rounds=6",
         "--data.num_seeds=2",
         "--model.grad_steps=2",
-        "--trainer.enable_progress_bar=false",
-        f"--trainer.default_root_dir={tmp_path / 'runs'}",
-    ]
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)
     out = subprocess.run([*argv, *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)

@@ -15,6 +15,16 @@ import torch
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 MAIN = os.path.join(ROOT, "scripts", "main.py")
 T = 300
+
+
+def fit_args(root_dir, *settings: str, config: str = "cos.yaml") -> list:
+    """The argument list of a quiet ``fit`` of ``configs/<config>`` with ``settings`` (``--field=value``) that writes
+    under ``root_dir``."""
+    config_path = os.path.join(ROOT, "configs", config)
+    quiet = ["--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root_dir}"]
+    return ["fit", "--config", config_path, *settings, *quiet]
+
+
 ARGS = [
     "fit",
     "--config",

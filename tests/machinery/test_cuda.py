@@ -233,19 +233,11 @@ def test_a_run_goes_on_on_the_other_device_and_says_so(first, then, tmp_path, ca
     import os
 
     from nvldb_pl.cli import run_cli
+    from tests.helpers.runs import fit_args
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    args = [
-        "fit",
-        "--config",
-        os.path.join(root, "configs", "cos.yaml"),
-        "--data.num_seeds=3",
-        "--model.width=16",
-        "--model.grad_steps=5",
-        "--checkpoint.every_n_rounds=10",
-        "--trainer.enable_progress_bar=false",
-        f"--trainer.default_root_dir={tmp_path}",
-    ]
+    args = fit_args(
+        tmp_path, "--data.num_seeds=3", "--model.width=16", "--model.grad_steps=5", "--checkpoint.every_n_rounds=10"
+    )
     assert run_cli([*args, "--data.rounds=20", f"--trainer.accelerator={first}"]) == 0
     assert run_cli([*args, "--data.rounds=30", f"--trainer.accelerator={then}", "--ckpt_path=last"]) == 0
     device = {"cpu": "cpu", "gpu": "cuda"}
