@@ -21,12 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import csv
 import glob
 import hashlib
-import io
-import itertools
-import json
 import os
 import re
 import secrets
@@ -39,91 +35,16 @@ import torch
 
 from ..live import DuelingBandit
 from ..maths.posterior import item_posterior, linear_posterior, posterior_ranking_view
-from ..maths.ranking import bradley_terry, check_objective, ranking_view
+from ..maths.ranking import check_objective, ranking_view
+from .exports import Exports
 from .items import Catalog
 from .store import Store
+from .study import check_attention, check_completion, check_consent, check_name, clip, is_name
 from .worker import SHARED, LearnerProcess, Learners, chain_of, learner_file, sha256_of
 
 MOST_BEHIND = 20  # answers a background learner may lag before a reply waits for it (a batch's learning or so)
 STALL_SECONDS = 10.0  # a reply's longest wait for a learner that learns nothing (then no reply waits, until it does)
 SESSION_ID = re.compile(r"[0-9a-f]{32}")  # what new_session hands out (uuid4's hex)
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a CSV cell a spreadsheet would read as a formula
-# control characters (NUL ...) and the marks that turn text's direction (a cell that reads other than it is)
-UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def csv_cell(value) -> str:
-    """A text cell of an export, neutralized: control characters and direction marks left out, and one that a
-    spreadsheet would run as a formula gets a leading '."""
-    text = UNPRINTABLE.sub("", "" if value is None else str(value))
-    return "'" + text if text.startswith(FORMULA_START) else text
-
-
-def _clip(value) -> str:
-    """A value as a refusal may quote it: its repr, cut to 40 characters (never the whole of a huge one)."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def is_name(name) -> bool:
-    """An annotator's name: 1 to 100 printable characters (no control character or direction mark)."""
-    return isinstance(name, str) and 0 < len(name.strip()) <= 100 and not UNPRINTABLE.search(name)
-
-
-def check_name(name, field: str) -> None:
-    """:func:`is_name`, or a ValueError naming ``field``."""
-    if not is_name(name):
-        raise ValueError(f"{field}: a name of 1 to 100 printable characters, got {_clip(name)}")
-
-
-COMPLETION_CODE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def check_completion(code: Optional[str], url: Optional[str], goal: Optional[int]) -> Optional[dict]:
-    """The study's completion ``{"code", "url"}`` (None: none), refused naming the flag: a code not 1 to 64 letters,
-    digits, ``_`` or ``-``; a link not http(s); either without a goal (nobody would reach it)."""
-    if code is None and url is None:
-        return None
-    if goal is None:
-        raise ValueError(
-            "--completion-code/--completion-url: given at the end of the questions; give --questions-per-person"
-        )
-    if code is not None and not (isinstance(code, str) and COMPLETION_CODE.fullmatch(code)):
-        raise ValueError(f"--completion-code: 1 to 64 letters, digits, _ or -, got {_clip(code)}")
-    if url is not None and not (isinstance(url, str) and re.fullmatch(r"https?://[^\s\x00-\x1f\x7f]{1,2000}", url)):
-        raise ValueError(f"--completion-url: an http(s):// link, got {_clip(url)}")
-    return {"code": code, "url": url}
-
-
-def check_attention(pairs, every, names: list) -> tuple[list, Optional[int]]:
-    """``--attention`` pairs ``"BETTER>WORSE"`` as item indices, and ``--attention-every`` (default 10 with pairs)."""
-    if not pairs:
-        if every is not None:
-            raise ValueError("--attention-every: asks the pairs of --attention; give them")
-        return [], None
-    index = {n: k for k, n in enumerate(names)}
-    out = []
-    for pair in pairs:
-        a, sep, b = str(pair).partition(">")
-        a, b = a.strip(), b.strip()
-        if not sep or a not in index or b not in index or a == b:
-            raise ValueError(
-                f"--attention: {_clip(pair)} is not BETTER>WORSE of two items of the catalog (as its name column has them)"
-            )
-        out.append((index[a], index[b]))
-    every = 10 if every is None else every
-    if type(every) is not int or every < 2:
-        raise ValueError(f"--attention-every: an integer >= 2, got {_clip(every)}")
-    return out, every
-
-
-def check_consent(text: Optional[str]) -> Optional[str]:
-    """A study's consent text: 1 to 20000 characters, no control character (but line ends) or direction mark."""
-    if text is None:
-        return None
-    if not (isinstance(text, str) and 0 < len(text.strip()) <= 20000 and not UNPRINTABLE.search(text)):
-        raise ValueError("--consent: a text of 1 to 20000 printable characters (line ends allowed)")
-    return text.strip()
 
 
 class BadRequest(ValueError):
@@ -137,7 +58,7 @@ class BadRequest(ValueError):
 RANKINGS = ("posterior", "learner")  # what the learned ranking shows (Annotation's ``ranking``)
 
 
-class Annotation:
+class Annotation(Exports):
     """The catalog ``items``, the answers in ``store``, the learners built from ``config`` (a path).
 
     ``offer``: items offered a question, drawn at random (the learner picks two of them; capped at the
@@ -198,7 +119,7 @@ class Annotation:
         self.balance_sides = bool(balance_sides)
         if repeat_every is not None and (type(repeat_every) is not int or repeat_every < 2):
             raise ValueError(
-                f"--repeat-every: an integer >= 2 (every that many questions one repeats), got {_clip(repeat_every)}"
+                f"--repeat-every: an integer >= 2 (every that many questions one repeats), got {clip(repeat_every)}"
             )
         self.repeat_every = repeat_every
         self.attention, self.attention_every = check_attention(attention, attention_every, items.names)
@@ -214,10 +135,10 @@ class Annotation:
         if seed < 0:
             raise ValueError(f"--seed: must be >= 0, got {seed}")
         if questions_per_person is not None and (type(questions_per_person) is not int or questions_per_person < 1):
-            raise ValueError(f"--questions-per-person: must be an integer >= 1, got {_clip(questions_per_person)}")
+            raise ValueError(f"--questions-per-person: must be an integer >= 1, got {clip(questions_per_person)}")
         self.goal = questions_per_person
         if type(most_behind) is not int or most_behind < 0:
-            raise ValueError(f"--most-behind: must be an integer >= 0, got {_clip(most_behind)}")
+            raise ValueError(f"--most-behind: must be an integer >= 0, got {clip(most_behind)}")
         self.most_behind = most_behind
         self.items, self.store, self.config, self.seed = items, store, config, int(seed)
         self.offer, self.per_annotator, self.save_every = min(offer or N, N), bool(per_annotator), int(save_every)
@@ -404,7 +325,7 @@ class Annotation:
         """Withdraw ``annotator``'s invite: their link starts nothing more and their session answers no more (its
         answers stay). Refused: a name without an invite."""
         if not self.store.withdraw_invite(annotator):
-            raise ValueError(f"--withdraw: {_clip(annotator)} has no invite in this study")
+            raise ValueError(f"--withdraw: {clip(annotator)} has no invite in this study")
 
     def _session(self, sid) -> tuple:
         found = self.store.session(sid) if isinstance(sid, str) and SESSION_ID.fullmatch(sid) else None
@@ -494,11 +415,9 @@ class Annotation:
         session ``sid``, then learn from it. Refused (nothing changed): an unknown session or question, another
         session's question, one already answered, a choice not 0, 1 or 2."""
         if type(qid) is not int:
-            raise BadRequest(422, f"question: a question number, got {_clip(qid)}")
+            raise BadRequest(422, f"question: a question number, got {clip(qid)}")
         if type(choice) is not int or choice not in (0, 1, 2):
-            raise BadRequest(
-                422, f"choice: 1 (the first item), 2 (the second) or 0 (can't decide), got {_clip(choice)}"
-            )
+            raise BadRequest(422, f"choice: 1 (the first item), 2 (the second) or 0 (can't decide), got {clip(choice)}")
         if self.worker is not None:  # committed and handed on in the database's order; the reply waits for no learning
             with self.store.lock:
                 key, seq, offer, i, j = self._commit(sid, qid, choice)
@@ -631,134 +550,3 @@ class Annotation:
         hp = learner.hparams
         view = ranking_view(est["f"][0].double(), est["norm"][0].double(), float(hp.get("beta") or 1.0), hp["link"])
         return {k: (v.cpu().numpy() if torch.is_tensor(v) else v) for k, v in view.items()}
-
-    ANSWER_FIELDS = (
-        "answer",
-        "session",
-        "annotator",
-        "learner",
-        "first",
-        "second",
-        "choice",
-        "preferred",
-        "answered_unix",
-        "learned",
-        "undone_unix",
-        "seconds",
-    )
-
-    def answer_rows(self) -> list[dict]:
-        """Every answer, in the order given, as :data:`ANSWER_FIELDS`: a session named by its number (its id, which
-        lets one answer in it, never leaves the server), ``first`` the item shown on the left, ``seconds`` from the
-        question's being asked to its answer (the time a person took, the page's round trip included)."""
-        number = self.store.session_numbers()
-        rows = []
-        for seq, sid, annotator, key, offer, i, j, choice, t, learned, undone, asked in self.store.answers():
-            offer = json.loads(offer)
-            a, b = self.items.names[offer[i]], self.items.names[offer[j]]
-            values = (
-                seq,
-                number.get(sid),
-                annotator,
-                f"session {number.get(key)}" if key in number else key,  # a learner of one session: its number
-                a,
-                b,
-                choice,
-                {1: a, 2: b}.get(choice),
-                round(t, 3),
-                learned,
-                None if undone is None else round(undone, 3),
-                round(t - asked, 3),
-            )
-            rows.append(dict(zip(self.ANSWER_FIELDS, values)))
-        return rows
-
-    def answers_csv(self) -> str:
-        """:meth:`answer_rows` as CSV, text cells neutralized (:func:`csv_cell`)."""
-        out = io.StringIO()
-        w = csv.writer(out)
-        w.writerow(self.ANSWER_FIELDS)
-        text = ("annotator", "learner", "first", "second", "preferred")
-        for row in self.answer_rows():
-            w.writerow(
-                [
-                    csv_cell(v)
-                    if k in text
-                    else ""
-                    if v is None
-                    else f"{v:.3f}"
-                    if k in ("answered_unix", "undone_unix", "seconds")
-                    else v
-                    for k, v in row.items()
-                ]
-            )
-        return out.getvalue()
-
-    def _preferences(self) -> list[dict]:
-        """:meth:`answer_rows` that say a preference: choice 1 or 2, not undone."""
-        return [r for r in self.answer_rows() if r["choice"] in (1, 2) and r["undone_unix"] is None]
-
-    def reliability(self) -> dict:
-        """How far the answers agree (choices 1 and 2 only, undone ones left out). ``sessions``: per session, its
-        answers, how many answered a pair it had answered before (``repeats``, as ``repeat_every`` asks or by chance)
-        and how many of those it answered as the first time (``consistent``), and with ``attention`` its answers on
-        the known pairs (``attention``) and how many the known way (``attentive``). ``between``: over the pairs of items
-        that two or more sessions answered, each pair of sessions' first answers: how many (``compared``) and how many
-        agree (``agreeing``)."""
-        names = self.items.names
-        known = {frozenset((names[a], names[b])): names[a] for a, b in self.attention}  # pair -> the known answer
-        first: dict = {}  # (session, item pair) -> the item preferred the first time
-        per: dict = {}
-        for r in self._preferences():
-            n = r["session"]
-            fresh = {"session": n, "annotator": r["annotator"], "answers": 0, "repeats": 0, "consistent": 0}
-            row = per.setdefault(n, {**fresh, **({"attention": 0, "attentive": 0} if known else {})})
-            row["answers"] += 1
-            pair = frozenset((r["first"], r["second"]))
-            if pair in known:  # an attention check's pair (or the same pair asked otherwise)
-                row["attention"] += 1
-                row["attentive"] += int(r["preferred"] == known[pair])
-            if (n, pair) in first:
-                row["repeats"] += 1
-                row["consistent"] += int(first[n, pair] == r["preferred"])
-            else:
-                first[n, pair] = r["preferred"]
-        by_pair: dict = {}
-        for (n, pair), preferred in first.items():
-            by_pair.setdefault(pair, []).append(preferred)
-        compared = agreeing = 0
-        for answers in by_pair.values():
-            for x, y in itertools.combinations(answers, 2):
-                compared += 1
-                agreeing += int(x == y)
-        return {"sessions": list(per.values()), "between": {"compared": compared, "agreeing": agreeing}}
-
-    def bradley_terry_csv(self) -> str:
-        """Each item's Bradley-Terry strength from the answers alone (:func:`~nvldb_pl.maths.ranking.bradley_terry`:
-        no features; "can't decide" and undone answers left out): rank, name, log-strength, wins, comparisons."""
-        index = {n: k for k, n in enumerate(self.items.names)}
-        pairs = [
-            (index[r["preferred"]], index[r["second"] if r["preferred"] == r["first"] else r["first"]])
-            for r in self._preferences()
-        ]
-        strength = bradley_terry(len(index), pairs)
-        wins, seen = np.zeros(len(index), dtype=int), np.zeros(len(index), dtype=int)
-        for w_, l_ in pairs:
-            wins[w_] += 1
-            seen[w_] += 1
-            seen[l_] += 1
-        out = io.StringIO()
-        w = csv.writer(out)
-        w.writerow(["rank", "name", "log_strength", "wins", "comparisons"])
-        for r, k in enumerate(np.argsort(-strength, kind="stable"), 1):
-            w.writerow([r, csv_cell(self.items.names[k]), f"{strength[k]:.6f}", int(wins[k]), int(seen[k])])
-        return out.getvalue()
-
-    def ranking_csv(self, key: str = SHARED) -> str:
-        out = io.StringIO()
-        w = csv.writer(out)
-        w.writerow(["rank", "name", "score", "p_beats_average", "p_low", "p_high", "compared"])
-        for row in self.ranking(key)["ranking"]:
-            p = [f"{row[k]:.4f}" if k in row else "" for k in ("vs_average", "low", "high")]
-            w.writerow([row["rank"], csv_cell(row["name"]), f"{row['score']:.6f}", *p, row["compared"]])
-        return out.getvalue()

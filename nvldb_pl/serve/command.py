@@ -219,7 +219,8 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from .annotation import Annotation, check_name
+    from .annotation import Annotation
+    from .study import check_name
     from .store import Store
 
     store, before = None, set()
