@@ -182,9 +182,12 @@ class Annotation(Exports):
 
     def _record(self, kind: str, *args) -> None:
         """What the learners did, in the database (:class:`.worker.Learners`' reports)."""
-        record = {"learned": self.store.learned, "refused": self.store.refused, "saved": self.store.set_snapshot}
-        record["learned_all"] = self.store.learned_all  # a run of learned reports, one transaction
-        record[kind](*args)
+        {
+            "learned": self.store.learned,
+            "learned_all": self.store.learned_all,  # a run of a batch's learned answers, in one transaction
+            "refused": self.store.refused,
+            "saved": self.store.set_snapshot,
+        }[kind](*args)
 
     def _fresh(self) -> DuelingBandit:
         return DuelingBandit.from_config(
