@@ -10,7 +10,6 @@ nothing of the package, and every layer reads it."""
 from .maths import seedwise  # noqa: F401  first: sets MKL_CBWR before any BLAS call (per-seed results independent of S)
 from . import migrations
 from .environments.stream import RoundStream, StreamSpec
-from .loop.data import BanditDataModule
 from .learners.nvldb import NVLDB
 from .maths.selection import STRATEGIES
 
@@ -18,3 +17,12 @@ __all__ = ["BanditDataModule", "RoundStream", "StreamSpec", "NVLDB", "STRATEGIES
 __version__ = "0.1.0"
 
 migrations.install()  # the modules' old names (nvldb_pl/migrations.py)
+
+
+def __getattr__(name: str):
+    """``nvldb_pl.BanditDataModule``, imported when asked: the algorithms below the loop run without Lightning."""
+    if name == "BanditDataModule":
+        from .loop.data import BanditDataModule
+
+        return BanditDataModule
+    raise AttributeError(f"module 'nvldb_pl' has no attribute {name!r}")

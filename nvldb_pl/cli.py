@@ -33,6 +33,7 @@ from .machinery.parallel import (
 from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
+from .loop.module import LearnerModule
 from .machinery.devices import threads_for
 from .machinery.own_modules import find_own_modules_here
 from .machinery.yaml_files import (
@@ -191,6 +192,21 @@ class NVLDBCLI(LightningCLI):
         )
         return parser
 
+    def add_core_arguments_to_parser(self, parser) -> None:
+        """Lightning's trainer and data module; ``model`` is any :class:`~nvldb_pl.learners.base.DuelingLearner`
+        subclass (a plain torch learner, wrapped in :class:`~nvldb_pl.loop.module.LearnerModule` once built)."""
+        parser.add_lightning_class_args(self.trainer_class, "trainer")
+        parser.set_defaults({"trainer." + k: v for k, v in self.trainer_defaults.items() if k != "callbacks"})
+        parser.add_subclass_arguments(DuelingLearner, "model", fail_untyped=False, required=True)
+        parser.add_lightning_class_args(self._datamodule_class, "data", subclass_mode=self.subclass_mode_data)
+
+    def instantiate_classes(self) -> None:
+        """Lightning's, with the learner wrapped in the one LightningModule that drives every learner."""
+        self.config_init = self.parser.instantiate_classes(self.config)
+        self.datamodule = self._get(self.config_init, "data")
+        self.model = LearnerModule(self._get(self.config_init, "model"))
+        self.trainer = self.instantiate_trainer()
+
     def add_arguments_to_parser(self, parser) -> None:
         for key in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}")
@@ -276,7 +292,9 @@ class NVLDBCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         section = self.config_init[self.subcommand] if self.subcommand else self.config_init
-        threads = threads_for(section.get("threads"), self.model.problem_size())  # as the learner measures its run
+        threads = threads_for(
+            section.get("threads"), self.model.learner.problem_size()
+        )  # as the learner measures its run
         if threads is not None:  # a second thread stalls a small run beside another (docs/performance.md)
             torch.set_num_threads(threads)
         # torch's count, chosen for the run: shared with the runs beside it (nvldb_pl/machinery/cores.py)

@@ -42,6 +42,7 @@ import torch
 
 from .maths.checks import typed_args, LINKED_FROM_DATA, refuse_other_state
 from .loop.data import BanditDataModule
+from .loop.module import split_state
 from .machinery.host import atomic_open, checkpoint_problem, keep_freed_memory, open_text
 from .machinery.yaml_files import refuse_duplicate_keys, refuse_linked_in_model, refuse_settings_beside_class_path
 from .learners.base import DuelingLearner
@@ -360,10 +361,10 @@ class DuelingBandit:
             module.take_seeds(list(range(len(held))))
         if "hist_o" in ckpt["state_dict"]:
             module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
-        state = module.upgraded_state(ckpt["state_dict"], since)  # a save an older version wrote, in this one's terms
+        learned = split_state(ckpt["state_dict"])[0]  # a fit checkpoint's regret is the loop's, not the learner's
+        state = module.upgraded_state(learned, since)  # a save an older version wrote, in this one's terms
         refuse_other_state(state, module.state_dict(), path)
         module.load_state_dict(state)
-        module._t = int(module.rounds_done)
         _check_counter(module, path)
         S = module.num_local
         index = _as_index(seed_index)

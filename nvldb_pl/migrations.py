@@ -146,6 +146,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "NVLDB's prior toward the initial weights on by default (w_reg 0.1): files without the setting ran 0",
         settings={"NVLDB": {"w_reg": 0.0}},
     ),
+    Migration(
+        11,
+        "the learners plain torch algorithms: the regret metric is the Lightning adapter's (a checkpoint keeps it)",
+        dropped_state={"DuelingLearner": ("regret.seed_ids", "regret.cum_avg", "regret.cum_weak", "regret.rounds")},
+    ),
 )
 
 VERSION = MIGRATIONS[-1].version  # what a file written now records (``format_version``)

@@ -126,3 +126,47 @@ def test_every_old_name_imports_in_a_fresh_process_even_beside_a_stale_folder(tm
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == str(len(MOVED))
+
+
+def _third_party_imports(path: str) -> set[str]:
+    """The top-level names of every absolute import outside the package in the file, at any depth."""
+    found = set()
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+    return found
+
+
+LEARNER_FILES = [(name, path) for folder, name, path in modules() if folder in ("maths", "environments", "learners")]
+
+
+@pytest.mark.parametrize("name,path", LEARNER_FILES, ids=[n for n, _ in LEARNER_FILES])
+def test_the_learners_and_what_they_stand_on_import_no_lightning(name, path):
+    """A learner is a plain torch algorithm: Lightning reaches it only through the loop's adapter (LearnerModule);
+    the regret metric (environments/regret.py) is torchmetrics', the one Lightning-family package allowed below."""
+    assert not _third_party_imports(path) & {"lightning", "pytorch_lightning"}, f"{name} imports Lightning"
+
+
+def test_the_lightning_check_sees_a_lightning_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from lightning.pytorch.utilities import rank_zero_warn\n")
+    assert "lightning" in _third_party_imports(str(bad))
+
+
+def test_a_learner_runs_with_lightning_unimportable():
+    """Built, proposing and learning with ``lightning`` blocked from import: nothing of it is needed."""
+    code = (
+        "import sys; sys.modules['lightning'] = None; sys.modules['lightning.pytorch'] = None\n"
+        "import torch\n"
+        "from nvldb_pl.learners.nvldb import NVLDB\n"
+        "m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4, grad_steps=2)\n"
+        "m.init_parameters(0, [0, 1]); m.attach_optimizer()\n"
+        "x = torch.randn(2, 4, 5); duel = m.propose(x, torch.randn(2, 4, 4), 1)\n"
+        "m.learn({**duel, 'contexts': x, 'o': torch.ones(2), 'du': torch.zeros(2)})\n"
+        "assert m.t == 1 and 'lightning' not in {k.split('.')[0] for k in sys.modules if sys.modules[k]}\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -1,4 +1,5 @@
-"""The learners: what every dueling learner shares (:mod:`.base`: the history, the regret metric, the round's
+"""The learners, plain torch algorithms (a fit drives them through :class:`nvldb_pl.loop.module.LearnerModule`, the
+live API directly): what every dueling learner shares (:mod:`.base`: the history, the settings, the round's
 observe and select), the network learner NVLDB and NDB share (:mod:`.neural`), NVLDB itself (:mod:`.nvldb`,
 Algorithm 1), the baselines in the same loop (NDB, CoLSTIM, MaxInP, VACDB, the random pair, the GP preference
 model) and the one registry of names (:mod:`.registry`).

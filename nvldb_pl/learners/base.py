@@ -1,6 +1,12 @@
-"""What every dueling learner of the package shares: the history, the regret metric, the round
-counter, finiteness checks and timings. NVLDB (:mod:`nvldb_pl.learners.nvldb`) and the baselines
-(:mod:`nvldb_pl.learners`) subclass it and add their estimator and selection rule.
+"""What every dueling learner of the package shares: the history, the round counter, the settings, finiteness checks
+and timings. NVLDB (:mod:`nvldb_pl.learners.nvldb`) and the baselines (:mod:`nvldb_pl.learners`) subclass it and add
+their estimator and selection rule.
+
+A learner is a plain torch algorithm (a ``torch.nn.Module``: its state is its buffers and parameters): it imports
+nothing of Lightning. Lightning's loop drives it through one adapter, :class:`nvldb_pl.loop.module.LearnerModule`
+(optimizer, device, precision, regret, checkpoint hooks); the live API (:mod:`nvldb_pl.live`) drives it directly.
+What runs its optimization is its :class:`Driver`: a plain one (its own optimizer, ``loss.backward()``) unless the
+adapter installs Lightning's (the precision plugin's backward and scaler).
 
 The round, as data (no per-round state is kept in attributes between the calls):
 
@@ -8,7 +14,7 @@ The round, as data (no per-round state is kept in attributes between the calls):
    ([S] int64) and whatever the update needs from selection time (NVLDB: ``dphi``, the feature
    difference at W_{t-1}); :class:`nvldb_pl.loop.callbacks.DuelingLoop` adds ``contexts``, the outcome
    ``o`` [S] and the true gap ``du`` [S] and puts the duel into the batch as ``batch["duel"]``;
-2. ``training_step(batch)`` -> ``learn(duel)``: append the duel to the history (``observe``,
+2. ``learn(duel)`` (the adapter's ``training_step``): append the duel to the history (``observe``,
    Alg. 1 line 7), then the learner's ``update(duel)`` (lines 8-13).
 
 The live API (:mod:`nvldb_pl.live`) calls the same ``propose``/``learn``; for an answer that comes
@@ -22,17 +28,14 @@ another config, layout or device, and recording where a run's rounds were comput
 
 from __future__ import annotations
 
+import inspect
 import time
 from contextlib import contextmanager
 
-from typing import Callable, Optional
-
-import lightning.pytorch as pl
 import torch
 
-from ..environments.regret import CumulativeRegret
+from .settings import Settings, init_arguments
 from ..maths.checks import check, check_linked, check_memory
-from ..migrations import VERSION as MIGRATION_VERSION
 from ..migrations import upgrade_settings, upgrade_state
 
 SHARED_BUFFERS = ("rounds_done", "reg", "base_seed")  # a learner's tensors without a leading seed dimension
@@ -55,8 +58,27 @@ def learner_name(cls: type) -> str:
     return cls.__name__ if cls.__module__.split(".")[0] == "nvldb_pl" else f"{cls.__module__}.{cls.__qualname__}"
 
 
-class DuelingLearner(pl.LightningModule):
-    """Base class: S seeds' duel history (preallocated), regret and bookkeeping.
+class Driver:
+    """What runs a learner's optimization: plain torch here (the optimizer :meth:`DuelingLearner.attach_optimizer`
+    made, ``loss.backward()``, no gradient scaler). Lightning's adapter (:mod:`nvldb_pl.loop.module`) installs one
+    whose backward and optimizer step go through its precision plugin."""
+
+    def __init__(self, optimizer=None):
+        self._optimizer = optimizer
+
+    def optimizer(self):
+        return self._optimizer
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def scaler(self):
+        """16-mixed's GradScaler where one scales the loss, else None."""
+        return None
+
+
+class DuelingLearner(torch.nn.Module):
+    """Base class: S seeds' duel history (preallocated), settings and bookkeeping.
 
     Subclasses implement ``estimate`` (the model: utilities and exploration norms of the offered
     contexts) with a selection rule in ``select`` (or ``propose``, when the update needs something
@@ -95,15 +117,29 @@ class DuelingLearner(pl.LightningModule):
         # kept in step by init_parameters, take_seeds and every load_state_dict (the hook below)
         self._base_seed, self._seed_ids = 0, list(range(S))
         self.register_load_state_dict_post_hook(DuelingLearner._mirror_seed_buffers)
-        self.regret = CumulativeRegret(list(range(S)))
+        self.hparams = Settings()  # what save_hyperparameters keeps
+        self.driver = Driver()  # plain torch until an optimizer is attached or Lightning's adapter installs its own
         self.timings = {name: 0.0 for name in self.TIMED}
         self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
         self._timers_off = False
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
-        # handed over by the loop (DuelingLoop.setup): checks a checkpoint before its state is loaded
-        self.resume_check: Optional[Callable[["DuelingLearner", dict], None]] = None
         self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
-        self._own_optimizer = None  # live use, without a Trainer (see attach_optimizer)
+
+    def save_hyperparameters(self, *args) -> None:
+        """Keep the learner's settings as ``self.hparams`` (what a checkpoint or a save records and a run's
+        hparams.yaml lists): a dict given; or the named arguments of the calling ``__init__``; or, with no argument,
+        every argument of the ``__init__`` calls building this object (a subclass's over its base's), as
+        Lightning's method of that name collects them."""
+        if len(args) == 1 and isinstance(args[0], dict):
+            self.hparams = Settings(args[0])
+            return
+        given = init_arguments(self, inspect.currentframe().f_back)
+        self.hparams = Settings({k: given[k] for k in args} if args else given)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the learner's state is (its round counter's device)."""
+        return self.rounds_done.device
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
@@ -115,7 +151,6 @@ class DuelingLearner(pl.LightningModule):
         self.base_seed.fill_(int(base_seed))
         self.seed_id.copy_(torch.tensor(seed_ids, dtype=torch.int64))
         self._base_seed, self._seed_ids = int(base_seed), [int(i) for i in seed_ids]
-        self.regret = CumulativeRegret(list(seed_ids)).to(self.device)  # nothing accumulated yet
 
     @classmethod
     def lineage(cls) -> tuple[str, ...]:
@@ -133,8 +168,14 @@ class DuelingLearner(pl.LightningModule):
 
     @staticmethod
     def _mirror_seed_buffers(module, incompatible_keys) -> None:
-        """After load_state_dict: read the loaded base_seed and seed_id buffers once (a sync at load time)."""
+        """After load_state_dict: read the loaded round counter, base_seed and seed_id buffers once (a sync at load
+        time), then :meth:`after_load`."""
         module._base_seed, module._seed_ids = int(module.base_seed), module.seed_id.tolist()
+        module._t = int(module.rounds_done)
+        module.after_load()
+
+    def after_load(self) -> None:
+        """After a state was loaded: drop what was derived from the state before (nothing here)."""
 
     def bind_seeds(self, base_seed: int, seed_ids: list[int]) -> None:
         """Before round 1: this process's seeds (a share of them under ``seed_parallel``) and their initial draw."""
@@ -148,15 +189,12 @@ class DuelingLearner(pl.LightningModule):
         (e.g. one trained seed of a checkpoint, for live use). Optimizer state is not touched."""
         old = self.num_local
         for mod in self.modules():
-            if mod is self.regret:  # replaced below
-                continue
             for name, buf in list(mod.named_buffers(recurse=False)):
                 if name not in self.SHARED_BUFFERS and buf.dim() > 0 and buf.shape[0] == old:
                     setattr(mod, name, buf[index].clone())  # a registered buffer stays registered
             for name, par in list(mod.named_parameters(recurse=False)):
                 if par.shape[0] == old:
                     setattr(mod, name, torch.nn.Parameter(par.data[index].clone(), requires_grad=par.requires_grad))
-        self.regret = CumulativeRegret(list(range(len(index))))
         self.num_local = len(index)
         self._seed_ids = [self._seed_ids[i] for i in index]
 
@@ -183,27 +221,24 @@ class DuelingLearner(pl.LightningModule):
             setattr(self, name, self._padded(name, getattr(self, name), capacity))
 
     def optimizer(self):
-        """The optimizer: Lightning's under a Trainer, else the one :meth:`attach_optimizer` made."""
-        return self.optimizers() if self._trainer is not None else self._own_optimizer
+        """The optimizer its driver holds (Lightning's under a Trainer, else the one :meth:`attach_optimizer` made)."""
+        return self.driver.optimizer()
 
     def attach_optimizer(self, state: dict | None = None) -> None:
-        """Create the optimizer outside a Trainer (live use), optionally with a saved state."""
-        opt = self.configure_optimizers()
+        """Drive the learner with plain torch and its own optimizer (live use), optionally with a saved state."""
+        opt = self.make_optimizer()
         if opt is not None and state is not None:
             opt.load_state_dict(state)
             self.settle_optimizer(opt)
-        self._own_optimizer = opt
+        self.driver = Driver(opt)
 
     def settle_optimizer(self, opt) -> None:
         """After a saved state was loaded into ``opt``: its execution settings as this run makes them
         (the state may come from a run on another device, whose settings it carries). Nothing here."""
 
     def backprop(self, loss: torch.Tensor) -> None:
-        """Backpropagate: Lightning's manual_backward under a Trainer (precision, scaler), else plain."""
-        if self._trainer is not None:
-            self.manual_backward(loss)
-        else:
-            loss.backward()
+        """Backpropagate through the driver (under a Trainer: Lightning's precision plugin, its scaler)."""
+        self.driver.backward(loss)
 
     def scores(self, contexts: torch.Tensor) -> torch.Tensor:
         """The estimated utilities f(x_k) [S, K] of contexts [S, K, d] (a learned ranking)."""
@@ -226,8 +261,15 @@ class DuelingLearner(pl.LightningModule):
         played so far (None: the learner has no learned representation)."""
         return None
 
-    def configure_optimizers(self):
+    def make_optimizer(self):
+        """The optimizer of the learner's parameters (None: it has none, it fits in closed form or by its own
+        solver)."""
         return None
+
+    def execution_notes(self, scaled: bool) -> list[tuple[str, str]]:
+        """Before a run, under a loss scaler or not (16-mixed): what to tell its user, as (``info``/``warning``,
+        text) pairs; a ValueError naming the field where the learner cannot run so. Nothing here."""
+        return []
 
     def problem_size(self) -> int:
         """S x T x m^2: how much arithmetic a run of this learner makes, which picks its CPU threads (one for a
@@ -254,19 +296,6 @@ class DuelingLearner(pl.LightningModule):
         if hparams or "hyper_parameters" in checkpoint:
             checkpoint["hyper_parameters"] = hparams
         checkpoint["state_dict"] = self.upgraded_state(checkpoint["state_dict"], since)
-
-    def on_load_checkpoint(self, checkpoint) -> None:
-        """Lightning's hook, before the state is loaded: the checkpoint in this version's terms, the loop's checks
-        (``resume_check``: another config, run layout or device refused; a longer horizon's history padded), then the
-        round it holds."""
-        self.upgrade_checkpoint(checkpoint)
-        if self.resume_check is not None:
-            self.resume_check(self, checkpoint)
-        self._t = int(checkpoint["state_dict"]["rounds_done"])
-
-    def on_save_checkpoint(self, checkpoint) -> None:
-        checkpoint["learner"] = learner_name(type(self))  # a user's class by its import path
-        checkpoint["format_version"] = MIGRATION_VERSION  # the migrations it needs no longer
 
     @contextmanager
     def _timed(self, name: str):
@@ -305,11 +334,6 @@ class DuelingLearner(pl.LightningModule):
             raise NotImplementedError(f"{type(self).__name__} implements neither select nor propose")
         a1, a2 = self.select(contexts, noise, t)
         return {"a1": a1, "a2": a2}
-
-    def training_step(self, batch: dict, batch_idx: int):
-        """Lightning's step: learn from the duel the loop put into the batch (``batch["duel"]``)."""
-        self.learn(batch["duel"])
-        return None
 
     def learn(self, duel: dict) -> None:
         """One answered duel (keys ``contexts`` [S, K, d], ``a1``, ``a2``, ``o`` [S], ``du`` [S] and

@@ -71,13 +71,11 @@ class PairwiseGPLearner(DuelingLearner):
         )
         _botorch()
         self.save_hyperparameters()
-        self.automatic_optimization = False
         self._models: list | None = None  # rebuilt from the history where missing (a resumed run)
         self.failed_fits = 0  # hyperparameter fits where every attempt failed (the defaults kept)
 
-    def on_load_checkpoint(self, checkpoint) -> None:
-        super().on_load_checkpoint(checkpoint)
-        self._models = None
+    def after_load(self) -> None:
+        self._models = None  # fit again from the loaded history
 
     def _data(self, s: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Seed s's first t duels as (datapoints [2n, d] float64, comparisons [n, 2]: winner, loser), the

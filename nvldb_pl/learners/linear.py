@@ -57,7 +57,6 @@ class LinearDueling(DuelingLearner):
                 refit_iterations=refit_iterations,
             )
         )
-        self.automatic_optimization = False
         self.register_buffer("theta", torch.zeros(num_seeds, dim, dtype=torch.float64))
         self.register_buffer("Sigma", lam * torch.eye(dim, dtype=torch.float64).repeat(num_seeds, 1, 1))
 

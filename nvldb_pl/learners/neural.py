@@ -13,7 +13,6 @@ from dataclasses import dataclass, fields
 from typing import Optional, Union
 
 import torch
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from . import history
 from .history import (
@@ -175,7 +174,6 @@ class NeuralLearner(DuelingLearner):
         for name in ("lr", "lam"):
             check_number(getattr(s, name), name)
         self.save_hyperparameters(hp)
-        self.automatic_optimization = False
         self.variance_mode = variance_mode
         self.w_reg = w_reg
         if s.network is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
@@ -213,7 +211,7 @@ class NeuralLearner(DuelingLearner):
                 biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
         self.net.load_seed_init(per_seed, biases)
 
-    def configure_optimizers(self):
+    def make_optimizer(self):
         # Elementwise, so seeds stay independent. foreach, not fused, off the graph: torch's fused CPU Adam
         # rounds the last bit of an element differently depending on the tensor's size (the number of seeds).
         # Under history_pass=graphed on CUDA: capturable (the step count on the device, so that a CUDA graph
@@ -225,8 +223,8 @@ class NeuralLearner(DuelingLearner):
         )
 
     def _scaler(self):
-        """16-mixed's GradScaler (Lightning's precision plugin under a Trainer), else None."""
-        return getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None)
+        """16-mixed's GradScaler (the driver's: Lightning's precision plugin under a Trainer), else None."""
+        return self.driver.scaler()
 
     def problem_size(self) -> int:
         """S x T x m^2 with the built-in MLP's width m (a network of one's own: 32)."""
@@ -258,31 +256,38 @@ class NeuralLearner(DuelingLearner):
         """Adam keeps its step count on the device (what a CUDA graph of its step needs)."""
         return self._graphed() and self.device.type == "cuda"
 
-    def on_train_start(self) -> None:
-        self.settle_optimizer(self.optimizers(use_pl_optimizer=False))
-
     def settle_optimizer(self, opt) -> None:
         """After a checkpoint's optimizer state was restored: Adam as this run needs it (:func:`settle_adam`)."""
         settle_adam(opt, self._capturable())
 
-    def on_fit_start(self) -> None:
+    def execution_notes(self, scaled: bool) -> list[tuple[str, str]]:
+        """graphed refused under a loss scaler; a network of one's own trains by autograd; one scaler couples the
+        stacked seeds."""
         _check(
-            not (self._graphed() and self._scaler() is not None),
+            not (self._graphed() and scaled),
             "history_pass",
             "graphed cannot run under 16-mixed: its GradScaler reads the inf check on the host, which a "
             "CUDA graph cannot hold; use bf16-mixed, or history_pass auto or chunked",
         )
+        notes = []
         if self.custom_network and self.settings.backward == "manual":
-            rank_zero_info(
-                f"model.network={self.net.path}: trained by autograd (the hand-written gradient, "
-                f"model.backward=manual, is the built-in MLP's)"
+            notes.append(
+                (
+                    "info",
+                    f"model.network={self.net.path}: trained by autograd (the hand-written gradient, "
+                    f"model.backward=manual, is the built-in MLP's)",
+                )
             )
-        if self._scaler() is not None and self.hparams.num_seeds > 1:
-            rank_zero_warn(
-                "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
-                "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
-                "Use bf16-mixed (no scaler), or one seed per process."
+        if scaled and self.hparams.num_seeds > 1:
+            notes.append(
+                (
+                    "warning",
+                    "16-mixed: one GradScaler serves all stacked seeds, so an inf gradient in one seed skips "
+                    "every seed's Adam step and halves the shared scale: seeds are no longer independent. "
+                    "Use bf16-mixed (no scaler), or one seed per process.",
+                )
             )
+        return notes
 
     def training_block_bytes(self, rows: int) -> int:
         """About the activations of one Adam step over ``rows`` history rounds (:func:`block_bytes`)."""

@@ -1,7 +1,8 @@
-"""NVLDB (Algorithm 1) as a LightningModule: S independent seeds stacked in one set of parameters.
+"""NVLDB (Algorithm 1) as a plain torch algorithm: S independent seeds stacked in one set of parameters.
 
-Reading order, one round t (the callback :class:`nvldb_pl.loop.callbacks.DuelingLoop` drives 1-2 and
-puts the duel into the batch; ``training_step(batch)`` runs 3-4 through ``learn``):
+Reading order, one round t (in a fit, the callback :class:`nvldb_pl.loop.callbacks.DuelingLoop` drives 1-2 and
+puts the duel into the batch, and the adapter :class:`nvldb_pl.loop.module.LearnerModule` runs 3-4 through
+``learn``; the live API calls the same two methods):
 
 1. ``propose`` (Alg. 1 line 6): ``estimate`` (phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, the
    exploration norms ||Delta phi||_{V_{t-1}^{-1}}), then the rule object of :mod:`nvldb_pl.maths.selection`;
@@ -168,7 +169,7 @@ class NVLDB(NeuralLearner):
         self.own_test = own_test
         # False: the self-duel test never replaces the rule's distinct pair (live use: nobody is asked "A or A?")
         self.self_duels_allowed = True
-        self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # built once (an acquisition object)
+        self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # line 3, built once (an acquisition)
         settings = selfduel.SelfDuelSettings(
             num_seeds=num_seeds,
             num_params=sum(par[0].numel() for par in self.net.parameters()),  # Z over all network parameters
@@ -191,7 +192,9 @@ class NVLDB(NeuralLearner):
         if oracle_variance:  # not the estimate NVLDB is: said in its name (summaries, the CLI's last line)
             self.method += "-oracle"
         p = dim if feature_dim is None else feature_dim
-        self.register_buffer("V", lam * torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1))  # V_0 = lambda I
+        self.register_buffer(
+            "V", lam * torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1)
+        )  # line 1: V_0 = lambda I
 
     # ------------------------------------------------------------------ Alg. 1 line 6
     @torch.no_grad()
@@ -213,7 +216,7 @@ class NVLDB(NeuralLearner):
         with self._timed("select"):
             est = self.estimate(contexts)
             f, norm = est["f"], est["norm"]
-            pair = self.selection_rule(f, norm, noise, t)
+            pair = self.selection_rule(f, norm, noise, t)  # line 6: a_t, b_t with beta, X_t, V_{t-1}
             if self.strategy not in selection.STRATEGIES:  # a rule of one's own, checked where it meets the loop
                 pair = selection.checked_pair(self.selection_rule, pair, *f.shape)
             g = self._gradients(contexts) if self.self_duel.uses_gradients else None  # df/d(W, theta, b) [S, K, p]
@@ -243,7 +246,7 @@ class NVLDB(NeuralLearner):
         if "dg" in duel:  # the self-duel test's Gram Z gains the duel's gradient difference (at selection time)
             with self._timed("gram"), torch.no_grad():
                 self.self_duel.remember(duel["dg"])
-        if t % hp.episode != 0 or not duel.get("train", True):  # no update: V gains round t's term, parameters kept
+        if t % hp.episode != 0 or not duel.get("train", True):  # line 8 false: V gains round t's term (12-13) only
             with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 df = self.net.utility(duel["dphi"].unsqueeze(1), self.net.theta.to(torch.float64))
                 w = self._weights(df, t, t - 1)[:, 0]  # zeta_t of the newest duel only
@@ -256,7 +259,7 @@ class NVLDB(NeuralLearner):
             loss, theta, dphi = self._train_and_refit(t)
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
             with self._timed("gram"):
-                self._update_gram(t, theta, dphi, duel["dphi"])
+                self._update_gram(t, theta, dphi, duel["dphi"])  # lines 12-13: zeta_t (eq. wi), V_t
             bad = ~torch.isfinite(theta).all(dim=1)
             if loss is not None:
                 bad |= ~torch.isfinite(loss)
@@ -267,9 +270,9 @@ class NVLDB(NeuralLearner):
         loss = None
         if self.hparams.train_network and self.hparams.grad_steps > 0:
             with self._timed("train"):
-                loss = self._adam_steps(t)
+                loss = self._adam_steps(t)  # line 9: n Adam steps on eq. (total_loss)
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False), self._timed("refit"):
-            theta, dphi = self._refit_theta(t)
+            theta, dphi = self._refit_theta(t)  # line 10: theta minimizing eq. (total_loss), W_t fixed
         return loss, theta, dphi
 
     def _refit_theta(self, t: int) -> tuple[torch.Tensor, Optional[torch.Tensor]]:

@@ -5,8 +5,7 @@ init, bias, self_duel_test) are filled in as they are in force (the learner save
 from __future__ import annotations
 
 import math
-
-from lightning.pytorch.utilities import rank_zero_warn
+import warnings
 
 from ..maths import gram, selection, selfduel
 from ..maths.checks import check as _check
@@ -56,7 +55,7 @@ def resolved_args(args: dict) -> tuple[dict, bool]:
     if variance_aware and epsilon >= 0.5:  # sigma_i = sqrt(g(1 - g)) <= 1/2: zeta_i = epsilon for every duel
         said = f"{epsilon:g} >= 0.5, the largest sigma_i can be, so zeta_i = epsilon for every duel and "
         _check(not given_epsilon, "epsilon", said + "variance_aware does nothing (NLDB); give epsilon < 0.5")
-        rank_zero_warn(
+        warnings.warn(
             "model.epsilon: "
             + said
             + f"variance_aware does nothing (the default 1/sqrt(d) at d={dim}); give model.epsilon < 0.5 "

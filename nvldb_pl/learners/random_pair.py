@@ -19,7 +19,6 @@ class RandomPair(DuelingLearner):
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic"):
         super().__init__(dim, arms, rounds, num_seeds, link)
         self.save_hyperparameters()
-        self.automatic_optimization = False
 
     @torch.no_grad()
     def select(self, contexts, noise, t):

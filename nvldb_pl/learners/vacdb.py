@@ -71,7 +71,6 @@ class VACDB(DuelingLearner):
                 refit_iterations=refit_iterations,
             )
         )
-        self.automatic_optimization = False
         S, d = num_seeds, dim
         self._reg = [lam * 4.0**-l for l in range(1, L + 1)]  # lam 4^-l on the host (the refit reads it per round)
         self.register_buffer("reg", torch.tensor(self._reg, dtype=torch.float64))  # [L]

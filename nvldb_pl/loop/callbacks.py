@@ -99,7 +99,8 @@ class DuelingLoop(pl.Callback):
         pass, and freed memory kept for reuse (speed only)."""
         provenance.refuse_coupled_processes(trainer)
         dm = trainer.datamodule
-        if dm is not None and getattr(module, "variance_mode", None) == "oracle" and dm.preference != dm.link:
+        learner = module.learner
+        if dm is not None and getattr(learner, "variance_mode", None) == "oracle" and dm.preference != dm.link:
             raise ValueError(
                 f"model.oracle_variance: the true variance follows data.link={dm.link}, but the environment answers "
                 f"by data.preference={dm.preference}; the 'true' sigma would be another model's"
@@ -117,8 +118,8 @@ class DuelingLoop(pl.Callback):
             module.bind_seeds(dm.spec.base_seed, dm.seed_ids)
         self.earlier_parts: list[dict] = []  # the rounds of this run made before this process, by part
         module.resume_check = self._check_resume
-        if isinstance(module, NeuralLearner):
-            module.step_graphs = graphs.CapturedSteps()  # used where history_pass is graphed on a CUDA device
+        if isinstance(learner, NeuralLearner):
+            learner.step_graphs = graphs.CapturedSteps()  # used where history_pass is graphed on a CUDA device
         keep_freed_memory()  # a round's temporaries reused, not faulted in again
 
     def _check_resume(self, module, checkpoint: dict) -> None:
@@ -134,8 +135,8 @@ class DuelingLoop(pl.Callback):
             trainer.datamodule.start_round = int(checkpoint["state_dict"]["rounds_done"])
 
     def on_fit_start(self, trainer, module):
-        if isinstance(module, NeuralLearner):  # one block of the history's activations must fit at the horizon
-            check_learner_memory(module, trainer.num_devices)
+        if isinstance(module.learner, NeuralLearner):  # one block of the history's activations must fit at the horizon
+            check_learner_memory(module.learner, trainer.num_devices)
         if module.t < module.hparams.rounds:  # (a finished run resumed at its horizon runs nothing anyway, and says so)
             refuse_spent_time_limit(trainer, module.t)
 
@@ -153,8 +154,8 @@ class DuelingLoop(pl.Callback):
         if batch["round"] != t:
             raise RuntimeError(f"data stream is at round {batch['round']} but the learner expects round {t}")
         x = batch["contexts"]
-        module.flag_bad_contexts(x, t)
-        duel = module.propose(x, batch["noise"], t)
+        module.learner.flag_bad_contexts(x, t)
+        duel = module.learner.propose(x, batch["noise"], t)
         answer = trainer.datamodule.answer(batch, duel["a1"], duel["a2"])  # the environment's o_t and regret
         batch["duel"] = {**duel, "contexts": x, "o": answer["o"], "du": answer["du"]}
         batch["regret"] = answer["regret"]
@@ -198,14 +199,15 @@ class DuelingLoop(pl.Callback):
         cum_avg = torch.stack([a.to(module.device) for _, a, _ in self._unlogged])  # [B, S_local]
         cum_weak = torch.stack([w.to(module.device) for _, _, w in self._unlogged])
         self._unlogged.clear()
+        learner = module.learner
         if trainer.world_size > 1:
-            flags = module.all_gather(torch.stack([module.first_bad_context, module.first_bad_round]))
-            module.check_finite(flags, trainer.datamodule.spec.seed_ids)
+            flags = module.all_gather(torch.stack([learner.first_bad_context, learner.first_bad_round]))
+            learner.check_finite(flags, trainer.datamodule.spec.seed_ids)
             cum_avg, cum_weak = (
                 module.all_gather(x).permute(1, 0, 2).reshape(len(rounds), -1) for x in (cum_avg, cum_weak)
             )  # [B, S] in seed-id order
         else:
-            module.check_finite()
+            learner.check_finite()
         cum_avg, cum_weak = cum_avg.cpu(), cum_weak.cpu()
         if not (torch.isfinite(cum_avg).all() and torch.isfinite(cum_weak).all()):
             raise FloatingPointError(
@@ -369,19 +371,20 @@ class RunSummary(pl.Callback):
         mean, std = _mean_std(per_round)
         dm, hp = trainer.datamodule, module.hparams
         seed_rounds = (module.t - self._start_round) * len(cum_avg)
-        self_duels = module.self_duels
+        learner = module.learner
+        self_duels = learner.self_duels
         if trainer.world_size > 1:
             self_duels = module.all_gather(self_duels).reshape(-1)
         self_duels = self_duels.cpu().tolist()
-        live = module.live_feature_units()  # every rank: all_gather is a collective
+        live = learner.live_feature_units()  # every rank: all_gather is a collective
         if live is not None and trainer.world_size > 1:
             live = module.all_gather(live).reshape(-1)
         live = None if live is None else live.cpu().tolist()
         self.summary = {
             "task": dm.spec.task,
-            "method": module.method,
-            "learner": learner_name(type(module)),
-            "settings": changed_settings(module),
+            "method": learner.method,
+            "learner": learner_name(type(learner)),
+            "settings": changed_settings(learner),
             "hparams_sha256": provenance.hparams_digest(hp),  # hparams.yaml as written: a grid trusts no edit of it
             "strategy": hp.get("strategy"),
             "variance_aware": hp.get("variance_aware"),
@@ -407,14 +410,14 @@ class RunSummary(pl.Callback):
             "device": device_name(module.device),
             "cpu_threads": self._threads(trainer),
             "seed_rounds_per_second": seed_rounds / wall if wall > 0 else math.nan,
-            "timings_seconds": dict(module.timings),
+            "timings_seconds": dict(learner.timings),
             "software": self._software,  # of the process that ran rounds resumed_at_round + 1 .. T
             **({"earlier_parts": _earlier_parts(trainer)} if self._start_round else {}),  # rounds 1 .. resumed_at_round
         }
         if self._recovered:  # no round ran in this process: the parts' wall time is not known
             self.summary.update(wall_seconds=None, seed_rounds_per_second=None, recovered_from=str(trainer.ckpt_path))
         if live is not None:
-            self.summary["feature_units"] = int(module.net.theta.shape[1])
+            self.summary["feature_units"] = int(learner.net.theta.shape[1])
             dead = [d["seed"] for d in self.summary["seeds"] if d["live_feature_units"] == 0]
             if dead:
                 rank_zero_warn(
@@ -475,14 +478,14 @@ def _earlier_parts(trainer) -> list[dict]:
     return getattr(loop, "earlier_parts", [])
 
 
-def changed_settings(module) -> dict:
+def changed_settings(learner) -> dict:
     """The learner's settings that differ from its class's defaults (network, rule, test, ...): its hparams against
     those of the class built with only the fields linked from the data (on torch's meta device: nothing drawn)."""
-    hp = dict(module.hparams)
+    hp = dict(learner.hparams)
     linked = {k: hp[k] for k in LINKED_FROM_DATA if k in hp}
     try:
         with torch.device("meta"), torch.random.fork_rng():
-            default = dict(type(module)(**linked).hparams)
+            default = dict(type(learner)(**linked).hparams)
     except Exception:  # a class that cannot be built from its linked fields alone: every setting it holds
         default = {}
     missing = object()

@@ -19,6 +19,7 @@ from ..machinery import devices
 from .callbacks import DuelingLoop, RunSummary, ShareCores
 from ..machinery.checkpoint import RoundCheckpoint
 from .data import BanditDataModule
+from .module import LearnerModule
 from ..machinery.host import claim_new_folder, hold_folder
 from ..maths.checks import LINKED_FROM_DATA
 from ..learners.base import DuelingLearner
@@ -136,7 +137,7 @@ def run_experiment(
     threads: Optional[int] | str = None,
 ) -> tuple[dict, DuelingLearner]:
     """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
-    returns (summary dict, trained module). No logger unless root_dir. ``sync_timings``: on CUDA,
+    returns (summary dict, trained learner). No logger unless root_dir. ``sync_timings``: on CUDA,
     wait for the device around each timed section (a true time split, at a few host waits a round);
     False times the run as the CLI runs it (the split then counts launches only). ``callbacks``: more
     Lightning callbacks, after the loop's own (e.g. ``scripts/diagnostics/feature_trace.py``'s trace).
@@ -195,7 +196,7 @@ def run_experiment(
                     f"{logger.log_dir}: another process is running this run now; let it finish, or stop it"
                 )
         try:
-            trainer.fit(module, datamodule=dm, ckpt_path=None if resume is None else resume[1])
+            trainer.fit(LearnerModule(module), datamodule=dm, ckpt_path=None if resume is None else resume[1])
         except SystemExit as stop:
             if stopped_by_ctrl_c(stop):  # a script says what stopped
                 raise KeyboardInterrupt from None

@@ -41,9 +41,10 @@ def check_resume(module, checkpoint: dict, trainer=None) -> list[dict]:
     dm = getattr(trainer, "datamodule", None) if trainer is not None else None
     stream = checkpoint.get(type(dm).__qualname__) if hasattr(dm, "config_differences") else None
     data = dm.config_differences(stream) if stream is not None else []
-    name = learner_name(type(module))
+    learner = module.learner
+    name = learner_name(type(learner))
     saved_name = checkpoint.get("learner", name)
-    if saved_name == type(module).__name__:  # saved before checkpoints named a user's class by its import path
+    if saved_name == type(learner).__name__:  # saved before checkpoints named a user's class by its import path
         saved_name = name
     saved = {"learner": saved_name, **checkpoint.get("hyper_parameters", {})}
     T_saved, T = saved.get("rounds"), module.hparams["rounds"]
@@ -54,13 +55,13 @@ def check_resume(module, checkpoint: dict, trainer=None) -> list[dict]:
             f"the checkpoint holds a run of {T_saved} rounds; resuming can go on to more rounds, not fewer ({T})",
         )
         require(
-            module.EXTENDABLE,
+            learner.EXTENDABLE,
             "data.rounds",
             f"{name} depends on the horizon T, so its run of {T_saved} "
             f"rounds cannot go on exactly to {T}; start a new run",
         )
         saved["rounds"] = T
-        module._pad_history(checkpoint["state_dict"], T)
+        learner._pad_history(checkpoint["state_dict"], T)
         # Lightning saved the loop as at the stream's last batch (T_saved was the end): it is not now
         progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.batch_progress")
         if progress is not None:
@@ -107,13 +108,13 @@ def refuse_other_layout(module, checkpoint: dict, trainer) -> None:
     """Refuse going on under another precision, or with the seeds spread over another number of
     processes (each process's checkpoint holds its own shard of the seeds)."""
     saved_ids = checkpoint["state_dict"].get("seed_id")
-    if saved_ids is not None and saved_ids.tolist() != module.seed_ids:
+    if saved_ids is not None and saved_ids.tolist() != module.learner.seed_ids:
         runs = checkpoint.get("processes")
         here = trainer.world_size if trainer is not None else 1
         raise ValueError(
             f"trainer.devices x trainer.num_nodes: the checkpoint holds seeds {saved_ids.tolist()} "
             f"(saved by a run of {runs or 'another number of'} process(es)), where this run of {here} "
-            f"gives this process seeds {module.seed_ids}; resume with {runs or 'as many'} processes "
+            f"gives this process seeds {module.learner.seed_ids}; resume with {runs or 'as many'} processes "
             f"(per-seed results do not depend on the count, but each process saved only its own seeds)"
         )
     saved, now = checkpoint.get("precision"), None if trainer is None else str(trainer.precision)

@@ -39,6 +39,7 @@ class Trace(pl.Callback):
             self.u.append(batch["utilities"][0].double())
         if t % self.every:
             return
+        regret, module = module.regret, module.learner  # the loop's metric; the learner
         with torch.no_grad():
             K, d = self.x[0].shape
             x = torch.stack(self.x).reshape(1, -1, d).to(module.device)
@@ -58,7 +59,7 @@ class Trace(pl.Callback):
                 "phi_norm": float(phi.norm(dim=1).mean()),
                 "theta_norm": float(theta.norm()),
                 "theta_cos_theta0": float(theta @ theta0 / (theta.norm() * theta0.norm()).clamp_min(1e-300)),
-                "cum_avg_regret": float(module.regret.compute()["cum_avg"].reshape(-1)[0]),
+                "cum_avg_regret": float(regret.compute()["cum_avg"].reshape(-1)[0]),
             }
         self.fh.write(json.dumps(row) + "\n")
         self.fh.flush()

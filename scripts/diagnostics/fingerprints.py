@@ -7,7 +7,8 @@ must change no result (issue "Algorithm 1 in one place").
 Each entry: a method of :data:`nvldb_pl.learners.registry.METHODS` (the GP where botorch is installed) or NVLDB under
 each self-duel test, on each task, ``--rounds`` rounds of ``--seeds`` seeds on the CPU, one thread: every seed's
 cumulative average and weak regret and self-duel fraction as ``float.hex`` (exact), and the sha256 of the trained
-learner's state (every tensor's bytes, by name). ``--check`` names every entry that differs and the first field of
+learner's state as a checkpoint holds it (the learner's tensors and the loop's regret, every tensor's bytes, by
+name). ``--check`` names every entry that differs and the first field of
 it. Bit-for-bit holds on one machine and one torch build; another CPU may round differently.
 """
 
@@ -18,6 +19,7 @@ import json
 import os
 import sys
 
+import lightning.pytorch as pl
 import torch
 
 from nvldb_pl.learners.registry import METHODS
@@ -36,9 +38,16 @@ def entries(tasks: list) -> dict:
     return out
 
 
-def state_sha256(module) -> str:
+class FinalState(pl.Callback):
+    """The module's state at the end of the fit (what its last checkpoint would hold)."""
+
+    def on_train_end(self, trainer, module):
+        self.state = module.state_dict()
+
+
+def state_sha256(state: dict) -> str:
     h = hashlib.sha256()
-    for name, value in sorted(module.state_dict().items()):
+    for name, value in sorted(state.items()):
         h.update(name.encode())
         if isinstance(value, torch.Tensor):
             h.update(value.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
@@ -46,13 +55,18 @@ def state_sha256(module) -> str:
 
 
 def fingerprint(task: str, learner: str, model: dict, rounds: int, seeds: int) -> dict:
-    summary, module = run_experiment(
-        {"task": task, "rounds": rounds, "num_seeds": seeds}, dict(model), learner=learner, threads=1
+    final = FinalState()
+    summary, _ = run_experiment(
+        {"task": task, "rounds": rounds, "num_seeds": seeds},
+        dict(model),
+        learner=learner,
+        threads=1,
+        callbacks=(final,),
     )
     fields = ("cum_avg_regret", "cum_weak_regret", "self_duel_fraction")
     return {
         "seeds": [{f: float(s[f]).hex() for f in fields} for s in summary["seeds"]],
-        "state_sha256": state_sha256(module),
+        "state_sha256": state_sha256(final.state),
     }
 
 

@@ -29,6 +29,7 @@ from nvldb_pl.loop.callbacks import DuelingLoop, RunSummary
 from nvldb_pl.machinery.devices import check_accelerator
 from nvldb_pl.experiments.grid import check_positive
 from nvldb_pl.loop.run import build, stop_at_ctrl_c_in_one_line
+from nvldb_pl.loop.module import LearnerModule
 
 
 class Stall(pl.Callback):
@@ -79,7 +80,7 @@ def host_times(args, stall_ms: float) -> dict:
         profiler=profiler,
         callbacks=[Stall(stall_ms, args.from_round), DuelingLoop(50, save_curves=False), RunSummary(write=False)],
     )
-    trainer.fit(module, datamodule=dm)
+    trainer.fit(LearnerModule(module), datamodule=dm)
     skip = args.from_round  # the rounds before the stall (and the graph's capture) are left out
     out = defaultdict(float)
     for action, durations in profiler.recorded_durations.items():

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from nvldb_pl.cli import run_cli
+from nvldb_pl.loop.module import LearnerModule
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COS = os.path.join(ROOT, "configs", "cos.yaml")
@@ -431,7 +432,7 @@ def test_several_processes_without_seed_parallel_are_refused_by_the_loop_too():
     from nvldb_pl.learners.nvldb import NVLDB
     from nvldb_pl.loop.callbacks import DuelingLoop
 
-    module = NVLDB(rounds=4, num_seeds=2, width=4)
+    module = LearnerModule(NVLDB(rounds=4, num_seeds=2, width=4))
     trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(), datamodule=None)
     with pytest.raises(ValueError, match="trainer.strategy: 2 processes under SimpleNamespace would average gradients"):
         DuelingLoop().setup(trainer, module, "fit")
@@ -461,9 +462,9 @@ def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
         default_root_dir=tmp_path,
     )
     with pytest.raises(FloatingPointError, match=r"context from the environment: seed 1 at round 4"):
-        trainer.fit(module, datamodule=dm)
+        trainer.fit(wrapped := LearnerModule(module), datamodule=dm)
     assert not list(tmp_path.rglob("summary.json"))
-    assert torch.isfinite(module.regret.cum_avg).all()
+    assert torch.isfinite(wrapped.regret.cum_avg).all()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")

@@ -173,7 +173,7 @@ def test_deterministic_preference_and_a_short_statlog_run(tmp_path):
     summary, m = run_experiment(data, {"width": 8, "grad_steps": 2})
     assert summary["rounds"] == 25 and len(summary["seeds"]) == 2
     # deterministic feedback: o = 1 exactly when the first arm is the true class and the second is not
-    stream = RoundStream(BanditDataModule(**data).spec, dataset=m.trainer.datamodule.dataset)
+    stream = RoundStream(BanditDataModule(**data).spec, dataset=BanditDataModule(**data).dataset)
     for t, batch in enumerate(stream):
         for s in range(2):
             x1, x2 = m.history()[s, t]

@@ -54,7 +54,6 @@ class OnlineLogistic(DuelingLearner):
     ):
         super().__init__(dim, arms, rounds, num_seeds, link)
         self.save_hyperparameters()
-        self.automatic_optimization = False
         self.register_buffer("w", torch.zeros(num_seeds, dim, dtype=torch.float64))
 
     def scores(self, contexts):

@@ -291,7 +291,7 @@ def test_an_ndb_checkpoint_from_when_ndb_subclassed_nvldb_still_loads():
     hparams = {**m.hparams, "strategy": "ucb_asym", "variance_aware": False, "refit_theta": False, "w_reg": 1.0}
     checkpoint = {"state_dict": state, "hyper_parameters": hparams, "learner": "NDB"}
     fresh = NDB(dim=D, arms=K, rounds=10, num_seeds=2, width=4)
-    fresh.on_load_checkpoint(checkpoint)
+    fresh.upgrade_checkpoint(checkpoint)
     fresh.load_state_dict(checkpoint["state_dict"])  # strict: no unexpected V
     assert torch.equal(fresh.net.theta, m.net.theta) and not hasattr(fresh, "V")
 

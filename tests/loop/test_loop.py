@@ -7,6 +7,7 @@ import torch
 
 from nvldb_pl.environments.stream import RoundStream, StreamSpec
 from nvldb_pl.loop.run import run_experiment
+from nvldb_pl.loop.module import LearnerModule
 from nvldb_pl.maths import gram, objective
 
 SMALL = {"width": 8, "depth": 3, "grad_steps": 3}
@@ -94,7 +95,7 @@ def test_gram_modes_agree_when_the_network_is_frozen():
 def test_episode_length_h_skips_updates_between_episodes():
     _, m = _run(rounds=9, num_seeds=1, episode=4, refit_theta=False)
     # 9 rounds with H = 4: updates at t = 4 and 8, each 3 Adam steps.
-    state = m.optimizers().optimizer.state[m.net.theta]
+    state = m.optimizer().optimizer.state[m.net.theta]
     assert int(state["step"]) == 6
 
 
@@ -102,7 +103,7 @@ class _PoisonTheta(pl.Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         if module.t == 6:
             with torch.no_grad():
-                module.net.weights[0][1].fill_(float("nan"))
+                module.learner.net.weights[0][1].fill_(float("nan"))
 
 
 def test_non_finite_training_stops_with_seed_and_round(tmp_path):
@@ -119,7 +120,7 @@ def test_non_finite_training_stops_with_seed_and_round(tmp_path):
         default_root_dir=tmp_path,
     )
     with pytest.raises(FloatingPointError, match=r"seed 1 at round 7"):
-        trainer.fit(module, datamodule=dm)
+        trainer.fit(LearnerModule(module), datamodule=dm)
     assert not (tmp_path / "summary.json").exists()
 
 
@@ -243,7 +244,7 @@ def test_a_seed_whose_features_all_died_is_named_at_the_end():
     class KillSeed1(pl.Callback):
         def on_train_start(self, trainer, module):
             with torch.no_grad():
-                module.net.biases[-1][1] = -1e4
+                module.learner.net.biases[-1][1] = -1e4
 
     data = {"task": "cos", "rounds": 40, "num_seeds": 3, "seed": 5}
     with pytest.warns(RuntimeWarning, match=r"seeds \[1\]: all 5 units of phi are 0"):

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from nvldb_pl.learners.base import Driver
 from nvldb_pl.loop.run import run_experiment
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -77,7 +78,7 @@ def test_float32_gpu_gradient_is_the_cpu_gradient(history_pass, network):
         m._t = t
         m.rounds_done.fill_(t)
         m = m.to(device)
-        m._own_optimizer = torch.optim.SGD(m.net.parameters(), lr=0.0)  # keep the parameters; read .grad
+        m.driver = Driver(torch.optim.SGD(m.net.parameters(), lr=0.0))  # keep the parameters; read .grad
         m._adam_steps(t)
         grads.append([p.grad.detach().cpu().double() for p in m.net.param_list()])
     for a, b in zip(*grads):
@@ -207,8 +208,8 @@ def test_the_graphed_update_replays_what_the_eager_update_computes(network):
         g = torch.Generator().manual_seed(5)
         m.hist_xt.copy_(torch.randn(3, 4, 2 * T, generator=g))
         m.hist_o.copy_((torch.rand(3, T, generator=g) < 0.5).float())
-        m._own_optimizer = torch.optim.Adam(
-            m.net.parameters(), lr=1e-3, fused=True, capturable=True
+        m.driver = Driver(
+            torch.optim.Adam(m.net.parameters(), lr=1e-3, fused=True, capturable=True)
         )  # as a graphed run makes it
         if not graphed:
             m._graphed = lambda: False

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from nvldb_pl.learners.base import Driver
 from nvldb_pl.learners.nvldb import NVLDB
 from nvldb_pl.loop.run import run_experiment
 
@@ -33,7 +34,7 @@ def test_sampled_step_is_the_scaled_loss_on_the_drawn_rows():
         rows = m._sample_rows(t, 1)[:, 0]  # what the step will draw: the stream of (seed, round t)
         assert rows.shape == (3, B) and int(rows.min()) >= 0 and int(rows.max()) < t
         start = [w.detach().clone() for w in m.net.weights] + [m.net.theta.detach().clone()]
-        m._own_optimizer = torch.optim.SGD(m.net.parameters(), lr=0.05)
+        m.driver = Driver(torch.optim.SGD(m.net.parameters(), lr=0.05))
         m._adam_steps(t)
         after = list(m.net.weights) + [m.net.theta]
         for s in range(3):
@@ -162,7 +163,7 @@ def test_the_whole_history_passes_give_the_same_gradient(backward, oracle):
         m.hist_du[:, :t] = torch.randn(3, t, generator=g, dtype=torch.float64)
         m._t = t
         m.rounds_done.fill_(t)
-        m._own_optimizer = torch.optim.SGD(m.net.parameters(), lr=0.0)  # keep the parameters; read .grad
+        m.driver = Driver(torch.optim.SGD(m.net.parameters(), lr=0.0))  # keep the parameters; read .grad
         loss = m._adam_steps(t)
         grads[mode] = (loss.detach().clone(), [p.grad.detach().clone() for p in m.net.param_list()])
     for mode in ("full", "masked", "graphed"):

@@ -121,20 +121,24 @@ def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn()
     were saved were made with eq. (nn) and self-duels allowed: resuming one under today's defaults
     is refused naming those fields; under the literal reading it is accepted."""
     from nvldb_pl.learners.nvldb import NVLDB
+    from nvldb_pl.loop.module import LearnerModule
     from nvldb_pl.machinery.provenance import check_resume
 
     old = {"dim": 5, "arms": 5, "rounds": 20, "num_seeds": 2, "link": "logistic", "width": 8}
-    state = {**NVLDB(**old, parametrization="ntk", distinct_arms=False).state_dict(), "rounds_done": torch.tensor(3)}
+    made = LearnerModule(NVLDB(**old, parametrization="ntk", distinct_arms=False))
+    state = {**made.state_dict(), "rounds_done": torch.tensor(3)}
     ckpt = {"learner": "NVLDB", "hyper_parameters": dict(old), "state_dict": state}
-    fresh = NVLDB(**old)
+    fresh = LearnerModule(NVLDB(**old))
     fresh.resume_check = lambda module, checkpoint: check_resume(module, checkpoint)  # as the loop hands it over
     with pytest.raises(ValueError, match="model.parametrization: checkpoint 'ntk', config 'standard'") as err:
         fresh.on_load_checkpoint(dict(ckpt))
     assert "model.distinct_arms" in str(err.value) and "model.bias" in str(err.value)
-    m = NVLDB(**old, parametrization="ntk", distinct_arms=False, w_reg=0.0)  # the literal reading
+    m = LearnerModule(NVLDB(**old, parametrization="ntk", distinct_arms=False, w_reg=0.0))  # the literal reading
     m.resume_check = lambda module, checkpoint: check_resume(module, checkpoint)
-    m.on_load_checkpoint(dict(ckpt, hyper_parameters=dict(old)))
-    assert m.t == 3
+    read = dict(ckpt, hyper_parameters=dict(old))
+    m.on_load_checkpoint(read)
+    m.load_state_dict(read["state_dict"])
+    assert m.t == m.learner.t == 3
 
 
 @pytest.fixture(scope="module")

@@ -235,7 +235,7 @@ def test_the_learners_adam_step_of_a_seed_does_not_depend_on_the_number_of_seeds
     for S in (20, 3):
         m = NVLDB(dim=378, arms=7, rounds=10, num_seeds=S, width=32)
         m.init_parameters(0, list(range(S)))
-        opt = m.configure_optimizers()
+        opt = m.make_optimizer()
         for grads in steps:
             for p, gr in zip(m.net.parameters(), grads):
                 p.grad = gr[:S].clone()

@@ -1,0 +1,40 @@
+"""A learner's settings as it saves them: a dict read by attribute, and the constructor arguments they are collected
+from (:meth:`nvldb_pl.learners.base.DuelingLearner.save_hyperparameters`)."""
+
+from __future__ import annotations
+
+import inspect
+
+
+class Settings(dict):
+    """A learner's settings as it saved them (:meth:`~nvldb_pl.learners.base.DuelingLearner.save_hyperparameters`): a dict whose keys read
+    as attributes too (``hp.lr``)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+def _arguments(frame) -> dict:
+    """The arguments of the ``__init__`` call running in ``frame``, by name (``**kwargs`` spread), without self."""
+    code = frame.f_code
+    n = code.co_argcount + code.co_kwonlyargcount
+    out = {k: frame.f_locals[k] for k in code.co_varnames[1:n] if k in frame.f_locals}
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        out.update(frame.f_locals.get(code.co_varnames[n + bool(code.co_flags & inspect.CO_VARARGS)], {}))
+    return out
+
+
+def init_arguments(obj, frame) -> dict:
+    """Every argument of the ``__init__`` calls building ``obj``, from ``frame`` (the innermost) outward, by name: a
+    subclass's value over its base's, as Lightning's ``save_hyperparameters`` collects them."""
+    given = {}
+    while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is obj:
+        given.update(_arguments(frame))  # the innermost first: an outer (subclass) call's arguments win
+        frame = frame.f_back
+    return given

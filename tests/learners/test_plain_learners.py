@@ -1,0 +1,92 @@
+"""Learners as plain torch algorithms: their settings collected as Lightning collects a module's, their steps driven
+with or without Lightning, and the one adapter keeping a checkpoint's layout."""
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from nvldb_pl.learners.base import Driver, DuelingLearner
+from nvldb_pl.learners.nvldb import NVLDB
+from nvldb_pl.loop.module import LearnerModule, split_state
+
+
+class _Base(DuelingLearner):
+    def __init__(
+        self, dim: int = 5, arms: int = 5, rounds: int = 10, num_seeds: int = 2, link: str = "logistic", c=1.0
+    ):
+        super().__init__(dim, arms, rounds, num_seeds, link)
+        c = c * 2  # a value changed before it is saved: saved as changed (Lightning reads the frame's locals)
+        self.save_hyperparameters()
+
+
+class _Sub(_Base):
+    def __init__(self, width: int = 3, **kwargs):
+        super().__init__(**kwargs)
+
+
+class _LitBase(pl.LightningModule):
+    def __init__(
+        self, dim: int = 5, arms: int = 5, rounds: int = 10, num_seeds: int = 2, link: str = "logistic", c=1.0
+    ):
+        super().__init__()
+        c = c * 2
+        self.save_hyperparameters()
+
+
+class _LitSub(_LitBase):
+    def __init__(self, width: int = 3, **kwargs):
+        super().__init__(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"c": 0.5, "rounds": 7}])
+def test_save_hyperparameters_collects_what_lightnings_collects(kwargs):
+    """The plain learner's own save_hyperparameters against Lightning's on the same constructors: a subclass with
+    **kwargs, a value changed before saving."""
+    assert dict(_Base(**kwargs).hparams) == dict(_LitBase(**kwargs).hparams)
+    assert dict(_Sub(width=4, **kwargs).hparams) == dict(_LitSub(width=4, **kwargs).hparams)
+    assert _Sub(width=4, **kwargs).hparams.width == 4 and _Base(**kwargs).hparams.c == 2 * kwargs.get("c", 1.0)
+
+
+def test_a_learner_is_no_lightning_module_and_the_adapter_is():
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4)
+    assert not isinstance(m, pl.LightningModule) and isinstance(m, torch.nn.Module)
+    module = LearnerModule(m)
+    assert module.learner is m and dict(module.hparams) == dict(m.hparams)
+
+
+def test_the_adapters_state_is_the_learners_keys_beside_the_regret_and_loads_back():
+    """A checkpoint's layout as when each learner was its own LightningModule: the learner's keys unprefixed, the
+    metric's under regret.; a load puts each part where it belongs."""
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4)
+    m.init_parameters(3, [0, 1])
+    module = LearnerModule(m)
+    state = module.state_dict()
+    learner, regret = split_state(state)
+    assert set(learner) == set(m.state_dict()) and set(regret) == {"seed_ids", "cum_avg", "cum_weak", "rounds"}
+    assert "net.theta" in state and "regret.cum_avg" in state and not any(k.startswith("learner.") for k in state)
+    other = LearnerModule(NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4))
+    changed = {**state, "regret.cum_avg": torch.tensor([1.5, 2.5], dtype=torch.float64)}
+    other.load_state_dict(changed)
+    assert torch.equal(other.learner.net.theta, m.net.theta) and other.regret.cum_avg.tolist() == [1.5, 2.5]
+    with pytest.raises(RuntimeError, match="net.theta"):
+        other.load_state_dict({k: v for k, v in state.items() if k != "net.theta"})
+
+
+def test_an_older_live_saves_regret_keys_are_dropped_by_the_learner():
+    """Migration 11: a learner's state held the regret metric before; loading such a state into a learner drops
+    it, strict load and all."""
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4)
+    old = {**m.state_dict(), "regret.cum_avg": torch.zeros(2, dtype=torch.float64), "regret.rounds": torch.tensor(0)}
+    NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4).load_state_dict(old)
+
+
+def test_the_plain_driver_steps_the_optimizer_it_is_given():
+    """Outside a Trainer the learner's steps are plain torch: backprop is loss.backward(), the step its optimizer's."""
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=1, width=4)
+    assert m.optimizer() is None and m.driver.scaler() is None
+    opt = torch.optim.SGD(m.net.parameters(), lr=1.0)
+    m.driver = Driver(opt)
+    before = m.net.theta.detach().clone()
+    m.backprop(m.net.theta.sum())
+    m.optimizer().step()
+    assert torch.equal(m.net.theta.detach(), before - 1.0)
