@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import sys
-import warnings
 from typing import Optional
 
 import torch
@@ -36,37 +34,28 @@ from .loop.data import BanditDataModule
 from .loop.module import LearnerModule
 from .machinery.devices import threads_for
 from .machinery.own_modules import find_own_modules_here
-from .machinery.yaml_files import (
-    DuplicateKey,
-    linked_message,
-    refuse_linked_in_model,
-    refuse_settings_beside_class_path,
-    unique_keys_loader,
-)
+from .machinery.yaml_files import check_config_files, home_in_config_paths
+from .machinery import run_folders
+from .machinery.run_folders import HELD, MADE_FOLDERS, RUN_FOLDERS, WITHOUT_CHECKPOINTS, hold_places, release_run_folder
 from .machinery.host import (
     CannotWrite,
-    check_folder_can_be_made,
     check_folder_writable,
     check_writable,
     claim_new_folder,
     folders_to_make,
-    hold_dir,
     hold_folder,
-    holders,
-    open_text,
     software,
     software_text,
 )
 from .maths.checks import LINKED_FROM_DATA
 from .learners.base import DuelingLearner
-from .machinery.messages import BanditArgumentParser, user_message
+from .machinery.messages import BanditArgumentParser, quiet_lightning, user_message
 from .learners.nvldb import NVLDB
 from .machinery.own_defaults import class_of, given_keys, restore_own_defaults
 from .learners.registry import LEARNERS
 from .machinery.resume import (
     MergedSeeds,
     RunConfig,
-    drop_empty_event_files,
     last_checkpoint,
     refuse_missing,
     refuse_occupied,
@@ -82,85 +71,7 @@ from .environments.seeding import shard
 from .loop.trainer_checks import check_trainer, launched_processes
 
 
-# Warnings from inside Lightning that a user of this package can do nothing about, filtered by
-# their exact text (every other warning still shows):
-# - Lightning's own use of torch's pytree API and of torch.distributed.nn.functional.all_gather (its
-#   all_gather under seed_parallel), both deprecated in torch 2.13 (no code of ours involved);
-# - "IterableDataset has __len__": it concerns worker processes, and RoundStream is always loaded
-#   with num_workers=0 (its __len__ gives Lightning the horizon T, which resume relies on);
-# - "resuming from a checkpoint that ended before the epoch ended and your dataloader is not
-#   resumable": Lightning checks only for a stateful DataLoader, but the stream resumes exactly at
-#   the checkpoint's round (DuelingLoop.on_load_checkpoint sets RoundStream's start_round; proved by
-#   tests/machinery/test_resume.py), so the warning's "unreliable results" would be false;
-# - "callbacks used to create the checkpoint need to be provided ...: ['Timer']": a run stopped by
-#   trainer.max_time, resumed without it; the Timer's state is only the time used so far; and
-#   ['RoundCheckpoint...']: a run going on with trainer.enable_checkpointing false, which saves nothing more;
-# - "configure_optimizers returned None, this fit will run with no optimizer": the linear baselines
-#   (CoLSTIM, VACDB, MaxInP, the random pair) fit their estimates in closed form or by their own solver.
-# - "ModelCheckpoint with manual optimization and every_n_train_steps ... the model state AFTER optimization"
-#   (a user's own ModelCheckpoint in trainer.callbacks): a round's state after its update is what a checkpoint
-#   of a round holds; such a file resumes exactly (tests/machinery/test_resume.py).
-# - "Precision bf16-mixed is not supported by the model summary ... Using 32 bits instead": under mixed precision
-#   the parameters are float32, so the size the summary prints is the right one.
-QUIET = (
-    r".*isinstance\(treespec, LeafSpec\)` is deprecated",
-    r"torch.distributed.nn.functional.all_gather is deprecated",
-    r"Your `IterableDataset` has `__len__` defined",
-    r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
-    r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
-    r"`Trainer` instantiation. Please add the following callbacks: \['Timer'\]\.$",
-    r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
-    r"`Trainer` instantiation. Please add the following callbacks: \[\"RoundCheckpoint\{.*\}\"\]\.$",
-    r"`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer",
-    r"Using ModelCheckpoint with manual optimization and every_n_train_steps, but no pre-optimization state",
-    r"Precision bf16-mixed is not supported by the model summary",
-)
-
-
-def quiet_lightning() -> None:
-    for message in QUIET:
-        warnings.filterwarnings("ignore", message=message)
-
-
 PATH_FIELDS = ("trainer.default_root_dir", "checkpoint.dirpath", "data.data_dir", "data.data_file", "ckpt_path")
-RUN_FOLDERS: list[tuple[str, bool]] = []  # this process's run folder, and whether it created it (a new run)
-MADE_FOLDERS: list[str] = []  # default_root_dir (and its parents) and lightning_logs, where this process made them
-WITHOUT_CHECKPOINTS: list[bool] = []  # [True] once this process's trainer is made with enable_checkpointing false
-HELD: list = []  # (run folder, its .lock held open): no second process goes on with the run meanwhile
-HELD_PLACES: list = []  # descriptors of the other folders the run writes, held (see NVLDBCLI._hold_places)
-
-
-def release_run_folder() -> None:
-    """At the end of ``run_cli``: remove the empty TensorBoard event files this process opened in its run
-    folder (a refused run, a resume with nothing left to run), and the folder itself if this process
-    created it (a new run) and nothing else is in it but the logger's hparams.yaml."""
-    while HELD_PLACES:
-        os.close(HELD_PLACES.pop())
-    while HELD:  # let go of the run: the lock file removed where this process made it hold
-        folder, held = HELD.pop()
-        try:
-            os.remove(os.path.join(folder, ".lock"))
-        except OSError:
-            pass
-        held.close()
-    while RUN_FOLDERS:
-        folder, claimed = RUN_FOLDERS.pop()
-        if not os.path.isdir(folder):
-            continue
-        drop_empty_event_files(folder)
-        made = {"hparams.yaml", "config.yaml"}  # the logger's and the config's, written as fit began
-        if claimed and set(os.listdir(folder)) <= made:  # a new run refused before anything of it: not left half-made
-            for name in made & set(os.listdir(folder)):
-                os.remove(os.path.join(folder, name))
-        if claimed and not os.listdir(folder):
-            os.rmdir(folder)
-    while MADE_FOLDERS:  # lightning_logs, then default_root_dir and up: a refused new run leaves no empty folder
-        folder = MADE_FOLDERS.pop()
-        try:
-            if os.path.isdir(folder) and not os.listdir(folder):
-                os.rmdir(folder)
-        except OSError:  # another process of the run wrote into it meanwhile
-            pass
 
 
 class PrintVersion(argparse.Action):
@@ -355,30 +266,6 @@ class NVLDBCLI(LightningCLI):
             trainer.callbacks.append(self.share_cores)
         return trainer
 
-    def _hold_places(self) -> None:
-        """The folders this run writes that no version folder's lock covers, held while it runs (a flock of the folder
-        itself): ``default_root_dir`` under ``--trainer.logger false``, a ``checkpoint.dirpath`` given. Another run
-        on one of them now is refused naming the field and the process."""
-        trainer = self.trainer
-        saver = next((c for c in trainer.callbacks if isinstance(c, RoundCheckpoint)), None)
-        places = [] if trainer.loggers else [("trainer.default_root_dir", trainer.default_root_dir)]
-        if saver is not None and saver.dirpath:
-            places.append(("checkpoint.dirpath", str(saver.dirpath)))
-        for field, folder in places:
-            if not os.path.isdir(folder):
-                check_folder_can_be_made(folder, field)
-                MADE_FOLDERS.extend(folders_to_make(folder))
-                os.makedirs(folder)
-            check_folder_writable(folder, field, "; the run writes there: give a folder it can write")
-            held = hold_dir(folder)
-            if held is None:
-                pids = ", ".join(map(str, holders(folder))) or "unknown"
-                raise ValueError(
-                    f"{field}: {folder} is being written by another run now (process {pids}); two runs there would "
-                    f"write over each other's files: give this one another folder, or wait for that one to end"
-                )
-            HELD_PLACES.append(held)
-
     def before_fit(self) -> None:
         """Resolve ``--ckpt_path`` (``last``: the newest run under default_root_dir) to a file that
         reads whole, falling back to the previous checkpoint (under seed_parallel every rank does
@@ -409,7 +296,7 @@ class NVLDBCLI(LightningCLI):
             refuse_missing(path)
             refuse_rank_file(path)
         if started_as_first_process():
-            self._hold_places()
+            hold_places(self.trainer)
         if not ckpt or getattr(strategy, "strategy_name", strategy) == "seed_parallel":
             return
         cfg["ckpt_path"] = whole_checkpoint(path)
@@ -466,18 +353,6 @@ def end_progress_line() -> None:
         bar.close()
 
 
-def home_in_config_paths(argv: list[str]) -> list[str]:
-    """``--config=~/x.yaml`` (no shell expands ``~`` after ``=``) as ``--config=$HOME/x.yaml``; other arguments as given."""
-    out = list(argv)
-    for i, a in enumerate(out):
-        if a.startswith(("--config=~", "-c=~")):
-            flag, path = a.split("=", 1)
-            out[i] = f"{flag}={os.path.expanduser(path)}"
-        elif a.startswith("~") and i > 0 and out[i - 1] in ("--config", "-c"):
-            out[i] = os.path.expanduser(a)
-    return out
-
-
 def random_seed() -> int:
     """``seed_everything: true``'s seed: drawn at random, said on stderr and kept in the run's config.yaml (so the run
     can be made again); a process Lightning starts for the run takes its parent's (PL_GLOBAL_SEED). Refused where a
@@ -496,41 +371,6 @@ def random_seed() -> int:
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"seed_everything=true: seed {seed}, drawn at random (kept in the run's config.yaml)", file=sys.stderr)
     return seed
-
-
-def check_config_files(argv: list[str]) -> None:
-    """Each ``--config`` file that exists must be a YAML mapping of settings: a syntax error, a file that is
-    not text, an empty file or a list is named with its file (the parser's own reports say ``"<unicode
-    string>", line 4``, ``'utf-8' codec can't decode ...`` or ``Unexpected config: - 1``)."""
-    import yaml
-
-    _UniqueKeys = unique_keys_loader()
-    for arg in argv:  # --model.dim 7 ran with data.dim's 5, without a word
-        linked = re.match(r"--model\.(init_args\.)?(\w+)(=|$)", arg)
-        if linked and linked.group(2) in LINKED_FROM_DATA:
-            raise ValueError(linked_message(linked.group(2)))
-    paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")]
-    paths += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
-    for path in paths:
-        if os.path.isfile(path):
-            try:
-                with open_text(path, "--config") as fh:
-                    config = yaml.load(fh, Loader=_UniqueKeys)
-            except yaml.YAMLError as err:
-                raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
-            except DuplicateKey as err:
-                raise ValueError(f"--config: {path}: {err}") from None
-            refuse_settings_beside_class_path(config, f"--config: {path}")
-            refuse_linked_in_model(config, f"--config: {path}")
-            if not isinstance(config, dict):
-                what = (
-                    "is empty"
-                    if config is None
-                    else "holds a list, not a mapping of settings"
-                    if isinstance(config, list)
-                    else f"holds the value {config!r}, not a mapping of settings"
-                )
-                raise ValueError(f"--config: {path} {what}; a config is a YAML mapping, such as configs/cos.yaml")
 
 
 def say_stopped_at_once(how: str) -> None:
@@ -552,9 +392,7 @@ def run_cli(argv: list[str] | None = None) -> int:
     130 (Ctrl-C) or 143 (SIGTERM) for a run stopped by that signal at the end of a round, saved
     (:class:`RoundCheckpoint`); 0 on success."""
     find_own_modules_here()  # a class_path of one's own, from the working folder
-    RUN_FOLDERS.clear()
-    MADE_FOLDERS.clear()
-    WITHOUT_CHECKPOINTS.clear()
+    run_folders.clear()
     try:
         if argv is None:  # the command line (Lightning warns when args are also given): rewritten in place
             sys.argv[1:] = home_in_config_paths(sys.argv[1:])

@@ -3,13 +3,15 @@
 jsonargparse reports a value it cannot take as a tree: the key, then every type of a Union the
 value did not match (``Expected a <class 'NoneType'>``), the subtypes, the given value's type and
 repr. ``parser_message`` keeps the fields and the reasons; ``user_message`` does the same for the
-refusals raised while the classes are built (a learner's ``model.lr: must be > 0``).
+refusals raised while the classes are built (a learner's ``model.lr: must be > 0``). And the few warnings
+from inside Lightning a user can do nothing about, filtered by their text (:func:`quiet_lightning`).
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import warnings
 
 from lightning.pytorch.cli import LightningArgumentParser
 
@@ -154,3 +156,43 @@ class BanditArgumentParser(LightningArgumentParser):
         sys.stderr.write(f"error: {parser_message(message, self.learner_names)} ({help_command} lists the options)\n")
         sys.stderr.flush()
         self.exit(2)
+
+
+# Warnings from inside Lightning that a user of this package can do nothing about, filtered by
+# their exact text (every other warning still shows):
+# - Lightning's own use of torch's pytree API and of torch.distributed.nn.functional.all_gather (its
+#   all_gather under seed_parallel), both deprecated in torch 2.13 (no code of ours involved);
+# - "IterableDataset has __len__": it concerns worker processes, and RoundStream is always loaded
+#   with num_workers=0 (its __len__ gives Lightning the horizon T, which resume relies on);
+# - "resuming from a checkpoint that ended before the epoch ended and your dataloader is not
+#   resumable": Lightning checks only for a stateful DataLoader, but the stream resumes exactly at
+#   the checkpoint's round (DuelingLoop.on_load_checkpoint sets RoundStream's start_round; proved by
+#   tests/machinery/test_resume.py), so the warning's "unreliable results" would be false;
+# - "callbacks used to create the checkpoint need to be provided ...: ['Timer']": a run stopped by
+#   trainer.max_time, resumed without it; the Timer's state is only the time used so far; and
+#   ['RoundCheckpoint...']: a run going on with trainer.enable_checkpointing false, which saves nothing more;
+# - "configure_optimizers returned None, this fit will run with no optimizer": the linear baselines
+#   (CoLSTIM, VACDB, MaxInP, the random pair) fit their estimates in closed form or by their own solver.
+# - "ModelCheckpoint with manual optimization and every_n_train_steps ... the model state AFTER optimization"
+#   (a user's own ModelCheckpoint in trainer.callbacks): a round's state after its update is what a checkpoint
+#   of a round holds; such a file resumes exactly (tests/machinery/test_resume.py).
+# - "Precision bf16-mixed is not supported by the model summary ... Using 32 bits instead": under mixed precision
+#   the parameters are float32, so the size the summary prints is the right one.
+QUIET = (
+    r".*isinstance\(treespec, LeafSpec\)` is deprecated",
+    r"torch.distributed.nn.functional.all_gather is deprecated",
+    r"Your `IterableDataset` has `__len__` defined",
+    r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
+    r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
+    r"`Trainer` instantiation. Please add the following callbacks: \['Timer'\]\.$",
+    r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided during "
+    r"`Trainer` instantiation. Please add the following callbacks: \[\"RoundCheckpoint\{.*\}\"\]\.$",
+    r"`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer",
+    r"Using ModelCheckpoint with manual optimization and every_n_train_steps, but no pre-optimization state",
+    r"Precision bf16-mixed is not supported by the model summary",
+)
+
+
+def quiet_lightning() -> None:
+    for message in QUIET:
+        warnings.filterwarnings("ignore", message=message)

@@ -1,8 +1,14 @@
 """YAML config files read as the fit CLI and the live API both read them: a key given twice in one mapping is refused
 (YAML keeps the last one silently: ``rounds: 20`` then ``rounds: 30`` would run 30; two ``data:`` sections would drop
-the first whole)."""
+the first whole); and the CLI's ``--config`` files checked before Lightning reads them (:func:`check_config_files`)."""
 
 from __future__ import annotations
+
+import os
+import re
+
+from ..maths.checks import LINKED_FROM_DATA
+from .host import open_text
 
 
 class DuplicateKey(ValueError):
@@ -92,3 +98,50 @@ def linked_message(key: str, where: str = "") -> str:
         f"{where + ': ' if where else ''}model.{key}: the learner takes it from data.{key} (the data's value runs); "
         f"give data.{key} instead"
     )
+
+
+def home_in_config_paths(argv: list[str]) -> list[str]:
+    """``--config=~/x.yaml`` (no shell expands ``~`` after ``=``) as ``--config=$HOME/x.yaml``; other arguments as given."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a.startswith(("--config=~", "-c=~")):
+            flag, path = a.split("=", 1)
+            out[i] = f"{flag}={os.path.expanduser(path)}"
+        elif a.startswith("~") and i > 0 and out[i - 1] in ("--config", "-c"):
+            out[i] = os.path.expanduser(a)
+    return out
+
+
+def check_config_files(argv: list[str]) -> None:
+    """Each ``--config`` file that exists must be a YAML mapping of settings: a syntax error, a file that is
+    not text, an empty file or a list is named with its file (the parser's own reports say ``"<unicode
+    string>", line 4``, ``'utf-8' codec can't decode ...`` or ``Unexpected config: - 1``)."""
+    import yaml
+
+    _UniqueKeys = unique_keys_loader()
+    for arg in argv:  # --model.dim 7 ran with data.dim's 5, without a word
+        linked = re.match(r"--model\.(init_args\.)?(\w+)(=|$)", arg)
+        if linked and linked.group(2) in LINKED_FROM_DATA:
+            raise ValueError(linked_message(linked.group(2)))
+    paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")]
+    paths += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
+    for path in paths:
+        if os.path.isfile(path):
+            try:
+                with open_text(path, "--config") as fh:
+                    config = yaml.load(fh, Loader=_UniqueKeys)
+            except yaml.YAMLError as err:
+                raise ValueError(f"--config: {path} is not valid YAML ({' '.join(str(err).split())})") from None
+            except DuplicateKey as err:
+                raise ValueError(f"--config: {path}: {err}") from None
+            refuse_settings_beside_class_path(config, f"--config: {path}")
+            refuse_linked_in_model(config, f"--config: {path}")
+            if not isinstance(config, dict):
+                what = (
+                    "is empty"
+                    if config is None
+                    else "holds a list, not a mapping of settings"
+                    if isinstance(config, list)
+                    else f"holds the value {config!r}, not a mapping of settings"
+                )
+                raise ValueError(f"--config: {path} {what}; a config is a YAML mapping, such as configs/cos.yaml")

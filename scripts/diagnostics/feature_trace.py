@@ -23,7 +23,7 @@ import torch
 from nvldb_pl.experiments.grid import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides
 from nvldb_pl.machinery.host import CannotWrite
 from nvldb_pl.learners.registry import METHODS
-from nvldb_pl.cli import quiet_lightning
+from nvldb_pl.machinery.messages import quiet_lightning
 from nvldb_pl.loop.run import run_experiment
 
 

@@ -71,7 +71,7 @@ def six_seeds(tmp_path_factory):
 
 def test_two_processes_equal_one_process_per_seed_and_rank0_logs_all_seeds(six_seeds):
     one, two, out = six_seeds
-    import re  # no warning from either rank (Lightning's own deprecated calls are filtered, cli.QUIET)
+    import re  # no warning from either rank (Lightning's own deprecated calls are filtered, machinery/messages.QUIET)
 
     assert [line for line in out.stderr.splitlines() if re.search(r"Warning\b|warn|\.py:\d+: ", line, flags=re.I)] == []
     a, b = _summary(one), _summary(two)
