@@ -137,7 +137,7 @@ class NDB(NeuralLearner):
         t = self.t
         with self._timed("gram"), torch.no_grad():
             self.gradient_gram.add_(duel["dg"])  # full: Sherman-Morrison, (V + z z^T)^-1 in place
-        if self.hparams.grad_steps > 0 and duel.get("train", True):  # train False: the steps wait (learn)
+        if self.settings.grad_steps > 0 and duel.get("train", True):  # train False: the steps wait (learn)
             with self._timed("train"):
                 loss = self._adam_steps(t)
             self._flag_bad(~torch.isfinite(loss), t)

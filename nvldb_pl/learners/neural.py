@@ -137,8 +137,10 @@ class NeuralLearner(DuelingLearner):
     ``w_reg`` the weight of mu/2 sum_l ||W^l - W^l_0||^2 in the loss.
     """
 
+    SETTINGS = NetworkSettings  # the typed view of hp a subclass reads (NVLDB: its own, with every field)
+
     def __init__(self, hp: dict, variance_mode: str, w_reg: float):
-        s = self.settings = NetworkSettings.of(hp)
+        s = self.settings = self.SETTINGS.of(hp)
         super().__init__(s.dim, s.arms, s.rounds, s.num_seeds, s.link)
         check_integer(s.grad_steps, "grad_steps", 0)
         check_number(w_reg, "w_reg", strict=False)
@@ -199,7 +201,7 @@ class NeuralLearner(DuelingLearner):
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
         """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
-        hp = self.hparams
+        hp = self.settings
         if self.custom_network:
             self.net.init_seeds([torch.Generator().manual_seed(torch_seed(base_seed, i, TAG_INIT)) for i in seed_ids])
             return
@@ -219,7 +221,7 @@ class NeuralLearner(DuelingLearner):
         # computes each element by the same code whatever the tensor's size)
         graphed = self._capturable()
         return torch.optim.Adam(
-            self.net.parameters(), lr=self.hparams.lr, foreach=not graphed, fused=graphed, capturable=graphed
+            self.net.parameters(), lr=self.settings.lr, foreach=not graphed, fused=graphed, capturable=graphed
         )
 
     def _scaler(self):
@@ -278,7 +280,7 @@ class NeuralLearner(DuelingLearner):
                     f"model.backward=manual, is the built-in MLP's)",
                 )
             )
-        if scaled and self.hparams.num_seeds > 1:
+        if scaled and self.settings.num_seeds > 1:
             notes.append(
                 (
                     "warning",
@@ -291,7 +293,7 @@ class NeuralLearner(DuelingLearner):
 
     def training_block_bytes(self, rows: int) -> int:
         """About the activations of one Adam step over ``rows`` history rounds (:func:`block_bytes`)."""
-        return block_bytes(self.hparams.depth, self.num_local, self.hparams.width, rows)
+        return block_bytes(self.settings.depth, self.num_local, self.settings.width, rows)
 
     def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
         """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters: [S, K, d] -> [S, K, p] (float64); NDB's
@@ -357,7 +359,7 @@ class NeuralLearner(DuelingLearner):
     def _weights(self, delta_f: torch.Tensor, t: int, lo: int = 0, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
         """1 / zeta_i^2 (eq. wi) given Delta f_i, for rows lo..t-1 ([S, t - lo]) or the history
         rows ``rows`` [S, B] (a training sample)."""
-        hp = self.hparams
+        hp = self.settings
         if self.variance_mode == "oracle":
             delta = self.hist_du[:, lo:t] if rows is None else self.hist_du.gather(1, rows)
         else:
@@ -383,7 +385,7 @@ class NeuralLearner(DuelingLearner):
         """
         if self.settings.backward == "autograd" or self._scaler() is not None or self.custom_network:
             return self._adam_steps_autograd(t)
-        hp, opt, net = self.hparams, self.optimizer(), self.net
+        hp, opt, net = self.settings, self.optimizer(), self.net
         params = net.param_list()
         grads = [torch.zeros_like(p) for p in params]
         grad_of = {id(p): g for p, g in zip(params, grads)}  # a parameter's accumulator, by identity
@@ -429,7 +431,7 @@ class NeuralLearner(DuelingLearner):
 
     def _adam_steps_autograd(self, t: int) -> torch.Tensor:
         """:meth:`_adam_steps` with the gradient from autograd (reference, and 16-mixed)."""
-        hp, opt = self.hparams, self.optimizer()
+        hp, opt = self.settings, self.optimizer()
         S = self.hist_xt.shape[0]
         samples = self._sample_rows(t, hp.grad_steps)
         for step in range(hp.grad_steps):

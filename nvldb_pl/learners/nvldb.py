@@ -34,7 +34,7 @@ import torch
 from ..maths import gram, objective, seedwise, selection, selfduel
 from ..maths.checks import LINKED_FROM_DATA
 from .base import as_pairs
-from .nvldb_settings import resolved_args
+from .nvldb_settings import NVLDBSettings
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference
 
 __all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "LITERAL_OF", "TRAIN_CHUNK_ROUNDS"]
@@ -120,6 +120,7 @@ class NVLDB(NeuralLearner):
     """
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
+    SETTINGS = NVLDBSettings  # self.settings: every argument typed, frozen, with its value in force
 
     def __init__(
         self,
@@ -161,12 +162,12 @@ class NVLDB(NeuralLearner):
         network: Optional[Union[str, dict]] = None,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        args, own_test = resolved_args(args)  # checked, naming the field; derived values in force (nvldb_settings.py)
-        epsilon, beta, self_duel_test = args["epsilon"], args["beta"], args["self_duel_test"]
-        variance_mode = ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
-        super().__init__(args, variance_mode, w_reg)
+        args = NVLDBSettings.resolved(args)  # checked, naming the field; derived values in force (nvldb_settings.py)
+        s = NVLDBSettings.of(args)
+        super().__init__(args, s.variance_mode, w_reg)  # saves args as hparams; self.settings = s
+        beta, self_duel_test = s.beta, s.self_duel_test
         self.strategy = strategy
-        self.own_test = own_test
+        self.own_test = s.own_test
         # False: the self-duel test never replaces the rule's distinct pair (live use: nobody is asked "A or A?")
         self.self_duels_allowed = True
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # line 3, built once (an acquisition)
@@ -191,10 +192,7 @@ class NVLDB(NeuralLearner):
             self.method += f"[{self.net.path.rpartition('.')[2]}]"
         if oracle_variance:  # not the estimate NVLDB is: said in its name (summaries, the CLI's last line)
             self.method += "-oracle"
-        p = dim if feature_dim is None else feature_dim
-        self.register_buffer(
-            "V", lam * torch.eye(p, dtype=torch.float64).repeat(num_seeds, 1, 1)
-        )  # line 1: V_0 = lambda I
+        self.register_buffer("V", lam * torch.eye(s.p, dtype=torch.float64).repeat(num_seeds, 1, 1))  # line 1: V_0
 
     # ------------------------------------------------------------------ Alg. 1 line 6
     @torch.no_grad()
@@ -242,11 +240,11 @@ class NVLDB(NeuralLearner):
         """After round t's duel joined the history: every H rounds n Adam steps (line 9), the theta
         refit (line 10), then V (lines 11-13); between updates, and for a duel whose ``train`` is False
         (:meth:`learn`), V gains the duel's term only."""
-        hp, t = self.hparams, self.t
+        s, t = self.settings, self.t
         if "dg" in duel:  # the self-duel test's Gram Z gains the duel's gradient difference (at selection time)
             with self._timed("gram"), torch.no_grad():
                 self.self_duel.remember(duel["dg"])
-        if t % hp.episode != 0 or not duel.get("train", True):  # line 8 false: V gains round t's term (12-13) only
+        if t % s.episode != 0 or not duel.get("train", True):  # line 8 false: V gains round t's term (12-13) only
             with self._timed("gram"), torch.no_grad(), torch.autocast(self.device.type, enabled=False):
                 df = self.net.utility(duel["dphi"].unsqueeze(1), self.net.theta.to(torch.float64))
                 w = self._weights(df, t, t - 1)[:, 0]  # zeta_t of the newest duel only
@@ -268,7 +266,7 @@ class NVLDB(NeuralLearner):
     def _train_and_refit(self, t: int) -> tuple[Optional[torch.Tensor], torch.Tensor, Optional[torch.Tensor]]:
         """Lines 9-10: the n Adam steps (loss per seed [S], or None when not trained), then the theta refit."""
         loss = None
-        if self.hparams.train_network and self.hparams.grad_steps > 0:
+        if self.settings.train_network and self.settings.grad_steps > 0:
             with self._timed("train"):
                 loss = self._adam_steps(t)  # line 9: n Adam steps on eq. (total_loss)
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False), self._timed("refit"):
@@ -278,25 +276,23 @@ class NVLDB(NeuralLearner):
     def _refit_theta(self, t: int) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """theta_t by Newton with W_t fixed (line 10). Returns theta_t [S, d] (float64) and, when it
         was computed on the way, Delta phi_i of the whole history at W_t [S, t, d] (else None)."""
-        hp = self.hparams
+        s = self.settings
         theta, dphi = self.net.theta.to(torch.float64), None
-        rows = self._sample_rows(t, 1) if hp.refit_theta else None
+        rows = self._sample_rows(t, 1) if s.refit_theta else None
         if rows is not None:  # on a sample of B rows, scaled t / B
             x, o, weights = next(self._train_blocks(t, rows[:, 0]))
             phi = as_pairs(self.net.features_t(x)).to(torch.float64)
             sample_dphi = phi[:, :, 0] - phi[:, :, 1]
             w = weights(seedwise.matvec(sample_dphi, theta))
-            theta = objective.refit_theta(
-                hp.link, theta, sample_dphi, o, w, self.net.theta0, hp.lam, hp.refit_iterations
-            )
+            theta = objective.refit_theta(s.link, theta, sample_dphi, o, w, self.net.theta0, s.lam, s.refit_iterations)
             self.net.theta.copy_(theta)
-        if hp.gram_mode == "recompute" or (hp.refit_theta and rows is None):
+        if s.gram_mode == "recompute" or (s.refit_theta and rows is None):
             phi = self._history_features(self._history_rows(t)).to(torch.float64)
             dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
-        if hp.refit_theta and rows is None:
+        if s.refit_theta and rows is None:
             w = self._history_weights(seedwise.matvec(dphi, theta), t)
             theta = objective.refit_theta(
-                hp.link, theta, dphi, self.hist_o[:, : dphi.shape[1]], w, self.net.theta0, hp.lam, hp.refit_iterations
+                s.link, theta, dphi, self.hist_o[:, : dphi.shape[1]], w, self.net.theta0, s.lam, s.refit_iterations
             )
             self.net.theta.copy_(theta)
         return theta, dphi
@@ -307,10 +303,10 @@ class NVLDB(NeuralLearner):
         """V_t (eq. gram_matrix). ``recompute``: from the whole history's Delta phi at W_t [S, t, d]
         with zeta at (theta_t, W_t); ``incremental``: V_{t-1} plus the newest duel's Delta phi from
         selection time ``selected_dphi`` [S, d], weighted by its zeta at (theta_t, W_t)."""
-        hp = self.hparams
-        if hp.gram_mode == "recompute":
+        s = self.settings
+        if s.gram_mode == "recompute":
             w = self._history_weights(seedwise.matvec(dphi, theta), t)
-            self.V = gram.gram_from_history(dphi, w, hp.lam)
+            self.V = gram.gram_from_history(dphi, w, s.lam)
         else:
             last = as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])).to(torch.float64)
             df = seedwise.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)

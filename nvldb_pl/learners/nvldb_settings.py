@@ -1,25 +1,71 @@
-"""NVLDB's arguments checked before anything is built: each refusal names its field, a setting that could not take
-effect is refused rather than run under a name it did not earn, and the values derived from a default (epsilon, beta,
-init, bias, self_duel_test) are filled in as they are in force (the learner saves those)."""
+"""NVLDB's settings, typed and frozen (:class:`NVLDBSettings`), and its arguments checked before anything is built
+(:meth:`NVLDBSettings.resolved`): each refusal names its field, a setting that could not take effect is refused rather
+than run under a name it did not earn, and the values derived from a default (epsilon, beta, init, bias,
+self_duel_test) are filled in as they are in force (the learner saves those). What each setting means is NVLDB's
+docstring (:class:`nvldb_pl.learners.nvldb.NVLDB`, which the CLI's help shows)."""
 
 from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
+from typing import Optional
 
 from ..maths import gram, selection, selfduel
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_linked, check_number
-from .neural import resolve_network
+from .neural import NetworkSettings, resolve_network
 
 
 def _take(args: dict, names: str) -> list:
     return [args[k] for k in names.split()]
 
 
-def resolved_args(args: dict) -> tuple[dict, bool]:
-    """NVLDB's constructor arguments ``args`` (by name) -> (the same with the derived values in force, whether
-    ``self_duel_test`` is a class of one's own). Raises ValueError naming the field."""
+@dataclass(frozen=True)
+class NVLDBSettings(NetworkSettings):
+    """NVLDB's settings with their values in force (the network's, :class:`NetworkSettings`, then its own): what
+    the learner reads; its saved hparams hold the same values, by name, in its arguments' order."""
+
+    strategy: str = "ucb_asym"
+    variance_aware: bool = True
+    oracle_variance: bool = False
+    beta: float = 1.0
+    episode: int = 1
+    train_network: bool = True
+    refit_theta: bool = True
+    refit_iterations: int = 8
+    gram_mode: str = "recompute"
+    w_reg: float = 0.1
+    distinct_arms: bool = True
+    self_duel_test: str = "deep_diag"
+    escape_rate: float = 1.0
+    self_duel_width: Optional[float] = None
+    second_arm: str = "rule"
+
+    @staticmethod
+    def resolved(args: dict) -> dict:
+        """NVLDB's constructor arguments (by name) checked, with the derived values in force (:func:`resolved_args`)."""
+        return resolved_args(args)
+
+    @property
+    def variance_mode(self) -> str:
+        """zeta of eq. (wi): ``estimated`` (NVLDB), ``oracle`` (the true sigma) or ``none`` (zeta = 1, NLDB)."""
+        return ("oracle" if self.oracle_variance else "estimated") if self.variance_aware else "none"
+
+    @property
+    def own_test(self) -> bool:
+        """``self_duel_test`` is a class of one's own (checked where it meets the loop, as a rule is)."""
+        return selfduel.resolve_test(self.self_duel_test) not in selfduel.SELF_DUEL_TESTS.values()
+
+    @property
+    def p(self) -> int:
+        """The dimension of phi, theta and V: feature_dim, or d (eq. nn)."""
+        return self.dim if self.feature_dim is None else self.feature_dim
+
+
+def resolved_args(args: dict) -> dict:
+    """NVLDB's constructor arguments ``args`` (by name) -> the same with the derived values in force. Raises
+    ValueError naming the field."""
     dim, arms, rounds, num_seeds, link = _take(args, "dim arms rounds num_seeds link")
     strategy, variance_aware, oracle_variance, distinct_arms = _take(
         args, "strategy variance_aware oracle_variance distinct_arms"
@@ -102,4 +148,4 @@ def resolved_args(args: dict) -> tuple[dict, bool]:
         "deep takes the deep test's Gram; it needs self_duel_test deep_diag or deep_full",
     )
     # saved with the values in force, also where they came from a default
-    return {**args, **dict(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel_test=self_duel_test)}, own_test
+    return {**args, **dict(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel_test=self_duel_test)}

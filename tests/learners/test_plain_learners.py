@@ -90,3 +90,22 @@ def test_the_plain_driver_steps_the_optimizer_it_is_given():
     m.backprop(m.net.theta.sum())
     m.optimizer().step()
     assert torch.equal(m.net.theta.detach(), before - 1.0)
+
+
+def test_nvldbs_typed_settings_hold_every_argument_with_its_value_in_force_and_are_frozen():
+    """NVLDBSettings: a field for each of NVLDB's arguments (a new argument cannot be left out of it), the values
+    the learner saved (derived defaults filled in), read-only."""
+    import dataclasses
+    import inspect
+
+    from nvldb_pl.learners.nvldb_settings import NVLDBSettings
+
+    args = set(inspect.signature(NVLDB.__init__).parameters) - {"self"}
+    assert {f.name for f in dataclasses.fields(NVLDBSettings)} == args
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4, oracle_variance=True)
+    s = m.settings
+    assert isinstance(s, NVLDBSettings) and {k: getattr(s, k) for k in args} == dict(m.hparams)
+    assert s.epsilon == pytest.approx(5**-0.5) and s.beta == 1.0 and s.self_duel_test == "deep_diag"
+    assert s.variance_mode == "oracle" == m.variance_mode and s.p == 5 and not s.own_test
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.lr = 1.0
