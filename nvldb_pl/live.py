@@ -41,8 +41,7 @@ import numpy as np
 import torch
 
 from .maths.checks import typed_args, LINKED_FROM_DATA, refuse_other_state
-from .loop.data import BanditDataModule
-from .loop.module import split_state
+from .environments.regret import split_state
 from .machinery.host import atomic_open, checkpoint_problem, keep_freed_memory, open_text
 from .machinery.yaml_files import refuse_duplicate_keys, refuse_linked_in_model, refuse_settings_beside_class_path
 from .learners.base import DuelingLearner
@@ -288,6 +287,8 @@ class DuelingBandit:
         if unknown:
             raise ValueError(f"{where}: no section(s) {unknown}; a config has {sorted(FIT_CONFIG_KEYS)}")
         data, model = dict(config.get("data") or {}), dict(config.get("model") or {})
+        from .loop.data import BanditDataModule  # (a fit config's data section: Lightning's data module reads it)
+
         unknown = sorted(set(data) - init_args(BanditDataModule))
         if unknown:
             raise ValueError(

@@ -170,3 +170,22 @@ def test_a_learner_runs_with_lightning_unimportable():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_the_live_api_asks_learns_and_saves_with_lightning_unimportable(tmp_path):
+    """The live API drives the plain learner as it is: ask, answer, save and load back with ``lightning`` blocked."""
+    save = tmp_path / "b.pt"
+    code = (
+        "import sys; sys.modules['lightning'] = None; sys.modules['lightning.pytorch'] = None\n"
+        "import numpy as np\n"
+        "from nvldb_pl.live import DuelingBandit\n"
+        "b = DuelingBandit.create('NVLDB', dim=5, horizon=6, seed=1, width=8, grad_steps=2)\n"
+        "x = np.random.default_rng(0).normal(size=(4, 5))\n"
+        "for _ in range(3):\n"
+        "    i, j = b.select(x); b.observe(x, i, j, 1)\n"
+        f"b.save({str(save)!r}); c = DuelingBandit.from_checkpoint({str(save)!r})\n"
+        "assert c.select(x) == b.select(x)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -13,6 +13,15 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
+PREFIX = "regret."  # the metric's keys in a checkpoint's state_dict, beside the learner's own
+
+
+def split_state(state_dict: dict) -> tuple[dict, dict]:
+    """A fit checkpoint's state_dict -> (the learner's keys, the regret metric's keys without their prefix)."""
+    learner = {k: v for k, v in state_dict.items() if not k.startswith(PREFIX)}
+    regret = {k[len(PREFIX) :]: v for k, v in state_dict.items() if k.startswith(PREFIX)}
+    return learner, regret
+
 
 def instant_regret(utilities: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(r^a_t, r^w_t), each [S], from utilities [S, K] and the chosen arms [S]."""

@@ -19,18 +19,10 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from ..environments.regret import CumulativeRegret
+from ..environments.regret import PREFIX as LOOP_STATE
+from ..environments.regret import CumulativeRegret, split_state
 from ..learners.base import Driver, DuelingLearner, learner_name
 from ..migrations import VERSION as MIGRATION_VERSION
-
-LOOP_STATE = "regret."  # the prefix of the adapter's own keys in a checkpoint's state_dict
-
-
-def split_state(state_dict: dict) -> tuple[dict, dict]:
-    """A checkpoint's state_dict -> (the learner's keys, the regret metric's keys without their prefix)."""
-    learner = {k: v for k, v in state_dict.items() if not k.startswith(LOOP_STATE)}
-    regret = {k[len(LOOP_STATE) :]: v for k, v in state_dict.items() if k.startswith(LOOP_STATE)}
-    return learner, regret
 
 
 class LightningDriver(Driver):

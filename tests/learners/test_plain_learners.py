@@ -7,7 +7,8 @@ import torch
 
 from nvldb_pl.learners.base import Driver, DuelingLearner
 from nvldb_pl.learners.nvldb import NVLDB
-from nvldb_pl.loop.module import LearnerModule, split_state
+from nvldb_pl.environments.regret import split_state
+from nvldb_pl.loop.module import LearnerModule
 
 
 class _Base(DuelingLearner):
