@@ -19,6 +19,7 @@ MAY_IMPORT = {
     "machinery": {"maths", "environments", "learners"},
     "loop": {"maths", "environments", "machinery", "learners"},
     "experiments": {"maths", "environments", "machinery", "learners", "loop"},
+    "live": {"maths", "environments", "machinery", "learners", "loop"},  # loop: a fit config's data section only
 }
 
 
@@ -83,7 +84,7 @@ def test_the_checker_sees_an_upward_import(tmp_path):
 
 def test_no_module_is_left_at_the_top_but_the_entry_points():
     top = {f[:-3] for f in os.listdir(PACKAGE) if f.endswith(".py")}
-    assert top == {"__init__", "migrations", "cli", "live", "reference"}
+    assert top == {"__init__", "migrations", "cli", "reference"}
 
 
 OLD_NAMES = [

@@ -1,1 +1,1 @@
-"""Tests of nvldb_pl/live.py and what it serves."""
+"""Tests of nvldb_pl/live/ and what it serves."""

@@ -34,38 +34,18 @@ from __future__ import annotations
 
 import copy
 import os
-import zipfile
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
-from .maths.checks import typed_args, LINKED_FROM_DATA, refuse_other_state
-from .environments.regret import split_state
-from .machinery.host import atomic_open, checkpoint_problem, keep_freed_memory, open_text
-from .machinery.yaml_files import refuse_duplicate_keys, refuse_linked_in_model, refuse_settings_beside_class_path
-from .learners.base import DuelingLearner
-from .learners.registry import init_args, learner_class, learner_path
-from .migrations import VERSION as MIGRATION_VERSION
-from .migrations import upgrade_settings
-from .maths.ranking import InformativePair, check_objective
-
-# the sections of a fit config: configs/*.yaml, and the config.yaml a run writes
-FIT_CONFIG_KEYS = {
-    "data",
-    "model",
-    "trainer",
-    "seed_everything",
-    "loop",
-    "checkpoint",
-    "ckpt_path",
-    "optimizer",
-    "lr_scheduler",
-    "weights_only",
-    "threads",
-}
-
-FORMAT = "nvldb_pl.live/1"
+from ..maths.checks import typed_args, LINKED_FROM_DATA
+from ..machinery.host import atomic_open, keep_freed_memory
+from ..learners.base import DuelingLearner
+from ..learners.registry import init_args, learner_class, learner_path
+from ..migrations import VERSION as MIGRATION_VERSION
+from ..maths.ranking import InformativePair, check_objective
+from .files import FORMAT, as_index, check_seed, config_arguments, read_checkpoint
 
 
 def _as_contexts(contexts, dim: int, min_items: int = 2) -> torch.Tensor:
@@ -102,60 +82,9 @@ def _as_contexts(contexts, dim: int, min_items: int = 2) -> torch.Tensor:
     return x32
 
 
-def _as_index(k) -> Optional[int]:
-    """k as a Python int if it is an integer (int, numpy integer, or a one-element integer tensor
-    such as ``argmax``'s), else None; bools are not indices."""
-    if (
-        torch.is_tensor(k)
-        and k.numel() == 1
-        and not k.is_floating_point()
-        and not k.is_complex()
-        and k.dtype != torch.bool
-    ):
-        return int(k.item())
-    if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
-        return int(k)
-    return None
-
-
-def _check_counter(module, path: str) -> None:
-    """A save's count of answers (``rounds_done``) against its history: within the history's rows, and no duel
-    recorded past it (a counter edited or damaged lower went on from fewer answers than the file holds, and the next
-    answer overwrote one; higher, from rows never played)."""
-    t = module.t
-    xt = getattr(module, "hist_xt", None)
-    if xt is None:
-        return
-    rows = xt.shape[-1] // 2
-    if not 0 <= t <= rows:
-        raise ValueError(f"{path}: its count of answers, {t}, is outside its history's {rows} rows; not read")
-    past = int(torch.nonzero(xt[..., 2 * t :].abs().sum(dim=(0, 1)) > 0).shape[0])
-    if past:
-        raise ValueError(
-            f"{path}: it counts {t} answers, but its history holds duels past them (the file was edited or damaged); "
-            f"not read: load an earlier save"
-        )
-
-
 def _check_two(i: int, j: int, what: str) -> None:
     if i == j:
         raise ValueError(f"i, j: both are item {i}; {what} (nothing was recorded)")
-
-
-def _read_yaml(text: str):
-    """YAML as the fit CLI reads it (jsonargparse's loader: ``1e-3`` is a number, not YAML 1.1's string)."""
-    try:
-        from jsonargparse import get_loader
-    except ImportError:  # an older jsonargparse: PyYAML's own reading
-        import yaml
-
-        return yaml.safe_load(text)
-    return get_loader("yaml")(text)
-
-
-def _check_seed(seed, field: str = "seed") -> None:
-    if _as_index(seed) is None or not 0 <= seed <= 2**32 - 1:
-        raise ValueError(f"{field}: must be an integer between 0 and {2**32 - 1} (the seeds numpy takes), got {seed!r}")
 
 
 def _learner_args(cls: type, args: dict, where: str) -> dict:
@@ -242,7 +171,7 @@ class DuelingBandit:
         from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
         T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T). ``objective``:
         ``regret`` or ``rank`` (the module's doc)."""
-        _check_seed(seed)
+        check_seed(seed)
         check_objective(objective)
         cls_ = learner_class(learner)
         args = _learner_args(cls_, model, "model")
@@ -262,72 +191,9 @@ class DuelingBandit:
         """From a YAML file (or its dict) in the format of ``configs/*.yaml``: ``model`` (NVLDB's
         arguments, or ``class_path`` + ``init_args``), ``data.dim``, ``data.link``,
         ``data.rounds`` (the horizon) and ``seed_everything``; keyword arguments override them."""
-        if seed is not None:  # the argument's own error, not the file's
-            _check_seed(seed)
-        where = "config"
-        if not isinstance(config, dict):
-            import yaml
-
-            where = str(config)
-            if not os.path.isfile(config):
-                raise FileNotFoundError(f"{config}: no such config file")
-            with open_text(config, "config") as fh:
-                text = fh.read()
-                refuse_duplicate_keys(text, where)  # as the fit CLI refuses it
-                try:
-                    config = _read_yaml(text) or {}
-                except yaml.YAMLError as err:
-                    raise ValueError(f"{where}: not valid YAML ({err})") from None
-            if not isinstance(config, dict):
-                raise ValueError(f"{where}: expected a mapping with 'model' and 'data' sections")
-        refuse_settings_beside_class_path(config, where)  # as the fit CLI refuses them
-        refuse_linked_in_model(config, where)
-        # a fit config's sections are welcome (what live use does not need is left out); a misspelt one is not
-        unknown = sorted(set(config) - FIT_CONFIG_KEYS)
-        if unknown:
-            raise ValueError(f"{where}: no section(s) {unknown}; a config has {sorted(FIT_CONFIG_KEYS)}")
-        data, model = dict(config.get("data") or {}), dict(config.get("model") or {})
-        from .loop.data import BanditDataModule  # (a fit config's data section: Lightning's data module reads it)
-
-        unknown = sorted(set(data) - init_args(BanditDataModule))
-        if unknown:
-            raise ValueError(
-                f"{where}: data has no argument(s) {unknown}; it takes {sorted(init_args(BanditDataModule))}"
-            )
-        name = "NVLDB"
-        if "class_path" in model:  # the whole path: a learner of one's own is found by it
-            name = str(model["class_path"])
-            name = name.rsplit(".", 1)[-1] if name.startswith("nvldb_pl.") else name
-            model = dict(model.get("init_args") or {})
-        model = {k: v for k, v in model.items() if k not in LINKED_FROM_DATA}
-        if seed is None:
-            seed = config.get("seed_everything", 0) or 0  # false or null: the base seed 0, as a fit run's
-            if seed is True:
-                raise ValueError(
-                    f"{where}: seed_everything: true (a random seed, in a fit run) names no seed for a "
-                    f"live bandit; give an integer there or as seed="
-                )
-            try:
-                _check_seed(seed, "seed_everything")
-            except ValueError as err:
-                raise ValueError(f"{where}: {err}") from None
-        given = {"dim": dim, "horizon": horizon}
-        for field, value in (("dim", data.get("dim", 5)), ("horizon", data.get("rounds", 1000))):
-            named = field if given[field] is not None else f"{where}: data.{'rounds' if field == 'horizon' else field}"
-            value = given[field] if given[field] is not None else value
-            if _as_index(value) is None or value < 1:  # (5.7 was read as 5)
-                raise ValueError(f"{named}: must be an integer >= 1, got {value!r}")
-            given[field] = int(value)
+        args, where = config_arguments(config, dim, horizon, seed)
         try:
-            return cls.create(
-                name,
-                dim=given["dim"],
-                horizon=given["horizon"],
-                link=data.get("link", "logistic"),
-                seed=int(seed),
-                objective=objective,
-                **model,
-            )
+            return cls.create(objective=objective, **args)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
 
@@ -336,61 +202,9 @@ class DuelingBandit:
         """From :meth:`save`'s file, or from a ``fit`` run's ``last.ckpt`` (then seed ``seed_index``
         of its S seeds: its network, Gram matrix, optimizer state and history go on learning). ``objective``:
         ``None`` keeps the save's (``regret`` for a fit checkpoint)."""
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path}: no such checkpoint")
-        problem = checkpoint_problem(path) if zipfile.is_zipfile(path) else None  # torch reads no CRC itself
-        if problem is not None:
-            raise ValueError(f"{path}: damaged, not read ({problem}); load an earlier save")
-        try:
-            ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as err:  # a truncated or foreign file
-            raise ValueError(f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
-        if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-            raise ValueError(f"{path}: not a nvldb_pl checkpoint (no state_dict)")
-        live = ckpt.get("format") == FORMAT
-        name = ckpt.get("learner", "NVLDB")
-        try:
-            learner_cls = learner_class(name, path)
-        except ValueError as err:
-            raise ValueError(f"{err} (the learner this file was saved from)") from None
-        since = ckpt.get("format_version")  # the migrations it needs no longer (nvldb_pl/migrations.py)
-        hp = upgrade_settings(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), name, since)
-        accepted = init_args(learner_cls)
-        module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
-        held = ckpt["state_dict"].get("seed_id")
-        if held is not None and len(held) != module.num_local:  # one rank's shard of a seed_parallel run
-            module.take_seeds(list(range(len(held))))
-        if "hist_o" in ckpt["state_dict"]:
-            module.grow_history(int(ckpt["state_dict"]["hist_o"].shape[-1]))  # a live history may have grown
-        learned = split_state(ckpt["state_dict"])[0]  # a fit checkpoint's regret is the loop's, not the learner's
-        state = module.upgraded_state(learned, since)  # a save an older version wrote, in this one's terms
-        refuse_other_state(state, module.state_dict(), path)
-        module.load_state_dict(state)
-        _check_counter(module, path)
-        S = module.num_local
-        index = _as_index(seed_index)
-        if index is None or not 0 <= index < S:
-            raise ValueError(f"seed_index: {path} holds {S} seed(s) (indices 0 to {S - 1}), got {seed_index!r}")
-        seed_index = index
-        opt_state = ckpt["optimizer"] if live else (ckpt.get("optimizer_states") or [None])[0]
-        if S > 1:
-            module.take_seeds([seed_index])
-            if opt_state is not None and "state" in opt_state:  # Adam's moments carry the seed dimension first
-                opt_state = {
-                    **opt_state,
-                    "state": {
-                        k: {
-                            n: (v[seed_index : seed_index + 1].clone() if torch.is_tensor(v) and v.dim() > 0 else v)
-                            for n, v in st.items()
-                        }
-                        for k, st in opt_state["state"].items()
-                    },
-                }
-        seed = ckpt.get("seed", int(hp.get("seed", 0)) if live else 0)
-        if objective is None:
-            objective = ckpt.get("objective", "regret") if live else "regret"
-        bandit = cls(module, seed, ckpt.get("generator") if live else None, opt_state, objective)
-        bandit.saved_meta = ckpt.get("meta") if live and isinstance(ckpt.get("meta"), dict) else None
+        args, meta = read_checkpoint(path, seed_index, objective)
+        bandit = cls(**args)
+        bandit.saved_meta = meta
         return bandit
 
     # ------------------------------------------------------------------ ask / tell
@@ -487,10 +301,10 @@ class DuelingBandit:
         x = _as_contexts(contexts, self.dim)
         K = x.shape[0]
         for name, k in (("i", i), ("j", j)):
-            index = _as_index(k)
+            index = as_index(k)
             if index is None or not 0 <= index < K:
                 raise ValueError(f"{name}: must be an item index in [0, {K}), got {k!r}")
-        return x, _as_index(i), _as_index(j)
+        return x, as_index(i), as_index(j)
 
     def _learned(self, x: torch.Tensor, i: int, j: int, outcome: int, train: bool, what: str):
         """A copy of the learner that has learned the duel (i, j) of x [K, d], probed: finite, and able to choose on
