@@ -18,6 +18,11 @@ from ..machinery.yaml_files import refuse_duplicate_keys, refuse_linked_in_model
 from ..maths.checks import LINKED_FROM_DATA, refuse_other_state
 from ..migrations import upgrade_settings
 
+try:  # a fit config's data section is checked against the fit's data module (where Lightning is installed)
+    from ..loop.data import BanditDataModule
+except ImportError:
+    BanditDataModule = None
+
 # the sections of a fit config: configs/*.yaml, and the config.yaml a run writes
 FIT_CONFIG_KEYS = {
     "data",
@@ -121,9 +126,7 @@ def config_arguments(
     if unknown:
         raise ValueError(f"{where}: no section(s) {unknown}; a config has {sorted(FIT_CONFIG_KEYS)}")
     data, model = dict(config.get("data") or {}), dict(config.get("model") or {})
-    from ..loop.data import BanditDataModule  # (a fit config's data section: Lightning's data module reads it)
-
-    unknown = sorted(set(data) - init_args(BanditDataModule))
+    unknown = sorted(set(data) - init_args(BanditDataModule)) if BanditDataModule is not None else []
     if unknown:
         raise ValueError(f"{where}: data has no argument(s) {unknown}; it takes {sorted(init_args(BanditDataModule))}")
     name = "NVLDB"
