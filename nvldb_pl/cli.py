@@ -28,7 +28,8 @@ from .machinery.parallel import (
     end_process_group,
     started_as_first_process,
 )  # (importing it registers ``--trainer.strategy seed_parallel``)
-from .loop.callbacks import DuelingLoop, RunSummary, ShareCores
+from .loop.callbacks import DuelingLoop, ShareCores
+from .loop.summary import RunSummary
 from .machinery.checkpoint import RoundCheckpoint, slurm_requeue_off
 from .loop.data import BanditDataModule
 from .loop.module import LearnerModule

@@ -16,7 +16,8 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from ..machinery import devices
-from .callbacks import DuelingLoop, RunSummary, ShareCores
+from .callbacks import DuelingLoop, ShareCores
+from .summary import RunSummary
 from ..machinery.checkpoint import RoundCheckpoint
 from .data import BanditDataModule
 from .module import LearnerModule

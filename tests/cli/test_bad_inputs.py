@@ -449,7 +449,8 @@ class _NaNContexts(pl.Callback):
 
 
 def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
-    from nvldb_pl.loop.callbacks import DuelingLoop, RunSummary
+    from nvldb_pl.loop.callbacks import DuelingLoop
+    from nvldb_pl.loop.summary import RunSummary
     from nvldb_pl.loop.run import build
 
     dm, module = build({"rounds": 12, "num_seeds": 3, "seed": 0}, {"width": 4, "grad_steps": 1})

@@ -280,7 +280,7 @@ def test_the_end_line_of_a_one_seed_run_gives_no_spread(capsys):
     """It said "R(T)/T 9.409 ± 0.000 over 1 seeds": the std of one value, and a plural."""
     from types import SimpleNamespace
 
-    from nvldb_pl.loop.callbacks import RunSummary
+    from nvldb_pl.loop.summary import RunSummary
 
     end = RunSummary(announce=True)
     end.summary = {

@@ -107,7 +107,8 @@ class _PoisonTheta(pl.Callback):
 
 
 def test_non_finite_training_stops_with_seed_and_round(tmp_path):
-    from nvldb_pl.loop.callbacks import DuelingLoop, RunSummary
+    from nvldb_pl.loop.callbacks import DuelingLoop
+    from nvldb_pl.loop.summary import RunSummary
     from nvldb_pl.loop.run import build
 
     dm, module = build({"rounds": 30, "num_seeds": 3, "seed": 0}, SMALL)

@@ -614,7 +614,7 @@ def test_a_run_killed_after_its_last_round_before_its_summary_gets_it_from_the_c
     ``--ckpt_path last`` said "nothing was run and its results stay in .../summary.json", a file that was not there,
     and reproduce.py ran the run again from round 1. Both now write the summary and curves from the checkpoint: the
     per-seed results and curves those of the run, its wall time unknown (null, "–" in a report)."""
-    from nvldb_pl.loop.callbacks import RunSummary
+    from nvldb_pl.loop.summary import RunSummary
 
     root = tmp_path / "run"
     _made(str(root), *SHORT)
