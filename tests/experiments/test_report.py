@@ -455,7 +455,7 @@ def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_onl
 
 def test_figures_put_one_rule_per_panel_against_every_baseline_with_fixed_colours():
     from nvldb_pl.learners.registry import LITERAL_SUFFIX
-    from nvldb_pl.experiments.report import figure_panels, method_style
+    from nvldb_pl.experiments.figures import figure_panels, method_style
 
     methods = [
         "NVLDB-UCB-ASYM",
