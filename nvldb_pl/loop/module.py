@@ -51,8 +51,8 @@ class LearnerModule(pl.LightningModule):
     """``learner`` in Lightning's loop (manual optimization: the learner takes its own steps).
 
     ``hparams`` are the learner's settings as it was wrapped (what the checkpoint and the logger's hparams.yaml
-    record);
-    ``resume_check(module, checkpoint)``, handed over by the loop, checks a checkpoint before its state loads."""
+    record); ``resume_check(module, checkpoint)``, handed over by the loop, checks a checkpoint before its state
+    loads. The learner's driver becomes Lightning's (:class:`LightningDriver`) and stays so after the fit."""
 
     def __init__(self, learner: DuelingLearner):
         super().__init__()
