@@ -34,7 +34,7 @@ import torch
 from ..maths import gram, objective, seedwise, selection, selfduel
 from ..maths.checks import LINKED_FROM_DATA
 from .base import as_pairs
-from .nvldb_settings import NVLDBSettings
+from .nvldb_settings import NVLDBSettings, resolved_args, variance_mode
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference
 
 __all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "LITERAL_OF", "TRAIN_CHUNK_ROUNDS"]
@@ -162,9 +162,9 @@ class NVLDB(NeuralLearner):
         network: Optional[Union[str, dict]] = None,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        args = NVLDBSettings.resolved(args)  # checked, naming the field; derived values in force (nvldb_settings.py)
-        s = NVLDBSettings.of(args)
-        super().__init__(args, s.variance_mode, w_reg)  # saves args as hparams; self.settings = s
+        args = resolved_args(args)  # checked, naming the field; derived values in force (nvldb_settings.py)
+        super().__init__(args, variance_mode(variance_aware, oracle_variance), w_reg)  # hparams, self.settings
+        s = self.settings  # NVLDBSettings: every argument typed, with its value in force
         beta, self_duel_test = s.beta, s.self_duel_test
         self.strategy = strategy
         self.own_test = s.own_test

@@ -1,5 +1,5 @@
 """NVLDB's settings, typed and frozen (:class:`NVLDBSettings`), and its arguments checked before anything is built
-(:meth:`NVLDBSettings.resolved`): each refusal names its field, a setting that could not take effect is refused rather
+(:func:`resolved_args`): each refusal names its field, a setting that could not take effect is refused rather
 than run under a name it did not earn, and the values derived from a default (epsilon, beta, init, bias,
 self_duel_test) are filled in as they are in force (the learner saves those). What each setting means is NVLDB's
 docstring (:class:`nvldb_pl.learners.nvldb.NVLDB`, which the CLI's help shows)."""
@@ -42,25 +42,30 @@ class NVLDBSettings(NetworkSettings):
     self_duel_width: Optional[float] = None
     second_arm: str = "rule"
 
-    @staticmethod
-    def resolved(args: dict) -> dict:
-        """NVLDB's constructor arguments (by name) checked, with the derived values in force (:func:`resolved_args`)."""
-        return resolved_args(args)
-
     @property
     def variance_mode(self) -> str:
         """zeta of eq. (wi): ``estimated`` (NVLDB), ``oracle`` (the true sigma) or ``none`` (zeta = 1, NLDB)."""
-        return ("oracle" if self.oracle_variance else "estimated") if self.variance_aware else "none"
+        return variance_mode(self.variance_aware, self.oracle_variance)
 
     @property
     def own_test(self) -> bool:
         """``self_duel_test`` is a class of one's own (checked where it meets the loop, as a rule is)."""
-        return selfduel.resolve_test(self.self_duel_test) not in selfduel.SELF_DUEL_TESTS.values()
+        return own_test(self.self_duel_test)
 
     @property
     def p(self) -> int:
         """The dimension of phi, theta and V: feature_dim, or d (eq. nn)."""
         return self.dim if self.feature_dim is None else self.feature_dim
+
+
+def variance_mode(variance_aware: bool, oracle_variance: bool) -> str:
+    """zeta of eq. (wi) for these settings: ``estimated``, ``oracle`` or ``none``."""
+    return ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
+
+
+def own_test(self_duel_test: str) -> bool:
+    """``self_duel_test`` names a class of one's own, not one of :data:`nvldb_pl.maths.selfduel.SELF_DUEL_TESTS`."""
+    return selfduel.resolve_test(self_duel_test) not in selfduel.SELF_DUEL_TESTS.values()
 
 
 def resolved_args(args: dict) -> dict:
@@ -111,7 +116,7 @@ def resolved_args(args: dict) -> dict:
     _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
     if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1
         self_duel_test = "deep_diag" if distinct_arms else "none"
-    own_test = selfduel.resolve_test(self_duel_test) not in selfduel.SELF_DUEL_TESTS.values()  # a user's class
+    own = own_test(self_duel_test)  # a user's class
     _check(
         self_duel_test == "none" or distinct_arms,
         "self_duel_test",
@@ -120,12 +125,12 @@ def resolved_args(args: dict) -> dict:
     check_number(escape_rate, "escape_rate")
     # a setting that cannot take effect is refused, not run as the run without it under the same name
     _check(
-        escape_rate == 1.0 or self_duel_test == "escape" or own_test,
+        escape_rate == 1.0 or self_duel_test == "escape" or own,
         "escape_rate",
         f"it is the escape test's rate; with self_duel_test {self_duel_test} it would change nothing",
     )
     _check(
-        self_duel_width is None or self_duel_test in ("deep_diag", "deep_full") or own_test,
+        self_duel_width is None or self_duel_test in ("deep_diag", "deep_full") or own,
         "self_duel_width",
         f"it is the deep test's width; with self_duel_test {self_duel_test} it would change nothing",
     )

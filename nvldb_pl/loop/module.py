@@ -19,7 +19,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from ..environments.regret import PREFIX as LOOP_STATE
+from ..environments.regret import PREFIX
 from ..environments.regret import CumulativeRegret, split_state
 from ..learners.base import Driver, DuelingLearner, learner_name
 from ..migrations import VERSION as MIGRATION_VERSION
@@ -95,15 +95,15 @@ class LearnerModule(pl.LightningModule):
     # ------------------------------------------------------------------ the state, as a checkpoint holds it
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
         out = self.learner.state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
-        return self.regret.state_dict(destination=out, prefix=prefix + LOOP_STATE, keep_vars=keep_vars)
+        return self.regret.state_dict(destination=out, prefix=prefix + PREFIX, keep_vars=keep_vars)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         learner, regret = split_state(state_dict)
         mine = self.learner.load_state_dict(learner, strict=strict, assign=assign)
         theirs = self.regret.load_state_dict(regret, strict=strict, assign=assign)
         return type(mine)(  # torch's (missing_keys, unexpected_keys)
-            mine.missing_keys + [LOOP_STATE + k for k in theirs.missing_keys],
-            mine.unexpected_keys + [LOOP_STATE + k for k in theirs.unexpected_keys],
+            mine.missing_keys + [PREFIX + k for k in theirs.missing_keys],
+            mine.unexpected_keys + [PREFIX + k for k in theirs.unexpected_keys],
         )
 
     def on_load_checkpoint(self, checkpoint) -> None:
@@ -112,7 +112,7 @@ class LearnerModule(pl.LightningModule):
         learner, regret = split_state(checkpoint["state_dict"])
         checkpoint["state_dict"] = learner
         self.learner.upgrade_checkpoint(checkpoint)
-        checkpoint["state_dict"].update({LOOP_STATE + k: v for k, v in regret.items()})
+        checkpoint["state_dict"].update({PREFIX + k: v for k, v in regret.items()})
         if self.resume_check is not None:
             self.resume_check(self, checkpoint)
 
