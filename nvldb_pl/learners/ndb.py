@@ -28,7 +28,8 @@ from ..maths.checks import check, check_linked, check_memory, check_number
 from ..maths.gram import GradientGram
 from .base import history_bytes
 from ..maths.network import parameter_count
-from .neural import NeuralLearner, pair_difference, resolve_network
+from .network_settings import resolve_network
+from .neural import NeuralLearner, pair_difference
 
 NDB_GRAMS = ("full", "diag")
 NDB_STRATEGIES = ("ucb_asym", "ts_asym")

@@ -9,8 +9,7 @@ matrix of the gradients of all parameters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Optional, Union
+from typing import Optional
 
 import torch
 
@@ -28,12 +27,10 @@ from .history import (
 from ..maths import objective
 from ..maths.backward import accumulate_nll_grad, per_point_gradients
 from .base import DuelingLearner, as_pairs
+from .network_settings import BACKWARDS, SAMPLE_WEIGHTINGS, NetworkSettings
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_memory, check_number
 from ..maths.network import (
-    ACTIVATIONS,
-    INITS_OF,
-    PARAMETRIZATIONS,
     StackedMLP,
     init_biases,
     init_weights,
@@ -42,88 +39,11 @@ from ..maths.network import (
 from ..environments.seeding import TAG_INIT, torch_seed
 from ..maths.user_network import StackedNetwork
 
-BACKWARDS = ("manual", "autograd")
-SAMPLE_WEIGHTINGS = ("uniform", "recency")
-
 
 def pair_difference(x: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
     """x [S, K, p] -> x[a1] - x[a2] per seed [S, p] (a duel's feature or gradient difference)."""
     rows = torch.arange(x.shape[0], device=x.device)
     return x[rows, a1] - x[rows, a2]
-
-
-def resolve_network(
-    dim: int,
-    width: int,
-    depth: int,
-    parametrization: str,
-    bias: Optional[bool],
-    init: Optional[str],
-    feature_dim: Optional[int],
-    activation: str = "relu",
-) -> tuple[Optional[bool], str]:
-    """Check the network's settings, naming the field; returns (bias, init) with their defaults filled in."""
-    _check(
-        activation in ACTIVATIONS,
-        "activation",
-        f"{activation!r} is not one of {list(ACTIVATIONS)}",
-    )
-    _check(
-        parametrization in PARAMETRIZATIONS,
-        "parametrization",
-        f"{parametrization!r} is not one of {list(PARAMETRIZATIONS)}",
-    )
-    if init is None:
-        init = INITS_OF[parametrization][0]
-    _check(
-        init in INITS_OF[parametrization],
-        "init",
-        f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
-        f"{list(INITS_OF[parametrization])}",
-    )
-    if bias is None:
-        bias = parametrization == "standard"
-    _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
-    for name, value in (("width", width), ("feature_dim", 1 if feature_dim is None else feature_dim)):
-        check_integer(value, name, 1)
-    check_integer(depth, "depth", 2)  # eq. (nn) needs at least W^1 and W^L
-    _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
-    return bias, init
-
-
-@dataclass(frozen=True)
-class NetworkSettings:
-    """The network learner's settings, typed: the subclass's arguments with their values in force (its saved hparams
-    keep them as given). A learner without one of the optional ones (NDB: no epsilon, backward, sample_size, ...) has
-    its default here."""
-
-    dim: int
-    arms: int
-    rounds: int
-    num_seeds: int
-    link: str
-    width: int
-    depth: int
-    parametrization: str
-    bias: Optional[bool]
-    feature_dim: Optional[int]
-    init: str
-    lr: float
-    lam: float
-    grad_steps: int
-    epsilon: float = 1.0
-    backward: str = "manual"
-    sample_size: Optional[int] = None
-    sample_weighting: str = "uniform"
-    history_pass: str = "auto"
-    network: Optional[Union[str, dict]] = None
-    activation: str = "relu"
-
-    @classmethod
-    def of(cls, hp: dict) -> "NetworkSettings":
-        """From a learner's hyperparameters (the names it does not know are the subclass's own)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in hp.items() if k in names})
 
 
 class NeuralLearner(DuelingLearner):

@@ -14,7 +14,7 @@ from typing import Optional
 from ..maths import gram, selection, selfduel
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_linked, check_number
-from .neural import NetworkSettings, resolve_network
+from .network_settings import NetworkSettings, resolve_network
 
 
 def _take(args: dict, names: str) -> list:

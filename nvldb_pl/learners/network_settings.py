@@ -1,0 +1,91 @@
+"""The network's settings, checked and typed: :func:`resolve_network` refuses a bad width, depth,
+parametrization, init or activation (naming the field) and fills in the defaults derived from them;
+:class:`NetworkSettings` is the frozen view of a network learner's arguments that NVLDB and NDB read
+(NVLDB extends it: :mod:`nvldb_pl.learners.nvldb_settings`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Optional, Union
+
+from ..maths.checks import check as _check
+from ..maths.checks import check_integer
+from ..maths.network import ACTIVATIONS, INITS_OF, PARAMETRIZATIONS
+
+BACKWARDS = ("manual", "autograd")
+SAMPLE_WEIGHTINGS = ("uniform", "recency")
+
+
+def resolve_network(
+    dim: int,
+    width: int,
+    depth: int,
+    parametrization: str,
+    bias: Optional[bool],
+    init: Optional[str],
+    feature_dim: Optional[int],
+    activation: str = "relu",
+) -> tuple[Optional[bool], str]:
+    """Check the network's settings, naming the field; returns (bias, init) with their defaults filled in."""
+    _check(
+        activation in ACTIVATIONS,
+        "activation",
+        f"{activation!r} is not one of {list(ACTIVATIONS)}",
+    )
+    _check(
+        parametrization in PARAMETRIZATIONS,
+        "parametrization",
+        f"{parametrization!r} is not one of {list(PARAMETRIZATIONS)}",
+    )
+    if init is None:
+        init = INITS_OF[parametrization][0]
+    _check(
+        init in INITS_OF[parametrization],
+        "init",
+        f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
+        f"{list(INITS_OF[parametrization])}",
+    )
+    if bias is None:
+        bias = parametrization == "standard"
+    _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
+    for name, value in (("width", width), ("feature_dim", 1 if feature_dim is None else feature_dim)):
+        check_integer(value, name, 1)
+    check_integer(depth, "depth", 2)  # eq. (nn) needs at least W^1 and W^L
+    _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
+    return bias, init
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """The network learner's settings, typed: the subclass's arguments with their values in force (its saved hparams
+    keep them as given). A learner without one of the optional ones (NDB: no epsilon, backward, sample_size, ...) has
+    its default here."""
+
+    dim: int
+    arms: int
+    rounds: int
+    num_seeds: int
+    link: str
+    width: int
+    depth: int
+    parametrization: str
+    bias: Optional[bool]
+    feature_dim: Optional[int]
+    init: str
+    lr: float
+    lam: float
+    grad_steps: int
+    epsilon: float = 1.0
+    backward: str = "manual"
+    sample_size: Optional[int] = None
+    sample_weighting: str = "uniform"
+    history_pass: str = "auto"
+    network: Optional[Union[str, dict]] = None
+    activation: str = "relu"
+
+    @classmethod
+    def of(cls, hp: dict) -> "NetworkSettings":
+        """From a learner's hyperparameters (the names it does not know are the subclass's own)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in hp.items() if k in names})
