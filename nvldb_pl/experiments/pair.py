@@ -29,7 +29,7 @@ import numpy as np
 
 from .grid import check_positive
 from ..machinery.host import read_json
-from .report import committed_curves, mean_std, paired_cell
+from .curves import committed_curves, mean_std, paired_cell
 
 
 def runs_in(path: str) -> str:

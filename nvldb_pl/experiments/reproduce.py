@@ -26,7 +26,8 @@ import sys
 from ..learners.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS
 from .grid import check_positive, finished_runs, parse_overrides, run_grid
 from ..machinery.host import check_folder_can_be_made
-from .report import committed_curves, write_report
+from .curves import committed_curves
+from .report import write_report
 from ..loop.run import RunStopped, check_placement
 from ..machinery.own_modules import find_own_modules_here
 

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from nvldb_pl.experiments.report import committed_curves
+from nvldb_pl.experiments.curves import committed_curves
 
 
 def curves(folder: str, task: str, method: str, T: int) -> tuple[np.ndarray, dict]:

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from nvldb_pl.experiments.report import committed_curves
+from nvldb_pl.experiments.curves import committed_curves
 
 
 def main(argv=None) -> int:

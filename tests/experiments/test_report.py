@@ -288,7 +288,7 @@ def test_wall_cell_names_a_non_cpu_device(tmp_path, capsys):
 def test_paired_differences_match_a_seed_by_seed_loop():
     import math
     import numpy as np
-    from nvldb_pl.experiments.report import paired_lines
+    from nvldb_pl.experiments.curves import paired_lines
 
     T = 10
     rng = np.random.default_rng(0)
@@ -558,7 +558,7 @@ def test_run_settings_name_what_set_changed_and_nothing_a_method_or_the_data_set
 def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_path):
     """A run split in parts: --first-seed 1 --seeds 2 gives seeds 1 and 2 of a 3-seed run, curve for curve."""
     from nvldb_pl.experiments.grid import find_run
-    from nvldb_pl.experiments.report import load_curves
+    from nvldb_pl.experiments.curves import load_curves
 
     common = ["--rounds", "10", "--tasks", "square", "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=2"]
     whole, part = str(tmp_path / "whole"), str(tmp_path / "part")
@@ -1001,7 +1001,7 @@ def test_the_curves_figure_draws_committed_runs_paired_by_seed(tmp_path, capsys)
 
 
 def test_a_truncated_curves_file_is_named_in_one_line(tmp_path):
-    from nvldb_pl.experiments.report import committed_curves
+    from nvldb_pl.experiments.curves import committed_curves
 
     src = os.path.join(
         os.path.dirname(__file__), "..", "..", "results", "probe", "long10k", "m32", "curves_square.csv.gz"

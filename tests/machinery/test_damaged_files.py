@@ -7,7 +7,7 @@ import pytest
 
 from nvldb_pl.experiments.grid import find_run
 from nvldb_pl.machinery.host import read_json
-from nvldb_pl.experiments.report import load_curves
+from nvldb_pl.experiments.curves import load_curves
 
 CURVES = "round,seed,cum_avg_regret,cum_weak_regret\n1,0,0.5,0.1\n1,1,0.4,0.1\n2,0,0.9,0.2\n2,1,0.7,0.2\n"
 
