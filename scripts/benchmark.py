@@ -19,7 +19,7 @@ import torch
 from nvldb_pl.environments.stream import StreamSpec
 from nvldb_pl.reference import run_seed
 from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_precision, use_blas_library
-from nvldb_pl.experiments.grid import check_positive
+from nvldb_pl.experiments.arguments import check_positive
 from nvldb_pl.machinery.history import resolve_history_pass
 from nvldb_pl.maths.network import ACTIVATIONS
 from nvldb_pl.loop.run import check_placement, run_experiment, stop_at_ctrl_c_in_one_line

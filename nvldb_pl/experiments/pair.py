@@ -27,7 +27,7 @@ from typing import Optional
 import numpy as np
 
 
-from .grid import check_positive
+from .arguments import check_positive
 from ..machinery.host import read_json
 from .curves import committed_curves, mean_std, paired_cell
 

@@ -15,7 +15,8 @@ import torch
 
 from .curves import kept_round, load_curves, mean_std, paired_lines
 from .figures import plot_task
-from .grid import TASK_DATA, read_summary, run_hparams, run_settings
+from .arguments import TASK_DATA
+from .grid import read_summary, run_hparams, run_settings
 from ..machinery.host import atomic_open, software_text, write_json_atomic
 from ..learners.nvldb import LITERAL
 

@@ -24,7 +24,8 @@ import signal
 import sys
 
 from ..learners.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS
-from .grid import check_positive, finished_runs, parse_overrides, run_grid
+from .arguments import check_positive, parse_overrides
+from .grid import finished_runs, run_grid
 from ..machinery.host import check_folder_can_be_made
 from .curves import committed_curves
 from .report import write_report

@@ -31,7 +31,7 @@ import sys
 import torch
 
 
-from .grid import TASK_DATA, check_learner, check_positive, check_tasks
+from .arguments import TASK_DATA, check_learner, check_positive, check_tasks
 from ..machinery.host import check_folder_can_be_made
 from ..machinery.own_modules import find_own_modules_here
 from ..migrations import upgrade_settings

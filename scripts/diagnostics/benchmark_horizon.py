@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from nvldb_pl.experiments.grid import check_positive
+from nvldb_pl.experiments.arguments import check_positive
 from nvldb_pl.learners.nvldb import NVLDB
 from nvldb_pl.environments.tasks import draw_contexts
 from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line

@@ -20,7 +20,7 @@ import sys
 import lightning.pytorch as pl
 import torch
 
-from nvldb_pl.experiments.grid import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides
+from nvldb_pl.experiments.arguments import ALL_TASKS, TASK_DATA, accepts, check_learner, check_positive, parse_overrides
 from nvldb_pl.machinery.host import CannotWrite
 from nvldb_pl.learners.registry import METHODS
 from nvldb_pl.machinery.messages import quiet_lightning

@@ -22,7 +22,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from nvldb_pl.machinery import graphs
 from nvldb_pl.machinery.devices import check_accelerator
-from nvldb_pl.experiments.grid import check_positive
+from nvldb_pl.experiments.arguments import check_positive
 from nvldb_pl.learners.nvldb import NVLDB
 from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line
 

@@ -28,7 +28,7 @@ from lightning.pytorch.profilers import SimpleProfiler
 from nvldb_pl.loop.callbacks import DuelingLoop
 from nvldb_pl.loop.summary import RunSummary
 from nvldb_pl.machinery.devices import check_accelerator
-from nvldb_pl.experiments.grid import check_positive
+from nvldb_pl.experiments.arguments import check_positive
 from nvldb_pl.loop.run import build, stop_at_ctrl_c_in_one_line
 from nvldb_pl.loop.module import LearnerModule
 

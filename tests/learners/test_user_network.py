@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nvldb_pl.cli import run_cli
-from nvldb_pl.experiments.grid import check_learner
+from nvldb_pl.experiments.arguments import check_learner
 from nvldb_pl.learners.nvldb import NVLDB
 from nvldb_pl.maths.user_network import StackedNetwork
 
