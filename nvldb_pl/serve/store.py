@@ -19,23 +19,22 @@ database another server holds (the lock file ``<db>.lock`` names it), since two 
 half of the answers; and a database that holds fewer answers than were acknowledged (``<db>.acked`` records, synced,
 the number of the last answer committed). Each answer is checkpointed into the database file before it is
 acknowledged (the write-ahead log truncated), so damage to the log, which loses its last frames without a word, can
-take back no acknowledged answer.
+take back no acknowledged answer. (Those files: :mod:`nvldb_pl.serve.db_files`; the invites' tables:
+:mod:`nvldb_pl.serve.invites`.)
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import threading
 import time
-import uuid
-import urllib.parse
-import zlib
 from typing import Optional
 
-from ..machinery.host import hold_existing, hold_file
+from ..machinery.host import hold_existing
+from .invites import Invites
+from .db_files import check_existing, hold, read_acked, write_acked
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,34 +57,9 @@ CREATE INDEX IF NOT EXISTS questions_of_session ON questions (session, id);
 CREATE INDEX IF NOT EXISTS answers_of_session ON answers (session);
 """
 FORMAT = "nvldb_pl.serve/1"
-WITHDRAWN = "withdrawn:"  # a withdrawn invite's secret column: a value no link's sha256 can be
 
 
-def hold(path: str, refusal: str = "") -> object:
-    """An exclusive lock on ``path`` (made if absent) for this process's lifetime, recording who holds it; a
-    ValueError naming the holder where another process holds it (``refusal``: the message, ``{holder}`` in it;
-    default, the server's). Returns the open file (closing it releases)."""
-    fh = hold_file(path)
-    if fh is None:
-        with open(path) as other:
-            holder = other.read().strip() or "another process"
-        raise ValueError(
-            (
-                refusal
-                or f"--db: {path[: -len('.lock')]} is in use by another server ({{holder}}); two servers on one "
-                f"database would each learn half of the answers: stop it, or give another --db"
-            ).format(holder=holder)
-        ) from None
-    fh.seek(0)
-    fh.previous = fh.read()  # the last holder's line: put back by a start refused after it (:meth:`Store.abandon`)
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-    fh.flush()
-    return fh
-
-
-class Store:
+class Store(Invites):
     """The database at ``path`` (made if absent). Safe to share between threads (one lock). ``exclusive``: held by
     this process alone while it is open (a server; see the module's doc)."""
 
@@ -105,10 +79,10 @@ class Store:
         self.db = None
         self._acked = None  # the file descriptor of <db>.acked, opened at the first answer
         try:
-            acked = self._read_acked()
+            acked = read_acked(path)
             # checked read-only first, and changed (new tables and columns) only once claim() finds it made with the
             # server's settings: a refused file is left as it was
-            self._upgrade_pending = os.path.isfile(path) and bool(self._check_existing(path, acked))
+            self._upgrade_pending = os.path.isfile(path) and bool(check_existing(path, acked))
             if not os.path.isfile(path) and acked:
                 raise ValueError(
                     f"--db: {path} does not exist, but {path}.acked says answers up to #{acked} were acknowledged: "
@@ -367,40 +341,6 @@ class Store:
         """Session id -> its number (1 for the first session started): how exports name a session."""
         return {sid: n for n, (sid,) in enumerate(self.rows("SELECT id FROM sessions ORDER BY created, id"), 1)}
 
-    # ------------------------------------------------------------------ invited annotators
-    def add_invite(self, annotator: str, secret_sha256: str) -> None:
-        self._write("INSERT OR REPLACE INTO invites VALUES (?, ?, ?)", (annotator, secret_sha256, time.time()))
-
-    def invited(self, secret_sha256: str) -> Optional[str]:
-        r = self.rows("SELECT annotator FROM invites WHERE secret_sha256 = ?", (secret_sha256,))
-        return r[0][0] if r else None
-
-    def has_invites(self) -> bool:
-        """Whether the study has (or had: a withdrawn invite stays, its secret no longer matching) invites."""
-        return bool(self.rows("SELECT 1 FROM invites LIMIT 1"))
-
-    def has_invite(self, annotator: str) -> bool:
-        return bool(
-            self.rows(
-                f"SELECT 1 FROM invites WHERE annotator = ? AND secret_sha256 NOT LIKE '{WITHDRAWN}%'", (annotator,)
-            )
-        )
-
-    def invite_session(self, secret_sha256: str) -> Optional[str]:
-        """The session an invite's link started, if it started one."""
-        r = self.rows("SELECT session FROM invite_sessions WHERE secret_sha256 = ?", (secret_sha256,))
-        return r[0][0] if r else None
-
-    def withdraw_invite(self, annotator: str) -> bool:
-        """Withdraw ``annotator``'s invite: its secret no longer matches (the row stays: the study stays
-        invite-only); False if they have none."""
-        found = self.has_invite(annotator)
-        if found:
-            self._write(
-                "UPDATE invites SET secret_sha256 = ? WHERE annotator = ?", (WITHDRAWN + uuid.uuid4().hex, annotator)
-            )
-        return bool(found)
-
     # ------------------------------------------------------------------ how the ranking settled; saved learners
     def taus(self, learner: str) -> list:
         return self.rows("SELECT answers, tau FROM settle WHERE learner = ? ORDER BY answers", (learner,))
@@ -412,49 +352,13 @@ class Store:
     def set_snapshot(self, learner: str, answers: int, sha256: str, path: str) -> None:
         self._write("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (learner, int(answers), sha256, path))
 
-    def _read_acked(self) -> int:
-        """The last answer acknowledged, as ``<db>.acked`` records it (0: none, or a record cut short)."""
-        try:
-            with open(f"{self.path}.acked", "rb") as fh:
-                seq, crc = fh.read(64).split()[:2]
-            return int(seq) if zlib.crc32(seq) == int(crc) else 0
-        except (OSError, ValueError):
-            return 0
-
     def _ack(self, seq: int) -> None:
         """Record, synced, that answer ``seq`` is committed (it may be acknowledged to the person from now on)."""
         if self.path == ":memory:":
             return
         if self._acked is None:
             self._acked = os.open(f"{self.path}.acked", os.O_WRONLY | os.O_CREAT, 0o644)
-        number = f"{seq:020d}".encode()
-        os.pwrite(self._acked, number + b" " + f"{zlib.crc32(number):010d}\n".encode(), 0)
-        os.fsync(self._acked)
-
-    def _check_existing(self, path: str, acked: int) -> None:
-        """A database file that exists: this server's kind, whole (SQLite's integrity check) and holding every answer
-        acknowledged, read-only. Returns its tables (none: an empty database, made anew)."""
-        probe = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables and "meta" not in tables:
-                raise ValueError(f"--db: {path} is an SQLite file of something else (tables {sorted(tables)})")
-            check = probe.execute("PRAGMA integrity_check").fetchone()[0]
-            if check != "ok":
-                raise ValueError(
-                    f"--db: {path} is damaged (SQLite's integrity check: {str(check).splitlines()[0]}); restore it "
-                    f"from a backup (nothing was changed)"
-                )
-            held = probe.execute("SELECT MAX(seq) FROM answers").fetchone()[0] if "answers" in tables else None
-            if acked > (held or 0):
-                raise ValueError(
-                    f"--db: {path} holds answers up to #{held or 0}, but #{acked} was acknowledged ({path}.acked): the "
-                    f"database has lost acknowledged answers (damage to its write-ahead log?); restore it from a "
-                    f"backup (nothing was changed)"
-                )
-        finally:
-            probe.close()
-        return tables
+        write_acked(self._acked, seq)
 
     def abandon(self) -> None:
         """A refused start: the connection closed and the lock released (its last holder's line put back), the file

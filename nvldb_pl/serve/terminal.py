@@ -30,7 +30,7 @@ from ..machinery.host import CannotWrite, open_text
 from ..machinery.own_modules import find_own_modules_here
 from ..live import DuelingBandit, rank
 from .items import FEATURES, builtin_catalog, kendall_tau
-from .store import hold
+from .db_files import hold
 
 TASTE = np.array([1.0, -0.5, 0.8, -1.0, -0.7])  # the simulated person's hidden weights per feature
 

@@ -167,7 +167,7 @@ def test_file_options_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_p
 
 def test_a_second_session_on_one_save_is_refused_naming_the_first(tmp_path, capsys):
     """Two sessions on one --save interleaved one answers journal; the second is refused in one line."""
-    from nvldb_pl.serve.store import hold
+    from nvldb_pl.serve.db_files import hold
 
     save = str(tmp_path / "me.pt")
     first = hold(f"{save}.lock", "held {holder}")  # as another session holds it
