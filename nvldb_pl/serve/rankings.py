@@ -1,0 +1,91 @@
+"""What a page's learners have learned, as the ranking page and the exports show it (:class:`Rankings`, a mixin of
+:class:`nvldb_pl.serve.annotation.Annotation`): the items best first with a probability of beating an average item
+and its band, from the posterior over the item utilities given the learned answers (the default) or from the
+learner's own estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ..maths.posterior import item_posterior, linear_posterior, posterior_ranking_view
+from ..maths.ranking import ranking_view
+from .worker import SHARED
+
+RANKINGS = ("posterior", "learner")  # what the learned ranking shows (Annotation's ``ranking``)
+
+
+class Rankings:
+    """Needs the annotation's ``items``, ``store``, ``bandits``, ``lock``, ``ranking_from``, ``show_ranking``,
+    ``learner_of``, ``counts`` and ``_item``."""
+
+    def learner_for_view(self, sid: Optional[str]) -> str:
+        """The learner whose ranking a view shows: a session's (checked: one of this server's, not withdrawn), else
+        everyone's."""
+        return self.learner_of(sid) if sid is not None else SHARED
+
+    def shows_ranking(self) -> bool:
+        """Whether annotators see the learned ranking: ``show_ranking``, or where None, unless the study has invites
+        (a study's participants answer without seeing what everyone's answers made)."""
+        return self.show_ranking if self.show_ranking is not None else not self.store.has_invites()
+
+    def ranking(self, key: str = SHARED) -> dict:
+        """The items best first, with their probability of beating an item of average utility and its band
+        (``vs_average``, ``low``, ``high``), the answers each was compared in (``compared``), how settled the whole
+        order is (``settled``: the expected share of pairs in the order shown) and the stability of the learner's
+        ranking (``settle``: Kendall tau between its rankings before and after each answer). ``score``, the bands
+        and ``settled``: the posterior over the item utilities given learner ``key``'s learned answers (90% bands:
+        :func:`nvldb_pl.maths.posterior.posterior_ranking_view`), or with ``ranking`` ``learner`` the learner's own
+        estimate (:func:`nvldb_pl.maths.ranking.ranking_view`)."""
+        N = len(self.items.names)
+        learned = [row for row in self.store.to_learn(key) if row[5] == 1]
+        with self.lock:
+            if self.ranking_from == "posterior" and key in self.bandits:
+                scores, view = self._posterior_view(learned, self.bandits[key].learner.hparams["link"])
+            else:
+                scores = self.bandits[key].scores(self.items.contexts) if key in self.bandits else np.zeros(N)
+                view = self._view(key)
+        compared = np.zeros(N, dtype=int)
+        for _, offer, i, j, _, _, _ in learned:
+            compared[offer[i]] += 1
+            compared[offer[j]] += 1
+        order = np.argsort(-scores, kind="stable")
+        rows = []
+        for r, k in enumerate(order):
+            row = {"rank": r + 1, **self._item(k), "score": float(scores[k]), "compared": int(compared[k])}
+            if view is not None:
+                row.update({name: float(view[name][k]) for name in ("vs_average", "low", "high")})
+            rows.append(row)
+        return {
+            "ranking": rows,
+            "settled": None if view is None else view["settled"],
+            "settle": [{"answers": n, "tau": t} for n, t in self.store.taus(key)],
+            **self.counts(key),
+        }
+
+    def _posterior_view(self, learned: list, link: str) -> tuple[np.ndarray, dict]:
+        """The posterior means [N] and view of every item from the learned answers (seq, offer, i, j, choice, ...)."""
+        x = self.items.contexts
+        z = np.array([x[offer[i]] - x[offer[j]] for _, offer, i, j, *_ in learned]).reshape(-1, x.shape[1])
+        o = np.array([float(choice == 1) for *_, choice, _, _ in learned])
+        mean, cov, _ = linear_posterior(z, o, link)
+        f, cov_f = item_posterior(x, mean, cov)
+        view = posterior_ranking_view(f, cov_f, link)
+        return f.numpy(), {k: (v.numpy() if torch.is_tensor(v) else v) for k, v in view.items()}
+
+    def _view(self, key: str) -> Optional[dict]:
+        """(self.lock held) :func:`ranking_view` of learner ``key`` over every item; None where it gives no estimate
+        (no learner yet, or one without widths)."""
+        if key not in self.bandits:
+            return None
+        learner = self.bandits[key].learner
+        try:
+            est = learner.estimate(torch.as_tensor(self.items.contexts, dtype=torch.float32).unsqueeze(0))
+        except NotImplementedError:
+            return None
+        hp = learner.hparams
+        view = ranking_view(est["f"][0].double(), est["norm"][0].double(), float(hp.get("beta") or 1.0), hp["link"])
+        return {k: (v.cpu().numpy() if torch.is_tensor(v) else v) for k, v in view.items()}
