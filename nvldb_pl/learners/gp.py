@@ -16,11 +16,14 @@ the default hyperparameters (``failed_fits`` counts them). Needs the ``gp`` extr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..environments.seeding import TAG_FIT, torch_seed
 from ..maths.checks import check, check_integer, check_number
 from .base import DuelingLearner
+from .settings import LinkedSettings
 
 MAX_ROUNDS = 1000  # 2000 datapoints: a Laplace solve of that size per round and seed
 
@@ -37,6 +40,29 @@ def _botorch():
             "pip install -e '.[gp]'"
         ) from None
     return PairwiseGP, PairwiseLogitLikelihood, PairwiseLaplaceMarginalLogLikelihood, fit_gpytorch_mll
+
+
+@dataclass(frozen=True)
+class GPSettings(LinkedSettings):
+    """The GP's settings, checked as they are made (each refusal naming its field): the logit link only, ``beta`` the
+    width on sd(f(x_k) - f(x_a1)), the hyperparameters fit every ``refit_every`` rounds, T at most ``max_rounds``."""
+
+    beta: float = 1.0
+    refit_every: int = 20
+    max_rounds: int = MAX_ROUNDS
+
+    def __post_init__(self):
+        check(self.link == "logistic", "link", f"the GP's likelihood here is the logit one; got {self.link!r}")
+        check_number(self.beta, "beta", strict=False)
+        check_integer(self.refit_every, "refit_every", 1)
+        check_integer(self.max_rounds, "max_rounds", 1)
+        check(
+            self.rounds <= self.max_rounds,
+            "rounds",
+            f"PairwiseGPLearner keeps all 2t contexts played and solves a Laplace approximation over them every "
+            f"round, (2t)^3 a round: data.rounds={self.rounds} is beyond model.max_rounds={self.max_rounds}, the "
+            f"horizon where that is affordable here (raise max_rounds to run it anyway)",
+        )
 
 
 class PairwiseGPLearner(DuelingLearner):
@@ -58,17 +84,7 @@ class PairwiseGPLearner(DuelingLearner):
         max_rounds: int = MAX_ROUNDS,
     ):
         super().__init__(dim, arms, rounds, num_seeds, link)
-        check(link == "logistic", "link", f"the GP's likelihood here is the logit one; got {link!r}")
-        check_number(beta, "beta", strict=False)
-        check_integer(refit_every, "refit_every", 1)
-        check_integer(max_rounds, "max_rounds", 1)
-        check(
-            rounds <= max_rounds,
-            "rounds",
-            f"PairwiseGPLearner keeps all 2t contexts played and solves a Laplace approximation over them every "
-            f"round, (2t)^3 a round: data.rounds={rounds} is beyond model.max_rounds={max_rounds}, the horizon "
-            f"where that is affordable here (raise max_rounds to run it anyway)",
-        )
+        self.settings = GPSettings(dim, arms, rounds, num_seeds, link, beta, refit_every, max_rounds)
         _botorch()
         self.save_hyperparameters()
         self._models: list | None = None  # rebuilt from the history where missing (a resumed run)
@@ -93,7 +109,7 @@ class PairwiseGPLearner(DuelingLearner):
         PairwiseGP, Logit, LaplaceMLL, fit = _botorch()
         from botorch.exceptions.errors import ModelFittingError
 
-        every = self.hparams.refit_every
+        every = self.settings.refit_every
         fit_at = (t // every) * every
         x, c = self._data(s, fit_at if fit_at > 0 else t)
         if len(c) == 0:  # only self-duels so far: the prior
@@ -144,7 +160,7 @@ class PairwiseGPLearner(DuelingLearner):
                 mu, cov = self._posterior(s, contexts)
                 a1 = int(torch.argmax(mu))
                 var = (torch.diagonal(cov) + cov[a1, a1] - 2 * cov[:, a1]).clamp(min=0)  # Var f_k - f_a1
-                a2 = int(torch.argmax(mu + self.hparams.beta * var.sqrt()))
+                a2 = int(torch.argmax(mu + self.settings.beta * var.sqrt()))
                 a1s.append(a1)
                 a2s.append(a2)
             device = contexts.device
@@ -153,7 +169,7 @@ class PairwiseGPLearner(DuelingLearner):
     def update(self, duel):
         t = self.t
         with self._timed("refit"):
-            if t % self.hparams.refit_every == 0 or self._models is None or any(m is None for m in self._models):
+            if t % self.settings.refit_every == 0 or self._models is None or any(m is None for m in self._models):
                 self._models = [self._model(s, t) for s in range(self.num_local)]
             else:
                 for s, model in enumerate(self._models):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 import torch
@@ -17,6 +18,22 @@ import torch
 from ..maths import gram, objective, seedwise, selection
 from ..maths.checks import check_integer, check_number
 from .base import DuelingLearner
+from .settings import LinkedSettings
+
+
+@dataclass(frozen=True)
+class LinearSettings(LinkedSettings):
+    """The linear baselines' settings, checked as they are made (each refusal naming its field): ``lam`` the ridge of
+    the MLE and Sigma_0 = lam I, ``beta`` the confidence width in force, ``refit_iterations`` Newton's per round."""
+
+    lam: float = 1.0
+    beta: float = 1.0
+    refit_iterations: int = 8
+
+    def __post_init__(self):
+        check_number(self.lam, "lam")
+        check_number(self.beta, "beta")
+        check_integer(self.refit_iterations, "refit_iterations", 1)
 
 
 class LinearDueling(DuelingLearner):
@@ -39,24 +56,9 @@ class LinearDueling(DuelingLearner):
         refit_iterations: int = 8,
     ):
         super().__init__(dim, arms, rounds, num_seeds, link)
-        check_number(lam, "lam")
-        if beta is not None:
-            check_number(beta, "beta")
-        check_integer(refit_iterations, "refit_iterations", 1)
         beta = self.default_beta(dim, rounds) if beta is None else beta
-        # named explicitly, with the beta in force (LightningCLI would otherwise save the given None)
-        self.save_hyperparameters(
-            dict(
-                dim=dim,
-                arms=arms,
-                rounds=rounds,
-                num_seeds=num_seeds,
-                link=link,
-                lam=lam,
-                beta=beta,
-                refit_iterations=refit_iterations,
-            )
-        )
+        s = self.settings = LinearSettings(dim, arms, rounds, num_seeds, link, lam, beta, refit_iterations)
+        self.save_hyperparameters(asdict(s))  # the beta in force (LightningCLI would otherwise save the given None)
         self.register_buffer("theta", torch.zeros(num_seeds, dim, dtype=torch.float64))
         self.register_buffer("Sigma", lam * torch.eye(dim, dtype=torch.float64).repeat(num_seeds, 1, 1))
 
@@ -91,14 +93,14 @@ class LinearDueling(DuelingLearner):
             Z = pairs[:, :, 0] - pairs[:, :, 1]
             o = self.hist_o[:, :t].to(torch.float64)
             self.theta = objective.refit_theta(
-                self.hparams.link,
+                self.settings.link,
                 self.theta,
                 Z,
                 o,
                 torch.ones_like(o),
                 torch.zeros_like(self.theta),
-                self.hparams.lam,
-                self.hparams.refit_iterations,
+                self.settings.lam,
+                self.settings.refit_iterations,
             )
             self._flag_bad(~torch.isfinite(self.theta).all(dim=1), t)
 
@@ -119,7 +121,7 @@ class MaxInP(LinearDueling):
 
     @functools.cached_property
     def selection_rule(self) -> selection.SelectionRule:
-        return selection.make_rule("ucb_csym", self.hparams.beta)  # built once, at the first round
+        return selection.make_rule("ucb_csym", self.settings.beta)  # built once, at the first round
 
     @torch.no_grad()
     def select(self, contexts, noise, t):
@@ -147,7 +149,7 @@ class CoLSTIM(LinearDueling):
     @torch.no_grad()
     def select(self, contexts, noise, t):
         with self._timed("select"):
-            hp = self.hparams
+            hp = self.settings
             est = self.estimate(contexts)
             f, width, norm = est["f"], est["norm"], est["x_norm"]
             u = torch.special.ndtr(noise.to(torch.float64)).clamp(1e-12, 1 - 1e-12)

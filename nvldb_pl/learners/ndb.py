@@ -19,6 +19,8 @@ would cost O(p^3)) or ``diag`` (the diagonal approximation neural-bandit codes u
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Optional
 
 import torch
@@ -28,11 +30,22 @@ from ..maths.checks import check, check_linked, check_memory, check_number
 from ..maths.gram import GradientGram
 from .base import history_bytes
 from ..maths.network import parameter_count
-from .network_settings import resolve_network
+from .network_settings import NetworkSettings, resolve_network
 from .neural import NeuralLearner, pair_difference
 
 NDB_GRAMS = ("full", "diag")
 NDB_STRATEGIES = ("ucb_asym", "ts_asym")
+
+
+@dataclass(frozen=True)
+class NDBSettings(NetworkSettings):
+    """NDB's settings: the network's, then its own (``strategy`` by its name now, ``gram``, ``beta`` in force,
+    ``distinct_arms``), checked by :class:`NDB` before anything is built."""
+
+    strategy: str = "ucb_asym"
+    gram: str = "full"
+    beta: float = 1.0
+    distinct_arms: bool = True
 
 
 class NDB(NeuralLearner):
@@ -45,6 +58,7 @@ class NDB(NeuralLearner):
     paper's equations."""
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
+    SETTINGS = NDBSettings  # self.settings: every argument typed, frozen, with its value in force
 
     def __init__(
         self,

@@ -6,12 +6,13 @@ parametrization, init or activation (naming the field) and fills in the defaults
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer
 from ..maths.network import ACTIVATIONS, INITS_OF, PARAMETRIZATIONS
+from .settings import LinkedSettings
 
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
@@ -57,16 +58,11 @@ def resolve_network(
 
 
 @dataclass(frozen=True)
-class NetworkSettings:
+class NetworkSettings(LinkedSettings):
     """The network learner's settings, typed: the subclass's arguments with their values in force (its saved hparams
     keep them as given). A learner without one of the optional ones (NDB: no epsilon, backward, sample_size, ...) has
     its default here."""
 
-    dim: int
-    arms: int
-    rounds: int
-    num_seeds: int
-    link: str
     width: int
     depth: int
     parametrization: str
@@ -83,9 +79,3 @@ class NetworkSettings:
     history_pass: str = "auto"
     network: Optional[Union[str, dict]] = None
     activation: str = "relu"
-
-    @classmethod
-    def of(cls, hp: dict) -> "NetworkSettings":
-        """From a learner's hyperparameters (the names it does not know are the subclass's own)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in hp.items() if k in names})

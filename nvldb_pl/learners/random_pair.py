@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .base import DuelingLearner
+from .settings import LinkedSettings
 
 
 class RandomPair(DuelingLearner):
@@ -18,6 +19,7 @@ class RandomPair(DuelingLearner):
 
     def __init__(self, dim: int = 5, arms: int = 5, rounds: int = 2000, num_seeds: int = 20, link: str = "logistic"):
         super().__init__(dim, arms, rounds, num_seeds, link)
+        self.settings = LinkedSettings(dim, arms, rounds, num_seeds, link)  # nothing of its own
         self.save_hyperparameters()
 
     @torch.no_grad()

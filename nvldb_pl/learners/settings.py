@@ -1,9 +1,11 @@
 """A learner's settings as it saves them: a dict read by attribute, and the constructor arguments they are collected
-from (:meth:`nvldb_pl.learners.base.DuelingLearner.save_hyperparameters`)."""
+from (:meth:`nvldb_pl.learners.base.DuelingLearner.save_hyperparameters`); :class:`LinkedSettings`, the first fields
+of every built-in learner's typed, frozen settings (the values it reads: ``self.settings``)."""
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass, fields
 
 
 class Settings(dict):
@@ -38,3 +40,23 @@ def init_arguments(obj, frame) -> dict:
         given.update(_arguments(frame))  # the innermost first: an outer (subclass) call's arguments win
         frame = frame.f_back
     return given
+
+
+@dataclass(frozen=True)
+class LinkedSettings:
+    """The fields every learner takes from the data module (checked by the learner's base:
+    :func:`nvldb_pl.maths.checks.check_linked`); a learner's typed settings extend it with its own, each with its value
+    in force (a default derived from others filled in), frozen: what its steps read (``self.settings``), while its
+    saved hparams keep the same values for a checkpoint."""
+
+    dim: int
+    arms: int
+    rounds: int
+    num_seeds: int
+    link: str
+
+    @classmethod
+    def of(cls, hp: dict):
+        """From a learner's hyperparameters (the names it does not know are a subclass's own)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in hp.items() if k in names})

@@ -22,6 +22,7 @@ Batched over seeds: the layer walk is a loop over l (L <= about 10) with per-see
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 import torch
@@ -30,6 +31,25 @@ from ..maths import gram, objective, seedwise
 from ..maths.seedwise import reads_without_sync
 from ..maths.checks import check_integer, check_number
 from .base import DuelingLearner
+from .settings import LinkedSettings
+
+
+@dataclass(frozen=True)
+class VACDBSettings(LinkedSettings):
+    """VACDB's settings, checked as they are made (each refusal naming its field): ``lam`` the ridge (lam 4^-l in layer
+    l), ``beta`` the width's factor (beta_l = beta 2^-l sqrt(log T)), ``layers`` L in force, ``refit_iterations``
+    Newton's per round and layer."""
+
+    lam: float = 1.0
+    beta: float = 1.0
+    layers: int = 1
+    refit_iterations: int = 8
+
+    def __post_init__(self):
+        check_number(self.lam, "lam")
+        check_number(self.beta, "beta")
+        check_integer(self.layers, "layers", 1)
+        check_integer(self.refit_iterations, "refit_iterations", 1)
 
 
 class VACDB(DuelingLearner):
@@ -51,26 +71,9 @@ class VACDB(DuelingLearner):
         refit_iterations: int = 8,
     ):
         super().__init__(dim, arms, rounds, num_seeds, link)
-        check_number(lam, "lam")
-        check_number(beta, "beta")
-        if layers is not None:
-            check_integer(layers, "layers", 1)
-        check_integer(refit_iterations, "refit_iterations", 1)
         L = layers if layers is not None else max(1, math.ceil(math.log2(max(rounds, 2)) / 2))
-        # named explicitly, with the number of layers in force (LightningCLI would otherwise save the given None)
-        self.save_hyperparameters(
-            dict(
-                dim=dim,
-                arms=arms,
-                rounds=rounds,
-                num_seeds=num_seeds,
-                link=link,
-                lam=lam,
-                beta=beta,
-                layers=L,
-                refit_iterations=refit_iterations,
-            )
-        )
+        s = self.settings = VACDBSettings(dim, arms, rounds, num_seeds, link, lam, beta, L, refit_iterations)
+        self.save_hyperparameters(asdict(s))  # the layers in force (LightningCLI would otherwise save the given None)
         S, d = num_seeds, dim
         self._reg = [lam * 4.0**-l for l in range(1, L + 1)]  # lam 4^-l on the host (the refit reads it per round)
         self.register_buffer("reg", torch.tensor(self._reg, dtype=torch.float64))  # [L]
@@ -80,14 +83,14 @@ class VACDB(DuelingLearner):
         self.register_buffer("hist_w", torch.zeros(S, rounds, dtype=torch.float64))
 
     def beta_l(self, layer: int) -> float:
-        return self.hparams.beta * 2.0**-layer * math.sqrt(math.log(max(self.hparams.rounds, 2)))
+        return self.settings.beta * 2.0**-layer * math.sqrt(math.log(max(self.settings.rounds, 2)))
 
     @torch.no_grad()
     def propose(self, contexts, noise, t):
         """Round t's pair, with the duel's ``layer`` [S] (0: stored nowhere) and weight ``w`` [S]."""
         with self._timed("select"):
             S, K, d = contexts.shape
-            L = self.hparams.layers
+            L = self.settings.layers
             x = contexts.to(torch.float64)
             width, ok = gram.pairwise_norms(x.repeat_interleave(L, 0), self.Sigma.reshape(S * L, d, d))
             width, ok = width.view(S, L, K, K), ok.view(S, L).all(dim=1)
@@ -129,7 +132,7 @@ class VACDB(DuelingLearner):
 
     @torch.no_grad()
     def update(self, duel):
-        t, hp = self.t, self.hparams
+        t, hp = self.t, self.settings
         layer_of, w = duel["layer"], duel["w"]
         self.hist_layer[:, t - 1] = layer_of
         self.hist_w[:, t - 1] = w

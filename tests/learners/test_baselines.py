@@ -120,9 +120,10 @@ def _set_linear_state(m, seed=7):
 
 
 def test_maxinp_selection_equals_per_seed_loop():
-    m = MaxInP(dim=D, arms=K, rounds=100, num_seeds=S)
-    assert m.hparams.beta == pytest.approx(2 * math.sqrt(D * math.log(100)))
-    m.hparams.beta = 0.8  # small enough that the candidate set is not always everything
+    assert MaxInP(dim=D, arms=K, rounds=100, num_seeds=S).settings.beta == pytest.approx(
+        2 * math.sqrt(D * math.log(100))
+    )
+    m = MaxInP(dim=D, arms=K, rounds=100, num_seeds=S, beta=0.8)  # small: the candidate set is not always everything
     _set_linear_state(m)
     for trial in range(5):
         x, noise = _contexts(10 + trial)

@@ -7,6 +7,7 @@ import torch
 
 from nvldb_pl.learners.base import Driver, DuelingLearner
 from nvldb_pl.learners.nvldb import NVLDB
+from nvldb_pl.learners.registry import LEARNERS
 from nvldb_pl.environments.regret import split_state
 from nvldb_pl.loop.module import LearnerModule
 
@@ -110,3 +111,28 @@ def test_nvldbs_typed_settings_hold_every_argument_with_its_value_in_force_and_a
     assert s.variance_mode == "oracle" == m.variance_mode and s.p == 5 and not s.own_test
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.lr = 1.0
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_every_built_in_learner_reads_typed_frozen_settings_holding_each_argument_in_force(name):
+    """Each learner of the registry keeps its settings typed and frozen (``self.settings``, extending the data's
+    linked fields): a field for each of its arguments, with the value it saved (a default derived from others filled
+    in: the linear baselines' beta, VACDB's layers), read-only; NDB's old name ``rule`` is saved as ``strategy``."""
+    import dataclasses
+    import importlib.util
+
+    from nvldb_pl.learners.registry import init_args
+    from nvldb_pl.learners.settings import LinkedSettings
+
+    if name == "PairwiseGPLearner" and importlib.util.find_spec("botorch") is None:
+        pytest.skip("botorch is not installed (the gp extra)")
+    cls = LEARNERS[name]
+    small = {"width": 4} if name in ("NVLDB", "NDB") else {}
+    m = cls(dim=3, arms=3, rounds=9, num_seeds=2, **small)
+    s, args = m.settings, init_args(cls) - {"rule"}
+    assert dataclasses.is_dataclass(s) and isinstance(s, LinkedSettings)
+    assert args <= {f.name for f in dataclasses.fields(s)}
+    assert {k: getattr(s, k) for k in args} == {k: m.hparams[k] for k in args}
+    assert None not in [getattr(s, k) for k in ("beta", "layers") if k in args]  # derived defaults in force
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.dim = 4
