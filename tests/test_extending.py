@@ -12,6 +12,7 @@ from nvldb_pl.cli import run_cli
 from nvldb_pl.environments.stream import RoundStream
 from nvldb_pl.loop.data import BanditDataModule
 from nvldb_pl.environments.tasks import make_task
+from tests.helpers.runs import fit_args
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 COS = os.path.join(ROOT, "configs", "cos.yaml")
@@ -47,19 +48,7 @@ def test_a_task_class_named_by_import_path_gives_the_utilities_it_computes(tmp_p
 
 def test_a_task_class_runs_from_the_cli_and_its_name_is_in_the_summary(tmp_path):
     root = tmp_path / "r"
-    assert (
-        run_cli(
-            [
-                "fit",
-                "--config",
-                COS,
-                "--data.task=tests.extensions.tasks.Sine",
-                f"--trainer.default_root_dir={root}",
-                *SHORT,
-            ]
-        )
-        == 0
-    )
+    assert run_cli(fit_args(root, "--data.task=tests.extensions.tasks.Sine", *SHORT)) == 0
     assert _summary(root)["task"] == "tests.extensions.tasks.Sine"
 
 
@@ -172,17 +161,14 @@ def test_a_table_runs_from_the_cli(tmp_path):
     root = tmp_path / "r"
     assert (
         run_cli(
-            [
-                "fit",
-                "--config",
-                COS,
+            fit_args(
+                root,
                 "--data.task=table",
                 f"--data.data_file={tmp_path / 't.csv'}",
                 "--data.dim=40",
                 "--data.arms=4",
-                f"--trainer.default_root_dir={root}",
                 *SHORT,
-            ]
+            )
         )
         == 0
     )
@@ -201,19 +187,7 @@ def test_a_rule_of_ones_own_is_named_by_import_path_and_makes_the_choices(tmp_pa
     a1, a2 = learner.selection_rule(f, norm, torch.zeros(2, 3, 3), 1)
     assert a1.tolist() == [1, 0] and a2.tolist() == [2, 2]  # argmax_k ||dphi_{a1,k}||, k != a1
     root = tmp_path / "r"
-    assert (
-        run_cli(
-            [
-                "fit",
-                "--config",
-                COS,
-                "--model.strategy=tests.extensions.rules.MostUncertainChallenger",
-                f"--trainer.default_root_dir={root}",
-                *SHORT,
-            ]
-        )
-        == 0
-    )
+    assert run_cli(fit_args(root, "--model.strategy=tests.extensions.rules.MostUncertainChallenger", *SHORT)) == 0
     assert _summary(root)["method"] == "NVLDB-MostUncertainChallenger"
 
 
@@ -228,17 +202,14 @@ def test_a_rule_path_that_is_not_a_rule_is_refused_naming_the_field():
 
 
 def _run_network(root, *extra):
-    args = [
-        "fit",
-        "--config",
-        COS,
+    args = fit_args(
+        root,
         "--model.network=tests.extensions.networks.LayerNormMLP",
         "--data.rounds=12",
         "--model.grad_steps=3",
         "--trainer.enable_progress_bar=false",
-        f"--trainer.default_root_dir={root}",
         *extra,
-    ]
+    )
     assert run_cli(args) == 0
     return _summary(root)
 
@@ -279,16 +250,13 @@ def test_a_learner_of_ones_own_runs_from_the_cli(tmp_path):
     root = tmp_path / "r"
     assert (
         run_cli(
-            [
-                "fit",
-                "--config",
-                COS,
+            fit_args(
+                root,
                 "--model=tests.extensions.learners.OnlineLogistic",
                 "--data.rounds=200",
                 "--data.num_seeds=3",
-                f"--trainer.default_root_dir={root}",
                 "--trainer.enable_progress_bar=false",
-            ]
+            )
         )
         == 0
     )
@@ -417,9 +385,7 @@ def test_a_self_duel_test_of_ones_own_runs_from_the_cli_with_its_state_saved_and
 )
 def test_a_self_duel_test_of_ones_own_is_checked_where_it_meets_the_loop(tmp_path, capsys, test, message):
     root = tmp_path / "r"
-    code = run_cli(
-        ["fit", "--config", COS, f"--model.self_duel_test={test}", f"--trainer.default_root_dir={root}", *SHORT]
-    )
+    code = run_cli(fit_args(root, f"--model.self_duel_test={test}", *SHORT))
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err, err
     assert not list(root.rglob("summary.json"))

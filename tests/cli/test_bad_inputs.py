@@ -11,6 +11,7 @@ import torch
 
 from nvldb_pl.cli import run_cli
 from nvldb_pl.loop.module import LearnerModule
+from tests.helpers.runs import fit_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COS = os.path.join(ROOT, "configs", "cos.yaml")
@@ -167,7 +168,7 @@ ROWS = [
 )  # jsonargparse, parsing ModelPruning's and SWA's values
 @pytest.mark.parametrize("arg,names", ROWS, ids=[r[0] for r in ROWS])
 def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, capsys):
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", *arg.split()])
+    code = run_cli(fit_args(tmp_path, *QUICK, *arg.split()))
     err = capsys.readouterr().err
     assert code != 0
     assert names in err, err[-2000:]
@@ -182,16 +183,7 @@ def test_bad_config_value_exits_non_zero_naming_the_field(arg, names, tmp_path, 
 def test_a_logger_whose_package_is_missing_is_named_with_the_cause(tmp_path, capsys):
     """It said `Problem with given class_path '...WandbLogger':; Expected a <class 'collections.abc.Iterable'>;
     Expected a <class 'bool'>`: the other types the value did not match, not why the logger failed."""
-    code = run_cli(
-        [
-            "fit",
-            "--config",
-            COS,
-            *QUICK,
-            f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.logger=lightning.pytorch.loggers.WandbLogger",
-        ]
-    )
+    code = run_cli(fit_args(tmp_path, *QUICK, "--trainer.logger=lightning.pytorch.loggers.WandbLogger"))
     err = capsys.readouterr().err
     assert (
         code == 2
@@ -203,16 +195,7 @@ def test_a_logger_whose_package_is_missing_is_named_with_the_cause(tmp_path, cap
 @pytest.mark.skipif(importlib.util.find_spec("psutil") is not None, reason="psutil is installed here")
 def test_a_callback_whose_package_is_missing_is_one_line(tmp_path, capsys):
     """DeviceStatsMonitor without psutil ended in a ModuleNotFoundError traceback at the run's start."""
-    code = run_cli(
-        [
-            "fit",
-            "--config",
-            COS,
-            *QUICK,
-            f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.callbacks+=DeviceStatsMonitor",
-        ]
-    )
+    code = run_cli(fit_args(tmp_path, *QUICK, "--trainer.callbacks+=DeviceStatsMonitor"))
     err = capsys.readouterr().err
     assert code == 2 and "error: `DeviceStatsMonitor` cannot log CPU stats as `psutil` is not installed" in err, err[
         -2000:
@@ -241,7 +224,7 @@ def test_a_file_where_a_folder_goes_is_named(where, tmp_path, capsys):
     blocker = tmp_path / ("ck" if where == "checkpoint.dirpath" else "lightning_logs")
     blocker.write_text("not a folder")
     extra = [f"--checkpoint.dirpath={blocker}"] if where == "checkpoint.dirpath" else []
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", *extra])
+    code = run_cli(fit_args(tmp_path, *QUICK, *extra))
     err = capsys.readouterr().err
     field = "checkpoint.dirpath" if where == "checkpoint.dirpath" else "trainer.default_root_dir"
     assert code == 2 and f"error: {field}: {blocker} is a file" in err and "Traceback" not in err, err[-2000:]
@@ -261,9 +244,7 @@ def test_a_file_that_is_not_a_fit_checkpoint_is_refused_naming_it(tmp_path, caps
         (live, "is a live ask/tell save (DuelingBandit.save); DuelingBandit.from_checkpoint reads it"),
         (other, "is not a checkpoint of a fit run"),
     ):
-        code = run_cli(
-            ["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}"]
-        )
+        code = run_cli(fit_args(tmp_path, *QUICK, f"--ckpt_path={path}"))
         err = capsys.readouterr().err
         assert code == 2 and f"error: ckpt_path: {path} {what}" in err and "Traceback" not in err, err[-2000:]
     assert not list(tmp_path.glob("lightning_logs/version_*"))
@@ -291,7 +272,7 @@ def test_a_ckpt_path_naming_a_folder_or_another_file_says_what_to_give(given, tm
             f"ckpt_path: {path} is rank 1's share of the seeds of a seed_parallel run; give {folder / 'last.ckpt'}, "
             f"which goes on with every rank's seeds"
         )
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={path}"])
+    code = run_cli(fit_args(tmp_path, *QUICK, f"--ckpt_path={path}"))
     err = capsys.readouterr().err
     assert code == 2 and f"error: {said}" in err and "no whole previous" not in err and "Traceback" not in err, err[
         -2000:
@@ -309,7 +290,7 @@ def test_a_ckpt_path_naming_a_folder_or_another_file_says_what_to_give(given, tm
     ],
 )
 def test_a_ckpt_path_that_names_no_file_is_refused_saying_what_it_may_name(name, why, tmp_path, capsys):
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", f"--ckpt_path={name}"])
+    code = run_cli(fit_args(tmp_path, *QUICK, f"--ckpt_path={name}"))
     err = capsys.readouterr().err
     assert code == 2 and f"error: ckpt_path: {name}: no such file" in err and "give last" in err, err[-2000:]
     assert (why in err) if why else "(" not in err.split("no such file", 1)[1].split(";")[0]
@@ -317,7 +298,7 @@ def test_a_ckpt_path_that_names_no_file_is_refused_saying_what_it_may_name(name,
 
 
 def test_ckpt_path_last_with_nothing_saved_starts_a_new_run_and_says_so(tmp_path, capsys, recwarn):
-    assert run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--ckpt_path=last"]) == 0
+    assert run_cli(fit_args(tmp_path, *QUICK, "--ckpt_path=last")) == 0
     err = capsys.readouterr().err
     assert f"ckpt_path=last: no checkpoint to go on from under {tmp_path}" in err and "starting a new run" in err
     # not Lightning's warning, whose hint (set ModelCheckpoint's save_last=True) does not apply to this package
@@ -361,16 +342,9 @@ def test_several_nodes_without_a_launcher_are_refused_instead_of_waiting(tmp_pat
     for name in LAUNCHER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     code = run_cli(
-        [
-            "fit",
-            "--config",
-            COS,
-            *QUICK,
-            f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.num_nodes=2",
-            "--trainer.strategy=seed_parallel",
-            "--trainer.accelerator=cpu",
-        ]
+        fit_args(
+            tmp_path, *QUICK, "--trainer.num_nodes=2", "--trainer.strategy=seed_parallel", "--trainer.accelerator=cpu"
+        )
     )
     err = capsys.readouterr().err
     assert (
@@ -406,20 +380,18 @@ def test_a_new_run_refused_once_fit_has_begun_leaves_no_folder(tmp_path, capsys,
         raise ValueError("refused at the start of fit")
 
     monkeypatch.setattr(DuelingLoop, "on_train_start", refuse)
-    code = run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}"])
+    code = run_cli(fit_args(tmp_path, *QUICK))
     assert code == 2 and "error: refused at the start of fit" in capsys.readouterr().err
     assert not (tmp_path / "lightning_logs").exists(), list(tmp_path.rglob("*"))
 
 
 def test_failed_run_leaves_an_earlier_summary_untouched(tmp_path, capsys):
-    assert run_cli(["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}"]) == 0
+    assert run_cli(fit_args(tmp_path, *QUICK)) == 0
     summary = tmp_path / "lightning_logs" / "version_0" / "summary.json"
     before = summary.read_bytes()
     json.loads(before)
     # resuming that run with another config fails before anything is written
-    code = run_cli(
-        ["fit", "--config", COS, *QUICK, "--model.lr=0.5", "--ckpt_path=last", f"--trainer.default_root_dir={tmp_path}"]
-    )
+    code = run_cli(fit_args(tmp_path, *QUICK, "--model.lr=0.5", "--ckpt_path=last"))
     assert code == 2 and "model.lr" in capsys.readouterr().err
     assert summary.read_bytes() == before
 
@@ -470,9 +442,7 @@ def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 def test_gpu_accelerator_without_a_gpu_is_refused_by_the_cli_and_the_scripts(tmp_path, capsys):
-    code = run_cli(
-        ["fit", "--config", COS, *QUICK, f"--trainer.default_root_dir={tmp_path}", "--trainer.accelerator=gpu"]
-    )
+    code = run_cli(fit_args(tmp_path, *QUICK, "--trainer.accelerator=gpu"))
     assert code == 2 and "trainer.accelerator='gpu': torch sees no CUDA GPU here" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*"))
     from nvldb_pl.loop.run import run_experiment
@@ -496,19 +466,7 @@ def test_the_scripts_refuse_an_accelerator_or_precision_before_running(kw, messa
 
 
 def test_a_run_without_checkpoints_writes_none_and_its_summary(tmp_path, capsys):
-    assert (
-        run_cli(
-            [
-                "fit",
-                "--config",
-                COS,
-                *QUICK,
-                f"--trainer.default_root_dir={tmp_path}",
-                "--trainer.enable_checkpointing=false",
-            ]
-        )
-        == 0
-    )
+    assert run_cli(fit_args(tmp_path, *QUICK, "--trainer.enable_checkpointing=false")) == 0
     assert not list(tmp_path.rglob("*.ckpt")) and len(list(tmp_path.rglob("summary.json"))) == 1
 
 
@@ -522,7 +480,7 @@ def test_a_run_without_checkpoints_writes_none_and_its_summary(tmp_path, capsys)
 def test_a_key_given_twice_in_a_config_is_refused_not_dropped(text, key, lines, tmp_path, capsys):
     cfg = tmp_path / "twice.yaml"
     cfg.write_text(text)
-    assert run_cli(["fit", "--config", COS, "--config", str(cfg), f"--trainer.default_root_dir={tmp_path / 'r'}"]) == 2
+    assert run_cli(fit_args(tmp_path / 'r', "--config", str(cfg))) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
         f"error: --config: {cfg}: the key '{key}' is given twice in one mapping (lines {lines}); YAML would keep the "
@@ -538,15 +496,13 @@ def test_yaml_merge_keys_are_read_as_yaml_merges_them_by_the_cli_and_the_live_re
 
     cfg = tmp_path / "merge.yaml"
     cfg.write_text("data:\n  <<: {rounds: 6, num_seeds: 2, dim: 4}\n  dim: 3\nmodel:\n  <<: {width: 8}\n")
-    assert run_cli(["fit", "--config", COS, "--config", str(cfg), f"--trainer.default_root_dir={tmp_path / 'r'}"]) == 0
+    assert run_cli(fit_args(tmp_path / 'r', "--config", str(cfg))) == 0
     summary = json.loads(next((tmp_path / "r").rglob("summary.json")).read_text())
     assert summary["rounds"] == 6 and summary["num_seeds"] == 2 and summary["data"]["dim"] == 3
     assert DuelingBandit.from_config(str(cfg), seed=0).learner.hparams.width == 8
     twice = tmp_path / "twice.yaml"
     twice.write_text("data:\n  <<: {rounds: 6}\n  rounds: 7\n  rounds: 8\n")
-    assert (
-        run_cli(["fit", "--config", COS, "--config", str(twice), f"--trainer.default_root_dir={tmp_path / 'q'}"]) == 2
-    )
+    assert run_cli(fit_args(tmp_path / 'q', "--config", str(twice))) == 2
     assert "the key 'rounds' is given twice in one mapping (lines 3 and 4)" in capsys.readouterr().err
 
 
@@ -574,5 +530,5 @@ def test_yaml_merge_keys_are_read_as_yaml_merges_them_by_the_cli_and_the_live_re
     ],
 )
 def test_a_setting_that_cannot_take_effect_is_refused(args, message, tmp_path, capsys):
-    assert run_cli(["fit", "--config", COS, *QUICK, *args, f"--trainer.default_root_dir={tmp_path / 'r'}"]) == 2
+    assert run_cli(fit_args(tmp_path / 'r', *QUICK, *args)) == 2
     assert message in capsys.readouterr().err

@@ -11,6 +11,7 @@ from nvldb_pl.cli import run_cli
 from nvldb_pl.experiments.arguments import check_learner
 from nvldb_pl.learners.nvldb import NVLDB
 from nvldb_pl.maths.user_network import StackedNetwork
+from tests.helpers.runs import fit_args
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 COS = os.path.join(ROOT, "configs", "cos.yaml")
@@ -62,17 +63,14 @@ def test_a_stochastic_network_draws_noise_in_the_adam_steps_only():
 
 
 def _run(root, *extra):
-    args = [
-        "fit",
-        "--config",
-        COS,
+    args = fit_args(
+        root,
         f"--model.network={DROPOUT}",
         "--data.rounds=12",
         "--model.grad_steps=3",
         "--trainer.enable_progress_bar=false",
-        f"--trainer.default_root_dir={root}",
         *extra,
-    ]
+    )
     assert run_cli(args) == 0
     with open(os.path.join(root, "lightning_logs", "version_0", "summary.json")) as fh:
         return json.load(fh)

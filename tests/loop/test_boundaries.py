@@ -6,6 +6,7 @@ import os
 import pytest
 
 from nvldb_pl.cli import run_cli
+from tests.helpers.runs import fit_args
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 COS = os.path.join(ROOT, "configs", "cos.yaml")
@@ -34,7 +35,7 @@ B = "tests.extensions.broken."
 )
 def test_a_users_part_is_refused_in_one_line_naming_its_class_and_leaves_no_run(tmp_path, capsys, flag, message):
     root = tmp_path / "runs"
-    args = ["fit", "--config", COS, flag, "--data.rounds=5", "--data.num_seeds=3", f"--trainer.default_root_dir={root}"]
+    args = fit_args(root, flag, "--data.rounds=5", "--data.num_seeds=3")
     assert run_cli(args + ["--trainer.enable_progress_bar=false"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
