@@ -13,7 +13,7 @@ import lightning.pytorch as pl
 import pytest
 
 from nvldb_pl.machinery.checkpoint import RoundCheckpoint
-from tests.helpers.runs import ARGS, SHORT, _curve_rows, _files, _in_process, _per_seed, _rounds_in
+from tests.helpers.runs import short_args, ARGS, SHORT, _curve_rows, _files, _in_process, _per_seed, _rounds_in
 
 
 class _Clock:
@@ -33,7 +33,7 @@ def test_a_run_stopped_by_max_time_saves_its_round_and_goes_on_exactly(tmp_path,
 
     from nvldb_pl.cli import run_cli
 
-    short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
+    short = [*ARGS, "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
     ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
     assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
     monkeypatch.setattr(timer, "time", _Clock())
@@ -74,14 +74,9 @@ def test_a_run_without_checkpoints_stopped_by_max_time_says_it_cannot_go_on(tmp_
     root = str(tmp_path / "run")
     assert (
         run_cli(
-            [
-                "fit",
-                *ARGS[1:],
-                "--data.rounds=60",
-                f"--trainer.default_root_dir={root}",
-                "--trainer.max_time=00:00:00:40",
-                "--trainer.enable_checkpointing=false",
-            ]
+            short_args(
+                root, "--data.rounds=60", "--trainer.max_time=00:00:00:40", "--trainer.enable_checkpointing=false"
+            )
         )
         == 0
     )
@@ -132,7 +127,7 @@ def _signal_at(at, times, signum, rank=None):
 def test_a_signal_stops_at_the_end_of_the_round_saves_it_and_goes_on_exactly(tmp_path, capsys, signum, name):
     from nvldb_pl.cli import run_cli
 
-    short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
+    short = [*ARGS, "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
     ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
     assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
     outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (not ignored)
@@ -159,14 +154,7 @@ def test_sigterm_in_a_run_without_checkpoints_says_it_cannot_go_on(tmp_path, cap
 
     root = tmp_path / "run"
     code = run_cli(
-        [
-            "fit",
-            *ARGS[1:],
-            "--data.rounds=60",
-            f"--trainer.default_root_dir={root}",
-            "--trainer.enable_checkpointing=false",
-            _signal_at(20, 1, signal.SIGTERM),
-        ]
+        short_args(root, "--data.rounds=60", "--trainer.enable_checkpointing=false", _signal_at(20, 1, signal.SIGTERM))
     )
     assert code == 128 + signal.SIGTERM
     err = capsys.readouterr().err
@@ -185,14 +173,9 @@ def test_ctrl_c_in_a_run_without_checkpoints_says_it_cannot_go_on(tmp_path, caps
     outside = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (not ignored)
     try:
         code = run_cli(
-            [
-                "fit",
-                *ARGS[1:],
-                "--data.rounds=60",
-                f"--trainer.default_root_dir={root}",
-                "--trainer.enable_checkpointing=false",
-                _signal_at(20, 1, signal.SIGINT),
-            ]
+            short_args(
+                root, "--data.rounds=60", "--trainer.enable_checkpointing=false", _signal_at(20, 1, signal.SIGINT)
+            )
         )
     finally:
         signal.signal(signal.SIGINT, outside)
@@ -224,7 +207,7 @@ def test_slurms_requeue_signal_stops_at_the_end_of_the_round_requeues_and_the_jo
     the requeued command (with ``--ckpt_path last``) ends as the uninterrupted run."""
     from nvldb_pl.cli import run_cli
 
-    short = ["fit", *ARGS[1:], "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
+    short = [*ARGS, "--data.rounds=60", "--checkpoint.every_n_rounds=25"]
     ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
     assert run_cli([*short, f"--trainer.default_root_dir={ref}"]) == 0
     bin_dir, calls = tmp_path / "bin", tmp_path / "scontrol.calls"
@@ -279,14 +262,9 @@ def test_an_ignored_sigint_stays_ignored(tmp_path):
     try:
         assert (
             run_cli(
-                [
-                    "fit",
-                    *ARGS[1:],
-                    "--data.rounds=40",
-                    "--checkpoint.every_n_rounds=25",
-                    f"--trainer.default_root_dir={tmp_path}",
-                    _signal_at(30, 1, signal.SIGINT),
-                ]
+                short_args(
+                    tmp_path, "--data.rounds=40", "--checkpoint.every_n_rounds=25", _signal_at(30, 1, signal.SIGINT)
+                )
             )
             == 0
         )
@@ -310,16 +288,7 @@ def test_a_second_signal_goes_to_the_handler_from_before_the_run(tmp_path, signu
     try:
         handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
         assert (
-            run_cli(
-                [
-                    "fit",
-                    *ARGS[1:],
-                    "--data.rounds=60",
-                    "--checkpoint.every_n_rounds=25",
-                    f"--trainer.default_root_dir={cut}",
-                    _signal_at(37, 2, signum),
-                ]
-            )
+            run_cli(short_args(cut, "--data.rounds=60", "--checkpoint.every_n_rounds=25", _signal_at(37, 2, signum)))
             == code
         )
         assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
