@@ -50,7 +50,7 @@ from .machinery.host import (
 )
 from .maths.checks import LINKED_FROM_DATA
 from .learners.base import DuelingLearner
-from .machinery.messages import BanditArgumentParser, quiet_lightning, user_message
+from .machinery.messages import BanditArgumentParser, end_progress_line, quiet_lightning, rank_prefix, user_message
 from .learners.nvldb import NVLDB
 from .machinery.own_defaults import class_of, given_keys, restore_own_defaults
 from .learners.registry import LEARNERS
@@ -329,29 +329,6 @@ def main(args=None) -> NVLDBCLI:
         },
         args=args,
     )
-
-
-def rank_prefix() -> str:
-    """``[rank: r] `` in a process of global rank r > 0 (as Lightning marks its own lines): under
-    ``seed_parallel`` a refusal every rank makes is printed by each, and a rank's own failure says whose
-    (before the processes meet: the rank torchrun or srun gave the process)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        rank = dist.get_rank()
-    else:
-        rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
-        rank = int(rank) if rank.isdigit() else 0
-    return f"[rank: {rank}] " if rank else ""
-
-
-def end_progress_line() -> None:
-    """An error in the middle of a run leaves Lightning's progress bar open, its line unended: close it,
-    so that the error starts a line of its own."""
-    from tqdm import tqdm
-
-    for bar in list(tqdm._instances):
-        bar.close()
 
 
 def random_seed() -> int:

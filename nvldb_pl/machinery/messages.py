@@ -4,11 +4,13 @@ jsonargparse reports a value it cannot take as a tree: the key, then every type 
 value did not match (``Expected a <class 'NoneType'>``), the subtypes, the given value's type and
 repr. ``parser_message`` keeps the fields and the reasons; ``user_message`` does the same for the
 refusals raised while the classes are built (a learner's ``model.lr: must be > 0``). And the few warnings
-from inside Lightning a user can do nothing about, filtered by their text (:func:`quiet_lightning`).
+from inside Lightning a user can do nothing about, filtered by their text (:func:`quiet_lightning`); a refusal's line
+started on a line of its own (:func:`end_progress_line`), marked with the rank that made it (:func:`rank_prefix`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import warnings
@@ -196,3 +198,26 @@ QUIET = (
 def quiet_lightning() -> None:
     for message in QUIET:
         warnings.filterwarnings("ignore", message=message)
+
+
+def rank_prefix() -> str:
+    """``[rank: r] `` in a process of global rank r > 0 (as Lightning marks its own lines): under
+    ``seed_parallel`` a refusal every rank makes is printed by each, and a rank's own failure says whose
+    (before the processes meet: the rank torchrun or srun gave the process)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        rank = dist.get_rank()
+    else:
+        rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+        rank = int(rank) if rank.isdigit() else 0
+    return f"[rank: {rank}] " if rank else ""
+
+
+def end_progress_line() -> None:
+    """An error in the middle of a run leaves Lightning's progress bar open, its line unended: close it,
+    so that the error starts a line of its own."""
+    from tqdm import tqdm
+
+    for bar in list(tqdm._instances):
+        bar.close()

@@ -143,7 +143,7 @@ def test_an_error_mid_run_starts_a_line_of_its_own_after_the_progress_bar():
 
     from tqdm import tqdm
 
-    from nvldb_pl.cli import end_progress_line
+    from nvldb_pl.machinery.messages import end_progress_line
 
     out = io.StringIO()
     bar = tqdm(total=10, file=out)
