@@ -48,8 +48,8 @@ def data_settings(a) -> dict:
     return {**given, **{k: v for k, v in (("dim", a.dim), ("arms", a.arms)) if v is not None}}
 
 
-def main(argv=None):
-    find_own_modules_here()  # a --methods, --tasks or --set class of one's own, from the working folder
+def parser() -> argparse.ArgumentParser:
+    """The grid's options (``--help`` lists them with their defaults)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=os.path.expanduser, help="folder for runs and the report")
     p.add_argument("--tasks", nargs="+", default=["cos", "square", "quadratic"])
@@ -104,7 +104,12 @@ def main(argv=None):
         "its NVLDB, NLDB and NDB runs join this report as '<method>-literal', its other baselines "
         "(which the defaults do not change) under their own names where not run here",
     )
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    find_own_modules_here()  # a --methods, --tasks or --set class of one's own, from the working folder
+    a = parser().parse_args(argv)
     try:
         check_placement(a.accelerator)  # before --out is made: a refused run leaves no empty folder
         check_positive("--rounds", a.rounds)

@@ -75,8 +75,8 @@ def _resolve(host: str):
         return None
 
 
-def main(argv=None) -> int:
-    find_own_modules_here()  # a class_path of one's own, from the working folder
+def parser() -> argparse.ArgumentParser:
+    """The server's options (``--help`` lists them with their defaults)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--items", type=os.path.expanduser, help="the items CSV (default: the built-in catalog)")
     p.add_argument(
@@ -206,7 +206,12 @@ def main(argv=None) -> int:
         type=int,
         help="each person's goal: after this many answers the page thanks them and asks no more (default: no end)",
     )
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    find_own_modules_here()  # a class_path of one's own, from the working folder
+    a = parser().parse_args(argv)
     try:
         import uvicorn
 

@@ -213,9 +213,8 @@ def _sha256(path: str) -> str:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
-def main(argv=None, stdin=None, out=None) -> int:
-    find_own_modules_here()  # a class_path of one's own, from the working folder
-    out = out or sys.stdout
+def parser() -> argparse.ArgumentParser:
+    """The terminal duel's options (``--help`` lists them with their defaults)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()
     src.add_argument(
@@ -248,7 +247,13 @@ def main(argv=None, stdin=None, out=None) -> int:
         help="builtin (12 made-up items) or train (20 trips of the Train data; --simulate: the person fitted to the "
         "travellers' real choices; --seed picks the trips)",
     )
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv=None, stdin=None, out=None) -> int:
+    find_own_modules_here()  # a class_path of one's own, from the working folder
+    out = out or sys.stdout
+    a = parser().parse_args(argv)
     held = None  # --save's lock, released when the session ends
     try:
         if a.questions < 0:
