@@ -40,6 +40,17 @@ ARGS = [
 ]
 SHORT = ["--data.rounds=24", "--checkpoint.every_n_rounds=8"]
 
+# where a run of each layout keeps its checkpoints: (flags, folder under the run root); {root} is the root
+LAYOUTS = {
+    "tensorboard": ([], os.path.join("lightning_logs", "version_0", "checkpoints")),
+    "no logger": (["--trainer.logger=false"], "checkpoints"),
+    "checkpoint.dirpath": (["--checkpoint.dirpath={root}/ck"], "ck"),
+    "csv logger": (
+        ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir={root}/csv"],
+        os.path.join("csv", "lightning_logs", "version_0", "checkpoints"),
+    ),
+}
+
 
 def short_args(root, *extra: str) -> list:
     """The argument list of :data:`ARGS`'s run (every 20 rounds saved, logged every 5) writing under ``root``, then
