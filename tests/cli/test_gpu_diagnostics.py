@@ -2,7 +2,6 @@
 mends, the wait finder; each without a GPU says so in one line."""
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -11,21 +10,6 @@ import pytest
 from tests.helpers.script_loader import load_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _cli(*args, cwd=ROOT):
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "main.py"), "fit", *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
-
-
-def checkout_head():
-    """git's HEAD where the tests run from a checkout whose top folder is ROOT, else None (read without the package)."""
-    git = shutil.which("git") and subprocess.run(
-        ["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    )
-    if git and git.returncode == 0 and os.path.samefile(git.stdout.split()[0], ROOT):
-        return git.stdout.split()[1]
-    return None
 
 
 def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs_nor_between_batch_sizes():
