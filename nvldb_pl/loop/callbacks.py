@@ -27,13 +27,6 @@ from ..machinery.history import check_learner_memory
 from ..machinery.host import atomic_open, keep_freed_memory
 
 
-def device_name(device: torch.device) -> str:
-    """ "cpu", or the accelerator's model ("cuda: <the device's name>"): wall times depend on it."""
-    if device.type == "cuda":
-        return f"cuda: {torch.cuda.get_device_name(device)}"
-    return device.type
-
-
 def _mean_std(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and sample std (ddof=1; 0 for a single seed) over the last dimension."""
     std = values.std(dim=-1) if values.shape[-1] > 1 else torch.zeros_like(values[..., 0])

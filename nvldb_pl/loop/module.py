@@ -19,8 +19,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from ..environments.regret import PREFIX
-from ..environments.regret import CumulativeRegret, split_state
+from ..environments.regret import PREFIX, CumulativeRegret, split_state
 from ..learners.base import Driver, DuelingLearner, learner_name
 from ..migrations import VERSION as MIGRATION_VERSION
 

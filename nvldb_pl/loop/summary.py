@@ -16,7 +16,14 @@ from ..learners.base import learner_name
 from ..machinery import provenance
 from ..machinery.host import software, write_json_atomic
 from ..maths.checks import LINKED_FROM_DATA
-from .callbacks import DuelingLoop, ShareCores, _mean_std, device_name
+from .callbacks import DuelingLoop, ShareCores, _mean_std
+
+
+def device_name(device: torch.device) -> str:
+    """ "cpu", or the accelerator's model ("cuda: <the device's name>"): wall times depend on it."""
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    return device.type
 
 
 class RunSummary(pl.Callback):
