@@ -114,8 +114,7 @@ class NDB(NeuralLearner):
         super().__init__(
             {**args, "bias": bias, "init": init, "beta": beta, "feature_dim": None}, variance_mode="none", w_reg=lam
         )
-        self.strategy = strategy
-        self.selection_rule = selection.make_rule(self.strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
+        self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
         kind = strategy.split("_")[0].upper()
         self.method = f"{'NDB' if type(self) is NDB else type(self).__name__}-{kind}"  # a subclass by its name
         self.gradient_gram = GradientGram(num_seeds, p, lam, gram)  # V_0 = lam I over all p parameters

@@ -166,7 +166,6 @@ class NVLDB(NeuralLearner):
         super().__init__(args, variance_mode(variance_aware, oracle_variance), w_reg)  # hparams, self.settings
         s = self.settings  # NVLDBSettings: every argument typed, with its value in force
         beta, self_duel_test = s.beta, s.self_duel_test
-        self.strategy = strategy
         self.own_test = s.own_test
         # False: the self-duel test never replaces the rule's distinct pair (live use: nobody is asked "A or A?")
         self.self_duels_allowed = True
@@ -215,7 +214,8 @@ class NVLDB(NeuralLearner):
             est = self.estimate(contexts)
             f, norm = est["f"], est["norm"]
             pair = self.selection_rule(f, norm, noise, t)  # line 6: a_t, b_t with beta, X_t, V_{t-1}
-            if self.strategy not in selection.STRATEGIES:  # a rule of one's own, checked where it meets the loop
+            # a rule of one's own, checked where it meets the loop
+            if self.settings.strategy not in selection.STRATEGIES:
                 pair = selection.checked_pair(self.selection_rule, pair, *f.shape)
             g = self._gradients(contexts) if self.self_duel.uses_gradients else None  # df/d(W, theta, b) [S, K, p]
             a1, a2 = self.self_duel(pair, f, norm, noise, t, g, self.self_duels_allowed)
