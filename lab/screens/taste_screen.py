@@ -1,0 +1,267 @@
+"""Screen for issue 81: which posterior ranks people whose taste is not linear, and which questions serve it.
+
+    OMP_NUM_THREADS=1 python lab/screens/taste_screen.py --persons 8 --answers 100 --out lab/screens/taste.jsonl
+    python lab/screens/taste_screen.py --summary lab/screens/taste.jsonl
+
+A person of a kind (``linear``, ``ideal`` point, ``interact``ions, a ``mixture`` of two linear tastes, ``noisy``
+linear, ``sharp`` nearly deterministic linear) meets a catalog (N items, d features, in the raw [0, 1] scale, a wide
+raw scale [0, 100], or standardized), answers each question from uniforms drawn once per (person, catalog), so
+every policy meets the same person and the same noise (paired by person). After 20, 40 and 100 answers each ranker
+orders the items from the same answers, compared with the person's hidden order (Kendall tau):
+
+- ``linear``: the page's posterior now (:func:`nvldb_pl.maths.posterior.linear_posterior` on the features as given);
+- ``quad``: the same posterior on the standardized features, their squares and pairwise products;
+- ``net``: the page's learner's own estimate (configs/live.yaml, features as given);
+- ``netstd``: the same learner on standardized features;
+- ``netlap``: the linear posterior on the standardized learner's phi (a last-layer Laplace, scale from the evidence),
+  feature_dim 16.
+
+Policies: ``random`` (a uniform pair, never the last one), ``page`` (objective rank: BALD on the raw learner's
+estimate, as the page asks now), ``bald_linear``, ``bald_quad``, ``bald_netlap`` (BALD under that ranker's posterior,
+never the last pair, an item not yet shown in every pair until all were). Each row: catalog, kind, person, policy,
+taus per ranker at each count, the longest run of one pair, items never shown after 20 answers, dead-network count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import yaml
+
+from nvldb_pl.live import DuelingBandit
+from nvldb_pl.maths.posterior import linear_posterior
+from nvldb_pl.maths.ranking import bald
+from nvldb_pl.serve.items import kendall_tau
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+KINDS = ("linear", "ideal", "interact", "mixture", "noisy", "sharp")
+CATALOGS = {"N8d2": (8, 2), "N30d4": (30, 4), "N60d12": (60, 12)}
+SCALES = ("raw", "wide", "std")
+POLICIES = ("random", "page", "bald_linear", "bald_quad", "bald_netlap")
+RANKERS = ("linear", "quad", "net", "netstd", "netlap")
+CHECKS = (20, 40, 100, 200)
+
+
+def catalog(name: str, scale: str) -> tuple[np.ndarray, np.ndarray]:
+    """(the features as given [N, d], the same in [0, 1] for the persons' tastes)."""
+    N, d = CATALOGS[name]
+    u01 = np.random.default_rng([81, N, d]).uniform(0, 1, (N, d))
+    if scale == "raw":
+        return u01, u01
+    if scale == "wide":
+        return 100.0 * u01, u01
+    return (u01 - u01.mean(0)) / u01.std(0), u01
+
+
+def person(kind: str, x01: np.ndarray, p: int):
+    """(answer probability P[i, j] that i beats j [N, N], hidden order scores [N])."""
+    rng = np.random.default_rng([82, KINDS.index(kind), p, *x01.shape])
+    N, d = x01.shape
+    c = x01 - 0.5
+
+    def spread(u, s=3.0):
+        return s * (u - u.mean()) / (u.std() + 1e-12)
+
+    def pref(u):
+        return 1.0 / (1.0 + np.exp(-(u[:, None] - u[None, :])))
+
+    if kind in ("linear", "noisy", "sharp"):
+        u = spread(c @ rng.standard_normal(d), {"linear": 3.0, "noisy": 1.0, "sharp": 10.0}[kind])
+        return pref(u), u
+    if kind == "ideal":
+        centre = rng.uniform(0.2, 0.8, d)
+        w = rng.uniform(0.5, 1.5, d)
+        u = spread(-(((x01 - centre) ** 2) * w).sum(1))
+        return pref(u), u
+    if kind == "interact":
+        A = rng.standard_normal((d, d))
+        A = np.triu(A, 1)
+        u = spread(np.einsum("ni,ij,nj->n", c, A, c) + 0.3 * c @ rng.standard_normal(d))
+        return pref(u), u
+    ua, ub = spread(c @ rng.standard_normal(d)), spread(c @ rng.standard_normal(d))
+    P = 0.5 * pref(ua) + 0.5 * pref(ub)
+    return P, P.mean(1)  # the order: how often each item wins against the catalog (Borda)
+
+
+def quad_features(x: np.ndarray) -> np.ndarray:
+    z = (x - x.mean(0)) / (x.std(0) + 1e-12)
+    cols = [z, z**2 - 1.0] + [z[:, [i]] * z[:, [j]] for i, j in itertools.combinations(range(z.shape[1]), 2)]
+    return np.concatenate(cols, axis=1) / math.sqrt(z.shape[1])
+
+
+class Posterior:
+    """The linear posterior on a feature map of the items, refit from the answers on demand."""
+
+    def __init__(self, feats: np.ndarray):
+        self.F = torch.as_tensor(feats, dtype=torch.float64)
+
+    def fit(self, pairs, outcomes):
+        z = self.F[[i for i, _ in pairs]] - self.F[[j for _, j in pairs]]
+        mean, cov, _ = linear_posterior(z, torch.tensor(outcomes, dtype=torch.float64))
+        f = self.F @ mean
+        C = self.F @ cov @ self.F.T
+        return f, C
+
+
+def bald_pair(f, C, last, shown):
+    var = torch.diagonal(C).unsqueeze(1) + torch.diagonal(C).unsqueeze(0) - 2 * C
+    score = bald(f.unsqueeze(1) - f.unsqueeze(0), torch.sqrt(var.clamp(min=0)))
+    return constrained_argmax(score, last, shown)
+
+
+def constrained_argmax(score, last, shown):
+    N = score.shape[0]
+    score = score.clone()
+    score.fill_diagonal_(-math.inf)
+    if last is not None:
+        score[last[0], last[1]] = score[last[1], last[0]] = -math.inf
+    unseen = shown == 0
+    if unseen.any():  # every item early: a pair with an item not yet shown
+        keep = torch.as_tensor(unseen).unsqueeze(1) | torch.as_tensor(unseen).unsqueeze(0)
+        score = score.masked_fill(~keep, -math.inf)
+    flat = int(torch.argmax(score.flatten()))
+    return flat // N, flat % N
+
+
+def live_model(**extra) -> dict:
+    with open(os.path.join(ROOT, "configs", "live.yaml")) as fh:
+        return {**yaml.safe_load(fh)["model"], **extra}
+
+
+def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> dict:
+    x, x01 = catalog(cat, scale)
+    N, d = x.shape
+    P, truth = person(kind, x01, p)
+    uniforms = np.random.default_rng([83, p, N, d, KINDS.index(kind)]).uniform(size=answers)
+    rng = np.random.default_rng([84, p, POLICIES.index(policy)])
+    xs = (x - x.mean(0)) / (x.std(0) + 1e-12)
+    raw = DuelingBandit.create(dim=d, horizon=200, seed=p, objective="rank", **live_model())
+    std = DuelingBandit.create(dim=d, horizon=200, seed=p, objective="rank", **live_model(feature_dim=16))
+    lin, quad = Posterior(x), Posterior(quad_features(x))
+    pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
+    last, run_len, longest = None, 0, 0
+    taus, never_shown, t0 = {}, None, time.perf_counter()
+    for t in range(1, answers + 1):
+        if policy == "random":
+            while True:
+                i, j = rng.choice(N, 2, replace=False)
+                if last is None or {int(i), int(j)} != set(last):
+                    break
+        elif policy == "page":
+            i, j = raw.select(x)
+        else:
+            post = {"bald_linear": lin, "bald_quad": quad}.get(policy)
+            if post is not None:
+                f, C = post.fit(pairs, outcomes) if pairs else (torch.zeros(N, dtype=torch.float64), post.F @ post.F.T)
+            else:
+                phi = phi_of(std, xs)
+                f, C = Posterior(phi).fit(pairs, outcomes) if pairs else (torch.zeros(N), torch.eye(N))
+            i, j = bald_pair(f, C.to(torch.float64), last, shown)
+        i, j = int(i), int(j)
+        o = int(uniforms[t - 1] < P[i, j])
+        run_len = run_len + 1 if last is not None and {i, j} == set(last) else 1
+        longest = max(longest, run_len)
+        last = (i, j)
+        shown[[i, j]] += 1
+        pairs.append((i, j))
+        outcomes.append(o)
+        raw.observe(x, i, j, o)
+        std.observe(xs, i, j, o)
+        if t == 20:
+            never_shown = int((shown == 0).sum())
+        if t in CHECKS:
+            taus[t] = {
+                "linear": kendall_tau(lin.fit(pairs, outcomes)[0].numpy(), truth),
+                "quad": kendall_tau(quad.fit(pairs, outcomes)[0].numpy(), truth),
+                "net": kendall_tau(raw.scores(x), truth),
+                "netstd": kendall_tau(std.scores(xs), truth),
+                "netlap": kendall_tau(Posterior(phi_of(std, xs)).fit(pairs, outcomes)[0].numpy(), truth),
+            }
+    dead = int(np.ptp(raw.scores(x)) == 0)
+    return {
+        "catalog": cat,
+        "scale": scale,
+        "kind": kind,
+        "person": p,
+        "policy": policy,
+        "tau": taus,
+        "longest_run": longest,
+        "never_shown_at_20": never_shown,
+        "raw_net_flat": dead,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
+@torch.no_grad()
+def phi_of(bandit: DuelingBandit, x: np.ndarray) -> np.ndarray:
+    L = bandit.learner
+    return L.net.features(torch.as_tensor(x, dtype=torch.float32).unsqueeze(0))[0].double().numpy()
+
+
+def summary(path: str) -> None:
+    rows = [json.loads(line) for line in open(path)]
+    for t in ("20", "40", "100"):
+        print(f"\n## tau after {t} answers (mean ± s.e. over persons), rows kind x scale, cells policy/ranker")
+        cells = {}
+        for r in rows:
+            if t in r["tau"]:
+                for rk, v in r["tau"][t].items():
+                    cells.setdefault((r["kind"], r["policy"], rk), []).append(v)
+        heads = [(pol, rk) for pol in POLICIES for rk in RANKERS]
+        heads = [h for h in heads if any((k, *h) in cells for k in KINDS)]
+        for kind in KINDS:
+            best = []
+            for pol, rk in heads:
+                v = cells.get((kind, pol, rk))
+                if v:
+                    best.append((np.mean(v), np.std(v) / math.sqrt(len(v)), len(v), pol, rk))
+            best.sort(reverse=True)
+            print(kind, " | ".join(f"{pol}/{rk} {m:.3f}±{s:.3f} (n{n})" for m, s, n, pol, rk in best[:8]))
+    runs = {}
+    for r in rows:
+        runs.setdefault(r["policy"], []).append(r["longest_run"])
+    print("\nlongest run of one pair:", {k: max(v) for k, v in runs.items()})
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--persons", type=int, default=8)
+    ap.add_argument("--answers", type=int, default=100)
+    ap.add_argument("--kinds", nargs="+", default=list(KINDS))
+    ap.add_argument("--catalogs", nargs="+", default=list(CATALOGS))
+    ap.add_argument("--scales", nargs="+", default=list(SCALES))
+    ap.add_argument("--policies", nargs="+", default=list(POLICIES))
+    ap.add_argument("--out")
+    ap.add_argument("--summary")
+    a = ap.parse_args(argv)
+    if a.summary:
+        summary(a.summary)
+        return
+    done = set()
+    if a.out and os.path.exists(a.out):
+        for line in open(a.out):
+            r = json.loads(line)
+            done.add((r["catalog"], r["scale"], r["kind"], r["person"], r["policy"]))
+    for p in range(a.persons):
+        for cat, scale, kind, policy in itertools.product(a.catalogs, a.scales, a.kinds, a.policies):
+            if (cat, scale, kind, p, policy) in done:
+                continue
+            row = run(cat, scale, kind, p, policy, a.answers)
+            line = json.dumps(row)
+            if a.out:
+                with open(a.out, "a") as fh:
+                    fh.write(line + "\n")
+            else:
+                print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
