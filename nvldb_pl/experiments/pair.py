@@ -1,6 +1,6 @@
 """Compare two committed runs seed by seed: R(T)/T of the first minus the second.
 
-    python scripts/pair.py --task square --first NVLDB-UCB-ASYM results/paper/width/m1000 --second NVLDB-UCB-ASYM results/paper/width/m32
+    python scripts/pair.py --task square --first NVLDB-UCB-ASYM lab/results/paper/width/m1000 --second NVLDB-UCB-ASYM lab/results/paper/width/m32
 
 A run is a method and the report folders whose ``curves_<task>.csv.gz`` (what `scripts/reproduce.py`
 commits) hold it: several folders when its seeds were run in parts (``--first-seed``, or other streams
@@ -14,7 +14,7 @@ seeds where the first is lower. Without ``--second``: the first run's R(T)/T ove
 then every 10th), and ``--rounds`` takes each run's own T when they differ, so a longer run is compared
 with a shorter one on the same streams at the shorter one's end:
 
-    python scripts/pair.py --task square --rounds 10000 2000 --at 2000 --first NVLDB-UCB-ASYM results/paper/width10k/m500 --second NVLDB-UCB-ASYM results/paper/width/m500
+    python scripts/pair.py --task square --rounds 10000 2000 --at 2000 --first NVLDB-UCB-ASYM lab/results/paper/width10k/m500 --second NVLDB-UCB-ASYM lab/results/paper/width/m500
 """
 
 import argparse
@@ -166,7 +166,7 @@ def main(argv=None):
         for flag, run in (("--first", a.first), ("--second", a.second)):
             if run is not None and len(run) < 2:
                 raise ValueError(
-                    f"{flag}: give a method and at least one folder, e.g. {flag} NVLDB-UCB-ASYM results/paper/fig1"
+                    f"{flag}: give a method and at least one folder, e.g. {flag} NVLDB-UCB-ASYM lab/results/paper/fig1"
                 )
         T1, T2 = a.rounds[0], a.rounds[-1]
         at = a.at

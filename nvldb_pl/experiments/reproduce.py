@@ -1,9 +1,9 @@
 """Run the paper's comparison grid and write the reproduction report.
 
-    nvldb-reproduce --out results/synthetic                                  # the full grid (or python scripts/reproduce.py)
-    python scripts/reproduce.py --out results/synthetic                       # the same
+    nvldb-reproduce --out lab/results/synthetic                                  # the full grid (or python scripts/reproduce.py)
+    python scripts/reproduce.py --out lab/results/synthetic                       # the same
     python scripts/reproduce.py --out /tmp/quick --rounds 200 --seeds 3      # a quick version
-    python scripts/reproduce.py --out results/synthetic --report-only        # tables/figures only
+    python scripts/reproduce.py --out lab/results/synthetic --report-only        # tables/figures only
 
 Methods (default): the six NVLDB rules, NLDB-UCB-ASYM, NDB-UCB, NDB-TS, CoLSTIM, VACDB, MaxInP,
 Random; the other five NLDB rules on request (see nvldb_pl/learners/registry.py); a method may also be the import

@@ -1,8 +1,8 @@
 """Measured sweeps used to choose the defaults: every config on the same streams and seeds, paired.
 
-    python scripts/sweep.py --rounds 500 --seeds 8 --tasks cos square --out results/probe/probe.jsonl \
+    python scripts/sweep.py --rounds 500 --seeds 8 --tasks cos square --out lab/results/probe/probe.jsonl \
         --grid '[{"parametrization": "ntk"}, {"parametrization": "standard", "bias": true}]' --vary strategy=ucb_asym,ucb_osym
-    python scripts/sweep.py --summarize results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
+    python scripts/sweep.py --summarize lab/results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
 
 Each finished run is appended to ``--out`` (JSON lines: task, config, T, per-seed R(T)/T and self-duel
 fraction, wall time, device, and ``settings``: every learner argument as the run resolved it, defaults included) and

@@ -116,7 +116,7 @@ class NVLDB(NeuralLearner):
             ``None``: the built-in MLP of eq. (nn).
         w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss, a prior toward the initial
             weights (not in the paper's eq. total_loss, which regularizes theta only: 0 = the paper, as
-            configs/literal/ runs). Default 0.1, chosen by measurement (results/short/prior/README.md).
+            configs/literal/ runs). Default 0.1, chosen by measurement (lab/results/short/prior/README.md).
     """
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait

@@ -141,7 +141,7 @@ def run_experiment(
     returns (summary dict, trained learner). No logger unless root_dir. ``sync_timings``: on CUDA,
     wait for the device around each timed section (a true time split, at a few host waits a round);
     False times the run as the CLI runs it (the split then counts launches only). ``callbacks``: more
-    Lightning callbacks, after the loop's own (e.g. ``scripts/diagnostics/feature_trace.py``'s trace).
+    Lightning callbacks, after the loop's own (e.g. ``lab/diagnostics/feature_trace.py``'s trace).
     ``checkpoint_every`` (with root_dir): ``last.ckpt`` every that many rounds (:class:`RoundCheckpoint`),
     and a first Ctrl-C or SIGTERM stops the run at the end of a round, saved, raising :class:`RunStopped`.
     ``resume`` = (N, checkpoint): go on from that checkpoint, logging into ``root_dir``'s version_N.

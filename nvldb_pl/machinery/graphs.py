@@ -48,7 +48,7 @@ class CapturedSteps:
     runs a loop whose replays re-run the capture-time ``fn`` on a CPU, which catches such a value."""
 
     # torch.cuda.graph's capture_error_mode: "global" (torch's default) makes any thread's unsafe CUDA call during
-    # the capture invalidate it; scripts/diagnostics/gpu_capture_probe.py tries "thread_local" and "relaxed" too
+    # the capture invalidate it; lab/diagnostics/gpu_capture_probe.py tries "thread_local" and "relaxed" too
     error_mode = "global"
 
     def __init__(self):
@@ -70,7 +70,7 @@ class CapturedSteps:
             raise CaptureFailed(
                 f"model.history_pass: the CUDA graph of the update could not be captured (history of {key} rows: "
                 f"{cause}); start the run again with --model.history_pass chunked, the same update without graphs (a "
-                f"checkpoint goes on only with the pass it was made with); scripts/diagnostics/gpu_capture_probe.py says "
+                f"checkpoint goes on only with the pass it was made with); lab/diagnostics/gpu_capture_probe.py says "
                 f"which operation broke the capture"
             ) from err
         self.key = key

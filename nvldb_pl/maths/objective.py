@@ -71,7 +71,7 @@ def _step_sizes(device: torch.device) -> torch.Tensor:
 def cholesky_solve(b: torch.Tensor, chol: torch.Tensor) -> torch.Tensor:
     """x = (L L^T)^{-1} b for a batch: b [S, d, k], L [S, d, d] lower. On CUDA as two triangular
     solves (cuBLAS): torch runs a batched ``cholesky_solve`` there through MAGMA, whose potrs
-    allocates inside a CUDA graph's capture and breaks it (results/gpu/README.md); elsewhere
+    allocates inside a CUDA graph's capture and breaks it (lab/results/gpu/README.md); elsewhere
     ``torch.cholesky_solve`` (LAPACK's potrs: the CPU results stay what they were)."""
     if chol.device.type != "cuda":
         return torch.cholesky_solve(b, chol)

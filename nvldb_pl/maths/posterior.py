@@ -14,7 +14,7 @@ weighted by its Laplace evidence (a flat prior over log s^2),
     log p(D | s^2) ~ -sum_i l(w*^T z_i) - ||w*||^2 / (2 s^2) - (d / 2) log s^2 - (1 / 2) log det H,
 
 and the posterior is the weighted mixture, moment-matched to one Gaussian (the value of largest evidence alone gave
-bands that held the truth 50-75% of the time where they said 90%: results/short/ranking/README.md).
+bands that held the truth 50-75% of the time where they said 90%: lab/results/short/ranking/README.md).
 
 Item k's utility is N(x_k^T w*, x_k^T H^-1 x_k); any two items' gap f_k - f_j likewise, with its covariance. This is
 the right posterior where the person's taste is linear in the features (the simulated persons of the τ tables and

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs_nor_between_batch_sizes():
     res = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "diagnostics", "gpu_drift.py"), "--other", "cpu"],
+        [sys.executable, os.path.join(ROOT, "lab", "diagnostics", "gpu_drift.py"), "--other", "cpu"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -37,7 +37,7 @@ def test_the_gpu_drift_script_finds_no_difference_between_two_cpu_runs_nor_betwe
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
 def test_the_gpu_drift_script_without_a_gpu_says_so_in_one_line():
     res = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "diagnostics", "gpu_drift.py"), "--other", "gpu"],
+        [sys.executable, os.path.join(ROOT, "lab", "diagnostics", "gpu_drift.py"), "--other", "gpu"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -50,7 +50,7 @@ def test_the_gpu_drift_script_without_a_gpu_says_so_in_one_line():
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is visible")
 def test_the_gpu_capture_probe_without_a_gpu_says_so_in_one_line():
     res = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "diagnostics", "gpu_capture_probe.py")],
+        [sys.executable, os.path.join(ROOT, "lab", "diagnostics", "gpu_capture_probe.py")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -80,7 +80,7 @@ def test_the_capture_probe_reports_torchs_error_where_the_package_wraps_it(monke
 
 
 def test_the_capture_probes_mends_compute_the_same_and_are_undone_after():
-    """Each candidate mend of the one-seed capture (scripts/diagnostics/gpu_capture_probe.py) keeps seedwise's one-seed
+    """Each candidate mend of the one-seed capture (lab/diagnostics/gpu_capture_probe.py) keeps seedwise's one-seed
     products what they were, and leaves the package as it found it."""
     import torch
 
@@ -120,7 +120,7 @@ def test_the_gpu_wait_finder_prints_host_times_and_finds_the_stall_on_a_cpu():
     res = subprocess.run(
         [
             sys.executable,
-            os.path.join(ROOT, "scripts", "diagnostics", "gpu_wait_finder.py"),
+            os.path.join(ROOT, "lab", "diagnostics", "gpu_wait_finder.py"),
             "--device",
             "cpu",
             "--seeds",

@@ -197,13 +197,13 @@ def test_the_default_data_folder_is_beside_the_repository_whatever_the_modules_d
 
 @real
 def test_statlog_read_by_arm_index_is_a_task_of_ones_own_whose_best_duel_is_the_last_arms_self_duel(tmp_path):
-    """scripts/diagnostics/statlog_index_reading.py: the appendix's "P(i > j) = 1 for i > j" read by index, through
+    """lab/diagnostics/statlog_index_reading.py: the appendix's "P(i > j) = 1 for i > j" read by index, through
     the Task extension point: Statlog's block contexts, u_k = k / (K - 1) whatever the row; its command runs."""
     import json
     import subprocess
     import sys
 
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "diagnostics", "statlog_index_reading.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "lab", "diagnostics", "statlog_index_reading.py")
     spec = importlib.util.spec_from_file_location("statlog_index_reading", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from tests.helpers.script_loader import script_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -16,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _call(script, *args):
     """One script in its own process, one thread (two such run side by side on this machine's two cores)."""
     return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", script), *args],
+        [sys.executable, script_path(script), *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -76,9 +77,9 @@ def test_benchmark_horizon_prints_one_row_per_mode():
 
 
 def _device_check_commands():
-    """The benchmark commands of scripts/diagnostics/device_checks.sh (step or background NAME LIMIT python3
+    """The benchmark commands of lab/diagnostics/device_checks.sh (step or background NAME LIMIT python3
     scripts/X.py ARGS, a fallback step indented)."""
-    with open(os.path.join(ROOT, "scripts", "diagnostics", "device_checks.sh")) as fh:
+    with open(os.path.join(ROOT, "lab", "diagnostics", "device_checks.sh")) as fh:
         steps = re.findall(
             r"^\s*(?:step|background) (\S+) \S+ python3 scripts/(benchmark\S*\.py) (.*?)(?: \|\||&)?$", fh.read(), re.M
         )
@@ -137,7 +138,7 @@ def test_device_checks_benchmark_commands_run_and_print_the_lines_its_summary_co
 
 @pytest.mark.slow  # a GPU diagnostic, run on a CPU
 def test_gpu_profile_counts_the_updates_kernels_and_refuses_a_missing_gpu_in_one_line():
-    """scripts/diagnostics/gpu_profile.py on a CPU: per part (Adam steps, theta refit) a count of computing operations
+    """lab/diagnostics/gpu_profile.py on a CPU: per part (Adam steps, theta refit) a count of computing operations
     that grows with the steps asked for, and the most numerous ones named (on a GPU: its kernels)."""
     args = ["--device", "cpu", "--seeds", "2", "--at", "40", "--grad-steps"]
     no_gpu = (
@@ -163,7 +164,7 @@ def test_gpu_profile_counts_the_updates_kernels_and_refuses_a_missing_gpu_in_one
 
 @pytest.mark.slow
 def test_the_side_by_side_script_prints_a_row_per_thread_setting():
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "diagnostics", "side_by_side.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "lab", "diagnostics", "side_by_side.py")
     res = subprocess.run(
         [sys.executable, script, "--rounds", "4", "--seeds", "1", "--width", "4", "--threads", "1"],
         capture_output=True,

@@ -1,4 +1,4 @@
-"""The commands docs/serve.md and results/short/README.md show for few answers, shortened: the live benchmark, the
+"""The commands docs/serve.md and lab/results/short/README.md show for few answers, shortened: the live benchmark, the
 ranking objective's tau table, the short-horizon table and the crossover figure."""
 
 import json
@@ -56,8 +56,8 @@ def test_rank_tau_batches_as_results_batched_readme_shows(tmp_path, capsys):
 
 def test_the_short_table_pairs_a_sweep_with_a_report_folder(tmp_path, capsys):
     table = load_script("diagnostics/short_table")
-    sweep = os.path.join(ROOT, "results", "short", "candidates_T300.jsonl")
-    args = ["--sweep", sweep, "--against", "PairwiseGP", os.path.join(ROOT, "results", "short", "gp300")]
+    sweep = os.path.join(ROOT, "lab", "results", "short", "candidates_T300.jsonl")
+    args = ["--sweep", sweep, "--against", "PairwiseGP", os.path.join(ROOT, "lab", "results", "short", "gp300")]
     assert table.main(args + ["--tasks", "square"]) == 0
     out = capsys.readouterr().out
     assert "| {} | 1.300 ± 0.785 | +0.339 ± 0.163 | 5/20 |" in out

@@ -1,4 +1,4 @@
-"""scripts/diagnostics/fingerprints.py: the before/after record of a restructuring that must change no result. The
+"""lab/diagnostics/fingerprints.py: the before/after record of a restructuring that must change no result. The
 same code checks bit for bit against its own record; a record one bit off is named; a record is never overwritten."""
 
 import json

@@ -15,7 +15,7 @@ def _main(argv):
 
 
 def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, capsys):
-    """scripts/diagnostics/feature_trace.py: its run is the method's run of that seed (the same regret and live units at the
+    """lab/diagnostics/feature_trace.py: its run is the method's run of that seed (the same regret and live units at the
     end); a baseline without a network, or an existing --out, is refused naming the flag."""
     from nvldb_pl.loop.run import run_experiment
 
@@ -310,7 +310,7 @@ def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(
     with pytest.raises(SystemExit) as stop:  # argparse's own refusal: its status, not a Ctrl-C
         stop_at_ctrl_c_in_one_line(lambda: sys.exit(2), "gpu_drift.py")
     assert stop.value.code == 2 and capsys.readouterr().err == ""
-    scripts = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "diagnostics")
+    scripts = os.path.join(os.path.dirname(__file__), "..", "..", "lab", "diagnostics")
     for name in ("gpu_capture_probe", "gpu_drift", "gpu_profile", "gpu_wait_finder", "benchmark_horizon"):
         source = open(os.path.join(scripts, f"{name}.py")).read()
         assert source.endswith(f'if __name__ == "__main__":\n    stop_at_ctrl_c_in_one_line(main, "{name}.py")\n')

@@ -485,7 +485,7 @@ def test_the_curves_figure_draws_committed_runs_paired_by_seed(tmp_path, capsys)
     from tests.helpers.script_loader import load_script
 
     fig = load_script("diagnostics/curves_figure")
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "results", "probe", "long10k")
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "lab", "results", "probe", "long10k")
     out = tmp_path / "f.png"
     runs = [
         "--run",
@@ -523,7 +523,7 @@ def test_a_truncated_curves_file_is_named_in_one_line(tmp_path):
     from nvldb_pl.experiments.curves import committed_curves
 
     src = os.path.join(
-        os.path.dirname(__file__), "..", "..", "results", "probe", "long10k", "m32", "curves_square.csv.gz"
+        os.path.dirname(__file__), "..", "..", "lab", "results", "probe", "long10k", "m32", "curves_square.csv.gz"
     )
     data = open(src, "rb").read()
     (tmp_path / "curves_square.csv.gz").write_bytes(data[: len(data) // 2])

@@ -278,7 +278,7 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
 def test_one_seed_runs_graphed_where_graphs_exist_and_plays_what_it_plays_among_three(monkeypatch):
     """Where CUDA graphs exist (simulated), one seed in a process walks its history graphed too (auto), one
     capture per bucket, and ends where the same seed ends among three in one run, bit for bit. (On an H200, in
-    two calls, one seed's capture failed; since call 5 it captures: results/gpu/README.md.)"""
+    two calls, one seed's capture failed; since call 5 it captures: lab/results/gpu/README.md.)"""
     from nvldb_pl.learners import history
     from nvldb_pl.machinery import graphs
 

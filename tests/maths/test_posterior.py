@@ -66,7 +66,7 @@ def test_bad_answers_are_refused():
 @pytest.mark.parametrize("answers", [10, 40])
 def test_the_90_percent_bands_hold_the_true_probability_about_90_percent_of_the_time(answers):
     """40 simulated persons: the share of items whose true g(u_k - mean u) is inside the shown band is near 0.9 (the
-    learner's exploration widths, shown before, held it 1-14% of the time: results/short/ranking/README.md), and
+    learner's exploration widths, shown before, held it 1-14% of the time: lab/results/short/ranking/README.md), and
     the shown share of pairs in the right order never claims more than the real one (it claimed 99.8-100% where
     84% were), below it by about 0.11 at 10 answers (the prior over the person's scale is wide), near it at 40."""
     covered, said, right = [], [], []

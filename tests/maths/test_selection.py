@@ -116,7 +116,7 @@ def test_unknown_strategy_is_refused_by_name():
 def test_with_two_arms_ucb_osym_and_ucb_csym_pick_the_same_pair(beta):
     # K = 2: OSYM duels 0 with 1 iff f_0 + f_1 + beta w > 2 max f, i.e. beta w > |f_0 - f_1|, which is
     # exactly when both arms are in CSYM's candidate set; otherwise both self-duel the greedy arm.
-    # (Why results/uci2000's MAGIC UCB-OSYM and UCB-CSYM runs agree seed for seed.)
+    # (Why lab/results/uci2000's MAGIC UCB-OSYM and UCB-CSYM runs agree seed for seed.)
     phi, V, theta, noise = _random_inputs(400, 2, 3, int(beta * 100))
     f = torch.einsum("skd,sd->sk", phi, theta)
     widths, _ = gram.pairwise_norms(phi, V)
