@@ -14,10 +14,11 @@ orders the items from the same answers, compared with the person's hidden order 
 - ``net``: the page's learner's own estimate (configs/live.yaml, features as given);
 - ``netstd``: the same learner on standardized features;
 - ``netlap``: the linear posterior on the standardized learner's phi (a last-layer Laplace, scale from the evidence),
-  feature_dim 16.
+  feature_dim 16;
+- ``evid``: the linear and the quad posteriors averaged by their Laplace evidence (Bayesian model averaging).
 
 Policies: ``random`` (a uniform pair, never the last one), ``page`` (objective rank: BALD on the raw learner's
-estimate, as the page asks now), ``bald_linear``, ``bald_quad``, ``bald_netlap`` (BALD under that ranker's posterior,
+estimate, as the page asks now), ``bald_linear``, ``bald_quad``, ``bald_netlap``, ``bald_evid`` (BALD under that ranker's posterior,
 never the last pair, an item not yet shown in every pair until all were). Each row: catalog, kind, person, policy,
 taus per ranker at each count, the longest run of one pair, items never shown after 20 answers, dead-network count.
 """
@@ -37,7 +38,7 @@ import torch
 import yaml
 
 from nvldb_pl.live import DuelingBandit
-from nvldb_pl.maths.posterior import linear_posterior
+from nvldb_pl.maths.posterior import PRIOR_VARIANCES, _mode, linear_posterior
 from nvldb_pl.maths.ranking import bald
 from nvldb_pl.serve.items import kendall_tau
 
@@ -45,8 +46,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 KINDS = ("linear", "ideal", "interact", "mixture", "noisy", "sharp")
 CATALOGS = {"N8d2": (8, 2), "N30d4": (30, 4), "N60d12": (60, 12)}
 SCALES = ("raw", "wide", "std")
-POLICIES = ("random", "page", "bald_linear", "bald_quad", "bald_netlap")
-RANKERS = ("linear", "quad", "net", "netstd", "netlap")
+POLICIES = ("random", "page", "bald_linear", "bald_quad", "bald_netlap", "bald_evid")
+RANKERS = ("linear", "quad", "net", "netstd", "netlap", "evid")
 CHECKS = (20, 40, 100, 200)
 
 
@@ -111,6 +112,45 @@ class Posterior:
         return f, C
 
 
+def evidence_posterior(F: torch.Tensor, pairs, outcomes):
+    """The linear posterior on items' features F [N, q] as linear_posterior makes it, with its log evidence
+    log p(D) (Laplace at each prior variance, averaged over the grid: a flat prior over log s^2)."""
+    z = F[[i for i, _ in pairs]] - F[[j for _, j in pairs]]
+    o = torch.tensor(outcomes, dtype=torch.float64)
+    q, fits = z.shape[1], []
+    for s2 in PRIOR_VARIANCES:
+        w, H, nll = _mode(z, o, s2, "logistic")
+        chol = torch.linalg.cholesky(H)
+        ev = -nll - float(w @ w) / (2 * s2) - 0.5 * q * math.log(s2) - float(torch.log(torch.diagonal(chol)).sum())
+        fits.append((ev, w, torch.cholesky_inverse(chol)))
+    top = max(f[0] for f in fits)
+    pw = torch.tensor([math.exp(f[0] - top) for f in fits], dtype=torch.float64)
+    log_ev = top + math.log(float(pw.sum()) / len(fits))
+    pw = pw / pw.sum()
+    mean = sum(p * f[1] for p, f in zip(pw, fits))
+    cov = sum(p * (f[2] + torch.outer(f[1] - mean, f[1] - mean)) for p, f in zip(pw, fits))
+    return F @ mean, F @ cov @ F.T, log_ev
+
+
+class Evidence:
+    """Bayesian model averaging of the linear posteriors on several feature maps, weighted by their evidence."""
+
+    def __init__(self, *feats: np.ndarray):
+        self.Fs = [torch.as_tensor(f, dtype=torch.float64) for f in feats]
+        self.F = self.Fs[0]
+        self.last_weights = None
+
+    def fit(self, pairs, outcomes):
+        fits = [evidence_posterior(F, pairs, outcomes) for F in self.Fs]
+        top = max(f[2] for f in fits)
+        pw = torch.tensor([math.exp(f[2] - top) for f in fits], dtype=torch.float64)
+        pw = pw / pw.sum()
+        self.last_weights = pw.tolist()
+        f = sum(p * m[0] for p, m in zip(pw, fits))
+        C = sum(p * (m[1] + torch.outer(m[0] - f, m[0] - f)) for p, m in zip(pw, fits))
+        return f, C
+
+
 def bald_pair(f, C, last, shown):
     var = torch.diagonal(C).unsqueeze(1) + torch.diagonal(C).unsqueeze(0) - 2 * C
     score = bald(f.unsqueeze(1) - f.unsqueeze(0), torch.sqrt(var.clamp(min=0)))
@@ -146,6 +186,7 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
     raw = DuelingBandit.create(dim=d, horizon=200, seed=p, objective="rank", **live_model())
     std = DuelingBandit.create(dim=d, horizon=200, seed=p, objective="rank", **live_model(feature_dim=16))
     lin, quad = Posterior(x), Posterior(quad_features(x))
+    evid = Evidence(x, quad_features(x))
     pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
     last, run_len, longest = None, 0, 0
     taus, never_shown, t0 = {}, None, time.perf_counter()
@@ -158,7 +199,7 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
         elif policy == "page":
             i, j = raw.select(x)
         else:
-            post = {"bald_linear": lin, "bald_quad": quad}.get(policy)
+            post = {"bald_linear": lin, "bald_quad": quad, "bald_evid": evid}.get(policy)
             if post is not None:
                 f, C = post.fit(pairs, outcomes) if pairs else (torch.zeros(N, dtype=torch.float64), post.F @ post.F.T)
             else:
@@ -184,6 +225,7 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
                 "net": kendall_tau(raw.scores(x), truth),
                 "netstd": kendall_tau(std.scores(xs), truth),
                 "netlap": kendall_tau(Posterior(phi_of(std, xs)).fit(pairs, outcomes)[0].numpy(), truth),
+                "evid": kendall_tau(evid.fit(pairs, outcomes)[0].numpy(), truth),
             }
     dead = int(np.ptp(raw.scores(x)) == 0)
     return {
@@ -225,6 +267,25 @@ def summary(path: str) -> None:
                     best.append((np.mean(v), np.std(v) / math.sqrt(len(v)), len(v), pol, rk))
             best.sort(reverse=True)
             print(kind, " | ".join(f"{pol}/{rk} {m:.3f}±{s:.3f} (n{n})" for m, s, n, pol, rk in best[:8]))
+    print("\n## tau after 100 answers by catalog and scale (mean over persons, n)")
+    picks = [
+        ("random", "linear"),
+        ("page", "linear"),
+        ("bald_linear", "linear"),
+        ("bald_quad", "quad"),
+        ("bald_netlap", "netlap"),
+        ("bald_evid", "evid"),
+        ("random", "evid"),
+    ]
+    by = {}
+    for r in rows:
+        for pol, rk in picks:
+            if r["policy"] == pol and "100" in r["tau"] and rk in r["tau"]["100"]:
+                by.setdefault((r["kind"], r["catalog"], r["scale"]), {}).setdefault(f"{pol}/{rk}", []).append(
+                    r["tau"]["100"][rk]
+                )
+    for key in sorted(by):
+        print(*key, " | ".join(f"{k} {np.mean(v):.3f} (n{len(v)})" for k, v in by[key].items()))
     runs = {}
     for r in rows:
         runs.setdefault(r["policy"], []).append(r["longest_run"])
