@@ -7,9 +7,10 @@
     bandit.save("bandit.pt")
 
 ``objective``: ``regret`` (the default: the learner's own rule, which shows good items, Alg. 1 line 6) or
-``rank`` (the pair whose answer tells most about the order of the items on offer,
-:class:`nvldb_pl.maths.ranking.InformativePair` on the learner's estimate): a study that wants the whole ranking
-asks ``rank``. Either way the answer is learned by the same update.
+``rank`` (the pair whose answer tells most about the order of the items on offer: BALD under the posterior over
+their utilities that the answers give, :func:`nvldb_pl.maths.posterior.taste_posterior`, linear or quadratic in the
+features as the answers' evidence says; never the pair just asked, and every item on offer shown before any is shown
+twice): a study that wants the whole ranking asks ``rank``. Either way the answer is learned by the same update.
 
 One learner (S = 1 seed) of the package, driven through the very methods the Lightning loop
 calls each round (``propose``, ``learn``; see :mod:`nvldb_pl.learners.base`): every line of selection,
@@ -44,7 +45,8 @@ from ..machinery.host import atomic_open, keep_freed_memory
 from ..learners.base import DuelingLearner
 from ..learners.registry import init_args, learner_class, learner_path
 from ..migrations import VERSION as MIGRATION_VERSION
-from ..maths.ranking import InformativePair, check_objective
+from ..maths.posterior import taste_posterior
+from ..maths.ranking import check_objective, posterior_pair, question_mask
 from .files import FORMAT, as_index, check_seed, config_arguments, read_checkpoint
 
 
@@ -151,8 +153,7 @@ class DuelingBandit:
         self._gen = torch.Generator().manual_seed(self.seed)  # Thompson-sampling draws
         if generator_state is not None:
             self._gen.set_state(generator_state)
-        if objective == "rank":
-            self._rank_rule = InformativePair(float(learner.hparams.get("beta") or 1.0))
+        self._made_up: set[int] = set()  # history rows of pending questions (a made-up outcome: not an answer)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -224,17 +225,12 @@ class DuelingBandit:
         K = x.shape[0]
         if noise is None:
             noise = torch.randn(1, K, K, generator=self._gen, dtype=torch.float64)
+        if self.objective == "rank":  # the most informative pair about the order (the module's doc)
+            return self._rank_question(x)
         L = self.learner
         flags = (L.first_bad_round.clone(), L.first_bad_context.clone())
         try:
-            if self.objective == "rank":  # the most informative pair about the order (the module's doc)
-                with torch.no_grad():
-                    est = L.estimate(x.unsqueeze(0).to(L.device))
-                if not (bool(torch.isfinite(est["f"]).all()) and bool(torch.isfinite(est["norm"]).all())):
-                    raise FloatingPointError("non-finite estimate")
-                a1, a2 = self._rank_rule(est["f"], est["norm"])
-            else:
-                a1, a2 = L.select(x.unsqueeze(0), noise, L.t + 1)
+            a1, a2 = L.select(x.unsqueeze(0), noise, L.t + 1)
             L.check_finite()
         except FloatingPointError as err:  # these contexts only: the learner as it was, usable
             L.first_bad_round.copy_(flags[0])
@@ -244,6 +240,25 @@ class DuelingBandit:
                 f"rescale the features (nothing changed)"
             ) from None
         return int(a1[0]), int(a2[0])
+
+    def _rank_question(self, x: torch.Tensor) -> tuple[int, int]:
+        """(objective rank) The pair of largest BALD under the taste posterior of the answers so far over the items
+        x [K, d] (:func:`nvldb_pl.maths.posterior.taste_posterior`), never the pair just asked and, while an item of
+        x was never shown, one with such an item (:func:`nvldb_pl.maths.ranking.question_mask`)."""
+        L = self.learner
+        t = L.t
+        pairs = L.history()[0].to(torch.float64).cpu()  # [t, 2, d]: answered and pending pairs
+        answered = [r for r in range(t) if r not in self._made_up]
+        o = L.hist_o[0, :t].to(torch.float64).cpu()[answered]
+        f, cov, _ = taste_posterior(x, pairs[answered, 0], pairs[answered, 1], o, str(L.hparams["link"]))
+        rows = x.to(pairs.dtype).cpu()
+        same = (rows.unsqueeze(1).unsqueeze(1) == pairs.unsqueeze(0)).all(dim=-1)  # [K, t, 2]: item k is pair r's
+        last = None
+        if t:
+            first, second = torch.nonzero(same[:, -1, 0]), torch.nonzero(same[:, -1, 1])
+            if len(first) and len(second):
+                last = (int(first[0]), int(second[0]))
+        return posterior_pair(f, cov, question_mask(same.flatten(1).any(dim=1), last))
 
     def observe(self, contexts, i: int, j: int, outcome, train: bool = True) -> None:
         """Learn from one answer: ``outcome`` 1 (or True) if item i of ``contexts`` was preferred
@@ -268,6 +283,7 @@ class DuelingBandit:
             raise ValueError(f"outcome: must be 1 (item i preferred) or 0 (item j preferred), got {outcome!r}")
         _check_two(i, j, "an answer compares two different items")
         self.learner = self._learned(x, i, j, outcome, train, "learning from this answer")
+        self._made_up.discard(self.learner.t - 1)  # this row is an answer (a pending one there was restored away)
 
     def pending(self, contexts, i: int, j: int, in_place: bool = False) -> None:
         """Pair (i, j) of ``contexts`` [K, d] asked and not answered yet: it joins this bandit's V as a duel whose
@@ -283,6 +299,7 @@ class DuelingBandit:
         _check_two(i, j, "a question compares two different items")
         if not type(self.learner).DEFERS_TRAINING:
             return
+        self._made_up.add(self.learner.t)  # the row it takes: its outcome is made up
         if not in_place:
             self.learner = self._learned(x, i, j, 0, False, "this pending question")
             return

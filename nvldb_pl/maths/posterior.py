@@ -52,10 +52,12 @@ def _mode(z: torch.Tensor, o: torch.Tensor, prior_var: float, link: str, iterati
     return w, H, nll
 
 
-def linear_posterior(z, o, link: str = "logistic") -> tuple[torch.Tensor, torch.Tensor, float]:
+def linear_posterior(z, o, link: str = "logistic", with_evidence: bool = False):
     """The posterior N(mean [d], cov [d, d]) of w given answers o [n] on pairs of feature difference z [n, d]
-    (first item minus second), and the prior variance the evidence gives (its weighted mean). No answer: the prior
-    at s^2 = 1."""
+    (first item minus second), and the prior variance the evidence gives (its weighted mean); ``with_evidence``: and,
+    fourth, the log evidence log p(D), each grid value's Laplace evidence averaged over the grid (a flat prior over
+    log s^2), which compares feature maps of other dimensions (:func:`taste_posterior`). No answer: the prior at
+    s^2 = 1 (evidence 0)."""
     z = torch.as_tensor(z, dtype=torch.float64)
     o = torch.as_tensor(o, dtype=torch.float64)
     if z.dim() != 2 or o.shape != (z.shape[0],):
@@ -64,7 +66,8 @@ def linear_posterior(z, o, link: str = "logistic") -> tuple[torch.Tensor, torch.
         raise ValueError("z: finite feature differences, o: answers 0 or 1")
     d = z.shape[1]
     if z.shape[0] == 0:
-        return torch.zeros(d, dtype=torch.float64), torch.eye(d, dtype=torch.float64), 1.0
+        out = torch.zeros(d, dtype=torch.float64), torch.eye(d, dtype=torch.float64), 1.0
+        return (*out, 0.0) if with_evidence else out
     fits = []
     for s2 in PRIOR_VARIANCES:
         w, H, nll = _mode(z, o, s2, link)
@@ -77,11 +80,53 @@ def linear_posterior(z, o, link: str = "logistic") -> tuple[torch.Tensor, torch.
     # the mixture's mean and covariance (moment-matched): picking the best value alone made the bands too narrow
     top = max(f[0] for f in fits)
     weights = torch.tensor([math.exp(f[0] - top) for f in fits], dtype=torch.float64)
+    log_evidence = top + math.log(float(weights.sum()) / len(fits))
     weights = weights / weights.sum()
     mean = sum(p * f[1] for p, f in zip(weights, fits))
     cov = sum(p * (f[2] + torch.outer(f[1] - mean, f[1] - mean)) for p, f in zip(weights, fits))
     s2 = float(sum(p * f[3] for p, f in zip(weights, fits)))
-    return mean, cov, s2
+    return (mean, cov, s2, log_evidence) if with_evidence else (mean, cov, s2)
+
+
+def taste_maps(items) -> dict:
+    """The feature maps a taste is read in, from the items' own features [N, d] (any scale): ``linear``, the features
+    standardized over the items (a column with one value for every item: 0); ``quadratic``, those with their squares
+    and pairwise products, over sqrt(d) (an ideal point, an interaction). Each a function [n, d] -> [n, q], so that
+    the items and the history's rows are read alike."""
+    x = torch.as_tensor(items, dtype=torch.float64)
+    mean, std = x.mean(0), x.std(0, unbiased=False)
+    std = torch.where(std > 1e-12 * x.abs().amax(0).clamp(min=1.0), std, torch.inf)
+
+    def linear(v):
+        return (torch.as_tensor(v, dtype=torch.float64) - mean) / std
+
+    def quadratic(v):
+        z = linear(v)
+        i, j = torch.triu_indices(z.shape[1], z.shape[1], offset=1)
+        return torch.cat([z, z * z - 1.0, z[:, i] * z[:, j]], dim=1) / math.sqrt(z.shape[1])
+
+    return {"linear": linear, "quadratic": quadratic}
+
+
+def taste_posterior(items, first, second, o, link: str = "logistic") -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """The posterior over the utilities of ``items`` [N, d] given answers o [n] (1: ``first`` [n, d] preferred to
+    ``second`` [n, d]), averaged over the feature maps of :func:`taste_maps` by their evidence (Bayesian model
+    averaging: a linear taste keeps the linear map's posterior, one that is not gains the quadratic's once the
+    answers say so). Returns the means f [N], their covariance [N, N] (moment-matched over the maps) and each map's
+    weight."""
+    fits, weights = [], {}
+    for name, phi in taste_maps(items).items():
+        F = phi(items)
+        z = phi(first) - phi(second) if len(o) else torch.zeros(0, F.shape[1], dtype=torch.float64)
+        mean, cov, _, log_ev = linear_posterior(z, o, link, with_evidence=True)
+        fits.append((log_ev, F @ mean, F @ cov @ F.T))
+        weights[name] = log_ev
+    top = max(f[0] for f in fits)
+    p = torch.tensor([math.exp(f[0] - top) for f in fits], dtype=torch.float64)
+    p = p / p.sum()
+    f = sum(pk * m[1] for pk, m in zip(p, fits))
+    cov = sum(pk * (m[2] + torch.outer(m[1] - f, m[1] - f)) for pk, m in zip(p, fits))
+    return f, cov, {name: float(pk) for name, pk in zip(weights, p)}
 
 
 def item_posterior(x, mean: torch.Tensor, cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

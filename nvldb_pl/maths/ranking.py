@@ -51,16 +51,54 @@ def bald(m: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class InformativePair:
-    """argmax_{k != k'} BALD(f_k - f_k', a_t norm_kk'): f [S, K], norm [S, K, K] -> (a1, a2), two [S] int64."""
+    """argmax_{k != k'} BALD(f_k - f_k', a_t norm_kk'): f [S, K], norm [S, K, K] -> (a1, a2), two [S] int64; with
+    ``allowed`` [S, K, K] bool, among the allowed pairs only (:func:`question_mask`)."""
 
     beta: float = 1.0
 
-    def __call__(self, f: torch.Tensor, norm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        K = f.shape[1]
-        score = bald(f.unsqueeze(2) - f.unsqueeze(1), self.beta * norm)
-        score = score.masked_fill(torch.eye(K, dtype=torch.bool, device=f.device), -torch.inf)
-        flat = torch.argmax(score.flatten(1), dim=1)
-        return flat // K, flat % K
+    def __call__(self, f: torch.Tensor, norm: torch.Tensor, allowed=None) -> tuple[torch.Tensor, torch.Tensor]:
+        return best_pair(bald(f.unsqueeze(2) - f.unsqueeze(1), self.beta * norm), allowed)
+
+
+def best_pair(score: torch.Tensor, allowed=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pair (k, k'), k != k', of largest ``score`` [S, K, K] among ``allowed`` [S, K, K] (None: every pair);
+    ties to the lowest index, row-major. Two [S] int64."""
+    K = score.shape[-1]
+    keep = ~torch.eye(K, dtype=torch.bool, device=score.device)
+    if allowed is not None:
+        keep = keep & allowed
+    flat = torch.argmax(score.masked_fill(~keep, -torch.inf).flatten(1), dim=1)
+    return flat // K, flat % K
+
+
+def posterior_pair(f: torch.Tensor, cov: torch.Tensor, allowed=None) -> tuple[int, int]:
+    """The question of largest BALD under a posterior over the items' utilities, f [K] with covariance cov [K, K]
+    (each gap f_k - f_k' ~ N(f_k - f_k', cov_kk + cov_k'k' - 2 cov_kk')), among ``allowed`` [K, K]."""
+    var = torch.diagonal(cov).unsqueeze(1) + torch.diagonal(cov).unsqueeze(0) - 2 * cov
+    score = bald(f.unsqueeze(1) - f.unsqueeze(0), torch.sqrt(var.clamp(min=0.0)))
+    a1, a2 = best_pair(score.unsqueeze(0), None if allowed is None else allowed.unsqueeze(0))
+    return int(a1[0]), int(a2[0])
+
+
+def question_mask(shown: torch.Tensor, last=None, asked=()) -> torch.Tensor:
+    """The pairs a person is asked next, [K, K] bool: never the pair just asked (``last``, (k, k') in either order)
+    nor one of ``asked`` (pairs out to others and not answered yet),
+    and while some items of ``shown`` [K] bool were never shown, a pair of two of them, or with one of them (every
+    item early, each new item shown beside another new one while there are two). Where that leaves no pair, the
+    first rule alone; where that leaves none either (two items), every pair but a
+    self-duel."""
+    K = shown.shape[0]
+    every = ~torch.eye(K, dtype=torch.bool)
+    fresh = every.clone()
+    for a, b in ([last] if last is not None else []) + list(asked):
+        fresh[a, b] = fresh[b, a] = False
+    unseen = ~shown.to(torch.bool).cpu()
+    both = fresh & unseen.unsqueeze(0) & unseen.unsqueeze(1)
+    early = fresh & (unseen.unsqueeze(0) | unseen.unsqueeze(1))
+    for ok in (both, early, fresh, every):  # the first that leaves a pair
+        if bool(ok.any()):
+            return ok
+    return every
 
 
 def ranking_view(f: torch.Tensor, norm: torch.Tensor, beta: float, link: str) -> dict:

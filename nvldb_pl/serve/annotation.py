@@ -29,9 +29,10 @@ import uuid
 from typing import Optional
 
 import numpy as np
+import torch
 
 from ..live import DuelingBandit
-from ..maths.ranking import check_objective
+from ..maths.ranking import check_objective, posterior_pair, question_mask
 from .exports import Exports
 from .items import Catalog
 from .rankings import RANKINGS, Rankings
@@ -159,6 +160,8 @@ class Annotation(Exports, Restore, Rankings):
         self.lock = threading.RLock()  # the server's learners (the database has its own)
         self.undo_lock = threading.Lock()  # one undo at a time
         self.learners = Learners(items.contexts, self._fresh, store.path, self.save_every, self._record)
+        self.link = str(self._fresh().learner.hparams["link"])  # the answers' link g: the taste posterior's
+        self.repeats_avoided = 0  # questions where the learner's pick was the pair just asked (objective regret)
         files = self._learner_files()  # checked, every one, before anything is written
         self.restored = {k: self._restore(k, files.get(k)) for k in store.learners()}
         # background: a reply waits for no learning; the learners take the answers in order, in a process
@@ -306,13 +309,39 @@ class Annotation(Exports, Restore, Rankings):
                 ):
                     # a consistency check: a pair the person answered, asked again with its sides swapped
                     offer, j, i = earlier[int(rng.integers(len(earlier)))]
+                elif self.objective == "rank":  # offer: every item
+                    i, j = self._rank_question(key, sid)
                 else:
                     i, j = self._select(key, offer)
+                    last = self.store.last_pair(sid)
+                    if last is not None and {offer[i], offer[j]} == set(last):  # the pair just asked, again
+                        i, j = self._instead_of_repeat(key, sid, offer)
                 if self.balance_sides and rng.random() < 0.5:  # the learner's first pick on the right half the time
                     i, j = j, i  # (stored as shown: answers and exports name the left item first)
                 pending = (self.store.add_question(sid, key, offer, i, j), offer, i, j)
         qid, offer, i, j = pending
         return {"question": qid, "first": self._item(offer[i]), "second": self._item(offer[j]), **self.counts(key, sid)}
+
+    def _rank_question(self, key: str, sid: str) -> tuple:
+        """(self.lock held; objective rank) The pair of largest BALD under the taste posterior of learner ``key``'s
+        answers over every item's own features (:meth:`taste_of`), never the pair this session was just asked nor one out
+        to someone else and not answered yet, and while items were never compared, a pair of them
+        (:func:`nvldb_pl.maths.ranking.question_mask`)."""
+        f, cov, _ = self.taste_of(key)
+        shown = torch.zeros(len(self.items.names), dtype=torch.bool)
+        for _, offer, i, j, *_ in self.store.to_learn(key):
+            shown[[offer[i], offer[j]]] = True
+        last = self.store.last_pair(sid)
+        return posterior_pair(f, cov, question_mask(shown, last, self.store.open_pairs(key)))
+
+    def _instead_of_repeat(self, key: str, sid: str, offer: list) -> tuple:
+        """(self.lock held) The learner's pick was the pair this session was just asked: the most informative other
+        pair of ``offer`` under the taste posterior instead (counted in the status, ``repeats_avoided``)."""
+        self.repeats_avoided += 1
+        f, cov, _ = self.taste_of(key)
+        shown = torch.ones(len(offer), dtype=torch.bool)  # the learner's choice of items stands; only the pair moves
+        last = self.store.last_pair(sid)
+        return posterior_pair(f[offer], cov[offer][:, offer], question_mask(shown, tuple(offer.index(k) for k in last)))
 
     def _select(self, key: str, offer: list) -> tuple:
         """(self.lock held) The pair learner ``key`` picks among ``offer``: on the learner itself, or (background) on

@@ -11,7 +11,7 @@
     GET  /api/ranking[?session=] the items best first, with how the ranking settled
     GET  /api/answers.csv, /api/answers.json, /api/ranking.csv, /api/bradley-terry.csv   exports
     GET  /api/reliability       per session: answers, pairs answered again and as the first time; between sessions
-    GET  /api/status            answers kept, answers each learner holds, answers restored at start
+    GET  /api/status            answers kept, answers each learner holds, answers restored at start, repeats avoided
 
 A refused request gets a 4xx and ``{"error": one line}`` (a value quoted in it cut short), and changes nothing.
 
@@ -265,6 +265,7 @@ def make_app(
                 "learned": {k: b.num_observed for k, b in annotation.bandits.items()},
                 "restored": annotation.restored,
                 "items": len(annotation.items.names),
+                "repeats_avoided": annotation.repeats_avoided,
                 **({"consents": annotation.store.consents()} if annotation.consent_text is not None else {}),
                 **(
                     {"behind": annotation.worker.behind, "failed": annotation.worker.failed}

@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..maths.posterior import item_posterior, linear_posterior, posterior_ranking_view
+from ..maths.posterior import posterior_ranking_view, taste_posterior
 from ..maths.ranking import ranking_view
 from .worker import SHARED
 
@@ -66,13 +66,20 @@ class Rankings:
             **self.counts(key),
         }
 
+    def taste_of(self, key: str, learned: Optional[list] = None, link: Optional[str] = None):
+        """The taste posterior of learner ``key``'s answers (``learned``: these rows of the store's) over every item's
+        own features (the file's values: :func:`nvldb_pl.maths.posterior.taste_posterior`): f [N], cov [N, N] and
+        each feature map's weight."""
+        rows = self.store.to_learn(key) if learned is None else learned
+        raw = self.items.raw
+        first = np.array([raw[offer[i]] for _, offer, i, j, *_ in rows]).reshape(-1, raw.shape[1])
+        second = np.array([raw[offer[j]] for _, offer, i, j, *_ in rows]).reshape(-1, raw.shape[1])
+        o = torch.tensor([float(choice == 1) for *_, choice, _, _ in rows], dtype=torch.float64)
+        return taste_posterior(raw, first, second, o, link or self.link)
+
     def _posterior_view(self, learned: list, link: str) -> tuple[np.ndarray, dict]:
         """The posterior means [N] and view of every item from the learned answers (seq, offer, i, j, choice, ...)."""
-        x = self.items.contexts
-        z = np.array([x[offer[i]] - x[offer[j]] for _, offer, i, j, *_ in learned]).reshape(-1, x.shape[1])
-        o = np.array([float(choice == 1) for *_, choice, _, _ in learned])
-        mean, cov, _ = linear_posterior(z, o, link)
-        f, cov_f = item_posterior(x, mean, cov)
+        f, cov_f, _ = self.taste_of(None, learned, link)
         view = posterior_ranking_view(f, cov_f, link)
         return f.numpy(), {k: (v.numpy() if torch.is_tensor(v) else v) for k, v in view.items()}
 

@@ -223,6 +223,24 @@ class Store(Invites):
         )
         return [(json.loads(offer), i, j) for offer, i, j in rows]
 
+    def last_pair(self, sid: str) -> Optional[tuple]:
+        """The items (k, k') of the session's latest question, else None."""
+        r = self.rows("SELECT offer, i, j FROM questions WHERE session = ? ORDER BY id DESC LIMIT 1", (sid,))
+        if not r:
+            return None
+        offer = json.loads(r[0][0])
+        return offer[r[0][1]], offer[r[0][2]]
+
+    def open_pairs(self, learner: str, recent: int = 50) -> list:
+        """The items (k, k') of learner ``learner``'s questions without an answer among its ``recent`` latest
+        (asked of someone who has not answered yet)."""
+        r = self.rows(
+            "SELECT q.offer, q.i, q.j FROM questions q LEFT JOIN answers a ON a.question = q.id "
+            "WHERE q.id IN (SELECT id FROM questions WHERE learner = ? ORDER BY id DESC LIMIT ?) AND a.seq IS NULL",
+            (learner, recent),
+        )
+        return [(json.loads(o)[i], json.loads(o)[j]) for o, i, j in r]
+
     def count_questions(self, sid: str) -> int:
         return self.rows("SELECT COUNT(*) FROM questions WHERE session = ?", (sid,))[0][0]
 

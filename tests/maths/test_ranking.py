@@ -38,17 +38,86 @@ def test_the_informative_pair_is_an_open_order_with_the_widest_gap_never_a_self_
     assert (a1 != a2).all()
 
 
-def test_the_live_api_asks_the_rank_rules_pair_and_keeps_the_objective_in_its_save(tmp_path):
+def _reference_question(x, answered, last, link="logistic"):
+    """The rank question written out pair by pair: BALD of each gap under the taste posterior of ``answered``
+    [(first row, second row, o)], skipping self-duels, the last pair and, while two items were never shown, pairs
+    with a shown item (while one: pairs of two shown items); ties to the first pair in row-major order."""
+    from nvldb_pl.maths.posterior import taste_posterior
+
+    first = np.array([a for a, _, _ in answered]).reshape(-1, x.shape[1])
+    second = np.array([b for _, b, _ in answered]).reshape(-1, x.shape[1])
+    o = torch.tensor([float(c) for _, _, c in answered], dtype=torch.float64)
+    f, cov, _ = taste_posterior(x, first, second, o, link)
+    shown = [any(np.array_equal(x[k], r) for a, b, _ in answered for r in (a, b)) for k in range(len(x))]
+    if last is not None:
+        shown[last[0]] = shown[last[1]] = True
+    new = shown.count(False)
+    best, pair = -math.inf, None
+    for k in range(len(x)):
+        for j in range(len(x)):
+            if k == j or (last is not None and {k, j} == set(last)):
+                continue
+            if (new >= 2 and (shown[k] or shown[j])) or (new == 1 and shown[k] and shown[j]):
+                continue
+            var = float(cov[k, k] + cov[j, j] - 2 * cov[k, j])
+            score = float(bald(f[k] - f[j], torch.tensor(math.sqrt(max(var, 0.0)), dtype=torch.float64)))
+            if score > best:
+                best, pair = score, (k, j)
+    return pair
+
+
+def test_the_live_api_asks_the_taste_posteriors_question_never_twice_running_and_keeps_the_objective(tmp_path):
+    """Each question is the pair a plain loop over pairs finds (BALD under the taste posterior of the answers, not
+    the pair just asked, every item early); over 40 questions no pair twice in a row and every item of the catalog
+    shown within its first 6 questions (12 items)."""
     x = builtin_catalog().contexts
     bandit = DuelingBandit.from_config(CONFIG, dim=5, seed=1, objective="rank")
-    for _ in range(4):
+    u = x @ np.array([1.0, -0.5, 0.3, 0.0, 0.8])
+    answered, last, shown_by = [], None, {}
+    for t in range(40):
         i, j = bandit.select(x)
-        est = bandit.learner.estimate(torch.tensor(x, dtype=torch.float32).unsqueeze(0))
-        assert (i, j) == tuple(int(a) for a in InformativePair()(est["f"], est["norm"]))
-        bandit.observe(x, i, j, 1)
+        if t < 8 or t % 10 == 0:
+            assert {i, j} == set(_reference_question(x, answered, last))  # BALD is symmetric: either order
+        assert last is None or {i, j} != set(last)
+        o = int(u[i] > u[j])
+        bandit.observe(x, i, j, o)
+        answered.append((x[i], x[j], o))
+        last = (i, j)
+        for k in (i, j):
+            shown_by.setdefault(k, t + 1)
+    assert len(shown_by) == 12 and max(shown_by.values()) <= 6
     bandit.save(str(tmp_path / "b.pt"))
     assert DuelingBandit.from_checkpoint(str(tmp_path / "b.pt")).objective == "rank"
     assert DuelingBandit.from_checkpoint(str(tmp_path / "b.pt"), objective="regret").objective == "regret"
+
+
+def test_a_pending_question_is_not_asked_again_and_its_made_up_outcome_is_no_answer():
+    """The page's copy between learning steps: a pending pair is the last pair (not asked again) and its made-up
+    outcome does not enter the posterior (the next question is the reference's on the real answers alone)."""
+    x = builtin_catalog().contexts
+    bandit = DuelingBandit.from_config(CONFIG, dim=5, seed=2, objective="rank")
+    answered = []
+    for _ in range(5):
+        i, j = bandit.select(x)
+        bandit.observe(x, i, j, 1)
+        answered.append((x[i], x[j], 1))
+    i, j = bandit.select(x)
+    bandit.pending(x, i, j, in_place=True)
+    assert set(bandit.select(x)) == set(_reference_question(x, answered, (i, j)))
+
+
+def test_the_question_mask_never_repeats_shows_new_items_first_and_always_leaves_a_pair():
+    from nvldb_pl.maths.ranking import question_mask
+
+    m = question_mask(torch.tensor([True, True, False, False]), (0, 1))
+    assert not m[0, 1] and not m[1, 0] and not m.diagonal().any()
+    assert m[2, 3] and not m[0, 2] and not m[0, 1]
+    assert m.sum() == 2  # two new items: (2, 3) and (3, 2) only
+    assert question_mask(torch.tensor([True, True, True]), (0, 2)).sum() == 4  # (0,1) (1,0) (1,2) (2,1)
+    assert question_mask(torch.tensor([True, True]), (0, 1)).sum() == 2  # two items: the one pair, asked again
+    assert question_mask(torch.tensor([True, False, True]), (0, 1)).sum() == 2  # (1,2) (2,1): item 1 is new
+    out = question_mask(torch.tensor([True] * 4), (0, 1), asked=[(2, 3)])
+    assert not out[2, 3] and not out[3, 2] and out.sum() == 8  # neither the last pair nor one out to others
 
 
 def test_a_bad_objective_is_refused_naming_the_field():
@@ -133,3 +202,32 @@ def test_bradley_terry_is_the_penalized_likelihoods_maximum_against_a_plain_loop
     assert list(np.argsort(-s[:4])) == [0, 1, 2, 3] and np.isfinite(s).all() and s[4] == 0.0
     assert np.isfinite(bradley_terry(2, [(0, 1)] * 50)).all()  # always winning: finite under the prior
     assert bradley_terry(3, []).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_page_never_asks_a_session_one_pair_twice_running_under_either_objective(tmp_path, monkeypatch):
+    """objective rank: 30 questions of one session, never the pair just asked, and all 12 items within the first 6;
+    objective regret: where the learner's own pick is the pair just asked, another pair is asked and counted."""
+    items = builtin_catalog()
+    ann = Annotation(items, Store(str(tmp_path / "r.db")), CONFIG, offer=None, objective="rank")
+    sid, last, seen = ann.new_session(), None, []
+    u = items.raw @ np.array([1.0, -1.0, 0.5, 0.0, 0.2])
+    for _ in range(30):
+        q = ann.question(sid)
+        first, second = items.names.index(q["first"]["name"]), items.names.index(q["second"]["name"])
+        assert {first, second} != last
+        seen.append({first, second})
+        ann.answer(sid, q["question"], 1 if u[first] > u[second] else 2)
+        last = {first, second}
+    assert set().union(*seen[:6]) == set(range(12))
+    ann.close()
+
+    ann = Annotation(items, Store(str(tmp_path / "g.db")), CONFIG, offer=None)
+    monkeypatch.setattr(ann, "_select", lambda key, offer: (0, 1))  # a learner stuck on one pair
+    sid = ann.new_session()
+    q = ann.question(sid)
+    assert {q["first"]["name"], q["second"]["name"]} == {items.names[0], items.names[1]}
+    ann.answer(sid, q["question"], 1)
+    q = ann.question(sid)
+    assert {q["first"]["name"], q["second"]["name"]} != {items.names[0], items.names[1]}
+    assert ann.repeats_avoided == 1
+    ann.close()

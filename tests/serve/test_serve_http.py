@@ -30,15 +30,16 @@ def test_the_page_and_a_session_of_questions_and_answers(tmp_path):
         r = c.post("/api/answer", json={"session": sid, "question": q["question"], "choice": _person(q)})
         assert r.status_code == 200 and r.json()["answers"] == n and r.json()["learned"] == n
     rank = c.get("/api/ranking").json()
-    # the ranking: the posterior over the items' utilities given the five answers (the answers CSV's pairs)
-    from nvldb_pl.maths.posterior import item_posterior, linear_posterior
+    # the ranking: the taste posterior over the items' utilities given the five answers (the answers CSV's pairs),
+    # in the items' own features
+    from nvldb_pl.maths.posterior import taste_posterior
 
-    x = ann.items.contexts
+    x = ann.items.raw
     rows = [line.split(",") for line in c.get("/api/answers.csv").text.strip().splitlines()[1:]]
     index = {name: k for k, name in enumerate(ann.items.names)}
-    z = np.array([x[index[r[4]]] - x[index[r[5]]] for r in rows])
+    first, second = np.array([x[index[r[4]]] for r in rows]), np.array([x[index[r[5]]] for r in rows])
     o = np.array([float(r[7] == r[4]) for r in rows])
-    scores = item_posterior(x, *linear_posterior(z, o)[:2])[0].numpy()
+    scores = taste_posterior(x, first, second, o)[0].numpy()
     assert [r["name"] for r in rank["ranking"]] == [ann.items.names[k] for k in np.argsort(-scores, kind="stable")]
     assert len(rank["settle"]) == 5 and all(-1 <= s["tau"] <= 1 for s in rank["settle"])
     csv = c.get("/api/answers.csv")
