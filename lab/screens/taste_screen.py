@@ -19,7 +19,8 @@ orders the items from the same answers, compared with the person's hidden order 
 
 Policies: ``random`` (a uniform pair, never the last one), ``page`` (objective rank: BALD on the raw learner's
 estimate, as the page asks now), ``bald_linear``, ``bald_quad``, ``bald_netlap``, ``bald_evid`` (BALD under that ranker's posterior,
-never the last pair, an item not yet shown in every pair until all were). Each row: catalog, kind, person, policy,
+never the last pair, an item not yet shown in every pair until all were), ``gp`` (PairwiseGP's own active rule, the
+pair of largest posterior variance of the gap, ranked by its posterior mean; needs the gp extra's venv). Each row: catalog, kind, person, policy,
 taus per ranker at each count, the longest run of one pair, items never shown after 20 answers, dead-network count.
 """
 
@@ -46,8 +47,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 KINDS = ("linear", "ideal", "interact", "mixture", "noisy", "sharp")
 CATALOGS = {"N8d2": (8, 2), "N30d4": (30, 4), "N60d12": (60, 12)}
 SCALES = ("raw", "wide", "std")
-POLICIES = ("random", "page", "bald_linear", "bald_quad", "bald_netlap", "bald_evid")
-RANKERS = ("linear", "quad", "net", "netstd", "netlap", "evid")
+POLICIES = ("random", "page", "bald_linear", "bald_quad", "bald_netlap", "bald_evid", "gp")
+RANKERS = ("linear", "quad", "net", "netstd", "netlap", "evid", "gp")
 CHECKS = (20, 40, 100, 200)
 
 
@@ -198,6 +199,8 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
                     break
         elif policy == "page":
             i, j = raw.select(x)
+        elif policy == "gp":  # PairwiseGP's own active rule: the pair of largest Var(f_i - f_j) (needs the gp extra)
+            i, j = gp_question(x, pairs, outcomes, rng)
         else:
             post = {"bald_linear": lin, "bald_quad": quad, "bald_evid": evid}.get(policy)
             if post is not None:
@@ -227,6 +230,8 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
                 "netlap": kendall_tau(Posterior(phi_of(std, xs)).fit(pairs, outcomes)[0].numpy(), truth),
                 "evid": kendall_tau(evid.fit(pairs, outcomes)[0].numpy(), truth),
             }
+            if policy == "gp":
+                taus[t]["gp"] = kendall_tau(gp_fit(x, pairs, outcomes)[0].numpy(), truth)
     dead = int(np.ptp(raw.scores(x)) == 0)
     return {
         "catalog": cat,
@@ -240,6 +245,27 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
         "raw_net_flat": dead,
         "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+def gp_fit(x, pairs, outcomes):
+    """PairwiseGP (logit likelihood, hyperparameters by Laplace evidence) on the answers so far, as
+    lab/diagnostics/rank_tau.py fits it: posterior mean [N] and covariance [N, N]."""
+    sys.path.insert(0, os.path.join(ROOT, "lab", "diagnostics"))
+    from rank_tau import gp_posterior
+
+    comps = [[i, j] if o else [j, i] for (i, j), o in zip(pairs, outcomes)]
+    return gp_posterior(torch.as_tensor(x, dtype=torch.float64), comps)
+
+
+def gp_question(x, pairs, outcomes, rng):
+    N = x.shape[0]
+    if not pairs:
+        return tuple(int(k) for k in rng.choice(N, 2, replace=False))
+    _, cov = gp_fit(x, pairs, outcomes)
+    var = torch.diag(cov).unsqueeze(1) + torch.diag(cov).unsqueeze(0) - 2 * cov
+    var.fill_diagonal_(-math.inf)
+    flat = int(torch.argmax(var))
+    return flat // N, flat % N
 
 
 @torch.no_grad()
@@ -269,6 +295,7 @@ def summary(path: str) -> None:
             print(kind, " | ".join(f"{pol}/{rk} {m:.3f}±{s:.3f} (n{n})" for m, s, n, pol, rk in best[:8]))
     print("\n## tau after 100 answers by catalog and scale (mean over persons, n)")
     picks = [
+        ("gp", "gp"),
         ("random", "linear"),
         ("page", "linear"),
         ("bald_linear", "linear"),
