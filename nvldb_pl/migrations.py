@@ -157,8 +157,25 @@ VERSION = MIGRATIONS[-1].version  # what a file written now records (``format_ve
 MOVED = {old: new for m in MIGRATIONS for old, new in m.modules.items()}  # every old module name -> its module
 
 
+def check_version(since) -> Optional[int]:
+    """A file's recorded ``format_version``: None (a file from before the table) or a version this package knows;
+    a ValueError for anything else (a newer package's file would be read by this one's rules)."""
+    if since is None:
+        return None
+    if isinstance(since, bool) or not isinstance(since, int):
+        raise ValueError(f"format_version: {since!r} is not a version number (1 to {VERSION})")
+    if since > VERSION:
+        raise ValueError(
+            f"format_version {since}: written by a newer nvldb_pl (this one reads up to {VERSION}); "
+            f"update the package to read it"
+        )
+    if since < 1:
+        raise ValueError(f"format_version: {since!r} is not a version number (1 to {VERSION})")
+    return since
+
+
 def _after(since: Optional[int]) -> tuple[Migration, ...]:
-    return tuple(m for m in MIGRATIONS if m.version > (since or 0))
+    return tuple(m for m in MIGRATIONS if m.version > (check_version(since) or 0))
 
 
 def upgrade_settings(hparams: Mapping, learner: str, since: Optional[int] = None) -> dict:

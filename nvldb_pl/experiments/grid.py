@@ -215,18 +215,46 @@ def made_with_settings(folder: str, method: str, model: dict, data: dict) -> boo
     )
 
 
+# the data settings that make a run's streams beside d and K (which its learner holds), with the value a run made
+# without them has; preference: the link's
+STREAM_SETTINGS = {
+    "link": "logistic",
+    "preference": None,
+    "sampling": "per_seed",
+    "task_args": None,
+    "data_dir": None,
+    "data_file": None,
+    "label_column": None,
+    "feature_columns": None,
+    "header": None,
+    "missing": None,
+}
+
+
+def stream_settings(data: dict) -> dict:
+    """Every setting of :data:`STREAM_SETTINGS` as ``data`` (a call's, or a run's summary) has it, a default where
+    absent (preference: the link)."""
+    out = {k: data.get(k, default) for k, default in STREAM_SETTINGS.items()}
+    out["link"] = out["link"] or "logistic"
+    out["preference"] = out["preference"] or out["link"]
+    out["sampling"] = out["sampling"] or "per_seed"
+    out["task_args"] = out["task_args"] or None
+    return out
+
+
 def made_with_data(folder: str, data: dict, hp: Optional[dict] = None) -> bool:
-    """Whether the run in ``folder`` ran on the streams of the data settings ``data`` (d and K as its learner holds
-    them; the others, as a table's file, as its summary.json's data records them)."""
+    """Whether the run in ``folder`` ran on the streams of the data settings ``data``: d and K as its learner holds
+    them, and every other data setting (:data:`STREAM_SETTINGS`, a default one too) as its summary.json's data
+    records it. A run from before summaries recorded their data stands for the default settings only."""
     hp = run_hparams(folder) if hp is None else hp
-    held = {k: v for k, v in data.items() if k in LINKED_FROM_DATA or k == "preference"}
-    if any(k not in held for k in data):
-        path = os.path.join(folder, "summary.json")
-        ran = read_summary(folder).get("data") if os.path.isfile(path) else None
-        if not isinstance(ran, dict) or any(ran.get(k) != v for k, v in data.items() if k not in held):
-            return False  # made with other data settings, or before summaries recorded them
-    held.pop("preference", None)
-    return all(hp.get(k) == v for k, v in held.items())
+    path = os.path.join(folder, "summary.json")
+    ran = read_summary(folder).get("data") if os.path.isfile(path) else None
+    if isinstance(ran, dict):
+        if stream_settings(ran) != stream_settings(data):
+            return False  # made on other streams (another link, preference, table, ...), named or by default
+    elif any(k not in LINKED_FROM_DATA for k in data) and stream_settings(data) != stream_settings({}):
+        return False  # its data settings unknown: it stands for the defaults only
+    return all(hp.get(k) == v for k, v in data.items() if k in LINKED_FROM_DATA and k != "preference")
 
 
 def stream_data(task: str, data_overrides: Optional[dict]) -> dict:

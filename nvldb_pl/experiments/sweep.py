@@ -26,6 +26,7 @@ import itertools
 import json
 import math
 import os
+import signal
 import sys
 
 import torch
@@ -39,7 +40,7 @@ from ..learners.nvldb import LITERAL_OF
 from ..maths.checks import LINKED_FROM_DATA, typed_args
 from ..learners.registry import init_args, learner_class
 from ..loop.data import BanditDataModule
-from ..loop.run import build, check_placement, run_experiment
+from ..loop.run import RunTerminated, build, check_placement, run_experiment
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
@@ -292,6 +293,8 @@ def main():
         sys.exit(2)
     except KeyboardInterrupt:  # said where in sweep(); exit as a shell reports Ctrl-C
         sys.exit(130)
+    except RunTerminated as stop:  # said where in sweep(); exit as a shell reports the signal (143: SIGTERM)
+        sys.exit(128 + stop.signum)
 
 
 def sweep(a, grid: list[dict]) -> None:
@@ -331,15 +334,16 @@ def _sweep(a, grid: list[dict], done: dict, skipped: list, rows) -> None:
                 s, module = run_experiment(
                     data, model, learner=learner, accelerator=a.accelerator, threads=a.threads or "auto"
                 )
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, RunTerminated) as stop:
                 kept = (
                     f"; the runs finished ({finished} in this call) are in {a.out}, and the same command goes "
                     f"on from this one"
                     if a.out
                     else "; give --out to keep the runs a sweep finishes"
                 )
+                name = "Ctrl-C" if isinstance(stop, KeyboardInterrupt) else signal.Signals(stop.signum).name
                 print(
-                    f"stopped by Ctrl-C: {task} {json.dumps(g)} was cut short and is not written{kept}", file=sys.stderr
+                    f"stopped by {name}: {task} {json.dumps(g)} was cut short and is not written{kept}", file=sys.stderr
                 )
                 raise
             finished += 1

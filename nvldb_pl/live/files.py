@@ -16,7 +16,7 @@ from ..learners.registry import init_args, learner_class
 from ..machinery.host import checkpoint_problem, open_text
 from ..machinery.yaml_files import refuse_duplicate_keys, refuse_linked_in_model, refuse_settings_beside_class_path
 from ..maths.checks import LINKED_FROM_DATA, refuse_other_state
-from ..migrations import upgrade_settings
+from ..migrations import check_version, upgrade_settings
 
 try:  # a fit config's data section is checked against the fit's data module (where Lightning is installed)
     from ..loop.data import BanditDataModule
@@ -179,7 +179,10 @@ def read_checkpoint(path: str, seed_index: int = 0, objective: Optional[str] = N
         learner_cls = learner_class(name, path)
     except ValueError as err:
         raise ValueError(f"{err} (the learner this file was saved from)") from None
-    since = ckpt.get("format_version")  # the migrations it needs no longer (nvldb_pl/migrations.py)
+    try:  # the migrations it needs no longer (nvldb_pl/migrations.py); a newer package's file refused
+        since = check_version(ckpt.get("format_version"))
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     hp = upgrade_settings(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), name, since)
     accepted = init_args(learner_cls)
     module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})

@@ -14,6 +14,7 @@ from typing import Optional
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ..machinery import devices
 from .callbacks import DuelingLoop, ShareCores
@@ -95,6 +96,15 @@ class RunStopped(Exception):
     def __init__(self, signum: int, round: int, checkpoint: str):
         super().__init__(f"stopped by signal {signum} at round {round}, saved in {checkpoint}")
         self.signum, self.round, self.checkpoint, self.where = signum, round, checkpoint, ""
+
+
+class RunTerminated(Exception):
+    """A run that keeps no checkpoint stopped by SIGTERM (Lightning ends ``fit`` with a SystemExit of no code, which
+    would end the process with exit 0 as if it had finished): ``signum``, ``round`` (the rounds played, not kept)."""
+
+    def __init__(self, signum: int, round: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name} at round {round}; nothing of it was kept")
+        self.signum, self.round = signum, round
 
 
 class GridCheckpoint(RoundCheckpoint):
@@ -201,6 +211,8 @@ def run_experiment(
         except SystemExit as stop:
             if stopped_by_ctrl_c(stop):  # a script says what stopped
                 raise KeyboardInterrupt from None
+            if isinstance(stop, SIGTERMException) and not saver:  # its caller says what stopped, exit 143
+                raise RunTerminated(signal.SIGTERM, module.t) from None
             raise
         finally:
             if handler is not None and threading.current_thread() is threading.main_thread():

@@ -314,3 +314,30 @@ def test_ctrl_c_in_a_diagnostic_script_is_one_line_and_exit_130_not_a_traceback(
     for name in ("gpu_capture_probe", "gpu_drift", "gpu_profile", "gpu_wait_finder", "benchmark_horizon"):
         source = open(os.path.join(scripts, f"{name}.py")).read()
         assert source.endswith(f'if __name__ == "__main__":\n    stop_at_ctrl_c_in_one_line(main, "{name}.py")\n')
+
+
+def test_a_sweep_stopped_by_sigterm_exits_143_saying_what_finished(tmp_path):
+    """nvldb-sweep stopped by SIGTERM (a cluster's time limit) exited 0 with nothing on stderr and half its rows
+    written: Lightning's answer to SIGTERM inside fit is a SystemExit without a code. Now: exit 143, a line naming
+    the run cut short and the rows kept, and the finished runs' rows only; the same command goes on from there."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = str(tmp_path / "rows.jsonl")
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    argv = [sys.executable, os.path.join(root, "scripts", "sweep.py"), "--rounds", "300", "--seeds", "2"]
+    argv += ["--tasks", "square", "cos", "--grid", '[{"width": 8}]', "--out", out]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not (os.path.exists(out) and os.path.getsize(out)):
+        time.sleep(0.2)
+    time.sleep(1.0)  # the second run under way
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=240)
+    assert p.returncode == 143, err[-2000:]
+    assert 'stopped by SIGTERM: cos {"width": 8} was cut short and is not written' in err
+    assert "the runs finished (1 in this call)" in err
+    rows = [json.loads(line) for line in open(out)]
+    assert [r["task"] for r in rows] == ["square"]

@@ -6,6 +6,8 @@ import glob
 import json
 import os
 
+import pytest
+
 import numpy as np
 
 from nvldb_pl.cli import run_cli
@@ -146,3 +148,23 @@ def test_a_hand_edited_hparams_yaml_is_neither_reused_nor_reported(tmp_path, cap
     path.write_text(made)
     assert reproduce.main(args) == 0
     assert "[reuse]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("setting", ["link=probit", "preference=deterministic"])
+def test_a_run_made_with_a_data_setting_is_not_reused_by_a_call_without_it(tmp_path, capsys, setting):
+    """nvldb-reproduce --data link=probit, then the same call without --data: the probit run was reused and reported
+    as the default logistic one (the reuse compared only the keys the call named). Every data setting a run was made
+    with is compared, a default one too: the second call runs anew, and a third as the first reuses the first."""
+    from tests.helpers.script_loader import load_script
+
+    out = str(tmp_path / "rep")
+    args = ["--out", out, "--tasks", "cos", "--methods", "Random", "--rounds", "4", "--seeds", "2"]
+    reproduce = load_script("reproduce")
+    assert reproduce.main(args + ["--data", setting]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert reproduce.main(args) == 0
+    assert "[reuse]" not in capsys.readouterr().out
+    assert reproduce.main(args + ["--data", setting]) == 0
+    assert capsys.readouterr().out.count("[reuse]") == 1
+    assert reproduce.main(args) == 0
+    assert capsys.readouterr().out.count("[reuse]") == 1

@@ -147,3 +147,25 @@ def test_a_save_whose_count_of_answers_disagrees_with_its_history_is_refused(tmp
         torch.save(ckpt, path)
         with pytest.raises(ValueError, match=f"^{re.escape(path)}: .*{said}"):
             DuelingBandit.from_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    "version, message",
+    [
+        ("11", "format_version: '11' is not a version number"),
+        (999, "format_version 999: written by a newer nvldb_pl"),
+        (True, "format_version: True is not a version number"),
+    ],
+)
+def test_a_saved_format_version_not_this_packages_is_refused_naming_the_file(tmp_path, version, message):
+    """format_version "11" was a TypeError traceback; 999 (a newer package's file) loaded silently, its settings read
+    by this version's rules. Both are refused in one line naming the file; the fit checkpoint's hook likewise."""
+    from nvldb_pl.live import DuelingBandit
+
+    path = str(tmp_path / "b.pt")
+    DuelingBandit.create(dim=3, horizon=20).save(path)
+    save = torch.load(path, weights_only=False)
+    save["format_version"] = version
+    torch.save(save, path)
+    with pytest.raises(ValueError, match=f"^{path}: {re.escape(message)}"):
+        DuelingBandit.from_checkpoint(path)

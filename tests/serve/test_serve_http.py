@@ -46,7 +46,8 @@ def test_the_page_and_a_session_of_questions_and_answers(tmp_path):
     assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
     assert len(csv.text.strip().splitlines()) == 6
     assert c.get("/api/ranking.csv").text.splitlines()[0] == "rank,name,score,p_beats_average,p_low,p_high,compared"
-    assert c.get("/api/status").json() == {"answers": 5, "learned": {SHARED: 5}, "restored": {}, "items": 12}
+    status = {"answers": 5, "learned": {SHARED: 5}, "restored": {}, "items": 12, "repeats_avoided": 0}
+    assert c.get("/api/status").json() == status
 
 
 @pytest.mark.parametrize(
