@@ -54,7 +54,8 @@ def default_data_dir() -> str:
 
 
 def _open(path: str):
-    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+    """A text table, utf-8 with or without a byte order mark (Excel's "CSV UTF-8" writes one)."""
+    return gzip.open(path, "rt", encoding="utf-8-sig") if path.endswith(".gz") else open(path, encoding="utf-8-sig")
 
 
 def _resolve(data_dir: str, candidates: tuple[str, ...]) -> str:
@@ -157,7 +158,7 @@ def read_user_table(
     """A user's CSV (comma-, semicolon- or tab-separated; ``.gz`` allowed) as (X standardized [n, p], y [n], labels).
 
     ``header``: whether the first row names the columns (``None``: yes when a cell of it that should be a
-    feature is not a number). ``label_column``: the label's column, by 0-based index or (with a header)
+    feature is neither a number nor a missing value). Read as utf-8, a byte order mark dropped. ``label_column``: the label's column, by 0-based index or (with a header)
     name; ``None`` = the last. ``feature_columns``: the features', likewise; ``None`` = every other column.
     The arms are the distinct labels, in sorted order. ``missing``: a cell without a value (:data:`MISSING_CELLS`)
     is refused naming its line and column (``refuse``), or its row is left out (``drop``), or a feature takes its
@@ -202,10 +203,12 @@ def read_user_table(
         return names.index(ref)
 
     label_guess = width - 1 if label_column is None or not isinstance(label_column, int) else label_column % width
-    if header is None:
-        header = any(not _is_number(c) for i, c in enumerate(rows[0][1]) if i != label_guess) or (
-            isinstance(label_column, str) or any(isinstance(f, str) for f in feature_columns or [])
-        )
+    if header is None:  # a name: a cell that is neither a number nor a missing value ('', NA, ?, ...)
+        header = any(
+            not _is_number(c) and c.strip().lower() not in MISSING_CELLS
+            for i, c in enumerate(rows[0][1])
+            if i != label_guess
+        ) or (isinstance(label_column, str) or any(isinstance(f, str) for f in feature_columns or []))
     if header:
         names, rows = rows[0][1], rows[1:]
         if not rows:

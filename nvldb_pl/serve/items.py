@@ -113,11 +113,13 @@ def read_items(path: str) -> Catalog:
     lines = text.splitlines()
     first = next((line for line in lines if line.strip()), "")
     delimiter = next((d for d in (",", ";", "\t") if d in first), ",")
-    rows = [
-        (n, [c.strip() for c in r])
-        for n, r in enumerate(csv.reader(lines, delimiter=delimiter), 1)
-        if any(c.strip() for c in r)
-    ]
+    reader = csv.reader(lines, delimiter=delimiter)
+    try:
+        rows = [(n, [c.strip() for c in r]) for n, r in enumerate(reader, 1) if any(c.strip() for c in r)]
+    except csv.Error as err:  # a cell past the csv module's field limit, a NUL byte
+        limit = csv.field_size_limit()
+        what = f"a cell of more than {limit} characters" if "field limit" in str(err) else f"not a CSV row ({err})"
+        raise ValueError(f"{path}, line {reader.line_num}: {what}; is a quote left open?") from None
     if not rows:
         raise ValueError(f"{path}: empty; expected a header row with a 'name' column, then one row an item")
     header_line, header = rows[0]

@@ -245,3 +245,27 @@ def test_a_table_column_that_overflows_when_standardized_is_refused_naming_the_f
     )
     X = np.array([[1.0, 5.0], [2.0, 5.0], [3.0, 5.0]])
     assert np.allclose(standardize(X)[:, 0], (X[:, 0] - 2) / X[:, 0].std()) and (standardize(X)[:, 1] == 0).all()
+
+
+def test_a_first_row_with_an_empty_cell_is_data_not_a_header(tmp_path):
+    """A headerless table whose first row has an empty cell was taken as a header without a word: the documented
+    missing-value refusal never came, and under missing mean the row was lost. A missing-value cell is not a name."""
+    from nvldb_pl.environments.uci import read_user_table
+
+    path = tmp_path / "t.csv"
+    path.write_text("1.0,,a\n2.0,3.0,b\n4.0,5.0,a\n6.0,1.0,b\n")
+    with pytest.raises(ValueError, match="line 1, column 2: missing value ''"):
+        read_user_table(str(path))
+    X, y, labels = read_user_table(str(path), missing="mean")
+    assert len(y) == 4
+
+
+def test_a_headerless_table_saved_with_a_byte_order_mark_keeps_its_first_row(tmp_path):
+    """Excel's "CSV UTF-8" starts the file with a BOM: its first cell '\\ufeff1.0' was not a number, so the first data
+    row was taken as a header and lost. Read as utf-8-sig, the row is data."""
+    from nvldb_pl.environments.uci import read_user_table
+
+    path = tmp_path / "t.csv"
+    path.write_bytes("1.0,2.0,a\n2.0,3.0,b\n4.0,5.0,a\n".encode("utf-8-sig"))
+    X, y, labels = read_user_table(str(path))
+    assert len(y) == 3 and list(labels) == ["a", "b"]

@@ -135,3 +135,13 @@ def test_an_out_of_range_or_oversized_value_is_a_4xx_in_one_short_line(tmp_path,
         r = c.post("/api/answer", json=body)
     assert r.status_code == status and r.json()["error"].startswith(start), r.text[:300]
     assert len(r.text) < 400 and ann.store.count_answers() == 0
+
+
+def test_an_items_cell_over_the_csv_field_limit_is_one_line_naming_the_file_and_line(tmp_path):
+    """A cell of more than 128 KiB (a pasted image, a runaway quote) was a _csv.Error traceback."""
+    from nvldb_pl.serve.items import read_items
+
+    path = tmp_path / "items.csv"
+    path.write_text("name,text,price\nA,short,1\nB," + "x" * 200_000 + ",2\n")
+    with pytest.raises(ValueError, match=r"items.csv, line 3: a cell of more than 131072 characters"):
+        read_items(str(path))
