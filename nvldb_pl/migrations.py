@@ -178,15 +178,22 @@ def _after(since: Optional[int]) -> tuple[Migration, ...]:
     return tuple(m for m in MIGRATIONS if m.version > (check_version(since) or 0))
 
 
-def upgrade_settings(hparams: Mapping, learner: str, since: Optional[int] = None) -> dict:
-    """Saved hyperparameters of ``learner`` (a class name, as a checkpoint names it) written at version
-    ``since`` (None: before the table), in this version's terms: settings renamed, those they predate filled in."""
+def upgrade_settings(hparams: Mapping, learner, since: Optional[int] = None) -> dict:
+    """Saved hyperparameters of ``learner`` written at version ``since`` (None: before the table), in this version's
+    terms: settings renamed, those they predate filled in. ``learner``: a class name, as a checkpoint names it, or the
+    lineage of the class (its name and the package's classes it derives from, most derived first: a user's subclass
+    of NVLDB gets NVLDB's migrations)."""
+    lineage = (learner,) if isinstance(learner, str) else tuple(learner)
     out = dict(hparams)
     later = _after(since)
     for m in later:
-        if learner in m.rewrite:
-            out = m.rewrite[learner](out)
-    before = {k: v for m in later for k, v in m.settings.get(learner, {}).items()}
+        name = next((n for n in lineage if n in m.rewrite), None)
+        if name is not None:
+            out = m.rewrite[name](out)
+    before = {}
+    for m in later:
+        name = next((n for n in lineage if n in m.settings), None)
+        before.update(m.settings.get(name, {}))
     return {**before, **out}
 
 

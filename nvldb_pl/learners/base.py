@@ -292,7 +292,7 @@ class DuelingLearner(torch.nn.Module):
         the settings it predates as they were then, its state by :meth:`upgraded_state`."""
         since = checkpoint.get("format_version")
         name = checkpoint.get("learner", type(self).__name__)
-        hparams = upgrade_settings(checkpoint.get("hyper_parameters", {}), name, since)
+        hparams = upgrade_settings(checkpoint.get("hyper_parameters", {}), (name, *self.lineage()), since)
         if hparams or "hyper_parameters" in checkpoint:
             checkpoint["hyper_parameters"] = hparams
         checkpoint["state_dict"] = self.upgraded_state(checkpoint["state_dict"], since)

@@ -183,7 +183,8 @@ def read_checkpoint(path: str, seed_index: int = 0, objective: Optional[str] = N
         since = check_version(ckpt.get("format_version"))
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
-    hp = upgrade_settings(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), name, since)
+    lineage = (name, *learner_cls.lineage()) if hasattr(learner_cls, "lineage") else name
+    hp = upgrade_settings(ckpt["hparams"] if live else ckpt.get("hyper_parameters", {}), lineage, since)
     accepted = init_args(learner_cls)
     module = learner_cls(**{k: v for k, v in hp.items() if k in accepted})
     held = ckpt["state_dict"].get("seed_id")

@@ -64,3 +64,16 @@ def test_a_live_save_records_the_version_and_reads_back_bit_for_bit(tmp_path):
     back = DuelingBandit.from_checkpoint(path)
     for k, v in bandit.learner.state_dict().items():
         assert torch.equal(back.learner.state_dict()[k], v), k
+
+
+def test_an_old_save_of_a_users_nvldb_subclass_gets_the_settings_it_predates_by_lineage(tmp_path):
+    """The migrations were keyed by class name: an old live save of a user's NVLDB subclass (no w_reg recorded, from
+    before the prior's default) got today's w_reg 0.1 instead of the 0 it ran. They now follow the class's lineage."""
+    path = str(tmp_path / "b.pt")
+    DuelingBandit.create("tests.extensions.learners.WideNVLDB", dim=3, horizon=20).save(path)
+    save = torch.load(path, weights_only=False)
+    save["format_version"] = 8
+    del save["hparams"]["w_reg"]
+    torch.save(save, path)
+    assert DuelingBandit.from_checkpoint(path).learner.settings.w_reg == 0.0
+    assert upgrade_settings({}, ("WideNVLDB", "NVLDB", "NeuralLearner"), since=8)["w_reg"] == 0.0
