@@ -68,10 +68,17 @@ def check_counter(module, path: str) -> None:
     rows = xt.shape[-1] // 2
     if not 0 <= t <= rows:
         raise ValueError(f"{path}: its count of answers, {t}, is outside its history's {rows} rows; not read")
-    past = int(torch.nonzero(xt[..., 2 * t :].abs().sum(dim=(0, 1)) > 0).shape[0])
+    played = xt.abs().sum(dim=(0, 1)).view(-1, 2).sum(dim=1) > 0  # [rows]: a row holding a duel
+    past = int(played[t:].sum())
     if past:
         raise ValueError(
             f"{path}: it counts {t} answers, but its history holds duels past them (the file was edited or damaged); "
+            f"not read: load an earlier save"
+        )
+    held = int(played[:t].sum())
+    if held < t:  # a duel's two contexts are never both all zeros: an empty row below the count was never played
+        raise ValueError(
+            f"{path}: it counts {t} answers, but its history holds {held} duels (the file was edited or damaged); "
             f"not read: load an earlier save"
         )
 

@@ -142,7 +142,12 @@ def test_a_save_whose_count_of_answers_disagrees_with_its_history_is_refused(tmp
     bandit.save(path)
     assert DuelingBandit.from_checkpoint(path).num_observed == 4
     ckpt = torch.load(path, weights_only=False)
-    for counter, said in ((2, "it counts 2 answers, but its history holds duels past them"), (10**6, "outside")):
+    raised = "it counts 6 answers, but its history holds 4 duels"  # raised within its rows: rows never played
+    for counter, said in (
+        (2, "it counts 2 answers, but its history holds duels past them"),
+        (10**6, "outside"),
+        (6, raised),
+    ):
         ckpt["state_dict"]["rounds_done"] = torch.tensor(counter)
         torch.save(ckpt, path)
         with pytest.raises(ValueError, match=f"^{re.escape(path)}: .*{said}"):
