@@ -16,6 +16,7 @@ from ..environments.tasks import make_task
 from ..learners.registry import init_args, learner_class, method_spec
 from ..loop.data import BanditDataModule
 from ..maths.checks import typed_args
+from ..machinery.yaml_files import read_yaml
 
 SYNTHETIC_DIM = StreamSpec.dim  # d of the synthetic tasks unless --dim (the paper's 5)
 # Data settings of the tasks beyond their name (UCI: block-encoded dimension, arms, preference).
@@ -101,7 +102,8 @@ def check_learner(where: str, learner: str, model: dict, shape: dict, rounds: in
 
 def parse_overrides(items: list[str], flag: str = "--set") -> dict:
     """``key=value`` strings -> dict, values parsed as JSON where they parse (numbers, true/false), a list or mapping
-    as YAML's flow style reads it (``[f1, f2]``, ``{a: 1}``: as main.py's ``--data.KEY`` takes it), else the text."""
+    as YAML's flow style reads it (``[f1, f2]``, ``{a: 1e-3}``: as main.py's ``--data.KEY`` takes it, ``1e-3`` a
+    number), else the text."""
     import yaml
 
     result = {}
@@ -115,7 +117,7 @@ def parse_overrides(items: list[str], flag: str = "--set") -> dict:
             result[key] = value
             if value.strip()[:1] in ("[", "{"):  # a list or mapping: a string's characters were taken one by one
                 try:
-                    result[key] = yaml.safe_load(value)
+                    result[key] = read_yaml(value)
                 except yaml.YAMLError as err:
                     raise ValueError(
                         f"{flag}: {key}={value} is not a list or mapping ({' '.join(str(err).split())})"

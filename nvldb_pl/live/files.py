@@ -14,7 +14,12 @@ import torch
 from ..environments.regret import split_state
 from ..learners.registry import init_args, learner_class
 from ..machinery.host import checkpoint_problem, open_text
-from ..machinery.yaml_files import refuse_duplicate_keys, refuse_linked_in_model, refuse_settings_beside_class_path
+from ..machinery.yaml_files import (
+    read_yaml,
+    refuse_duplicate_keys,
+    refuse_linked_in_model,
+    refuse_settings_beside_class_path,
+)
 from ..maths.checks import LINKED_FROM_DATA, refuse_other_state
 from ..migrations import check_version, upgrade_settings
 
@@ -81,17 +86,6 @@ def check_counter(module, path: str) -> None:
             f"{path}: it counts {t} answers, but its history holds {held} duels (the file was edited or damaged); "
             f"not read: load an earlier save"
         )
-
-
-def read_yaml(text: str):
-    """YAML as the fit CLI reads it (jsonargparse's loader: ``1e-3`` is a number, not YAML 1.1's string)."""
-    try:
-        from jsonargparse import get_loader
-    except ImportError:  # an older jsonargparse: PyYAML's own reading
-        import yaml
-
-        return yaml.safe_load(text)
-    return get_loader("yaml")(text)
 
 
 def check_seed(seed, field: str = "seed") -> None:

@@ -145,3 +145,14 @@ def check_config_files(argv: list[str]) -> None:
                     else f"holds the value {config!r}, not a mapping of settings"
                 )
                 raise ValueError(f"--config: {path} {what}; a config is a YAML mapping, such as configs/cos.yaml")
+
+
+def read_yaml(text: str):
+    """YAML as the fit CLI reads it (jsonargparse's loader: ``1e-3`` is a number, not YAML 1.1's string)."""
+    try:
+        from jsonargparse import get_loader
+    except ImportError:  # an older jsonargparse: PyYAML's own reading
+        import yaml
+
+        return yaml.safe_load(text)
+    return get_loader("yaml")(text)

@@ -189,3 +189,11 @@ def test_the_scripts_started_as_several_processes_are_refused_before_anything_is
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
     s, _ = run_experiment({"task": "cos", "rounds": 2, "num_seeds": 1}, {})  # torchrun with one process: runs
     assert s["rounds"] == 2
+
+
+def test_a_mapping_in_data_or_set_is_read_as_the_fit_reads_yaml():
+    """task_args={freq: 1e-3} was the string '1e-3' in reproduce (YAML 1.1) but the number 0.001 in fit."""
+    from nvldb_pl.experiments.arguments import parse_overrides
+
+    assert parse_overrides(["task_args={freq: 1e-3, n: 2}"], "--data") == {"task_args": {"freq": 0.001, "n": 2}}
+    assert parse_overrides(["feature_columns=[a, 1e-3]"], "--data") == {"feature_columns": ["a", 0.001]}
