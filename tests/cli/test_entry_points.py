@@ -54,15 +54,59 @@ def test_no_script_edits_sys_path():
                 assert "sys.path" not in open(os.path.join(folder, f)).read(), f
 
 
-def test_the_working_folder_is_searched_after_the_installed_packages(tmp_path, monkeypatch):
+def test_the_working_folder_gives_only_the_modules_a_command_names_after_the_installed_packages(tmp_path, monkeypatch):
+    """Only a top-level name the command's arguments (or its --config files) name as a dotted path is looked for in
+    the working folder, and only where no installed package has it; sys.path is left as it was."""
+    import importlib
+
     from nvldb_pl.machinery.own_modules import find_own_modules_here
 
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text("X = 1\n")
+    (tmp_path / "stray.py").write_text("X = 2\n")
+    (tmp_path / "json.py").write_text("X = 3\n")  # an installed (standard) module's name: not shadowed
+    (tmp_path / "c.yaml").write_text("model:\n  network: stray.Net\n")
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     before = list(sys.path)
-    find_own_modules_here()
-    find_own_modules_here()
-    assert sys.path == before + [str(tmp_path)]
+    find_own_modules_here(["fit", "--model.network=mine.Net", "--set", "json.X"])
+    assert sys.path == before
+    assert importlib.import_module("mine").X == 1
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("stray")  # in the folder, but named by nothing the command was given
+    assert not hasattr(importlib.import_module("json"), "X")
+    find_own_modules_here(["fit", "--config", str(tmp_path / "c.yaml")])
+    assert importlib.import_module("stray").X == 2  # named in a --config file
+    for name in ("mine", "stray"):
+        sys.modules.pop(name, None)
+
+
+def test_a_stray_module_in_the_working_folder_named_as_a_frameworks_probe_breaks_no_command(tmp_path):
+    """A stray torch_xla.py in the working folder broke `nvldb fit` (Lightning's availability probe imported it: the
+    folder was on sys.path before the Trainer existed); a class_path module that calls sys.exit(0) on import ended
+    the command with exit 0 and no run. The first runs; the second is refused naming the module."""
+    (tmp_path / "torch_xla.py").write_text('raise RuntimeError("not torch_xla")\n')
+    (tmp_path / "quits.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "breaks.py").write_text('raise RuntimeError("half written")\n')
+    argv = [sys.executable, os.path.join(ROOT, "scripts", "main.py")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    short = ["--data.rounds=4", "--data.num_seeds=1", "--model.grad_steps=1"]
+    out = subprocess.run(
+        [*argv, *fit_args(tmp_path / "a", *short)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name, said in (("quits", "importing it called sys.exit(0)"), ("breaks", "RuntimeError: half written")):
+        out = subprocess.run(
+            [*argv, *fit_args(tmp_path / name, *short, f"--model={name}.Learner")],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
+        )
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert f"{name} ({tmp_path / name}.py): {said}" in out.stderr, out.stderr[-2000:]
 
 
 def test_a_network_of_ones_own_in_the_working_folder_runs_from_the_installed_command(tmp_path):
