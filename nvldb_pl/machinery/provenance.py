@@ -1,17 +1,20 @@
 """Where a run's rounds were computed, and what may go on from a checkpoint: the checks a resume passes before the
 learner's state is loaded, and what every checkpoint records of the run that wrote it.
 
-Refused, naming the fields: a checkpoint of another config (learner, its settings, the stream's), fewer rounds than
-it holds, a longer horizon for a learner that depends on T, another state layout, another spread of the seeds over
-processes, another precision. Said, not refused: another device, another software version. The learner itself
-only upgrades a checkpoint to its own terms (:meth:`nvldb_pl.learners.base.DuelingLearner.upgrade_checkpoint`); the
-loop (:class:`nvldb_pl.loop.callbacks.DuelingLoop`) hands :func:`check_resume` to it and :func:`stamp` to Lightning.
+Refused, naming the fields: a checkpoint of another config (learner, its settings, the stream's), a module of
+one's own imported from another file than the run's (by digest), fewer rounds than it holds, a longer horizon for
+a learner that depends on T, another state layout, another spread of the seeds over processes, another precision.
+Said, not refused: another device, another software version. The learner itself only upgrades a checkpoint to its
+own terms (:meth:`nvldb_pl.learners.base.DuelingLearner.upgrade_checkpoint`); the loop
+(:class:`nvldb_pl.loop.callbacks.DuelingLoop`) hands :func:`check_resume` to it and :func:`stamp` to Lightning.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 from typing import Optional
 
 from lightning.pytorch.utilities import rank_zero_info
@@ -75,6 +78,7 @@ def check_resume(module, checkpoint: dict, trainer=None) -> list[dict]:
             f"the checkpoint holds no state of the round stream "
             f"({type(dm).__qualname__}): it is not a fit run's checkpoint",
         )
+    refuse_other_modules(checkpoint.get("own_modules"))  # before the state: other code may keep other shapes
     refuse_other_state(checkpoint["state_dict"], module.state_dict(), "the checkpoint")
     refuse_other_layout(module, checkpoint, trainer)
     say_other_device(checkpoint, trainer)
@@ -135,12 +139,45 @@ def stamp(module, checkpoint: dict, trainer, earlier_parts: Optional[list[dict]]
         checkpoint["precision"] = str(trainer.precision)
         checkpoint["accelerator"] = trainer.strategy.root_device.type
     checkpoint["software"] = software()
+    checkpoint["own_modules"] = own_modules()  # the code of one's own the run was made with, by digest
     first = earlier_parts[-1]["rounds"][1] + 1 if earlier_parts else 1  # this process's part
     checkpoint["parts"] = earlier_parts + (
         [{"rounds": [first, module.t], "accelerator": module.device.type, "software": checkpoint["software"]}]
         if module.t >= first
         else []
     )
+
+
+def own_modules() -> dict[str, list[str]]:
+    """{module name: [its file, sha256 of its bytes]} of every module this process imported from outside the Python
+    installation and this package: a run's code of one's own (a network, learner, task or rule class)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    installed = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package)}
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        if name in ("__main__", "__mp_main__") or not file or not file.endswith(".py") or not os.path.isfile(file):
+            continue
+        file = os.path.abspath(file)
+        if any(file.startswith(root + os.sep) for root in installed) or "site-packages" in file:
+            continue
+        with open(file, "rb") as fh:
+            out[name] = [file, hashlib.sha256(fh.read()).hexdigest()]
+    return out
+
+
+def refuse_other_modules(saved: Optional[dict]) -> None:
+    """A resume whose process imports a module the run was made with from another file (another digest): refused
+    naming the module, both files (two versions of one's own code would be mixed in one run)."""
+    now = own_modules()
+    for name, (file, digest) in sorted((saved or {}).items()):
+        if name in now and now[name][1] != digest:
+            where = "another file" if now[name][0] != file else "the same file, changed since"
+            raise ValueError(
+                f"ckpt_path: the run was made with {name} from {file} (sha256 {digest[:12]}); this process imports it "
+                f"from {now[name][0]}, {where} (sha256 {now[name][1][:12]}): the run would go on with other code; "
+                f"resume it where its code is, or start a new run"
+            )
 
 
 def hparams_digest(hparams: dict) -> str:

@@ -127,3 +127,38 @@ def test_a_network_of_ones_own_in_the_working_folder_runs_from_the_installed_com
     out = subprocess.run([*argv, *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "[Tiny]" in out.stdout + out.stderr  # the method is named for the network it ran
+
+
+def test_a_resume_whose_own_module_is_another_file_is_refused_naming_it(tmp_path):
+    """A run resumed from another folder took that folder's module of the same name (my_net.Tiny) and mixed two
+    networks in one run: a checkpoint named the class only. It records each module of one's own by its file's
+    digest; a resume that imports another file under that name is refused naming the module; the same code goes on."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, activation in ((first, "Tanh"), (second, "ReLU")):  # the same shapes, another network
+        folder.mkdir()
+        (folder / "my_net.py").write_text(MY_NET.replace("Tanh", activation))
+    argv = [sys.executable, os.path.join(ROOT, "scripts", "main.py")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    settings = [
+        "--model.network=my_net.Tiny",
+        "--model.self_duel_test=none",
+        "--data.num_seeds=1",
+        "--model.grad_steps=1",
+    ]
+    runs = tmp_path / "runs"
+    out = subprocess.run(
+        [*argv, *fit_args(runs, *settings, "--data.rounds=4", "--checkpoint.every_n_rounds=2")],
+        capture_output=True,
+        text=True,
+        cwd=first,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    again = [*argv, *fit_args(runs, *settings, "--data.rounds=6", "--checkpoint.every_n_rounds=2", "--ckpt_path=last")]
+    out = subprocess.run(again, capture_output=True, text=True, cwd=second, env=env, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"ckpt_path: the run was made with my_net from {first / 'my_net.py'}" in out.stderr, out.stderr[-2000:]
+    out = subprocess.run(again, capture_output=True, text=True, cwd=first, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
