@@ -210,9 +210,14 @@ def read_user_table(
             if i != label_guess
         ) or (isinstance(label_column, str) or any(isinstance(f, str) for f in feature_columns or []))
     if header:
-        names, rows = rows[0][1], rows[1:]
+        head_line, names, rows = rows[0][0], rows[0][1], rows[1:]
         if not rows:
             raise ValueError(f"{path}: a header row and no data rows")
+        twice = next((c for c in names if names.count(c) > 1), None)
+        if twice is not None:
+            raise ValueError(
+                f"{path}, line {head_line}: the header names the column {twice!r} twice; give each column its own name"
+            )
     li = width - 1 if label_column is None else column(label_column, "data.label_column")
     fi = (
         [i for i in range(width) if i != li]
@@ -223,12 +228,13 @@ def read_user_table(
         raise ValueError(f"data.feature_columns: the label column {li} is also a feature column")
     if not fi:
         raise ValueError("data.feature_columns: no feature column")
-    X, labels = [], []
+    X, labels, kept = [], [], []
     gone = lambda c: c.strip().lower() in MISSING_CELLS  # noqa: E731
     for n, cells in rows:
         if len(cells) != width:
             raise ValueError(f"{path}, line {n}: expected {width} columns, found {len(cells)}")
-        empty = [i for i in [*fi, li] if gone(cells[i])]
+        # a feature's missing-value cell ('', NA, ?, ...); a label is missing only where empty ('NA' may be a class)
+        empty = [i for i in fi if gone(cells[i])] + ([li] if not cells[li].strip() else [])
         if empty and missing == "refuse":
             i = empty[0]
             named = f" ({names[i]!r})" if names else ""
@@ -240,6 +246,7 @@ def read_user_table(
             continue
         try:
             X.append([math.nan if i in empty else float(cells[i]) for i in fi])
+            kept.append(n)  # the file's line of each row kept
         except ValueError:
             bad = next(i for i in fi if not _is_number(cells[i]))
             raise ValueError(f"{path}, line {n}, column {bad + 1}: non-numeric value {cells[bad]!r}") from None
@@ -254,8 +261,8 @@ def read_user_table(
                 raise ValueError(f"{path}, column {fi[k] + 1}: every value is missing; there is no mean to put in")
             X[gap[:, k], k] = X[~gap[:, k], k].mean()
     if not np.isfinite(X).all():
-        r = int(np.argwhere(~np.isfinite(X))[0][0])
-        raise ValueError(f"{path}: a NaN or infinite feature in data row {r + 1}")
+        r, k = (int(v) for v in np.argwhere(~np.isfinite(X))[0])
+        raise ValueError(f"{path}, line {kept[r]}, column {fi[k] + 1}: a NaN or infinite feature")
     classes = sorted(set(labels), key=lambda s: (not _is_number(s), float(s) if _is_number(s) else 0.0, s))
     if len(classes) < 2:
         raise ValueError(f"{path}: the label column holds one class ({classes[0]!r}); a dueling task needs two or more")

@@ -163,6 +163,8 @@ def typed_value(cls: type, name: str, value, field: str):
         hint = rest[0]
     text = isinstance(value, str)
     shown = f"{name}={value!r}"
+    if isinstance(value, np.generic) and not isinstance(value, np.bool_):  # a value read out of a numpy array
+        value = value.item()
     if hint is bool:
         if isinstance(value, bool):
             return value

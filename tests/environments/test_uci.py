@@ -269,3 +269,28 @@ def test_a_headerless_table_saved_with_a_byte_order_mark_keeps_its_first_row(tmp
     path.write_bytes("1.0,2.0,a\n2.0,3.0,b\n4.0,5.0,a\n".encode("utf-8-sig"))
     X, y, labels = read_user_table(str(path))
     assert len(y) == 3 and list(labels) == ["a", "b"]
+
+
+def test_a_class_named_na_is_a_class_and_a_repeated_header_name_is_refused(tmp_path):
+    """The label 'NA' (North America) was dropped as a missing value, its rows lost; two columns of one name were
+    taken silently (a feature_columns name picked the first). A label is missing only where its cell is empty; a
+    header that names two columns alike is refused naming it."""
+    from nvldb_pl.environments.uci import read_user_table
+
+    path = tmp_path / "t.csv"
+    path.write_text("a,b,region\n1.0,2.0,NA\n2.0,3.0,EU\n4.0,5.0,NA\n6.0,1.0,EU\n")
+    X, y, labels = read_user_table(str(path))
+    assert len(y) == 4 and sorted(labels) == ["EU", "NA"]
+    path.write_text("a,a,region\n1.0,2.0,x\n2.0,3.0,y\n")
+    with pytest.raises(ValueError, match="header names the column 'a' twice"):
+        read_user_table(str(path))
+
+
+def test_an_infinite_cell_is_named_by_its_line_in_the_file_after_rows_were_dropped(tmp_path):
+    """The row number of an inf cell was counted after the dropped rows (data row 2 for the file's line 4)."""
+    from nvldb_pl.environments.uci import read_user_table
+
+    path = tmp_path / "t.csv"
+    path.write_text("a,b,c\n1.0,,x\n2.0,3.0,y\n4.0,inf,x\n6.0,1.0,y\n")
+    with pytest.raises(ValueError, match=r"t.csv, line 4, column 2: a NaN or infinite feature"):
+        read_user_table(str(path), missing="drop")

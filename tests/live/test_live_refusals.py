@@ -174,3 +174,13 @@ def test_a_saved_format_version_not_this_packages_is_refused_naming_the_file(tmp
     torch.save(save, path)
     with pytest.raises(ValueError, match=f"^{path}: {re.escape(message)}"):
         DuelingBandit.from_checkpoint(path)
+
+
+def test_numpy_scalars_are_taken_as_the_numbers_they_are():
+    """create(width=np.int64(8)) was refused as 'not an integer' (a value from a numpy array, as a sweep in a notebook
+    gives it); numpy integers and floats are taken as Python's, and a numpy bool is still not an integer."""
+    bandit = DuelingBandit.create(dim=np.int64(3), horizon=np.int64(20), width=np.int64(8), lr=np.float32(0.01))
+    assert bandit.learner.settings.width == 8 and type(bandit.learner.settings.width) is int
+    assert isinstance(bandit.learner.settings.lr, float)
+    with pytest.raises(ValueError, match="is not an integer"):
+        DuelingBandit.create(dim=3, width=np.bool_(True))
