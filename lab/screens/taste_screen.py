@@ -15,10 +15,13 @@ orders the items from the same answers, compared with the person's hidden order 
 - ``netstd``: the same learner on standardized features;
 - ``netlap``: the linear posterior on the standardized learner's phi (a last-layer Laplace, scale from the evidence),
   feature_dim 16;
-- ``evid``: the linear and the quad posteriors averaged by their Laplace evidence (Bayesian model averaging).
+- ``evid``: the linear and the quad posteriors averaged by their Laplace evidence (Bayesian model averaging);
+- ``taste``: the page's ranking now, :func:`nvldb_pl.maths.posterior.taste_posterior` on the items as given.
 
 Policies: ``random`` (a uniform pair, never the last one), ``page`` (objective rank: BALD on the raw learner's
 estimate, as the page asks now), ``bald_linear``, ``bald_quad``, ``bald_netlap``, ``bald_evid`` (BALD under that ranker's posterior,
+``taste`` (the page's questions now: :func:`nvldb_pl.maths.ranking.posterior_pair` under the taste posterior among
+:func:`nvldb_pl.maths.ranking.question_mask`),
 never the last pair, an item not yet shown in every pair until all were), ``gp`` (PairwiseGP's own active rule, the
 pair of largest posterior variance of the gap, ranked by its posterior mean; needs the gp extra's venv). Each row: catalog, kind, person, policy,
 taus per ranker at each count, the longest run of one pair, items never shown after 20 answers, dead-network count.
@@ -39,16 +42,16 @@ import torch
 import yaml
 
 from nvldb_pl.live import DuelingBandit
-from nvldb_pl.maths.posterior import PRIOR_VARIANCES, _mode, linear_posterior
-from nvldb_pl.maths.ranking import bald
+from nvldb_pl.maths.posterior import PRIOR_VARIANCES, _mode, linear_posterior, taste_posterior
+from nvldb_pl.maths.ranking import bald, posterior_pair, question_mask
 from nvldb_pl.serve.items import kendall_tau
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 KINDS = ("linear", "ideal", "interact", "mixture", "noisy", "sharp")
 CATALOGS = {"N8d2": (8, 2), "N30d4": (30, 4), "N60d12": (60, 12)}
 SCALES = ("raw", "wide", "std")
-POLICIES = ("random", "page", "bald_linear", "bald_quad", "bald_netlap", "bald_evid", "gp")
-RANKERS = ("linear", "quad", "net", "netstd", "netlap", "evid", "gp")
+POLICIES = ("random", "page", "bald_linear", "bald_quad", "bald_netlap", "bald_evid", "gp", "taste")
+RANKERS = ("linear", "quad", "net", "netstd", "netlap", "evid", "gp", "taste")
 CHECKS = (20, 40, 100, 200)
 
 
@@ -177,7 +180,15 @@ def live_model(**extra) -> dict:
         return {**yaml.safe_load(fh)["model"], **extra}
 
 
-def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> dict:
+def taste_fit(x, pairs, outcomes):
+    """The page's taste posterior on the answers so far: f [N], cov [N, N]."""
+    X = torch.as_tensor(x, dtype=torch.float64)
+    first, second = X[[i for i, _ in pairs]], X[[j for _, j in pairs]]
+    f, cov, _ = taste_posterior(X, first, second, torch.tensor(outcomes, dtype=torch.float64))
+    return f, cov
+
+
+def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rankers=RANKERS) -> dict:
     x, x01 = catalog(cat, scale)
     N, d = x.shape
     P, truth = person(kind, x01, p)
@@ -188,6 +199,7 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
     std = DuelingBandit.create(dim=d, horizon=200, seed=p, objective="rank", **live_model(feature_dim=16))
     lin, quad = Posterior(x), Posterior(quad_features(x))
     evid = Evidence(x, quad_features(x))
+    nets = policy in ("page", "bald_netlap") or bool({"net", "netstd", "netlap"} & set(rankers))
     pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
     last, run_len, longest = None, 0, 0
     taus, never_shown, t0 = {}, None, time.perf_counter()
@@ -199,6 +211,10 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
                     break
         elif policy == "page":
             i, j = raw.select(x)
+        elif policy == "taste":  # the page's questions now
+            f, C = taste_fit(x, pairs, outcomes)
+            allowed = question_mask(torch.as_tensor(shown > 0), last)
+            i, j = posterior_pair(f, C, allowed)
         elif policy == "gp":  # PairwiseGP's own active rule: the pair of largest Var(f_i - f_j) (needs the gp extra)
             i, j = gp_question(x, pairs, outcomes, rng)
         else:
@@ -217,22 +233,25 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int) -> d
         shown[[i, j]] += 1
         pairs.append((i, j))
         outcomes.append(o)
-        raw.observe(x, i, j, o)
-        std.observe(xs, i, j, o)
+        if nets:
+            raw.observe(x, i, j, o)
+            std.observe(xs, i, j, o)
         if t == 20:
             never_shown = int((shown == 0).sum())
         if t in CHECKS:
-            taus[t] = {
-                "linear": kendall_tau(lin.fit(pairs, outcomes)[0].numpy(), truth),
-                "quad": kendall_tau(quad.fit(pairs, outcomes)[0].numpy(), truth),
-                "net": kendall_tau(raw.scores(x), truth),
-                "netstd": kendall_tau(std.scores(xs), truth),
-                "netlap": kendall_tau(Posterior(phi_of(std, xs)).fit(pairs, outcomes)[0].numpy(), truth),
-                "evid": kendall_tau(evid.fit(pairs, outcomes)[0].numpy(), truth),
+            scorers = {
+                "linear": lambda: lin.fit(pairs, outcomes)[0].numpy(),
+                "quad": lambda: quad.fit(pairs, outcomes)[0].numpy(),
+                "net": lambda: raw.scores(x),
+                "netstd": lambda: std.scores(xs),
+                "netlap": lambda: Posterior(phi_of(std, xs)).fit(pairs, outcomes)[0].numpy(),
+                "evid": lambda: evid.fit(pairs, outcomes)[0].numpy(),
+                "taste": lambda: taste_fit(x, pairs, outcomes)[0].numpy(),
             }
-            if policy == "gp":
+            taus[t] = {rk: kendall_tau(fn(), truth) for rk, fn in scorers.items() if rk in rankers}
+            if policy == "gp" and "gp" in rankers:
                 taus[t]["gp"] = kendall_tau(gp_fit(x, pairs, outcomes)[0].numpy(), truth)
-    dead = int(np.ptp(raw.scores(x)) == 0)
+    dead = int(np.ptp(raw.scores(x)) == 0) if nets else None
     return {
         "catalog": cat,
         "scale": scale,
@@ -303,6 +322,8 @@ def summary(path: str) -> None:
         ("bald_netlap", "netlap"),
         ("bald_evid", "evid"),
         ("random", "evid"),
+        ("random", "taste"),
+        ("taste", "taste"),
     ]
     by = {}
     for r in rows:
@@ -327,6 +348,7 @@ def main(argv=None) -> None:
     ap.add_argument("--catalogs", nargs="+", default=list(CATALOGS))
     ap.add_argument("--scales", nargs="+", default=list(SCALES))
     ap.add_argument("--policies", nargs="+", default=list(POLICIES))
+    ap.add_argument("--rankers", nargs="+", default=list(RANKERS))
     ap.add_argument("--out")
     ap.add_argument("--summary")
     a = ap.parse_args(argv)
@@ -342,7 +364,7 @@ def main(argv=None) -> None:
         for cat, scale, kind, policy in itertools.product(a.catalogs, a.scales, a.kinds, a.policies):
             if (cat, scale, kind, p, policy) in done:
                 continue
-            row = run(cat, scale, kind, p, policy, a.answers)
+            row = run(cat, scale, kind, p, policy, a.answers, tuple(a.rankers))
             line = json.dumps(row)
             if a.out:
                 with open(a.out, "a") as fh:
