@@ -152,7 +152,7 @@ def main() -> None:
 def replay_times(m, t: int) -> None:
     """Device time of one round's graph (n Adam steps and the refit) as the graphed pass replays it."""
     with m._untimed():
-        run = lambda: m.step_graphs(m._history_rows(t), lambda: m._train_and_refit(t))  # noqa: E731
+        run = lambda: m.execution.steps(m._history_rows(t), lambda: m._train_and_refit(t))  # noqa: E731
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()

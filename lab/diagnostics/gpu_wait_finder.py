@@ -67,7 +67,6 @@ def host_times(args, stall_ms: float) -> dict:
         {"task": args.task, "rounds": args.rounds, "num_seeds": args.seeds, "seed": 0},
         {"width": args.width, "history_pass": "auto"},
     )
-    module.sync_timings = False
     profiler = SimpleProfiler(dirpath=tempfile.mkdtemp(), filename="profile")  # its report to a file, not here
     trainer = pl.Trainer(
         max_epochs=1,

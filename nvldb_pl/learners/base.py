@@ -5,8 +5,9 @@ their estimator and selection rule.
 A learner is a plain torch algorithm (a ``torch.nn.Module``: its state is its buffers and parameters): it imports
 nothing of Lightning. Lightning's loop drives it through one adapter, :class:`nvldb_pl.loop.module.LearnerModule`
 (optimizer, device, precision, regret, checkpoint hooks); the live API (:mod:`nvldb_pl.live`) drives it directly.
-What runs its optimization is its :class:`Driver`: a plain one (its own optimizer, ``loss.backward()``) unless the
-adapter installs Lightning's (the precision plugin's backward and scaler).
+What runs its optimization is handed in as an :class:`Execution` (an optimizer, a backward, a loss scaler, a runner of
+the update's steps): plain torch unless the adapter hands in Lightning's (the precision plugin's backward and
+scaler); the learner never calls up into whoever drives it.
 
 The round, as data (no per-round state is kept in attributes between the calls):
 
@@ -31,9 +32,12 @@ from __future__ import annotations
 import inspect
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 import torch
 
+from .history import EagerSteps
 from .settings import Settings, init_arguments
 from ..maths.checks import check, check_linked, check_memory
 from ..migrations import upgrade_settings, upgrade_state
@@ -58,23 +62,22 @@ def learner_name(cls: type) -> str:
     return cls.__name__ if cls.__module__.split(".")[0] == "nvldb_pl" else f"{cls.__module__}.{cls.__qualname__}"
 
 
-class Driver:
-    """What runs a learner's optimization: plain torch here (the optimizer :meth:`DuelingLearner.attach_optimizer`
-    made, ``loss.backward()``, no gradient scaler). Lightning's adapter (:mod:`nvldb_pl.loop.module`) installs one
-    whose backward and optimizer step go through its precision plugin."""
+@dataclass(frozen=True)
+class Execution:
+    """What runs a learner's optimization, handed in by whoever drives it (:meth:`DuelingLearner.execute_with`):
+    the learner calls these and nothing else of its driver. The default is plain torch (live use).
 
-    def __init__(self, optimizer=None):
-        self._optimizer = optimizer
+    ``optimizer``: the optimizer of the learner's parameters (None where it has none); ``backward``: loss -> None
+    (None: ``loss.backward()``; under a Trainer the precision plugin's, which scales the loss under 16-mixed);
+    ``scaler``: 16-mixed's GradScaler where one scales the loss, else None; ``steps``: ``steps(key, fn) -> fn()``,
+    the runner of the update's steps (under the loop a CUDA graph's, :mod:`nvldb_pl.machinery.graphs`);
+    ``sync_timings``: on CUDA, synchronize around every timed section (a true time split, for benchmarks)."""
 
-    def optimizer(self):
-        return self._optimizer
-
-    def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
-
-    def scaler(self):
-        """16-mixed's GradScaler where one scales the loss, else None."""
-        return None
+    optimizer: Any = None
+    backward: Optional[Callable[[torch.Tensor], None]] = None
+    scaler: Any = None
+    steps: Callable = field(default_factory=EagerSteps)
+    sync_timings: bool = False
 
 
 class DuelingLearner(torch.nn.Module):
@@ -118,9 +121,8 @@ class DuelingLearner(torch.nn.Module):
         self._base_seed, self._seed_ids = 0, list(range(S))
         self.register_load_state_dict_post_hook(DuelingLearner._mirror_seed_buffers)
         self.hparams = Settings()  # what save_hyperparameters keeps
-        self.driver = Driver()  # plain torch until an optimizer is attached or Lightning's adapter installs its own
+        self.execution = Execution()  # plain torch until one is handed in (execute_with)
         self.timings = {name: 0.0 for name in self.TIMED}
-        self.sync_timings = False  # True: synchronize CUDA around timed sections (benchmarks only)
         self._timers_off = False
         self._t = 0  # rounds observed; host-side mirror of the rounds_done buffer (no device sync)
         self.num_local = S  # seeds held by this process (< num_seeds when sharded over processes)
@@ -220,9 +222,14 @@ class DuelingLearner(torch.nn.Module):
         for name in self.HISTORY_BUFFERS:
             setattr(self, name, self._padded(name, getattr(self, name), capacity))
 
+    def execute_with(self, execution: Execution) -> None:
+        """Run the optimization through ``execution`` from now on (Lightning's adapter when a fit is set up, the live
+        API with the learner's own optimizer)."""
+        self.execution = execution
+
     def optimizer(self):
-        """The optimizer its driver holds (Lightning's under a Trainer, else the one :meth:`attach_optimizer` made)."""
-        return self.driver.optimizer()
+        """The optimizer handed in (Lightning's under a Trainer, else the one :meth:`attach_optimizer` made)."""
+        return self.execution.optimizer
 
     def attach_optimizer(self, state: dict | None = None) -> None:
         """Drive the learner with plain torch and its own optimizer (live use), optionally with a saved state."""
@@ -230,15 +237,18 @@ class DuelingLearner(torch.nn.Module):
         if opt is not None and state is not None:
             opt.load_state_dict(state)
             self.settle_optimizer(opt)
-        self.driver = Driver(opt)
+        self.execute_with(Execution(optimizer=opt))
 
     def settle_optimizer(self, opt) -> None:
         """After a saved state was loaded into ``opt``: its execution settings as this run makes them
         (the state may come from a run on another device, whose settings it carries). Nothing here."""
 
     def backprop(self, loss: torch.Tensor) -> None:
-        """Backpropagate through the driver (under a Trainer: Lightning's precision plugin, its scaler)."""
-        self.driver.backward(loss)
+        """Backpropagate as the execution handed in says (under a Trainer: Lightning's precision plugin, its scaler)."""
+        if self.execution.backward is None:
+            loss.backward()
+        else:
+            self.execution.backward(loss)
 
     def scores(self, contexts: torch.Tensor) -> torch.Tensor:
         """The estimated utilities f(x_k) [S, K] of contexts [S, K, d] (a learned ranking)."""
@@ -299,12 +309,12 @@ class DuelingLearner(torch.nn.Module):
 
     @contextmanager
     def _timed(self, name: str):
-        """Wall time of a section; on CUDA it only counts launches unless ``sync_timings``.
+        """Wall time of a section; on CUDA it only counts launches unless the execution's ``sync_timings``.
         Sections inside :meth:`_untimed` are not counted (their time is in the enclosing one)."""
         if self._timers_off:
             yield
             return
-        sync = self.sync_timings and self.device.type == "cuda"
+        sync = self.execution.sync_timings and self.device.type == "cuda"
         if sync:
             torch.cuda.synchronize(self.device)
         start = time.perf_counter()

@@ -1,8 +1,8 @@
 """How a learner's Adam steps walk its history of duels: the pass (``model.history_pass``), its blocks of rows, a
 bounded sample of rows, the graphed pass's buckets, and Adam's state as a captured step needs it. What the steps
 compute is the learner's (:meth:`nvldb_pl.learners.neural.NeuralLearner._adam_steps`), the same under every pass; the
-CUDA graph that replays them is the machinery's (:mod:`nvldb_pl.machinery.graphs`), handed to the learner by the loop
-(:attr:`NeuralLearner.step_graphs`; outside it the steps run as they are, :class:`EagerSteps`)."""
+CUDA graph that replays them is the machinery's (:mod:`nvldb_pl.machinery.graphs`), handed to the learner with its
+:class:`nvldb_pl.learners.base.Execution` (``steps``; outside the loop the steps run as they are, :class:`EagerSteps`)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def graphs_available(device: torch.device) -> bool:
 
 
 class EagerSteps:
-    """The update's steps run as they are, every round (no CUDA graph): a learner's ``step_graphs`` until the loop
-    hands it the machinery's :class:`nvldb_pl.machinery.graphs.CapturedSteps`; the same calls and results."""
+    """The update's steps run as they are, every round (no CUDA graph): an execution's ``steps`` unless the loop
+    hands in the machinery's :class:`nvldb_pl.machinery.graphs.CapturedSteps`; the same calls and results."""
 
     captures = 0
 

@@ -17,7 +17,6 @@ from . import history
 from .history import (
     HISTORY_PASSES,
     TRAIN_CHUNK_ROUNDS,
-    EagerSteps,
     block_bytes,
     history_blocks,
     resolve_history_pass,
@@ -115,8 +114,6 @@ class NeuralLearner(DuelingLearner):
             self.net = StackedMLP(
                 s.num_seeds, s.dim, s.width, s.depth, s.parametrization, s.bias, s.feature_dim, s.activation
             )
-        # history_pass=graphed: the update's steps run through this (the loop hands over a CUDA graph's runner)
-        self.step_graphs = EagerSteps()
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
@@ -145,8 +142,8 @@ class NeuralLearner(DuelingLearner):
         )
 
     def _scaler(self):
-        """16-mixed's GradScaler (the driver's: Lightning's precision plugin under a Trainer), else None."""
-        return self.driver.scaler()
+        """16-mixed's GradScaler (the execution's: Lightning's precision plugin under a Trainer), else None."""
+        return self.execution.scaler
 
     def problem_size(self) -> int:
         """S x T x m^2 with the built-in MLP's width m (a network of one's own: 32)."""

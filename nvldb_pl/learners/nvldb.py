@@ -252,7 +252,7 @@ class NVLDB(NeuralLearner):
             return
         if self._graphed():  # lines 9-10 as one CUDA graph per history bucket, replayed (nvldb_pl.machinery.graphs)
             with self._timed("train"), self._untimed():  # the refit's time is counted in train
-                loss, theta, dphi = self.step_graphs(self._history_rows(t), lambda: self._train_and_refit(t))
+                loss, theta, dphi = self.execution.steps(self._history_rows(t), lambda: self._train_and_refit(t))
         else:
             loss, theta, dphi = self._train_and_refit(t)
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False):

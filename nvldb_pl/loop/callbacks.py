@@ -21,7 +21,7 @@ from lightning.pytorch.callbacks import Timer
 import torch
 
 from ..learners.neural import NeuralLearner
-from ..machinery import graphs, provenance
+from ..machinery import provenance
 from ..machinery.cores import AUTO, SharedCores
 from ..machinery.history import check_learner_memory
 from ..machinery.host import atomic_open, keep_freed_memory
@@ -82,8 +82,7 @@ class DuelingLoop(pl.Callback):
     def setup(self, trainer, module, stage: str) -> None:
         """Before anything runs: the learner wired to the data module (its linked fields checked, this process's
         seeds drawn), the checks a checkpoint to go on from passes (:func:`nvldb_pl.machinery.provenance.check_resume`,
-        handed to the learner, which calls it before its state is loaded), a CUDA graph's runner for the graphed
-        pass, and freed memory kept for reuse (speed only)."""
+        handed to the learner, which calls it before its state is loaded), and freed memory kept for reuse (speed only)."""
         provenance.refuse_coupled_processes(trainer)
         dm = trainer.datamodule
         learner = module.learner
@@ -105,8 +104,6 @@ class DuelingLoop(pl.Callback):
             module.bind_seeds(dm.spec.base_seed, dm.seed_ids)
         self.earlier_parts: list[dict] = []  # the rounds of this run made before this process, by part
         module.resume_check = self._check_resume
-        if isinstance(learner, NeuralLearner):
-            learner.step_graphs = graphs.CapturedSteps()  # used where history_pass is graphed on a CUDA device
         keep_freed_memory()  # a round's temporaries reused, not faulted in again
 
     def _check_resume(self, module, checkpoint: dict) -> None:

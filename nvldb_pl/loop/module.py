@@ -13,37 +13,16 @@ learner was itself the module: files written before and after read alike.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Optional
 
 import lightning.pytorch as pl
-import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from ..environments.regret import PREFIX, CumulativeRegret, split_state
-from ..learners.base import Driver, DuelingLearner, learner_name
+from ..learners.base import DuelingLearner, Execution, learner_name
+from ..machinery import graphs
 from ..migrations import VERSION as MIGRATION_VERSION
-
-
-class LightningDriver(Driver):
-    """A learner's optimization under a Trainer: Lightning's optimizer (its step through the strategy and precision
-    plugin), ``manual_backward`` (the loss scaled under 16-mixed) and the precision plugin's GradScaler."""
-
-    def __init__(self, module: "LearnerModule"):
-        super().__init__()
-        self.module = module
-
-    def optimizer(self):
-        return self.module.optimizers()
-
-    def backward(self, loss: torch.Tensor) -> None:
-        self.module.manual_backward(loss)
-
-    def scaler(self):
-        try:
-            trainer = self.module.trainer
-        except RuntimeError:  # not attached to a Trainer
-            return None
-        return getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
 
 
 class LearnerModule(pl.LightningModule):
@@ -51,15 +30,19 @@ class LearnerModule(pl.LightningModule):
 
     ``hparams`` are the learner's settings as it was wrapped (what the checkpoint and the logger's hparams.yaml
     record); ``resume_check(module, checkpoint)``, handed over by the loop, checks a checkpoint before its state
-    loads. The learner's driver becomes Lightning's (:class:`LightningDriver`) and stays so after the fit."""
+    loads; ``sync_timings``: on CUDA, the learner's timed sections synchronized (a true time split, benchmarks).
 
-    def __init__(self, learner: DuelingLearner):
+    The learner is handed Lightning's execution when the fit is set up (:meth:`setup`: ``manual_backward``, the
+    precision plugin's GradScaler, a CUDA graph's runner for the graphed pass) and its optimizer when training starts
+    (the strategy's, through which a step goes); it keeps them after the fit. It calls nothing of this module."""
+
+    def __init__(self, learner: DuelingLearner, sync_timings: bool = False):
         super().__init__()
         self.learner = learner
         self.automatic_optimization = False
         self.regret = CumulativeRegret(learner.seed_ids)
         self.resume_check: Optional[Callable[["LearnerModule", dict], None]] = None
-        learner.driver = LightningDriver(self)
+        self.sync_timings = sync_timings
         self.save_hyperparameters(dict(learner.hparams))  # the learner's settings, as the checkpoint and logger record
 
     @property
@@ -73,6 +56,14 @@ class LearnerModule(pl.LightningModule):
         self.regret = CumulativeRegret(list(seed_ids)).to(self.device)
 
     # ------------------------------------------------------------------ Lightning's module
+    def setup(self, stage: str) -> None:
+        """Hand the learner Lightning's execution (its optimizer follows in :meth:`on_train_start`)."""
+        scaler = getattr(getattr(self.trainer, "precision_plugin", None), "scaler", None)
+        steps = graphs.CapturedSteps()  # used where history_pass is graphed on a CUDA device
+        self.learner.execute_with(
+            Execution(backward=self.manual_backward, scaler=scaler, steps=steps, sync_timings=self.sync_timings)
+        )
+
     def configure_optimizers(self):
         return self.learner.make_optimizer()
 
@@ -82,14 +73,14 @@ class LearnerModule(pl.LightningModule):
         return None
 
     def on_fit_start(self) -> None:
-        scaler = self.learner.driver.scaler()
-        for kind, text in self.learner.execution_notes(scaler is not None):
+        for kind, text in self.learner.execution_notes(self.learner.execution.scaler is not None):
             (rank_zero_warn if kind == "warning" else rank_zero_info)(text)
 
     def on_train_start(self) -> None:
         opt = self.optimizers(use_pl_optimizer=False)
         if opt is not None and not isinstance(opt, list):
             self.learner.settle_optimizer(opt)
+        self.learner.execute_with(replace(self.learner.execution, optimizer=self.optimizers()))
 
     # ------------------------------------------------------------------ the state, as a checkpoint holds it
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):

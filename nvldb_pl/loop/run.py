@@ -162,7 +162,6 @@ def run_experiment(
     if resume is not None and (root_dir is None or not checkpoint_every):
         raise ValueError("resume: a run goes on from a checkpoint with root_dir and checkpoint_every given")
     dm, module = build(data, model, learner)
-    module.sync_timings = sync_timings
     share = []
     if threads is not None:
         n = devices.threads_for(None if threads == "auto" else threads, module.problem_size())
@@ -207,7 +206,9 @@ def run_experiment(
                     f"{logger.log_dir}: another process is running this run now; let it finish, or stop it"
                 )
         try:
-            trainer.fit(LearnerModule(module), datamodule=dm, ckpt_path=None if resume is None else resume[1])
+            trainer.fit(
+                LearnerModule(module, sync_timings), datamodule=dm, ckpt_path=None if resume is None else resume[1]
+            )
         except SystemExit as stop:
             if stopped_by_ctrl_c(stop):  # a script says what stopped
                 raise KeyboardInterrupt from None

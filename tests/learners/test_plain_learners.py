@@ -5,7 +5,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from nvldb_pl.learners.base import Driver, DuelingLearner
+from nvldb_pl.learners.base import DuelingLearner, Execution
 from nvldb_pl.learners.nvldb import NVLDB
 from nvldb_pl.learners.registry import LEARNERS
 from nvldb_pl.environments.regret import split_state
@@ -82,12 +82,12 @@ def test_an_older_live_saves_regret_keys_are_dropped_by_the_learner():
     NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4).load_state_dict(old)
 
 
-def test_the_plain_driver_steps_the_optimizer_it_is_given():
+def test_the_plain_execution_steps_the_optimizer_it_is_given():
     """Outside a Trainer the learner's steps are plain torch: backprop is loss.backward(), the step its optimizer's."""
     m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=1, width=4)
-    assert m.optimizer() is None and m.driver.scaler() is None
+    assert m.optimizer() is None and m.execution.scaler is None
     opt = torch.optim.SGD(m.net.parameters(), lr=1.0)
-    m.driver = Driver(opt)
+    m.execute_with(Execution(optimizer=opt))
     before = m.net.theta.detach().clone()
     m.backprop(m.net.theta.sum())
     m.optimizer().step()

@@ -253,3 +253,13 @@ def test_a_seed_whose_features_all_died_is_named_at_the_end():
     live = [s["live_feature_units"] for s in summary["seeds"]]
     assert live[1] == 0 and live[0] > 0 and live[2] > 0
     assert torch.count_nonzero(module.net.features(module.history()[1:2].flatten(1, 2).repeat(3, 1, 1))[1]) == 0
+
+
+def test_the_learner_is_handed_its_execution_with_run_experiments_sync_timings():
+    """The adapter hands the learner its execution (the timings' sync flag with it, once set on the learner from
+    outside) and the strategy's optimizer; the learner holds no reference to the adapter."""
+    for sync in (True, False):
+        _, m = run_experiment({"task": "cos", "rounds": 3, "num_seeds": 1}, {"width": 4}, sync_timings=sync)
+        assert m.execution.sync_timings is sync
+        assert isinstance(m.execution.optimizer.optimizer, torch.optim.Adam)  # Lightning's wrapper of the learner's
+        assert not any(isinstance(v, pl.LightningModule) for v in vars(m).values())

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from nvldb_pl.learners.base import Driver
+from nvldb_pl.learners.base import Execution
 from nvldb_pl.loop.run import run_experiment
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -52,7 +52,7 @@ def test_the_default_history_pass_on_cuda_is_the_graphed_one():
     """history_pass=auto (the default) captures the update in CUDA graphs on a GPU (measured on an
     H200: 7x the chunked pass's rounds/s), one per 256-round bucket."""
     _, m = run_experiment({**DATA, "rounds": 260}, MODEL, accelerator="gpu")
-    assert m.hparams.history_pass == "auto" and m.step_graphs.captures == 2
+    assert m.hparams.history_pass == "auto" and m.execution.steps.captures == 2
 
 
 NETWORKS = {"relu": {}, "gelu": {"activation": "gelu", "w_reg": 0.1}}  # the built-in MLP, ReLU and GELU with a prior
@@ -78,7 +78,9 @@ def test_float32_gpu_gradient_is_the_cpu_gradient(history_pass, network):
         m._t = t
         m.rounds_done.fill_(t)
         m = m.to(device)
-        m.driver = Driver(torch.optim.SGD(m.net.parameters(), lr=0.0))  # keep the parameters; read .grad
+        m.execute_with(
+            Execution(optimizer=torch.optim.SGD(m.net.parameters(), lr=0.0))
+        )  # keep the parameters; read .grad
         m._adam_steps(t)
         grads.append([p.grad.detach().cpu().double() for p in m.net.param_list()])
     for a, b in zip(*grads):
@@ -103,7 +105,7 @@ def test_16_mixed_on_gpu_warns_that_one_scaler_couples_the_seeds():
     with pytest.warns(UserWarning, match="one GradScaler serves all stacked seeds"):
         s, m = run_experiment({**DATA, "rounds": 8}, MODEL, precision="16-mixed", accelerator="gpu", quiet=False)
     assert s["rounds"] == 8 and all(math.isfinite(x["cum_avg_regret"]) for x in s["seeds"])  # it ran to the end
-    assert m.step_graphs.captures == 0
+    assert m.execution.steps.captures == 0
     with pytest.raises(ValueError, match="model.history_pass: graphed cannot run under 16-mixed"):
         run_experiment(
             {**DATA, "rounds": 8}, {**MODEL, "history_pass": "graphed"}, precision="16-mixed", accelerator="gpu"
@@ -117,7 +119,7 @@ def test_one_seed_on_gpu_runs_graphed_and_plays_what_it_plays_among_four():
     s4, m4 = run_experiment({**data, "num_seeds": 4, "first_seed_id": 0}, MODEL, accelerator="gpu")
     for i in (0, 3):
         s1, m1 = run_experiment({**data, "num_seeds": 1, "first_seed_id": i}, MODEL, accelerator="gpu")
-        assert m1.step_graphs.captures == 2
+        assert m1.execution.steps.captures == 2
         assert torch.equal(m1.history()[0], m4.history()[i])
         v = float((m1.V[0] - m4.V[i]).abs().max() / m4.V[i].abs().max())
         th = float((m1.net.theta[0] - m4.net.theta[i]).abs().max() / m4.net.theta[i].abs().max())
@@ -208,8 +210,8 @@ def test_the_graphed_update_replays_what_the_eager_update_computes(network):
         g = torch.Generator().manual_seed(5)
         m.hist_xt.copy_(torch.randn(3, 4, 2 * T, generator=g))
         m.hist_o.copy_((torch.rand(3, T, generator=g) < 0.5).float())
-        m.driver = Driver(
-            torch.optim.Adam(m.net.parameters(), lr=1e-3, fused=True, capturable=True)
+        m.execute_with(
+            Execution(optimizer=torch.optim.Adam(m.net.parameters(), lr=1e-3, fused=True, capturable=True))
         )  # as a graphed run makes it
         if not graphed:
             m._graphed = lambda: False
@@ -220,7 +222,7 @@ def test_the_graphed_update_replays_what_the_eager_update_computes(network):
             m.rounds_done.fill_(t)
             m.update({"dphi": torch.zeros(3, 4, dtype=torch.float64, device="cuda")})
     graphed, eager = models
-    assert graphed.step_graphs.captures == 2 and eager.step_graphs.captures == 0
+    assert graphed.execution.steps.captures == 2 and eager.execution.steps.captures == 0
     for a, b in zip(graphed.net.param_list(), eager.net.param_list()):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(graphed.V, eager.V, rtol=1e-9, atol=1e-9)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from nvldb_pl.learners.base import Driver
+from nvldb_pl.learners.base import Execution
 from nvldb_pl.learners.nvldb import NVLDB
 from nvldb_pl.loop.run import run_experiment
 
@@ -34,7 +34,7 @@ def test_sampled_step_is_the_scaled_loss_on_the_drawn_rows():
         rows = m._sample_rows(t, 1)[:, 0]  # what the step will draw: the stream of (seed, round t)
         assert rows.shape == (3, B) and int(rows.min()) >= 0 and int(rows.max()) < t
         start = [w.detach().clone() for w in m.net.weights] + [m.net.theta.detach().clone()]
-        m.driver = Driver(torch.optim.SGD(m.net.parameters(), lr=0.05))
+        m.execute_with(Execution(optimizer=torch.optim.SGD(m.net.parameters(), lr=0.05)))
         m._adam_steps(t)
         after = list(m.net.weights) + [m.net.theta]
         for s in range(3):
@@ -163,7 +163,9 @@ def test_the_whole_history_passes_give_the_same_gradient(backward, oracle):
         m.hist_du[:, :t] = torch.randn(3, t, generator=g, dtype=torch.float64)
         m._t = t
         m.rounds_done.fill_(t)
-        m.driver = Driver(torch.optim.SGD(m.net.parameters(), lr=0.0))  # keep the parameters; read .grad
+        m.execute_with(
+            Execution(optimizer=torch.optim.SGD(m.net.parameters(), lr=0.0))
+        )  # keep the parameters; read .grad
         loss = m._adam_steps(t)
         grads[mode] = (loss.detach().clone(), [p.grad.detach().clone() for p in m.net.param_list()])
     for mode in ("full", "masked", "graphed"):
@@ -214,7 +216,7 @@ def test_the_graphed_pass_runs_off_cuda_seed_independent_and_refuses_sampling():
     alone, m1 = run_experiment({**data, "num_seeds": 1, "first_seed_id": 2}, model)
     assert torch.equal(m3.history()[2], m1.history()[0])
     assert together["seeds"][2]["cum_avg_regret"] == alone["seeds"][0]["cum_avg_regret"]
-    assert m3.step_graphs.captures == 0  # nothing captured on a CPU
+    assert m3.execution.steps.captures == 0  # nothing captured on a CPU
     with pytest.raises(ValueError, match="model.history_pass: graphed walks the whole history"):
         NVLDB(rounds=4, num_seeds=1, history_pass="graphed", sample_size=2)
 
@@ -237,7 +239,7 @@ def test_a_graph_replay_of_the_update_reads_no_round_number_baked_at_its_capture
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", lambda self, fn: setattr(self, "graph", fn))
     monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
     _, replayed = run_experiment(data, model)
-    assert replayed.step_graphs.captures == 4 and eager.step_graphs.captures == 0
+    assert replayed.execution.steps.captures == 4 and eager.execution.steps.captures == 0
     assert torch.equal(replayed.hist_xt, eager.hist_xt)  # the same pairs every round
     assert torch.equal(replayed.V, eager.V) and torch.equal(replayed.net.theta, eager.net.theta)
 
@@ -269,10 +271,10 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
     _, default = run_experiment(data, model)
     _, graphed = run_experiment(data, {**model, "history_pass": "graphed"})
-    assert default.step_graphs.captures == graphed.step_graphs.captures == 3
+    assert default.execution.steps.captures == graphed.execution.steps.captures == 3
     assert torch.equal(default.V, graphed.V) and torch.equal(default.hist_xt, graphed.hist_xt)
     _, sampled = run_experiment(data, {**model, "sample_size": 8})
-    assert sampled.step_graphs.captures == 0
+    assert sampled.execution.steps.captures == 0
 
 
 def test_one_seed_runs_graphed_where_graphs_exist_and_plays_what_it_plays_among_three(monkeypatch):
@@ -290,7 +292,7 @@ def test_one_seed_runs_graphed_where_graphs_exist_and_plays_what_it_plays_among_
     data, model = {"task": "cos", "rounds": 12}, {"width": 8, "grad_steps": 2}
     _, three = run_experiment({**data, "num_seeds": 3}, model)
     _, one = run_experiment({**data, "num_seeds": 1, "first_seed_id": 2}, model)
-    assert one.step_graphs.captures == three.step_graphs.captures == 2
+    assert one.execution.steps.captures == three.execution.steps.captures == 2
     assert torch.equal(one.history(), three.history()[2:]) and torch.equal(one.V[0], three.V[2])
     for a, b in zip(one.net.param_list(), three.net.param_list()):
         assert torch.equal(a[0], b[2])

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from nvldb_pl.learners.base import Driver
+from nvldb_pl.learners.base import Execution
 from nvldb_pl.maths import links, objective
 from nvldb_pl.maths.backward import accumulate_nll_grad
 from nvldb_pl.learners.nvldb import NVLDB
@@ -102,7 +102,7 @@ def test_module_adam_step_is_the_same_with_either_backward(activation, w_reg, ne
         m.hist_xt.normal_()
         m.hist_o.bernoulli_(torch.full_like(m.hist_o, 0.5))
         opt = torch.optim.SGD(m.net.parameters(), lr=0.1)  # plain SGD: parameters move by the gradient
-        m.driver = Driver(opt)  # outside a Trainer (as in live use); backprop is loss.backward()
+        m.execute_with(Execution(optimizer=opt))  # outside a Trainer (as in live use); backprop is loss.backward()
         loss = m._adam_steps(300)  # 300 rows: two blocks of TRAIN_CHUNK_ROUNDS
         after[backward] = (loss, [p.detach().clone() for p in m.net.parameters()])
     torch.testing.assert_close(after["manual"][0], after["autograd"][0], rtol=1e-5, atol=1e-4)
