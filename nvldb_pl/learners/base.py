@@ -71,13 +71,16 @@ class Execution:
     (None: ``loss.backward()``; under a Trainer the precision plugin's, which scales the loss under 16-mixed);
     ``scaler``: 16-mixed's GradScaler where one scales the loss, else None; ``steps``: ``steps(key, fn) -> fn()``,
     the runner of the update's steps (under the loop a CUDA graph's, :mod:`nvldb_pl.machinery.graphs`);
-    ``sync_timings``: on CUDA, synchronize around every timed section (a true time split, for benchmarks)."""
+    ``sync_timings``: on CUDA, synchronize around every timed section (a true time split, for benchmarks);
+    ``self_duels``: whether a learner's own test may play an arm against itself (False where a person answers: the
+    live API; nobody is asked "A or A?")."""
 
     optimizer: Any = None
     backward: Optional[Callable[[torch.Tensor], None]] = None
     scaler: Any = None
     steps: Callable = field(default_factory=EagerSteps)
     sync_timings: bool = False
+    self_duels: bool = True
 
 
 class DuelingLearner(torch.nn.Module):
@@ -231,13 +234,14 @@ class DuelingLearner(torch.nn.Module):
         """The optimizer handed in (Lightning's under a Trainer, else the one :meth:`attach_optimizer` made)."""
         return self.execution.optimizer
 
-    def attach_optimizer(self, state: dict | None = None) -> None:
-        """Drive the learner with plain torch and its own optimizer (live use), optionally with a saved state."""
+    def attach_optimizer(self, state: dict | None = None, self_duels: bool = True) -> None:
+        """Drive the learner with plain torch and its own optimizer (live use: ``self_duels`` False), optionally with a
+        saved state."""
         opt = self.make_optimizer()
         if opt is not None and state is not None:
             opt.load_state_dict(state)
             self.settle_optimizer(opt)
-        self.execute_with(Execution(optimizer=opt))
+        self.execute_with(Execution(optimizer=opt, self_duels=self_duels))
 
     def settle_optimizer(self, opt) -> None:
         """After a saved state was loaded into ``opt``: its execution settings as this run makes them

@@ -167,8 +167,6 @@ class NVLDB(NeuralLearner):
         s = self.settings  # NVLDBSettings: every argument typed, with its value in force
         beta, self_duel_test = s.beta, s.self_duel_test
         self.own_test = s.own_test
-        # False: the self-duel test never replaces the rule's distinct pair (live use: nobody is asked "A or A?")
-        self.self_duels_allowed = True
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # line 3, built once (an acquisition)
         settings = selfduel.SelfDuelSettings(
             num_seeds=num_seeds,
@@ -218,7 +216,7 @@ class NVLDB(NeuralLearner):
             if self.settings.strategy not in selection.STRATEGIES:
                 pair = selection.checked_pair(self.selection_rule, pair, *f.shape)
             g = self._gradients(contexts) if self.self_duel.uses_gradients else None  # df/d(W, theta, b) [S, K, p]
-            a1, a2 = self.self_duel(pair, f, norm, noise, t, g, self.self_duels_allowed)
+            a1, a2 = self.self_duel(pair, f, norm, noise, t, g, self.execution.self_duels)
             if self.own_test:  # a test of one's own, checked as a rule is
                 a1, a2 = selection.checked_pair(self.self_duel, (a1, a2), *f.shape, field="model.self_duel_test")
             self._flag_bad(~est["ok"] | ~torch.isfinite(f).all(dim=1), t)

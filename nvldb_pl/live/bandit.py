@@ -145,11 +145,9 @@ class DuelingBandit:
                 "model.distinct_arms: false lets the rule pick an item against itself, which no person can answer; "
                 "a live bandit needs true (the default)"
             )
-        # a fit's default may self-duel where sure; a person is never asked "A or A?"
-        if hasattr(learner, "self_duels_allowed"):
-            learner.self_duels_allowed = False
         self.seed = int(seed)
-        learner.attach_optimizer(optimizer_state)
+        # a fit's default may self-duel where sure; a person is never asked "A or A?"
+        learner.attach_optimizer(optimizer_state, self_duels=False)
         self._gen = torch.Generator().manual_seed(self.seed)  # Thompson-sampling draws
         if generator_state is not None:
             self._gen.set_state(generator_state)

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from nvldb_pl.learners.base import Execution
 from nvldb_pl.maths import selection, selfduel
 
 
@@ -143,7 +144,8 @@ def test_the_self_duel_width_and_second_arm_are_checked_and_change_the_run():
         for par in plain.net.parameters():
             par.normal_(generator=gen)
     deep.load_state_dict(plain.state_dict())
-    plain.self_duels_allowed = deep.self_duels_allowed = False  # the second arm alone (as the live API runs)
+    for m in (plain, deep):  # the second arm alone (as the live API runs)
+        m.execute_with(Execution(self_duels=False))
     p1, p2 = plain.propose(x, noise, 1), deep.propose(x, noise, 1)
     assert torch.equal(p1["a1"], p2["a1"])  # a1 is the rule's
     with torch.no_grad():
