@@ -151,6 +151,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "the learners plain torch algorithms: the regret metric is the Lightning adapter's (a checkpoint keeps it)",
         dropped_state={"DuelingLearner": ("regret.seed_ids", "regret.cum_avg", "regret.cum_weak", "regret.rounds")},
     ),
+    Migration(
+        12,
+        "a live save records the map its contexts are read through (standardize, input_map): a save before it, read "
+        "by nvldb_pl.live.files, reads them as given; a package before it would drop the map",
+    ),
 )
 
 VERSION = MIGRATIONS[-1].version  # what a file written now records (``format_version``)

@@ -48,40 +48,7 @@ from ..migrations import VERSION as MIGRATION_VERSION
 from ..maths.posterior import taste_posterior
 from ..maths.ranking import check_objective, posterior_pair, question_mask
 from .files import FORMAT, as_index, check_seed, config_arguments, read_checkpoint
-
-
-def _as_contexts(contexts, dim: int, min_items: int = 2) -> torch.Tensor:
-    """contexts as a float32 [K, d] tensor, checked: K >= min_items (2 for a duel), d = the
-    learner's dim, all finite."""
-    x = contexts
-    if not torch.is_tensor(x):
-        try:
-            x = np.asarray(x)
-            if np.iscomplexobj(x):
-                raise ValueError("contexts: complex numbers; the features are real")
-            x = x.astype(np.float64)
-        except (ValueError, TypeError) as err:  # ragged rows, text
-            msg = str(err) if str(err).startswith("contexts:") else f"contexts: not a [K, d] array of numbers ({err})"
-            raise ValueError(msg) from None
-        x = torch.as_tensor(x)
-    elif x.is_complex():
-        raise ValueError("contexts: complex numbers; the features are real")
-    if x.dim() != 2 or x.shape[0] < min_items or x.shape[1] != dim:
-        raise ValueError(
-            f"contexts: expected a [K, d] array with K >= {min_items} item{'s' * (min_items > 1)} "
-            f"and d = {dim} features, got shape {list(x.shape)}"
-        )
-    if not bool(torch.isfinite(x).all()):
-        bad = sorted({int(r) for r in torch.nonzero(~torch.isfinite(x))[:, 0]})
-        raise ValueError(f"contexts: non-finite (NaN or inf) features in item(s) {bad}")
-    x32 = x.to(torch.float32)
-    if not bool(torch.isfinite(x32).all()):  # finite in float64, beyond float32's range (the learner's)
-        bad = sorted({int(r) for r in torch.nonzero(~torch.isfinite(x32))[:, 0]})
-        raise ValueError(
-            f"contexts: features in item(s) {bad} are beyond float32's range (|x| > 3.4e38), in which the learner "
-            f"computes; rescale them (nothing changed)"
-        )
-    return x32
+from .inputs import InputMap, as_contexts
 
 
 def _check_two(i: int, j: int, what: str) -> None:
@@ -121,8 +88,14 @@ class DuelingBandit:
         generator_state: Optional[torch.Tensor] = None,
         optimizer_state: Optional[dict] = None,
         objective: str = "regret",
+        standardize: bool = False,
+        input_map: Optional[dict] = None,
     ):
         self.objective = check_objective(objective)
+        if type(standardize) is not bool:
+            raise ValueError(f"standardize: must be True or False, got {standardize!r}")
+        self.standardize = standardize  # the learner sees every context through input_map (:mod:`.inputs`)
+        self.input_map = InputMap.from_state(input_map) if standardize else None
         self.saved_meta: Optional[dict] = None  # what the file it was loaded from recorded beside it (save's meta)
         keep_freed_memory()  # an answer's temporaries reused, not faulted in again (speed only)
         if objective == "rank" and type(learner).estimate is DuelingLearner.estimate:
@@ -163,20 +136,27 @@ class DuelingBandit:
         link: str = "logistic",
         seed: int = 0,
         objective: str = "regret",
+        standardize: bool = True,
+        items=None,
         **model,
     ) -> "DuelingBandit":
         """A fresh learner (a name of :data:`nvldb_pl.learners.registry.LEARNERS`, or the import path of one's own
         :class:`~nvldb_pl.learners.base.DuelingLearner` subclass) with its initial parameters drawn
         from ``seed``'s stream (as seed id 0 of a run with base seed ``seed``). ``horizon``: the
         T the learner plans for (preallocation; CoLSTIM's and the linear widths' log T). ``objective``:
-        ``regret`` or ``rank`` (the module's doc)."""
+        ``regret`` or ``rank`` (the module's doc). ``standardize``: the learner sees each feature standardized by a
+        map fitted on ``items`` [N, d] (the catalog) where given, else on the first call's contexts, then frozen
+        (:mod:`nvldb_pl.live.inputs`); False: the contexts as given (already on one scale)."""
         check_seed(seed)
         check_objective(objective)
+        if items is not None and standardize is not True:
+            raise ValueError("items: they fit the standardizing map; with standardize false they would change nothing")
         cls_ = learner_class(learner)
         args = _learner_args(cls_, model, "model")
         module = cls_(dim=dim, arms=2, rounds=horizon, num_seeds=1, link=link, **args)
         module.init_parameters(seed, [0])
-        return cls(module, seed, objective=objective)
+        fitted = None if items is None else InputMap.fitted(as_contexts(items, dim)).state()
+        return cls(module, seed, objective=objective, standardize=standardize, input_map=fitted)
 
     @classmethod
     def from_config(
@@ -186,13 +166,16 @@ class DuelingBandit:
         horizon: Optional[int] = None,
         seed: Optional[int] = None,
         objective: str = "regret",
+        standardize: bool = True,
+        items=None,
     ) -> "DuelingBandit":
         """From a YAML file (or its dict) in the format of ``configs/*.yaml``: ``model`` (NVLDB's
         arguments, or ``class_path`` + ``init_args``), ``data.dim``, ``data.link``,
-        ``data.rounds`` (the horizon) and ``seed_everything``; keyword arguments override them."""
+        ``data.rounds`` (the horizon) and ``seed_everything``; keyword arguments override them (``standardize``,
+        ``items``: :meth:`create`'s)."""
         args, where = config_arguments(config, dim, horizon, seed)
         try:
-            return cls.create(objective=objective, **args)
+            return cls.create(objective=objective, standardize=standardize, items=items, **args)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
 
@@ -219,7 +202,7 @@ class DuelingBandit:
     def select(self, contexts, noise: Optional[torch.Tensor] = None) -> tuple[int, int]:
         """The pair (i, j) to show from ``contexts`` [K, d] (Alg. 1 line 6). ``noise`` [1, K, K]
         standard normals replaces this bandit's own Thompson-sampling draw (tests)."""
-        x = _as_contexts(contexts, self.dim)
+        x = self._contexts(contexts)
         K = x.shape[0]
         if noise is None:
             noise = torch.randn(1, K, K, generator=self._gen, dtype=torch.float64)
@@ -311,9 +294,17 @@ class DuelingBandit:
         except (FloatingPointError, torch.linalg.LinAlgError) as err:
             raise ValueError(f"contexts: this pending question left the learner non-finite ({err})") from None
 
+    def _contexts(self, contexts, min_items: int = 2) -> torch.Tensor:
+        """contexts [K, d] checked (:func:`_as_contexts`) and, under ``standardize``, mapped as the learner reads them:
+        the first call of two contexts or more fits the map (:class:`nvldb_pl.live.inputs.InputMap`), frozen then."""
+        x = as_contexts(contexts, self.dim, min_items)
+        if self.standardize and self.input_map is None and x.shape[0] >= 2:
+            self.input_map = InputMap.fitted(x)
+        return x if self.input_map is None else self.input_map(x)
+
     def _checked_items(self, contexts, i, j) -> tuple:
-        """contexts [K, d] checked (:func:`_as_contexts`) and i, j item indices in [0, K), as ints."""
-        x = _as_contexts(contexts, self.dim)
+        """contexts [K, d] checked and mapped (:meth:`_contexts`) and i, j item indices in [0, K), as ints."""
+        x = self._contexts(contexts)
         K = x.shape[0]
         for name, k in (("i", i), ("j", j)):
             index = as_index(k)
@@ -354,7 +345,7 @@ class DuelingBandit:
 
     def scores(self, contexts) -> np.ndarray:
         """Estimated utilities f(x_k) of ``contexts`` [K, d] (K >= 1): sort them for the learned ranking."""
-        x = _as_contexts(contexts, self.dim, min_items=1)
+        x = self._contexts(contexts, min_items=1)
         f = self.learner.scores(x.unsqueeze(0))[0].cpu().numpy()
         if not np.all(np.isfinite(f)):
             bad = [int(k) for k in np.nonzero(~np.isfinite(f))[0]]
@@ -380,6 +371,8 @@ class DuelingBandit:
             "generator": self._gen.get_state(),
             "seed": self.seed,
             "objective": self.objective,
+            "standardize": self.standardize,
+            "input_map": None if self.input_map is None else self.input_map.state(),
             **({"meta": dict(meta)} if meta is not None else {}),
         }
         folder = os.path.dirname(os.path.abspath(path))

@@ -222,4 +222,6 @@ def read_checkpoint(path: str, seed_index: int = 0, objective: Optional[str] = N
         objective = ckpt.get("objective", "regret") if live else "regret"
     args = dict(learner=module, seed=seed, generator_state=ckpt.get("generator") if live else None)
     meta = ckpt.get("meta") if live and isinstance(ckpt.get("meta"), dict) else None
-    return {**args, "optimizer_state": opt_state, "objective": objective}, meta
+    # the contexts' map (nvldb_pl/live/inputs.py): a save before it, and a fit's checkpoint, read contexts as given
+    mapped = {"standardize": ckpt.get("standardize", False), "input_map": ckpt.get("input_map")} if live else {}
+    return {**args, "optimizer_state": opt_state, "objective": objective, **mapped}, meta

@@ -188,8 +188,8 @@ class Annotation(Exports, Restore, Rankings):
         }[kind](*args)
 
     def _fresh(self) -> DuelingBandit:
-        return DuelingBandit.from_config(
-            self.config, dim=self.items.contexts.shape[1], seed=self.seed, objective=self.objective
+        return DuelingBandit.from_config(  # the catalog's contexts are standardized already (items.py)
+            self.config, dim=self.items.contexts.shape[1], seed=self.seed, objective=self.objective, standardize=False
         )
 
     def close(self) -> None:

@@ -285,8 +285,8 @@ def main(argv=None, stdin=None, out=None) -> int:
             if bandit.dim != contexts.shape[1]:
                 raise ValueError(f"--load: {a.load} has dim {bandit.dim}, the catalog has {contexts.shape[1]} features")
         else:
-            bandit = DuelingBandit.from_config(
-                a.config, dim=contexts.shape[1], seed=a.seed, objective=a.objective or "regret"
+            bandit = DuelingBandit.from_config(  # the catalog's contexts are standardized already
+                a.config, dim=contexts.shape[1], seed=a.seed, objective=a.objective or "regret", standardize=False
             )
         settings = {  # what shapes the questions and the learner: a journal records it, a replay must match it
             "seed": a.seed,

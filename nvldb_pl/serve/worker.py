@@ -161,7 +161,8 @@ def _learning_process(conn, contexts, spec: tuple, db: str, save_every: int, sta
     reports: list = []  # sent after the learners they speak of are published: a drained server holds those
     learners = Learners(
         contexts,
-        lambda: DuelingBandit.from_config(config, dim=dim, seed=seed, objective=objective),
+        # the catalog's contexts are standardized already (serve/items.py)
+        lambda: DuelingBandit.from_config(config, dim=dim, seed=seed, objective=objective, standardize=False),
         db,
         save_every,
         lambda *msg: reports.append(msg),

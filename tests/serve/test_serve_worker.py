@@ -80,7 +80,7 @@ def test_undo_goes_through_the_learning_process(tmp_path):
         q = ann.question(sid)
         ann.answer(sid, q["question"], _person(q))
     ann.worker.drain(timeout=60)
-    ref = DuelingBandit.from_config(CONFIG, dim=ann.items.contexts.shape[1], seed=0)
+    ref = DuelingBandit.from_config(CONFIG, dim=ann.items.contexts.shape[1], seed=0, standardize=False)  # as served
     for _, offer, i, j, choice, _, train in ann.store.to_learn(SHARED)[:2]:  # the first two answers, as taken
         ref.observe(ann.items.contexts[offer], i, j, int(choice == 1), train=train)
     two = ref.scores(ann.items.contexts)
