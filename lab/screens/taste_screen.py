@@ -340,6 +340,38 @@ def summary(path: str) -> None:
     print("\nlongest run of one pair:", {k: max(v) for k, v in runs.items()})
 
 
+def paired(paths: list, answers: str = "100") -> None:
+    """The page now (policy and ranker taste) against random pairs under the same posterior and PairwiseGP's own
+    rule and mean, paired by (catalog, kind, person): a markdown table per kind, over every catalog and per catalog."""
+    rows = [json.loads(line) for path in paths for line in open(path)]
+    tau = {}
+    for r in rows:
+        for rk, v in r["tau"].get(answers, {}).items():
+            tau[(r["catalog"], r["kind"], r["person"], r["policy"], rk)] = v
+    arms = {"page": ("taste", "taste"), "random": ("random", "taste"), "gp": ("gp", "gp")}
+    print("| kind | catalogs | persons | the page | random pairs | PairwiseGP | page - random | page - GP |")
+    print("|---|---|---|---|---|---|---|---|")
+    for kind in KINDS:
+        for cats in [tuple(CATALOGS)] + [(c,) for c in CATALOGS]:
+            keys = sorted({(c, p) for (c, k, p, pol, rk) in tau if k == kind and c in cats and pol == "taste"})
+            got = {a: [tau.get((c, kind, p, *arms[a])) for c, p in keys] for a in arms}
+            cell, diff = [], []
+            for a in arms:
+                v = [x for x in got[a] if x is not None]
+                cell.append(f"{np.mean(v):.3f} ± {np.std(v) / math.sqrt(len(v)):.3f}" if v else "–")
+            for other in ("random", "gp"):
+                d = [x - y for x, y in zip(got["page"], got[other]) if x is not None and y is not None]
+                diff.append(f"{np.mean(d):+.3f} ± {np.std(d) / math.sqrt(len(d)):.3f} (n{len(d)})" if d else "–")
+            name = "all" if len(cats) > 1 else cats[0]
+            print(f"| {kind} | {name} | {len(keys)} | " + " | ".join(cell + diff) + " |")
+    runs = [r["longest_run"] for r in rows if r["policy"] == "taste"]
+    unseen = [r["never_shown_at_20"] for r in rows if r["policy"] == "taste" and r["catalog"] != "N60d12"]
+    print(
+        f"\nthe page's questions: longest run of one pair {max(runs)} over {len(runs)} persons; items never shown "
+        f"after 20 answers (8 and 30 items): at most {max(unseen)}"
+    )
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--persons", type=int, default=8)
@@ -351,9 +383,13 @@ def main(argv=None) -> None:
     ap.add_argument("--rankers", nargs="+", default=list(RANKERS))
     ap.add_argument("--out")
     ap.add_argument("--summary")
+    ap.add_argument("--paired", nargs="+", metavar="ROWS", help="the page against random pairs and the GP, by person")
     a = ap.parse_args(argv)
     if a.summary:
         summary(a.summary)
+        return
+    if a.paired:
+        paired(a.paired)
         return
     done = set()
     if a.out and os.path.exists(a.out):
