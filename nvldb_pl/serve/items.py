@@ -15,6 +15,7 @@ import hashlib
 import math
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,15 +136,22 @@ def read_items(path: str) -> Catalog:
         raise ValueError(
             f"{path}: no feature column; every column but name, text and image is a number the learner sees"
         )
-    names, raw, shown = [], [], {h: [] for h in SHOWN if h in col}
+    names, raw, shown, looks = [], [], {h: [] for h in SHOWN if h in col}, {}
     for n, cells in rows[1:]:
         if len(cells) != len(header):
             raise ValueError(f"{path}, line {n}: expected {len(header)} columns, found {len(cells)}")
         name = cells[col["name"]]
-        if not name:
+        if not _looks(name).strip():
             raise ValueError(f"{path}, line {n}, column 'name': empty")
         if name in names:
             raise ValueError(f"{path}, line {n}, column 'name': {name!r} is already the name of another item")
+        if _looks(name) in looks:  # shown alike: people could not tell the two items apart
+            m, other = looks[_looks(name)]
+            raise ValueError(
+                f"{path}, line {n}, column 'name': {name!r} looks like line {m}'s {other!r} (the same text in another "
+                f"Unicode spelling, or with an invisible character); give each item a name of its own"
+            )
+        looks[_looks(name)] = (n, name)
         values = []
         for i in features:
             try:
@@ -182,6 +190,12 @@ def read_items(path: str) -> Catalog:
         digest.hexdigest(),
         files,
     )
+
+
+def _looks(name: str) -> str:
+    """A name as people see it: Unicode NFC (one spelling of an accented letter) without its invisible format
+    characters (zero-width spaces and joiners, a byte order mark)."""
+    return "".join(c for c in unicodedata.normalize("NFC", name) if unicodedata.category(c) != "Cf")
 
 
 def _image_file(path: str, line: int, cell: str) -> str | None:

@@ -50,6 +50,10 @@ def test_an_items_file_reads_names_shown_columns_and_features(tmp_path):
         ("name,x,y\nA,1,2\nB,two,3\n", "line 3, column 'x': not a number: 'two'"),
         ("name,x\nA,1\nB,inf\n", "line 3, column 'x': not finite"),
         ("name,x\nA,1\nA,2\n", "line 3, column 'name': 'A' is already the name"),
+        # a name another Unicode spelling (NFD) or an invisible character away from another: two items shown alike
+        ("name,x\nCaf\u00e9,1\nCafe\u0301,2\n", "line 3, column 'name': 'Cafe\u0301' looks like line 2's 'Caf\u00e9'"),
+        ("name,x\nA,1\nA\u200b,2\nC,3\n", "line 3, column 'name': 'A\\u200b' looks like line 2's 'A'"),
+        ("name,x\n\u200b,1\nB,2\n", "line 2, column 'name': empty"),
         ("name,x\n,1\nB,2\n", "line 2, column 'name': empty"),
         ("name,x,y\nA,1,5\nB,2,5\n", "column 'y' has the same value for every item"),
         # a cell of 1e308: the spread overflows (it was inf, and the column became 0 for every item)
