@@ -92,7 +92,7 @@ class Journal:
             for k, v in settings.items()
             if k in ("seed", "catalog", "objective", "offer", "config", "load") and v is not None
         )
-        self.fh.write(f"# scripts/duel.py {command}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        self.fh.write(f"{JOURNAL_HEAD}{command}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         self.fh.write(f"{SESSION}{json.dumps(settings, sort_keys=True)}\n")
         self._sync()
 
@@ -106,14 +106,24 @@ class Journal:
 
 
 SESSION = "# session: "  # a journal's header line of the settings its answers were given under
+JOURNAL_HEAD = "# scripts/duel.py "  # a journal's first line: the command its session was
 
 
-def check_replay(path: str, sessions: list, settings: dict) -> None:
+def check_replay(path: str, sessions: list, settings: dict, journal: bool = False) -> str | None:
     """Answers read from a journal (``sessions``: its ``# session:`` headers) are given again under the settings they
     were given under, or refused naming the first that differs: another catalog, objective, offer, seed, config or
-    learner to start from would ask other questions and build another learner from the same answers."""
+    learner to start from would ask other questions and build another learner from the same answers. A journal
+    (``journal``: its first line is the one :class:`Journal` writes) without a session line is refused; a file of
+    answers alone gets the line to say that it is replayed under this call's settings."""
     if not sessions:
-        return
+        if journal:
+            raise ValueError(
+                f"--answers: {path} is a scripts/duel.py journal without its '{SESSION.strip()}' line (edited, or cut "
+                f"short): the settings its answers were given under are unknown; put the line back, or copy the "
+                f"answers alone into a file of their own to give them under this call's settings"
+            )
+        shown = {k: settings.get(k) for k in ("catalog", "objective", "offer", "seed")}
+        return f"--answers: {path} records no settings; its answers are given under this call's {json.dumps(shown)}"
     if len(sessions) > 1:
         raise ValueError(
             f"--answers: {path} holds {len(sessions)} sessions' answers (a journal appended to by an older version); "
@@ -157,7 +167,7 @@ class Answers:
     """Where answers come from: the terminal, a file (checked line by line) or a simulated person."""
 
     def __init__(self, path=None, simulate=False, stdin=None, out=None, person=None):
-        self.lines, self.path, self.simulate, self.sessions = None, path, simulate, []
+        self.lines, self.path, self.simulate, self.sessions, self.journal = None, path, simulate, [], False
         self.person = person or (lambda raw: raw @ TASTE)  # the simulated person's utility of raw features
         self.stdin, self.out = stdin or sys.stdin, out or sys.stdout
         if path is None and not simulate and self.stdin is None:  # started with its input closed (<&-)
@@ -170,6 +180,7 @@ class Answers:
             with open_text(path, "--answers") as fh:
                 raw = list(enumerate(fh, 1))
             self.sessions = []
+            self.journal = any(line.startswith(JOURNAL_HEAD) for _, line in raw[:1])  # Journal's first line
             for n, line in raw:
                 if line.startswith(SESSION):
                     try:
@@ -299,7 +310,9 @@ def main(argv=None, stdin=None, out=None) -> int:
             "answers_before": bandit.num_observed,
         }
         if a.answers:
-            check_replay(a.answers, answers.sessions, settings)
+            note = check_replay(a.answers, answers.sessions, settings, answers.journal)
+            if note:
+                print(f"note: {note}", file=sys.stderr)
         rng = np.random.default_rng([a.seed, bandit.num_observed])
         asked, given = 0, []
         journal = None

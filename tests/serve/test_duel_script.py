@@ -229,6 +229,32 @@ def test_a_journal_replays_to_the_same_learner_only_under_its_own_settings(tmp_p
         assert code == 2 and err.startswith(f"error: --answers: {journal} {said}") and err.count("\n") == 1, err
 
 
+def test_a_journal_without_its_session_line_is_refused_and_a_plain_answers_file_is_said_to_record_none(
+    tmp_path, capsys
+):
+    """A journal whose '# session:' line was lost (edited by hand) replayed under any catalog without a word: it is
+    refused now; a plain answers file (written by hand) is replayed under this call's settings, and says so."""
+    save = str(tmp_path / "me.pt")
+    assert _run(["--simulate", "--questions", "4", "--save", save, "--catalog", "train"])[0] == 0
+    journal = save + ".answers"
+    lines = open(journal).read().splitlines(keepends=True)
+    cut = str(tmp_path / "cut.answers")
+    open(cut, "w").write("".join(line for line in lines if not line.startswith("# session: ")))
+    capsys.readouterr()
+    code, _ = _run(["--answers", cut])
+    err = capsys.readouterr().err
+    assert (
+        code == 2
+        and err.startswith(f"error: --answers: {cut} is a scripts/duel.py journal without its")
+        and (err.count("\n") == 1)
+    ), err
+    plain = str(tmp_path / "plain.answers")
+    open(plain, "w").write("1\n2\n1\n")
+    code, _ = _run(["--answers", plain])
+    err = capsys.readouterr().err
+    assert code == 0 and f"--answers: {plain} records no settings; its answers are given under this call's" in err
+
+
 def test_a_journal_of_two_sessions_is_refused_and_a_session_on_a_load_replays_onto_it(tmp_path, capsys):
     """A second session on one --save appended to the first's journal: replayed in one go, its answers went to a
     learner that had not started from the first session's. A journal now holds one session (the one before is kept
