@@ -34,7 +34,7 @@ import torch
 
 from .arguments import TASK_DATA, check_learner, check_positive, check_tasks
 from .sweep_rows import done_keys, key_of, read_rows, row_key
-from ..machinery.host import check_folder_can_be_made
+from ..machinery.host import check_folder_can_be_made, hold_existing
 from ..machinery.own_modules import find_own_modules_here
 from ..learners.nvldb import LITERAL_OF
 from ..maths.checks import LINKED_FROM_DATA, typed_args
@@ -298,10 +298,9 @@ def main():
 
 
 def sweep(a, grid: list[dict]) -> None:
-    """Run every (task, grid entry) not yet in ``a.out``, printing a row each and appending it."""
-    done, skipped = done_keys(a.out), []
-    check_done(a.out, done, a.tasks, grid, a.rounds, a.seeds)
-    rows = None
+    """Run every (task, grid entry) not yet in ``a.out``, printing a row each and appending it. The file is held
+    (a flock) from before it is read until the sweep ends: a second sweep on it is refused."""
+    rows = held = None
     if a.out:  # opened now: an --out that cannot be written is found before the first run, not after it
         try:
             os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
@@ -310,11 +309,22 @@ def sweep(a, grid: list[dict]) -> None:
             raise ValueError(
                 f"--out: {a.out} cannot be written ({err.strerror}); give a file this user can write"
             ) from None
+        held = hold_existing(a.out)
+        if held is None:
+            rows.close()
+            raise ValueError(
+                f"--out: {a.out} is being written by another sweep now; two sweeps on one file would each run the "
+                f"configs it does not hold yet: wait for that one to end (this command then runs only what is left), "
+                f"or give another --out"
+            )
     try:
+        done, skipped = done_keys(a.out), []
+        check_done(a.out, done, a.tasks, grid, a.rounds, a.seeds)
         _sweep(a, grid, done, skipped, rows)
     finally:
         if rows is not None:
             rows.close()
+            os.close(held)
 
 
 def _sweep(a, grid: list[dict], done: dict, skipped: list, rows) -> None:

@@ -429,3 +429,20 @@ def test_a_sweep_out_that_cannot_be_written_is_refused_before_the_first_run(tmp_
     assert f"error: --out: {out} cannot be written (Permission denied); give a file this user can write" in (
         capsys.readouterr().err
     )
+
+
+def test_a_second_sweep_on_one_out_is_refused_while_the_first_runs(tmp_path, capsys, monkeypatch):
+    """Two sweeps on one --out each ran every config the file did not hold yet (a config run twice, its row twice):
+    the sweep holds the file while it runs, and a second one is refused before any run."""
+    from nvldb_pl.machinery.host import hold_existing
+
+    sweep = _script("sweep")
+    out = tmp_path / "s.jsonl"
+    out.write_text("")
+    held = hold_existing(str(out))  # another sweep's hold, as it runs
+    try:
+        code = _sweep_exit(sweep, monkeypatch, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out))
+    finally:
+        os.close(held)
+    assert code == 2 and out.read_text() == ""
+    assert f"error: --out: {out} is being written by another sweep now" in capsys.readouterr().err
