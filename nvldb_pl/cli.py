@@ -58,6 +58,7 @@ from .machinery.resume import (
     MergedSeeds,
     RunConfig,
     last_checkpoint,
+    passed_over,
     refuse_missing,
     refuse_occupied,
     refuse_other_kind,
@@ -285,9 +286,11 @@ class NVLDBCLI(LightningCLI):
         if ckpt == "last" and path is None:  # nothing saved yet, or checkpointing off
             ckpt = cfg["ckpt_path"] = None  # a new run (Lightning would warn with a hint that does not apply here)
             if started_as_first_process():
+                others = passed_over(self.trainer, identity)  # the runs of other learners or tasks there
+                mine = f"; none of a {identity[0]} run on {identity[1]}{others}" if others else ""
                 print(
                     f"ckpt_path=last: no checkpoint to go on from under {self.trainer.default_root_dir} (where "
-                    f"docs/reproducibility.md says it looks); starting a new run",
+                    f"docs/reproducibility.md says it looks{mine}); starting a new run",
                     file=sys.stderr,
                 )
         if not ckpt:  # every rank: none has written anything yet (that starts after the processes meet)

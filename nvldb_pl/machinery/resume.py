@@ -198,6 +198,29 @@ def newest_version(logs: str, identity: tuple[str, str] | None = None) -> str | 
     return None
 
 
+def passed_over(trainer, identity: tuple[str, str] | None) -> str:
+    """Where ``--ckpt_path last`` found no run of this learner and task: the runs with a checkpoint it passed over
+    under the logger's folder, as ``", passed over version_1 (CoLSTIM on cos), version_0 (NVLDB on cos)"`` (empty
+    where there were none)."""
+    if identity is None or not trainer.loggers:
+        return ""
+    logger = trainer.loggers[0]
+    logs = os.path.join(logger.save_dir or trainer.default_root_dir, str(logger.name or ""))
+    found = sorted(
+        (d for d in glob.glob(os.path.join(logs, "version_*")) if d.rsplit("_", 1)[1].isdigit()),
+        key=lambda d: int(d.rsplit("_", 1)[1]),
+        reverse=True,
+    )
+    others = [
+        (d, _identity_of(d))
+        for d in found
+        if has_checkpoint(os.path.join(d, "checkpoints")) and _identity_of(d) not in (None, identity)
+    ]
+    if not others:
+        return ""
+    return ", passed over " + ", ".join(f"{os.path.basename(d)} ({who[0]} on {who[1]})" for d, who in others)
+
+
 # Lightning's other ckpt_path words, and why they name nothing here
 OTHER_WORDS = {
     "best": "a bandit run keeps no best checkpoint: it has no validation metric to rank one by",

@@ -117,6 +117,9 @@ def test_ckpt_path_last_goes_on_with_the_newest_run_of_this_learner_and_task_not
     assert summary["rounds"] == 12 and summary["resumed_at_round"] == 8 and summary["learner"] == "NVLDB"
     out = _in_process(capsys, root, *SHORT, "--data.rounds=8", "--model=MaxInP", "--ckpt_path=last")
     assert out.returncode == 0 and "no checkpoint to go on from" in out.stderr, out.stderr[-2000:]
+    # the runs there were passed over, and it says so (it said only "no checkpoint", though two were there)
+    assert "of a MaxInP run" in out.stderr and "passed over version_1 (CoLSTIM on " in out.stderr, out.stderr[-2000:]
+    assert "version_0 (NVLDB on " in out.stderr
     assert os.path.isdir(os.path.join(root, "lightning_logs", "version_2"))
 
 
