@@ -16,6 +16,7 @@ import sys
 import warnings
 
 from lightning.pytorch.cli import LightningArgumentParser
+from ..maths.checks import shadow_note
 
 _NOISE = (
     "Does not validate against any of the Union subtypes",
@@ -155,7 +156,10 @@ class BanditArgumentParser(LightningArgumentParser):
         parser = getattr(ex, "subcommand_parser", None) or self
         prog = parser.prog.replace(" [options]", "")
         help_command = f"{prog if prog.endswith(' fit') else prog + ' fit'} --help"  # fit: the one subcommand
-        sys.stderr.write(f"error: {parser_message(message, self.learner_names)} ({help_command} lists the options)\n")
+        said = parser_message(message, self.learner_names)
+        missing = re.search(r"module '([\w.]+)' has no attribute", said)  # a class path into a shadowed module?
+        said += shadow_note(missing.group(1)) if missing else ""
+        sys.stderr.write(f"error: {said} ({help_command} lists the options)\n")
         sys.stderr.flush()
         self.exit(2)
 

@@ -22,6 +22,27 @@ def require(cond: bool, field: str, msg: str) -> None:
 LINKED_FROM_DATA = ("dim", "arms", "rounds", "num_seeds", "link")
 
 
+def shadow_note(module: str) -> str:
+    """Where ``module``'s top-level name was imported from an installed package while the working folder holds a
+    module of that name (``./yaml.py``): the words that say which was taken (else "")."""
+    import os
+    import sys
+
+    top = module.split(".")[0]
+    here = os.getcwd()
+    own = next(
+        (f for f in (os.path.join(here, top + ".py"), os.path.join(here, top, "__init__.py")) if os.path.isfile(f)),
+        None,
+    )
+    taken = getattr(sys.modules.get(top), "__file__", None)
+    if own is None or taken is None or os.path.realpath(taken) == os.path.realpath(own):
+        return ""
+    return (
+        f"; the installed module {top} ({taken}) was taken, not {own}: a module of one's own never shadows an "
+        f"installed one, so rename it (e.g. my_{top}.py)"
+    )
+
+
 def import_class(path: str, base: type, field: str, what: str) -> type:
     """The subclass of ``base`` at import path ``path`` (``module.Name``), or ValueError naming ``field``."""
     import importlib
@@ -32,7 +53,7 @@ def import_class(path: str, base: type, field: str, what: str) -> type:
     except ImportError as err:
         raise ValueError(f"{field}: cannot import {path!r} ({err})") from None
     except AttributeError:
-        raise ValueError(f"{field}: module {module!r} has no {attr!r}") from None
+        raise ValueError(f"{field}: module {module!r} has no {attr!r}{shadow_note(module)}") from None
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise ValueError(f"{field}: {path!r} is not {what}")
     return cls

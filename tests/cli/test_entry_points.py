@@ -109,6 +109,28 @@ def test_a_stray_module_in_the_working_folder_named_as_a_frameworks_probe_breaks
         assert f"{name} ({tmp_path / name}.py): {said}" in out.stderr, out.stderr[-2000:]
 
 
+def test_a_class_in_a_module_of_ones_own_named_as_an_installed_one_is_refused_saying_which_was_taken(tmp_path):
+    """./yaml.py defining the class: "module 'yaml' has no 'Tiny'", without a word that the installed yaml was
+    imported instead. Now the refusal names both files and says to rename one's own."""
+    (tmp_path / "yaml.py").write_text(MY_NET)
+    argv = [sys.executable, os.path.join(ROOT, "scripts", "main.py")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    short = ["--data.rounds=4", "--data.num_seeds=1", "--model.grad_steps=1"]
+    for i, given in enumerate(("--model.network=yaml.Tiny", "--model=yaml.Tiny")):
+        out = subprocess.run(
+            [*argv, *fit_args(tmp_path / str(i), *short, given)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
+        )
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert "the installed module yaml (" in out.stderr and f"was taken, not {tmp_path / 'yaml.py'}" in out.stderr
+        assert "rename it" in out.stderr and out.stderr.count("error:") == 1, out.stderr[-2000:]
+
+
 def test_a_network_of_ones_own_in_the_working_folder_runs_from_the_installed_command(tmp_path):
     """``nvldb fit`` (or ``python scripts/main.py fit``) in a folder of one's own finds ``my_net.Tiny`` there."""
     (tmp_path / "my_net.py").write_text(MY_NET)
