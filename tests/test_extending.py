@@ -462,6 +462,8 @@ def test_a_task_class_init_args_reach_the_grid_scripts_and_runs_of_others_are_ne
             "data.task_args: given twice",
         ),
         ({"task": "tests.extensions.tasks.Sine", "task_args": {"fq": 2}}, "does not take these init_args"),
+        # a value of the wrong type: a numpy traceback at the first round
+        ({"task": "tests.extensions.tasks.Sine", "task_args": {"freq": "abc"}}, "data.task_args: freq='abc' is not a"),
     ],
 )
 def test_task_args_are_refused_where_they_cannot_apply(kwargs, message):

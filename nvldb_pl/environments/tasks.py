@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..maths.checks import import_class
+from ..maths.checks import import_class, typed_args
 
 TASKS = ("cos", "square", "quadratic")
 
@@ -100,7 +100,8 @@ def make_task(name: str, init_args: Optional[dict] = None, field: str = "data.ta
         field,
         f"a built-in task {list(TASKS)}, a UCI or table task, nor the import path of a nvldb_pl.environments.tasks.Task subclass",
     )
+    init_args = typed_args(cls, dict(init_args or {}), f"{field}_args")  # a number given as text refused by name
     try:
-        return cls(**(init_args or {}))
+        return cls(**init_args)
     except TypeError as err:
         raise ValueError(f"{field}: {name} does not take these init_args: {err}") from None
