@@ -51,7 +51,7 @@ def views(ranker: str, bandit: DuelingBandit, x: np.ndarray, answers: list, link
     if ranker == "network":
         est = bandit.learner.estimate(torch.as_tensor(x, dtype=torch.float32).unsqueeze(0))
         beta = float(bandit.learner.hparams.get("beta") or 1.0)
-        return est["f"][0].double(), ranking_view(est["f"][0].double(), est["norm"][0].double(), beta, link)
+        return est.f[0].double(), ranking_view(est.f[0].double(), est.norm[0].double(), beta, link)
     if ranker == "linear":
         z = np.array([x[a] - x[b] for a, b, _ in answers])
         o = np.array([float(won) for _, _, won in answers])

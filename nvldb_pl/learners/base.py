@@ -83,6 +83,22 @@ class Execution:
     self_duels: bool = True
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """A learner's view of contexts [S, K, d], which its selection rule turns into a pair: utilities ``f`` [S, K] and
+    exploration norms ``norm`` [S, K, K] (the learner's ||.||_{V^-1} of each pair's feature difference), with the
+    parts a learner keeps for its update (None where it has none): ``phi`` [S, K, p], NVLDB's features phi(x; W);
+    ``g`` [S, K, p], NDB's gradients; ``x_norm`` [S, K], the linear learners' ||x_k||_{V^-1}; ``ok`` [S], False where
+    V was not positive definite."""
+
+    f: torch.Tensor
+    norm: torch.Tensor
+    phi: Optional[torch.Tensor] = None
+    g: Optional[torch.Tensor] = None
+    x_norm: Optional[torch.Tensor] = None
+    ok: Optional[torch.Tensor] = None
+
+
 class DuelingLearner(torch.nn.Module):
     """Base class: S seeds' duel history (preallocated), settings and bookkeeping.
 
@@ -258,10 +274,9 @@ class DuelingLearner(torch.nn.Module):
         """The estimated utilities f(x_k) [S, K] of contexts [S, K, d] (a learned ranking)."""
         raise NotImplementedError
 
-    def estimate(self, contexts: torch.Tensor) -> dict:
-        """The model's view of contexts [S, K, d]: at least utilities ``f`` [S, K] and exploration
-        norms ``norm`` [S, K, K] (the learner's ||.||_{V^-1} of the pair's feature difference), which
-        its selection rule turns into a pair (see :meth:`propose`)."""
+    def estimate(self, contexts: torch.Tensor) -> Estimate:
+        """The model's view of contexts [S, K, d] (:class:`Estimate`), which its selection rule turns into a pair
+        (see :meth:`propose`)."""
         raise NotImplementedError(f"{type(self).__name__} has no model estimate")
 
     def memo(self, contexts: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> dict:

@@ -17,7 +17,7 @@ import torch
 
 from ..maths import gram, objective, seedwise, selection
 from ..maths.checks import check_integer, check_number
-from .base import DuelingLearner
+from .base import DuelingLearner, Estimate
 from .settings import LinkedSettings
 
 
@@ -66,7 +66,7 @@ class LinearDueling(DuelingLearner):
         """sqrt(d log T): the width the linear dueling codes run with."""
         return math.sqrt(dim * math.log(max(rounds, 2)))
 
-    def estimate(self, contexts: torch.Tensor) -> dict:
+    def estimate(self, contexts: torch.Tensor) -> Estimate:
         """Utilities ``f`` [S, K] = theta^T x_k, exploration norms ``norm`` [S, K, K] =
         ||x_k - x_k'||_{Sigma^-1} and ``x_norm`` [S, K] = ||x_k||_{Sigma^-1}, from one Cholesky factor of Sigma."""
         x = contexts.to(torch.float64)
@@ -74,7 +74,7 @@ class LinearDueling(DuelingLearner):
         norm = gram.norms_from_whitened(z, ok)
         f = seedwise.matvec(x, self.theta)
         self._flag_bad(~ok | ~torch.isfinite(f).all(dim=1), self.t + 1)
-        return {"f": f, "norm": norm, "x_norm": z.pow(2).sum(dim=1).sqrt()}
+        return Estimate(f=f, norm=norm, x_norm=z.pow(2).sum(dim=1).sqrt())
 
     @torch.no_grad()
     def scores(self, contexts):
@@ -127,7 +127,7 @@ class MaxInP(LinearDueling):
     def select(self, contexts, noise, t):
         with self._timed("select"):
             est = self.estimate(contexts)
-            return self.selection_rule(est["f"], est["norm"], noise, t)
+            return self.selection_rule(est.f, est.norm, noise, t)
 
 
 class CoLSTIM(LinearDueling):
@@ -151,7 +151,7 @@ class CoLSTIM(LinearDueling):
         with self._timed("select"):
             hp = self.settings
             est = self.estimate(contexts)
-            f, width, norm = est["f"], est["norm"], est["x_norm"]
+            f, width, norm = est.f, est.norm, est.x_norm
             u = torch.special.ndtr(noise.to(torch.float64)).clamp(1e-12, 1 - 1e-12)
             gumbel = -torch.log(-torch.log(u))
             clip = math.sqrt(hp.dim * math.log(max(hp.rounds, 2)))

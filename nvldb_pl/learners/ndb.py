@@ -28,7 +28,7 @@ import torch
 from ..maths import selection
 from ..maths.checks import check, check_linked, check_memory, check_number
 from ..maths.gram import GradientGram
-from .base import history_bytes
+from .base import Estimate, history_bytes
 from ..maths.network import parameter_count
 from .network_settings import NetworkSettings, resolve_network
 from .neural import NeuralLearner, pair_difference
@@ -129,22 +129,22 @@ class NDB(NeuralLearner):
             return {"dg": pair_difference(self._gradients(contexts), a1, a2)}
 
     @torch.no_grad()
-    def estimate(self, contexts: torch.Tensor) -> dict:
+    def estimate(self, contexts: torch.Tensor) -> Estimate:
         """Gradients ``g`` [S, K, p], utilities ``f`` [S, K] and exploration norms ``norm``
         [S, K, K] = ||g_k - g_k'||_{V^-1} of contexts [S, K, d] (float64)."""
         with torch.autocast(self.device.type, enabled=False):
             g = self._gradients(contexts)
-            return {"g": g, "f": self.scores(contexts), "norm": self.norms_from_gradients(g)}
+            return Estimate(f=self.scores(contexts), norm=self.norms_from_gradients(g), g=g)
 
     @torch.no_grad()
     def propose(self, contexts, noise, t):
         """Round t's pair, with ``dg`` [S, p] = g(x_a1) - g(x_a2) at selection time (V's new term)."""
         with self._timed("select"):
             est = self.estimate(contexts)
-            f, norm = est["f"], est["norm"]
+            f, norm = est.f, est.norm
             a1, a2 = self.selection_rule(f, norm, noise, t)
             self._flag_bad(~torch.isfinite(f).all(dim=1) | ~torch.isfinite(norm).flatten(1).all(dim=1), t)
-        return {"a1": a1, "a2": a2, "dg": pair_difference(est["g"], a1, a2)}
+        return {"a1": a1, "a2": a2, "dg": pair_difference(est.g, a1, a2)}
 
     def update(self, duel):
         """V^-1 (or diag V) gains the duel's gradient difference, then the n Adam steps."""

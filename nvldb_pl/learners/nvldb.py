@@ -33,7 +33,7 @@ import torch
 
 from ..maths import gram, objective, seedwise, selection, selfduel
 from ..maths.checks import LINKED_FROM_DATA
-from .base import as_pairs
+from .base import Estimate, as_pairs
 from .nvldb_settings import NVLDBSettings, resolved_args, variance_mode
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference
 
@@ -193,7 +193,7 @@ class NVLDB(NeuralLearner):
 
     # ------------------------------------------------------------------ Alg. 1 line 6
     @torch.no_grad()
-    def estimate(self, contexts: torch.Tensor) -> dict:
+    def estimate(self, contexts: torch.Tensor) -> Estimate:
         """The model's view of contexts [S, K, d] (float64): ``phi`` [S, K, p] = phi(x; W_{t-1}),
         utilities ``f`` [S, K] = theta_{t-1}^T phi, exploration norms ``norm`` [S, K, K] =
         ||Delta phi||_{V_{t-1}^{-1}}, and ``ok`` [S] (False where V was not positive definite)."""
@@ -201,7 +201,7 @@ class NVLDB(NeuralLearner):
             phi = self.net.features(contexts.float()).to(torch.float64)
             f = self.net.utility(phi, self.net.theta.to(torch.float64))
             norm, ok = gram.pairwise_norms(phi, self.V)
-        return {"phi": phi, "f": f, "norm": norm, "ok": ok}
+        return Estimate(f=f, norm=norm, phi=phi, ok=ok)
 
     @torch.no_grad()
     def propose(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> dict:
@@ -210,7 +210,7 @@ class NVLDB(NeuralLearner):
         incremental mode)."""
         with self._timed("select"):
             est = self.estimate(contexts)
-            f, norm = est["f"], est["norm"]
+            f, norm = est.f, est.norm
             pair = self.selection_rule(f, norm, noise, t)  # line 6: a_t, b_t with beta, X_t, V_{t-1}
             # a rule of one's own, checked where it meets the loop
             if self.settings.strategy not in selection.STRATEGIES:
@@ -219,8 +219,8 @@ class NVLDB(NeuralLearner):
             a1, a2 = self.self_duel(pair, f, norm, noise, t, g, self.execution.self_duels)
             if self.own_test:  # a test of one's own, checked as a rule is
                 a1, a2 = selection.checked_pair(self.self_duel, (a1, a2), *f.shape, field="model.self_duel_test")
-            self._flag_bad(~est["ok"] | ~torch.isfinite(f).all(dim=1), t)
-        duel = {"a1": a1, "a2": a2, "dphi": pair_difference(est["phi"], a1, a2)}
+            self._flag_bad(~est.ok | ~torch.isfinite(f).all(dim=1), t)
+        duel = {"a1": a1, "a2": a2, "dphi": pair_difference(est.phi, a1, a2)}
         if g is not None:  # the test's Gram gains every duel's gradient difference, played or asked
             duel["dg"] = pair_difference(g, a1, a2)
         return duel

@@ -94,5 +94,5 @@ class Rankings:
         except NotImplementedError:
             return None
         hp = learner.hparams
-        view = ranking_view(est["f"][0].double(), est["norm"][0].double(), float(hp.get("beta") or 1.0), hp["link"])
+        view = ranking_view(est.f[0].double(), est.norm[0].double(), float(hp.get("beta") or 1.0), hp["link"])
         return {k: (v.cpu().numpy() if torch.is_tensor(v) else v) for k, v in view.items()}

@@ -80,11 +80,11 @@ def test_a_pending_question_narrows_its_pair_until_the_next_pair_is_elsewhere_an
     first = asking.select(x)
     assert copy.deepcopy(b).select(x) == first  # without pending: the same pair again
     X = torch.as_tensor(x).unsqueeze(0)
-    widths = [float(asking.learner.estimate(X)["norm"][0, first[0], first[1]])]
+    widths = [float(asking.learner.estimate(X).norm[0, first[0], first[1]])]
     pair = first
     for _ in range(10):
         asking.pending(x, *pair)
-        widths.append(float(asking.learner.estimate(X)["norm"][0, first[0], first[1]]))
+        widths.append(float(asking.learner.estimate(X).norm[0, first[0], first[1]]))
         pair = asking.select(x)
         if pair != first:
             break

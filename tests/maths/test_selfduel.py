@@ -150,7 +150,7 @@ def test_the_self_duel_width_and_second_arm_are_checked_and_change_the_run():
     assert torch.equal(p1["a1"], p2["a1"])  # a1 is the rule's
     with torch.no_grad():
         D = selfduel.gradient_pair_norms(deep._gradients(x), None, deep.self_duel.gram.U)
-        want = selfduel.deep_second_arm(p2["a1"], deep.estimate(x)["f"], D, 1.0)
+        want = selfduel.deep_second_arm(p2["a1"], deep.estimate(x).f, D, 1.0)
     assert torch.equal(p2["a2"], want) and not torch.equal(p1["a2"], want)
 
 
