@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from taste_screen import CATALOGS, KINDS, catalog, live_model, person  # noqa: E402
+from taste_screen import CATALOGS, KINDS, catalog, live_model, person, write_row  # noqa: E402
 
 from nvldb_pl.live import DuelingBandit  # noqa: E402
 from nvldb_pl.serve.items import kendall_tau  # noqa: E402
@@ -129,12 +129,7 @@ def main(argv=None) -> None:
         for cat, kind, v, pol in itertools.product(CATALOGS, KINDS, VARIANTS, POLICIES):
             if (cat, kind, p, v, pol) in done:
                 continue
-            line = json.dumps(run(cat, kind, p, v, pol, a.answers))
-            if a.out:
-                with open(a.out, "a") as fh:
-                    fh.write(line + "\n")
-            else:
-                print(line, flush=True)
+            write_row(a.out, run(cat, kind, p, v, pol, a.answers))
 
 
 if __name__ == "__main__":

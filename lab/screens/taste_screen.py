@@ -400,13 +400,16 @@ def main(argv=None) -> None:
         for cat, scale, kind, policy in itertools.product(a.catalogs, a.scales, a.kinds, a.policies):
             if (cat, scale, kind, p, policy) in done:
                 continue
-            row = run(cat, scale, kind, p, policy, a.answers, tuple(a.rankers))
-            line = json.dumps(row)
-            if a.out:
-                with open(a.out, "a") as fh:
-                    fh.write(line + "\n")
-            else:
-                print(line, flush=True)
+            write_row(a.out, run(cat, scale, kind, p, policy, a.answers, tuple(a.rankers)))
+
+
+def write_row(out, row: dict) -> None:
+    """A finished row appended to ``out`` as it comes (a stopped screen goes on from the rows there), else printed."""
+    if out:
+        with open(out, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+    else:
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -81,6 +81,15 @@ def test_the_working_folder_gives_only_the_modules_a_command_names_after_the_ins
         sys.modules.pop(name, None)
 
 
+def _fit_in(folder, run: str, *extra) -> subprocess.CompletedProcess:
+    """scripts/main.py fit, four rounds of one seed into ``folder/run``, run from ``folder`` (no PYTHONPATH)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    short = ["--data.rounds=4", "--data.num_seeds=1", "--model.grad_steps=1"]
+    argv = [sys.executable, os.path.join(ROOT, "scripts", "main.py"), *fit_args(folder / run, *short, *extra)]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=folder, env=env, timeout=300)
+
+
 def test_a_stray_module_in_the_working_folder_named_as_a_frameworks_probe_breaks_no_command(tmp_path):
     """A stray torch_xla.py in the working folder broke `nvldb fit` (Lightning's availability probe imported it: the
     folder was on sys.path before the Trainer existed); a class_path module that calls sys.exit(0) on import ended
@@ -88,23 +97,10 @@ def test_a_stray_module_in_the_working_folder_named_as_a_frameworks_probe_breaks
     (tmp_path / "torch_xla.py").write_text('raise RuntimeError("not torch_xla")\n')
     (tmp_path / "quits.py").write_text("import sys\nsys.exit(0)\n")
     (tmp_path / "breaks.py").write_text('raise RuntimeError("half written")\n')
-    argv = [sys.executable, os.path.join(ROOT, "scripts", "main.py")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("PYTHONPATH", None)
-    short = ["--data.rounds=4", "--data.num_seeds=1", "--model.grad_steps=1"]
-    out = subprocess.run(
-        [*argv, *fit_args(tmp_path / "a", *short)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
-    )
+    out = _fit_in(tmp_path, "a")
     assert out.returncode == 0, out.stderr[-2000:]
     for name, said in (("quits", "importing it called sys.exit(0)"), ("breaks", "RuntimeError: half written")):
-        out = subprocess.run(
-            [*argv, *fit_args(tmp_path / name, *short, f"--model={name}.Learner")],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-            timeout=300,
-        )
+        out = _fit_in(tmp_path, name, f"--model={name}.Learner")
         assert out.returncode == 2, out.stderr[-2000:]
         assert f"{name} ({tmp_path / name}.py): {said}" in out.stderr, out.stderr[-2000:]
 
@@ -113,19 +109,8 @@ def test_a_class_in_a_module_of_ones_own_named_as_an_installed_one_is_refused_sa
     """./yaml.py defining the class: "module 'yaml' has no 'Tiny'", without a word that the installed yaml was
     imported instead. Now the refusal names both files and says to rename one's own."""
     (tmp_path / "yaml.py").write_text(MY_NET)
-    argv = [sys.executable, os.path.join(ROOT, "scripts", "main.py")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("PYTHONPATH", None)
-    short = ["--data.rounds=4", "--data.num_seeds=1", "--model.grad_steps=1"]
     for i, given in enumerate(("--model.network=yaml.Tiny", "--model=yaml.Tiny")):
-        out = subprocess.run(
-            [*argv, *fit_args(tmp_path / str(i), *short, given)],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-            timeout=300,
-        )
+        out = _fit_in(tmp_path, str(i), given)
         assert out.returncode == 2, out.stderr[-2000:]
         assert "the installed module yaml (" in out.stderr and f"was taken, not {tmp_path / 'yaml.py'}" in out.stderr
         assert "rename it" in out.stderr and out.stderr.count("error:") == 1, out.stderr[-2000:]
