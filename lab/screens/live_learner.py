@@ -5,7 +5,7 @@ features and its activation: does it die (every item scored alike), and how well
     python lab/screens/live_learner.py --summary lab/screens/rows/live_learner.jsonl
 
 Variants: ``asgiven`` (standardize False, ReLU: the live API before the input map), ``relu`` (standardized, ReLU:
-configs/live.yaml now), ``gelu`` (standardized, GELU). Policies: ``random`` (a uniform pair, never the last one)
+configs/live.yaml now), ``gelu`` (standardized, GELU), ``fd16`` (standardized, ReLU, feature_dim 16). Policies: ``random`` (a uniform pair, never the last one)
 and ``own`` (the learner's own rule, NVLDB-UCB-ASYM: objective regret). The catalogs as given (features in [0, 1]);
 each row: tau of the learner's scores after 20, 40, 100 answers, whether every item scored alike at the end, the
 share of items whose score ties another's exactly, and the longest run of one pair.
@@ -28,7 +28,12 @@ from taste_screen import CATALOGS, KINDS, catalog, live_model, person, write_row
 from nvldb_pl.live import DuelingBandit  # noqa: E402
 from nvldb_pl.serve.items import kendall_tau  # noqa: E402
 
-VARIANTS = {"asgiven": (False, "relu"), "relu": (True, "relu"), "gelu": (True, "gelu")}
+VARIANTS = {
+    "asgiven": (False, "relu", None),
+    "relu": (True, "relu", None),
+    "gelu": (True, "gelu", None),
+    "fd16": (True, "relu", 16),  # phi of 16 units whatever d (p = d = 2 units died at 2 features)
+}
 POLICIES = ("random", "own")
 CHECKS = (20, 40, 100)
 
@@ -39,8 +44,9 @@ def run(cat: str, kind: str, p: int, variant: str, policy: str, answers: int = 1
     P, truth = person(kind, x01, p)
     uniforms = np.random.default_rng([83, p, N, d, KINDS.index(kind)]).uniform(size=answers)
     rng = np.random.default_rng([85, p])
-    standardize, activation = VARIANTS[variant]
-    b = DuelingBandit.create(dim=d, horizon=200, seed=p, standardize=standardize, **live_model(activation=activation))
+    standardize, activation, p_units = VARIANTS[variant]
+    extra = {"activation": activation, **({"feature_dim": p_units} if p_units else {})}
+    b = DuelingBandit.create(dim=d, horizon=200, seed=p, standardize=standardize, **live_model(**extra))
     last, run_len, longest, taus = None, 0, 0, {}
     for t in range(1, answers + 1):
         if policy == "own":
@@ -113,6 +119,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--persons", type=int, default=6)
     ap.add_argument("--answers", type=int, default=100)
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    ap.add_argument("--catalogs", nargs="+", default=list(CATALOGS))
     ap.add_argument("--out")
     ap.add_argument("--summary")
     a = ap.parse_args(argv)
@@ -126,7 +134,7 @@ def main(argv=None) -> None:
             for line in open(a.out)
         }
     for p in range(a.persons):
-        for cat, kind, v, pol in itertools.product(CATALOGS, KINDS, VARIANTS, POLICIES):
+        for cat, kind, v, pol in itertools.product(a.catalogs, KINDS, a.variants, POLICIES):
             if (cat, kind, p, v, pol) in done:
                 continue
             write_row(a.out, run(cat, kind, p, v, pol, a.answers))
