@@ -35,7 +35,7 @@ from .loop.data import BanditDataModule
 from .loop.module import LearnerModule
 from .machinery.devices import threads_for
 from .machinery.own_modules import find_own_modules_here
-from .machinery.yaml_files import check_config_files, home_in_config_paths
+from .machinery.yaml_files import check_config_files, home_in_config_paths, upgraded_config_args
 from .machinery import run_folders
 from .machinery.run_folders import HELD, MADE_FOLDERS, RUN_FOLDERS, WITHOUT_CHECKPOINTS, hold_places, release_run_folder
 from .machinery.host import (
@@ -380,6 +380,10 @@ def run_cli(argv: list[str] | None = None) -> int:
         else:
             argv = home_in_config_paths(argv)
         check_config_files(sys.argv[1:] if argv is None else argv)
+        if argv is None:  # an older version's setting names, read as today's
+            sys.argv[1:] = upgraded_config_args(sys.argv[1:])
+        else:
+            argv = upgraded_config_args(argv)
         cli = main(argv)
         stopped = [c.interrupted for c in cli.trainer.callbacks if isinstance(c, RoundCheckpoint) and c.interrupted]
         if stopped:

@@ -31,6 +31,24 @@ def _ndb_rule_to_strategy(hparams: dict) -> dict:
     return {**{k: v for k, v in hparams.items() if k != "rule"}, "strategy": f"{hparams['rule']}_asym"}
 
 
+_SELF_DUEL = {
+    "self_duel_test": "test",
+    "escape_rate": "escape_rate",
+    "self_duel_width": "width",
+    "second_arm": "second_arm",
+}
+
+
+def _nest_self_duel(hparams: dict) -> dict:
+    """NVLDB's four self-duel settings are the fields of one ``self_duel`` mapping (``self_duel_test`` its ``test``,
+    ``self_duel_width`` its ``width``). A file that has the mapping keeps it (the flat ones there were only filled in
+    by the steps before, as absent)."""
+    rest = {k: v for k, v in hparams.items() if k not in _SELF_DUEL}
+    if "self_duel" in hparams or not any(k in hparams for k in _SELF_DUEL):
+        return rest
+    return {**rest, "self_duel": {new: hparams[old] for old, new in _SELF_DUEL.items() if old in hparams}}
+
+
 @dataclass(frozen=True)
 class Migration:
     """One change, and how a file written before it is read.
@@ -66,7 +84,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         3,
         "NVLDB's self-duel test: files before it played the rule's own pair",
-        settings={"NVLDB": {"self_duel_test": "none"}},
+        settings={"NVLDB": {"self_duel_test": "none", "escape_rate": 1.0}},  # (the rate unused without the test)
     ),
     Migration(
         4,
@@ -156,8 +174,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         "a live save records the map its contexts are read through (standardize, input_map): a save before it, read "
         "by nvldb_pl.live.files, reads them as given; a package before it would drop the map",
     ),
+    Migration(
+        13,
+        "NVLDB's self-duel settings nested: self_duel_test, escape_rate, self_duel_width, second_arm are "
+        "self_duel's test, escape_rate, width, second_arm",
+        rewrite={"NVLDB": _nest_self_duel},
+    ),
 )
 
+# settings that are now a field of a mapping, by their old names (a config file or a command line naming them)
+RENAMED = {"NVLDB": {old: f"self_duel.{new}" for old, new in _SELF_DUEL.items()}}
 VERSION = MIGRATIONS[-1].version  # what a file written now records (``format_version``)
 MOVED = {old: new for m in MIGRATIONS for old, new in m.modules.items()}  # every old module name -> its module
 
@@ -190,16 +216,24 @@ def upgrade_settings(hparams: Mapping, learner, since: Optional[int] = None) -> 
     of NVLDB gets NVLDB's migrations)."""
     lineage = (learner,) if isinstance(learner, str) else tuple(learner)
     out = dict(hparams)
-    later = _after(since)
-    for m in later:
+    for m in _after(since):  # in order: a later rewrite sees what an earlier step filled in
+        name = next((n for n in lineage if n in m.settings), None)
+        out = {**m.settings.get(name, {}), **out}
         name = next((n for n in lineage if n in m.rewrite), None)
         if name is not None:
             out = m.rewrite[name](out)
-    before = {}
-    for m in later:
-        name = next((n for n in lineage if n in m.settings), None)
-        before.update(m.settings.get(name, {}))
-    return {**before, **out}
+    return out
+
+
+def renamed_settings(settings: Mapping, lineage: tuple[str, ...]) -> dict:
+    """A config's settings of a learner (``lineage``: its class names, most derived first) with the old names of
+    renamed settings in their new places, and nothing filled in (a config gives only what it gives)."""
+    out = dict(settings)
+    for m in MIGRATIONS:
+        name = next((n for n in lineage if n in m.rewrite), None)
+        if name is not None:
+            out = m.rewrite[name](out)
+    return out
 
 
 def upgrade_state(state: Mapping, lineage: tuple[str, ...], since: Optional[int] = None) -> dict:

@@ -348,18 +348,18 @@ def test_docs_extending_shows_the_tested_examples_as_they_are():
 
 
 def test_a_self_duel_test_of_ones_own_runs_from_the_cli_with_its_state_saved_and_resumed(tmp_path):
-    """model.self_duel_test by import path: the test is handed the round's gradients and each answered duel, its
+    """model.self_duel.test by import path: the test is handed the round's gradients and each answered duel, its
     choice is played (the greedy arm's self-duel from the 11th round on: 20 of 30 rounds), its buffer is saved in
     the checkpoint, a run stopped at round 20 goes on to exactly the run in one go, and the summary records it."""
     import torch
 
     test = "tests.extensions.selfduel.SelfDuelAfterTen"
-    args = ["fit", "--config", COS, f"--model.self_duel_test={test}", *SHORT]
+    args = ["fit", "--config", COS, f"--model.self_duel.test={test}", *SHORT]
     whole, part = tmp_path / "whole", tmp_path / "part"
     assert run_cli([*args, "--data.rounds=30", f"--trainer.default_root_dir={whole}"]) == 0
     summary = _summary(whole)
     assert [s["self_duel_fraction"] for s in summary["seeds"]] == [20 / 30, 20 / 30]
-    assert summary["settings"]["self_duel_test"] == test
+    assert summary["settings"]["self_duel"]["test"] == test
     ckpt = torch.load(whole / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["state_dict"]["self_duel.answered"].tolist() == [30, 30]
     assert run_cli([*args, "--data.rounds=20", f"--trainer.default_root_dir={part}"]) == 0
@@ -372,20 +372,20 @@ def test_a_self_duel_test_of_ones_own_runs_from_the_cli_with_its_state_saved_and
     [
         (
             "tests.extensions.selfduel.ArmOutOfRange",
-            "model.self_duel_test: tests.extensions.selfduel.ArmOutOfRange returned a2 = 5 (seed index 0); an arm is "
+            "model.self_duel.test: tests.extensions.selfduel.ArmOutOfRange returned a2 = 5 (seed index 0); an arm is "
             "0 .. 4 (data.arms = 5)",
         ),
         (
             "tests.extensions.rules.MostUncertainChallenger",
-            "model.self_duel_test: 'tests.extensions.rules.MostUncertainChallenger' is not a "
+            "model.self_duel.test: 'tests.extensions.rules.MostUncertainChallenger' is not a "
             "nvldb_pl.maths.selfduel.SelfDuelTest subclass",
         ),
-        ("deep_half", "model.self_duel_test='deep_half' is not a known test; choose one of ['none', 'deep_diag'"),
+        ("deep_half", "model.self_duel.test='deep_half' is not a known test; choose one of ['none', 'deep_diag'"),
     ],
 )
 def test_a_self_duel_test_of_ones_own_is_checked_where_it_meets_the_loop(tmp_path, capsys, test, message):
     root = tmp_path / "r"
-    code = run_cli(fit_args(root, f"--model.self_duel_test={test}", *SHORT))
+    code = run_cli(fit_args(root, f"--model.self_duel.test={test}", *SHORT))
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err, err
     assert not list(root.rglob("summary.json"))
@@ -402,7 +402,7 @@ def test_ndb_and_the_deep_test_keep_one_gram_of_the_whole_networks_gradients():
 
     for form, test in (("full", "deep_full"), ("diag", "deep_diag")):
         ndb = NDB(rounds=5, num_seeds=2, width=4, gram=form)
-        nvldb = NVLDB(rounds=5, num_seeds=2, width=4, self_duel_test=test)
+        nvldb = NVLDB(rounds=5, num_seeds=2, width=4, self_duel={"test": test})
         assert type(ndb.gradient_gram) is type(nvldb.self_duel.gram) is GradientGram
         z = torch.randn(2, sum(p[0].numel() for p in ndb.net.parameters()), dtype=torch.float64)
         ndb.gradient_gram.add_(z)

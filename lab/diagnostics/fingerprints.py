@@ -34,7 +34,7 @@ def entries(tasks: list) -> dict:
         for method, (learner, model) in METHODS.items():
             out[f"{task}/{method}"] = (task, learner, model)
         for test in SELF_DUEL_TESTS:
-            out[f"{task}/NVLDB-UCB-ASYM+self_duel_test={test}"] = (task, "NVLDB", {"self_duel_test": test})
+            out[f"{task}/NVLDB-UCB-ASYM+self_duel_test={test}"] = (task, "NVLDB", {"self_duel": {"test": test}})
     return out
 
 

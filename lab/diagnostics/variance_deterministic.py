@@ -20,7 +20,7 @@ out = os.path.join(
 for task in ("square", "cos"):
     for va in (True, False):
         data = {"task": task, "rounds": 1000, "num_seeds": 8, "seed": 0, "preference": "deterministic"}
-        model = {"variance_aware": va, "self_duel_test": "deep_diag"}
+        model = {"variance_aware": va, "self_duel": {"test": "deep_diag"}}
         s, _ = run_experiment(data, model)
         row = {
             "task": task,

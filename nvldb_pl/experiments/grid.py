@@ -14,6 +14,7 @@ stopped; other settings run anew, in the next version folder.
 from __future__ import annotations
 
 import glob
+import dataclasses
 import inspect
 import math
 import os
@@ -110,12 +111,12 @@ def run_settings(method: str, hparams: dict) -> dict:
     hparams = upgrade_settings(hparams, learner)  # a run made before a setting existed: as it ran then
     params = inspect.signature(cls.__init__).parameters
     own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
+    derived = [k for k in own if params[k].default is None or _nested(params[k].default)]  # a mapping: as made
     changed = {
         k: hparams[k]
         for k in own
-        if params[k].default not in (None, inspect.Parameter.empty) and hparams[k] != params[k].default
+        if k not in derived and params[k].default is not inspect.Parameter.empty and hparams[k] != params[k].default
     }
-    derived = [k for k in own if params[k].default is None]
     if derived:
         linked = {k: hparams[k] for k in LINKED_FROM_DATA if k in hparams}
         try:
@@ -200,6 +201,20 @@ def unfinished_run(
     return None
 
 
+def _nested(default) -> bool:
+    """An argument whose default is a dataclass instance (``self_duel``): saved as a mapping with its derived fields
+    in force."""
+    return dataclasses.is_dataclass(default) and not isinstance(default, type)
+
+
+def _made_hparams(method: str, hp: dict, model: dict) -> dict:
+    """The hyperparameters ``method``'s learner holds when built with ``model`` on the data ``hp`` records."""
+    learner, own = method_spec(method)
+    linked = {k: hp[k] for k in LINKED_FROM_DATA if k in hp}
+    with torch.random.fork_rng():  # building the learner draws its initial weights
+        return dict(learner_class(learner)(**{**linked, "num_seeds": 1}, **own, **model).hparams)
+
+
 def made_with_settings(folder: str, method: str, model: dict, data: dict) -> bool:
     """Whether the run in ``folder`` was made with exactly the model settings ``model`` (``--set``: every
     one as given, and no other change from the method's defaults) and the data settings ``data`` (those the
@@ -208,6 +223,12 @@ def made_with_settings(folder: str, method: str, model: dict, data: dict) -> boo
     if not hp:  # a run from before hparams.yaml: its settings are unknown, so it stands for the defaults only
         return not model and not data
     given = {**method_spec(method)[1], **model}
+    if any(isinstance(v, dict) for v in given.values()):  # a mapping given in part: compared as the learner fills it
+        try:
+            made = _made_hparams(method, upgrade_settings(hp, method_spec(method)[0]), model)
+        except (TypeError, ValueError):
+            return False
+        given = {k: made.get(k) if isinstance(v, dict) else v for k, v in given.items()}
     return (
         made_with_data(folder, data, hp)
         and all(hp.get(k) == v for k, v in given.items())

@@ -34,7 +34,7 @@ import torch
 from ..maths import gram, objective, seedwise, selection, selfduel
 from ..maths.checks import LINKED_FROM_DATA
 from .base import Estimate, as_pairs
-from .nvldb_settings import NVLDBSettings, resolved_args, variance_mode
+from .nvldb_settings import NVLDBSettings, SelfDuelOptions, resolved_args, variance_mode
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference
 
 __all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "LITERAL_OF", "TRAIN_CHUNK_ROUNDS"]
@@ -77,22 +77,11 @@ class NVLDB(NeuralLearner):
         refit_iterations: Newton iterations of that refit.
         gram_mode: ``recompute`` or ``incremental``.
         distinct_arms: the rule itself never duels an arm with itself, as NDB's public code (the
-            equations allow it; see :mod:`nvldb_pl.maths.selection`); ``self_duel_test`` may then still play the
+            equations allow it; see :mod:`nvldb_pl.maths.selection`); ``self_duel`` may then still play the
             greedy arm's self-duel.
-        self_duel_test: when the greedy arm's self-duel replaces the rule's distinct pair
-            (:mod:`nvldb_pl.maths.selfduel`): ``deep_diag`` (where c = argmax f clears every other arm under the
-            whole network's gradient width, NDB's diagonal Gram), ``deep_full`` (its full Gram), ``escape``
-            (the rule with self-duels allowed, a self-duel replaced by the distinct pair with probability
-            min(1, escape_rate / sqrt(t))), ``none`` (today's a2 != a1), or the import path of a
-            :class:`nvldb_pl.maths.selfduel.SelfDuelTest` subclass (built from
-            :class:`~nvldb_pl.maths.selfduel.SelfDuelSettings`; escape_rate and self_duel_width reach it there).
-            ``None``: ``deep_diag`` where distinct_arms, else ``none`` (with ``network`` too: its per-arm
-            gradients by torch.func).
-        escape_rate: c of ``escape``.
-        self_duel_width: the deep test's width coefficient (f_c - f_k >= this times ||g_c - g_k||_{Z^-1});
-            ``None`` = beta.
-        second_arm: ``rule`` (the rule's own a2) or ``deep`` (with a deep test: a2 = argmax_{k != a1}
-            f_k + a_t ||g_k - g_a1||_{Z^-1}, :func:`nvldb_pl.maths.selfduel.deep_second_arm`, a1 the rule's).
+        self_duel: when the greedy arm's self-duel replaces the rule's distinct pair: a
+            :class:`~nvldb_pl.learners.nvldb_settings.SelfDuelOptions` (test, escape_rate, width, second_arm), in
+            YAML a mapping; default: the deep test ``deep_diag`` where distinct_arms, else none.
         backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.maths.backward`, faster) or
             ``autograd``; both give the same gradient up to float rounding. Under ``16-mixed``
             (a GradScaler) autograd is used whatever this says.
@@ -155,17 +144,14 @@ class NVLDB(NeuralLearner):
         sample_size: Optional[int] = None,
         sample_weighting: str = "uniform",
         history_pass: str = "auto",
-        self_duel_test: Optional[str] = None,
-        escape_rate: float = 1.0,
-        self_duel_width: Optional[float] = None,
-        second_arm: str = "rule",
+        self_duel: SelfDuelOptions = SelfDuelOptions(),
         network: Optional[Union[str, dict]] = None,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         args = resolved_args(args)  # checked, naming the field; derived values in force (nvldb_settings.py)
         super().__init__(args, variance_mode(variance_aware, oracle_variance), w_reg)  # hparams, self.settings
         s = self.settings  # NVLDBSettings: every argument typed, with its value in force
-        beta, self_duel_test = s.beta, s.self_duel_test
+        beta, sd = s.beta, s.self_duel
         self.own_test = s.own_test
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # line 3, built once (an acquisition)
         settings = selfduel.SelfDuelSettings(
@@ -173,12 +159,12 @@ class NVLDB(NeuralLearner):
             num_params=sum(par[0].numel() for par in self.net.parameters()),  # Z over all network parameters
             lam=lam,
             beta=beta,
-            width=beta if self_duel_width is None else self_duel_width,
-            escape_rate=escape_rate,
-            second_arm=second_arm,
+            width=beta if sd.width is None else sd.width,
+            escape_rate=sd.escape_rate,
+            second_arm=sd.second_arm,
             strategy=strategy,
         )
-        self.self_duel = selfduel.make_test(self_duel_test, settings)  # built once, owns its Gram Z
+        self.self_duel = selfduel.make_test(sd.test, settings)  # built once, owns its Gram Z
         # the method's name: a subclass by its class name, a network of one's own in brackets
         if type(self) is NVLDB:
             prefix = "NVLDB" if variance_aware else "NLDB"
@@ -218,7 +204,7 @@ class NVLDB(NeuralLearner):
             g = self._gradients(contexts) if self.self_duel.uses_gradients else None  # df/d(W, theta, b) [S, K, p]
             a1, a2 = self.self_duel(pair, f, norm, noise, t, g, self.execution.self_duels)
             if self.own_test:  # a test of one's own, checked as a rule is
-                a1, a2 = selection.checked_pair(self.self_duel, (a1, a2), *f.shape, field="model.self_duel_test")
+                a1, a2 = selection.checked_pair(self.self_duel, (a1, a2), *f.shape, field="model.self_duel.test")
             self._flag_bad(~est.ok | ~torch.isfinite(f).all(dim=1), t)
         duel = {"a1": a1, "a2": a2, "dphi": pair_difference(est.phi, a1, a2)}
         if g is not None:  # the test's Gram gains every duel's gradient difference, played or asked

@@ -1,15 +1,15 @@
 """NVLDB's settings, typed and frozen (:class:`NVLDBSettings`), and its arguments checked before anything is built
 (:func:`resolved_args`): each refusal names its field, a setting that could not take effect is refused rather
 than run under a name it did not earn, and the values derived from a default (epsilon, beta, init, bias,
-self_duel_test) are filled in as they are in force (the learner saves those). What each setting means is NVLDB's
+self_duel.test) are filled in as they are in force (the learner saves those). What each setting means is NVLDB's
 docstring (:class:`nvldb_pl.learners.nvldb.NVLDB`, which the CLI's help shows)."""
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import asdict, dataclass, fields
+from typing import Optional, Union
 
 from ..maths import gram, selection, selfduel
 from ..maths.checks import check as _check
@@ -19,6 +19,42 @@ from .network_settings import NetworkSettings, resolve_network
 
 def _take(args: dict, names: str) -> list:
     return [args[k] for k in names.split()]
+
+
+@dataclass(frozen=True)
+class SelfDuelOptions:
+    """``model.self_duel``: when the greedy arm's self-duel replaces the rule's distinct pair
+    (:mod:`nvldb_pl.maths.selfduel`), in YAML a mapping (``self_duel: {test: escape, escape_rate: 2}``), on the
+    command line ``--model.self_duel.test escape``; the fields left out keep these defaults.
+
+    Args:
+        test: ``deep_diag`` (where c = argmax f clears every other arm under the whole network's gradient width,
+            NDB's diagonal Gram), ``deep_full`` (its full Gram), ``escape`` (the rule with self-duels allowed, a
+            self-duel replaced by the distinct pair with probability min(1, escape_rate / sqrt(t))), ``none``
+            (a2 != a1 always), or the import path of a :class:`nvldb_pl.maths.selfduel.SelfDuelTest` subclass
+            (built from :class:`~nvldb_pl.maths.selfduel.SelfDuelSettings`). ``None``: ``deep_diag`` where
+            distinct_arms, else ``none``.
+        escape_rate: c of ``escape``.
+        width: the deep test's width coefficient (f_c - f_k >= this times ||g_c - g_k||_{Z^-1}); ``None`` = beta.
+        second_arm: ``rule`` (the rule's own a2) or ``deep`` (with a deep test: a2 = argmax_{k != a1}
+            f_k + a_t ||g_k - g_a1||_{Z^-1}, :func:`nvldb_pl.maths.selfduel.deep_second_arm`, a1 the rule's).
+    """
+
+    test: Optional[str] = None
+    escape_rate: float = 1.0
+    width: Optional[float] = None
+    second_arm: str = "rule"
+
+    @classmethod
+    def of(cls, value: Union["SelfDuelOptions", dict, None]) -> "SelfDuelOptions":
+        """From a mapping (a saved file's, a sweep's ``--set self_duel={...}``), an instance, or None (the
+        defaults); a key that is not a field is refused by name."""
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        _check(isinstance(value, dict), "self_duel", f"{value!r} is not a mapping of {[f.name for f in fields(cls)]}")
+        unknown = [k for k in value if k not in {f.name for f in fields(cls)}]
+        _check(not unknown, f"self_duel.{unknown[0] if unknown else ''}", f"not one of {[f.name for f in fields(cls)]}")
+        return cls(**value)
 
 
 @dataclass(frozen=True)
@@ -37,10 +73,12 @@ class NVLDBSettings(NetworkSettings):
     gram_mode: str = "recompute"
     w_reg: float = 0.1
     distinct_arms: bool = True
-    self_duel_test: str = "deep_diag"
-    escape_rate: float = 1.0
-    self_duel_width: Optional[float] = None
-    second_arm: str = "rule"
+    self_duel: SelfDuelOptions = SelfDuelOptions(test="deep_diag")
+
+    @classmethod
+    def of(cls, hp: dict) -> "NVLDBSettings":
+        """From the learner's hyperparameters (``self_duel`` saved as a mapping)."""
+        return super().of({**hp, "self_duel": SelfDuelOptions.of(hp.get("self_duel"))})
 
     @property
     def variance_mode(self) -> str:
@@ -49,8 +87,8 @@ class NVLDBSettings(NetworkSettings):
 
     @property
     def own_test(self) -> bool:
-        """``self_duel_test`` is a class of one's own (checked where it meets the loop, as a rule is)."""
-        return own_test(self.self_duel_test)
+        """``self_duel.test`` is a class of one's own (checked where it meets the loop, as a rule is)."""
+        return own_test(self.self_duel.test)
 
     @property
     def p(self) -> int:
@@ -64,7 +102,7 @@ def variance_mode(variance_aware: bool, oracle_variance: bool) -> str:
 
 
 def own_test(self_duel_test: str) -> bool:
-    """``self_duel_test`` names a class of one's own, not one of :data:`nvldb_pl.maths.selfduel.SELF_DUEL_TESTS`."""
+    """``self_duel.test`` names a class of one's own, not one of :data:`nvldb_pl.maths.selfduel.SELF_DUEL_TESTS`."""
     return selfduel.resolve_test(self_duel_test) not in selfduel.SELF_DUEL_TESTS.values()
 
 
@@ -80,9 +118,8 @@ def resolved_args(args: dict) -> dict:
     )
     beta, epsilon, episode, gram_mode = _take(args, "beta epsilon episode gram_mode")
     refit_theta, refit_iterations = _take(args, "refit_theta refit_iterations")
-    self_duel_test, escape_rate, self_duel_width, second_arm = _take(
-        args, "self_duel_test escape_rate self_duel_width second_arm"
-    )
+    self_duel = SelfDuelOptions.of(args["self_duel"])
+    self_duel_test, escape_rate, self_duel_width, second_arm = (getattr(self_duel, f.name) for f in fields(self_duel))
     check_linked(dim, arms, rounds, num_seeds, link)
     selection.check_strategy(strategy)
     bias, init = resolve_network(dim, width, depth, parametrization, bias, init, feature_dim, activation)
@@ -119,20 +156,20 @@ def resolved_args(args: dict) -> dict:
     own = own_test(self_duel_test)  # a user's class
     _check(
         self_duel_test == "none" or distinct_arms,
-        "self_duel_test",
+        "self_duel.test",
         f"{selfduel.label(self_duel_test)} decides the self-duels itself; it needs distinct_arms=true",
     )
-    check_number(escape_rate, "escape_rate")
+    check_number(escape_rate, "self_duel.escape_rate")
     # a setting that cannot take effect is refused, not run as the run without it under the same name
     _check(
         escape_rate == 1.0 or self_duel_test == "escape" or own,
-        "escape_rate",
-        f"it is the escape test's rate; with self_duel_test {self_duel_test} it would change nothing",
+        "self_duel.escape_rate",
+        f"it is the escape test's rate; with self_duel.test {self_duel_test} it would change nothing",
     )
     _check(
         self_duel_width is None or self_duel_test in ("deep_diag", "deep_full") or own,
-        "self_duel_width",
-        f"it is the deep test's width; with self_duel_test {self_duel_test} it would change nothing",
+        "self_duel.width",
+        f"it is the deep test's width; with self_duel.test {self_duel_test} it would change nothing",
     )
     _check(
         refit_iterations == 8 or refit_theta,
@@ -145,12 +182,13 @@ def resolved_args(args: dict) -> dict:
         "it bounds zeta of the variance weights; with variance_aware false (zeta = 1) it would change nothing",
     )
     if self_duel_width is not None:
-        check_number(self_duel_width, "self_duel_width")
-    _check(second_arm in ("rule", "deep"), "second_arm", f"{second_arm!r} is not one of ['rule', 'deep']")
+        check_number(self_duel_width, "self_duel.width")
+    _check(second_arm in ("rule", "deep"), "self_duel.second_arm", f"{second_arm!r} is not one of ['rule', 'deep']")
     _check(
         second_arm == "rule" or self_duel_test in ("deep_diag", "deep_full"),
-        "second_arm",
-        "deep takes the deep test's Gram; it needs self_duel_test deep_diag or deep_full",
+        "self_duel.second_arm",
+        "deep takes the deep test's Gram; it needs self_duel.test deep_diag or deep_full",
     )
     # saved with the values in force, also where they came from a default
-    return {**args, **dict(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel_test=self_duel_test)}
+    self_duel = asdict(SelfDuelOptions(self_duel_test, escape_rate, self_duel_width, second_arm))  # saved as a mapping
+    return {**args, **dict(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel=self_duel)}

@@ -147,6 +147,82 @@ def check_config_files(argv: list[str]) -> None:
                 raise ValueError(f"--config: {path} {what}; a config is a YAML mapping, such as configs/cos.yaml")
 
 
+def _nvldb_section(config) -> dict | None:
+    """The settings of a config's model section where it runs the package's NVLDB (no class_path, or one naming it),
+    else None (another learner's settings are that learner's)."""
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, dict):
+        return None
+    path = model.get("class_path")
+    if path is None:
+        return model
+    if path in ("NVLDB", "nvldb_pl.NVLDB", "nvldb_pl.learners.NVLDB", "nvldb_pl.learners.nvldb.NVLDB"):
+        return model.setdefault("init_args", {}) if isinstance(model.get("init_args", {}), dict) else None
+    return None
+
+
+def upgraded_config_args(argv: list[str]) -> list[str]:
+    """``argv`` with each ``--config`` file whose NVLDB settings use a name a migration renamed (a run's config.yaml
+    of an older version: ``self_duel_test``) given as its text with the new names (:data:`nvldb_pl.migrations.RENAMED`),
+    said on stderr; the file itself is not changed. A renamed setting on the command line is refused, naming its new
+    name."""
+    from ..migrations import RENAMED, renamed_settings
+
+    old = RENAMED["NVLDB"]
+    for i, arg in enumerate(argv):
+        given = re.match(r"--model\.(init_args\.)?(\w+)(=|$)", arg)
+        if given and given.group(2) in old:
+            raise ValueError(f"model.{given.group(2)}: the setting is model.{old[given.group(2)]} now")
+        if given and given.group(2) == "self_duel":  # (the parser would pass a list on, to fail deep in it)
+            value = arg.split("=", 1)[1] if given.group(3) else (argv[i + 1] if i + 1 < len(argv) else "")
+            _refuse_unmapped(read_yaml(value))
+    out, i = [], 0
+    while i < len(argv):
+        arg, path = argv[i], None
+        if arg in ("--config", "-c") and i + 1 < len(argv):
+            path, i = argv[i + 1], i + 1
+        elif arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+        i += 1
+        if path is None:
+            out.append(arg)
+            continue
+        out += ["--config", _upgraded_config(path, old, renamed_settings)]
+    return out
+
+
+def _refuse_unmapped(value, where: str = "") -> None:
+    """``model.self_duel`` must be a mapping of its fields (or null)."""
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(
+            f"{where}model.self_duel: {value!r} is not a mapping of test, escape_rate, width, second_arm "
+            "(e.g. {test: escape})"
+        )
+
+
+def _upgraded_config(path: str, old: dict, renamed_settings) -> str:
+    """``path``, or its text with the new names where its NVLDB settings use an old one (said on stderr)."""
+    import sys
+
+    import yaml
+
+    if not os.path.isfile(path):
+        return path
+    with open_text(path, "--config") as fh:
+        config = read_yaml(fh.read())
+    section = _nvldb_section(config)
+    if section is not None and "self_duel" in section:
+        _refuse_unmapped(section["self_duel"], f"--config {path}: ")
+    if section is None or not any(k in section for k in old):
+        return path
+    names = ", ".join(f"{k} as {old[k]}" for k in old if k in section)
+    new = renamed_settings(section, ("NVLDB",))
+    section.clear()
+    section.update(new)
+    print(f"--config {path}: read model.{names} (an older version's names)", file=sys.stderr)
+    return yaml.safe_dump(config, sort_keys=False)
+
+
 def read_yaml(text: str):
     """YAML as the fit CLI reads it (jsonargparse's loader: ``1e-3`` is a number, not YAML 1.1's string)."""
     try:

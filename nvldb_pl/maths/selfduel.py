@@ -22,7 +22,7 @@ and may replace it by the greedy arm's self-duel:
 Each test is an object built once from the config (:func:`make_test`), as the rules are: a
 :class:`SelfDuelTest` takes the rule's pair with the learner's estimate and returns the pair played, and owns
 what it learns from (the deep tests: their Gram Z, a :class:`nvldb_pl.maths.gram.GradientGram` shared with NDB).
-A test of one's own subclasses :class:`SelfDuelTest` and is named by its import path in ``model.self_duel_test``
+A test of one's own subclasses :class:`SelfDuelTest` and is named by its import path in ``model.self_duel.test``
 (``docs/extending.md``).
 
 Shapes: f [S, K], D [S, K, K] (D[s, k, k'] = ||g_k - g_k'||), pairs (a1, a2) two [S] int64.
@@ -77,7 +77,7 @@ class SelfDuelSettings:
     """What a self-duel test is built from (the learner's config, resolved).
 
     num_seeds: S; num_params: p, the network's parameters per seed (the length of g); lam: Z_0 = lambda I;
-    beta: the rule's a_t; width: the deep test's width coefficient (``model.self_duel_width``, else beta);
+    beta: the rule's a_t; width: the deep test's width coefficient (``model.self_duel.width``, else beta);
     escape_rate: c of the escape test; second_arm: ``rule`` or ``deep``; strategy: the rule's name (the escape
     test builds the same rule with self-duels allowed)."""
 
@@ -178,7 +178,7 @@ class EscapeTest(SelfDuelTest):
 SELF_DUEL_TESTS = {"none": NoSelfDuel, "deep_diag": DeepTest, "deep_full": DeepFullTest, "escape": EscapeTest}
 
 
-def resolve_test(name: str, field: str = "model.self_duel_test") -> type:
+def resolve_test(name: str, field: str = "model.self_duel.test") -> type:
     """The test named ``name``: one of :data:`SELF_DUEL_TESTS`, or the import path of a :class:`SelfDuelTest`
     subclass; else one line naming ``field``."""
     if name in SELF_DUEL_TESTS:

@@ -509,10 +509,13 @@ def test_yaml_merge_keys_are_read_as_yaml_merges_them_by_the_cli_and_the_live_re
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--model.escape_rate=2"], "model.escape_rate: it is the escape test's rate; with self_duel_test deep_diag"),
         (
-            ["--model.self_duel_test=none", "--model.self_duel_width=2"],
-            "model.self_duel_width: it is the deep test's width",
+            ["--model.self_duel.escape_rate=2"],
+            "model.self_duel.escape_rate: it is the escape test's rate; with self_duel.test deep_diag",
+        ),
+        (
+            ["--model.self_duel.test=none", "--model.self_duel.width=2"],
+            "model.self_duel.width: it is the deep test's width",
         ),
         (
             ["--model.refit_theta=false", "--model.refit_iterations=3"],

@@ -36,4 +36,4 @@ def test_default_configs_write_out_the_learners_defaults():
         model = yaml.safe_load(open(os.path.join(ROOT, "configs", f"{task}.yaml")))["model"]
         for key in LITERAL:
             assert model[key] == defaults[key], (task, key)
-        assert "self_duel_test" not in model and defaults["self_duel_test"] == "deep_diag"
+        assert "self_duel" not in model and defaults["self_duel"]["test"] == "deep_diag"

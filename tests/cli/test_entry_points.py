@@ -124,7 +124,7 @@ def test_a_network_of_ones_own_in_the_working_folder_runs_from_the_installed_com
     args = fit_args(
         tmp_path / "runs",
         "--model.network=my_net.Tiny",
-        "--model.self_duel_test=none",
+        "--model.self_duel.test=none",
         "--data.rounds=6",
         "--data.num_seeds=2",
         "--model.grad_steps=2",
@@ -149,7 +149,7 @@ def test_a_resume_whose_own_module_is_another_file_is_refused_naming_it(tmp_path
     env.pop("PYTHONPATH", None)
     settings = [
         "--model.network=my_net.Tiny",
-        "--model.self_duel_test=none",
+        "--model.self_duel.test=none",
         "--data.num_seeds=1",
         "--model.grad_steps=1",
     ]

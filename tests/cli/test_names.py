@@ -163,14 +163,15 @@ def test_the_live_api_refuses_an_answer_comparing_an_item_with_itself():
 
 
 def test_a_text_value_that_is_a_choice_is_kept_as_text():
-    """self_duel_test's "none" is a value, not Python's None (which takes the default, deep_diag)."""
+    """self_duel.test's "none" is a value, not Python's None (which takes the default, deep_diag), as ``--grid``
+    and ``--set self_duel={test: none}`` give it."""
+    from nvldb_pl.experiments.arguments import parse_overrides
     from nvldb_pl.maths.checks import typed_args
     from nvldb_pl.learners.nvldb import NVLDB
 
-    assert typed_args(NVLDB, {"self_duel_test": "none", "beta": None}, "--grid") == {
-        "self_duel_test": "none",
-        "beta": None,
-    }
+    given = typed_args(NVLDB, parse_overrides(["self_duel={test: none}", "beta=null"]), "--grid")
+    assert given == {"self_duel": {"test": "none"}, "beta": None}
+    assert NVLDB(num_seeds=1, rounds=5, **given).hparams.self_duel["test"] == "none"
 
 
 @pytest.mark.parametrize(

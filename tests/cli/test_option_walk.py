@@ -4,6 +4,8 @@ type, out of range and of the wrong kind: each ends in one ``error:`` line namin
 too."""
 
 import contextlib
+import dataclasses
+import inspect
 import io
 import os
 import re
@@ -59,7 +61,13 @@ def _walk(tmp_path, options: list[str], learner: str = "NVLDB") -> list[str]:
 @pytest.mark.parametrize("learner", [n for n in LEARNERS if n != "PairwiseGPLearner"])
 def test_every_learner_option_given_a_bad_value_is_one_line_or_runs(tmp_path, monkeypatch, learner):
     monkeypatch.chdir(ROOT)
-    options = [f"model.{a}" for a in sorted(init_args(LEARNERS[learner]) - set(LINKED_FROM_DATA))]
+    cls = LEARNERS[learner]
+    options = [f"model.{a}" for a in sorted(init_args(cls) - set(LINKED_FROM_DATA))]
+    params = inspect.signature(cls.__init__).parameters
+    for a in list(options):  # a nested setting's fields too (model.self_duel.test)
+        default = params[a[len("model.") :]].default if a[len("model.") :] in params else None
+        if dataclasses.is_dataclass(default) and not isinstance(default, type):
+            options += [f"{a}.{f.name}" for f in dataclasses.fields(default)]
     assert _walk(tmp_path, options, learner) == []
 
 

@@ -5,7 +5,17 @@ import json
 
 from tests.helpers.script_loader import load_script
 
-ARGS = ["--tasks", "square", "--rounds", "8", "--seeds", "2", "--only", "NDB-TS", "self_duel_test=none"]
+ARGS = [
+    "--tasks",
+    "square",
+    "--rounds",
+    "8",
+    "--seeds",
+    "2",
+    "--only",
+    "NDB-TS",
+    "self_duel_test=none",
+]  # an entry by its name
 
 
 def test_fingerprints_check_bit_for_bit_and_name_what_changed(tmp_path, capsys):

@@ -31,11 +31,11 @@ def _fit(root, *extra):
 
 
 def test_a_users_network_is_named_in_the_method_and_its_settings_recorded(tmp_path):
-    s, _ = _fit(tmp_path, "--model.network=tests.extensions.networks.LayerNormMLP", "--model.self_duel_test=none")
+    s, _ = _fit(tmp_path, "--model.network=tests.extensions.networks.LayerNormMLP", "--model.self_duel.test=none")
     assert s["method"] == "NVLDB-UCB-ASYM[LayerNormMLP]" and s["learner"] == "NVLDB"
     assert s["settings"] == {
         "network": "tests.extensions.networks.LayerNormMLP",
-        "self_duel_test": "none",
+        "self_duel": {"test": "none", "escape_rate": 1.0, "width": None, "second_arm": "rule"},  # as in force
         "grad_steps": 2,
     }
 

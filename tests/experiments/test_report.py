@@ -574,3 +574,24 @@ def test_a_run_with_a_network_of_ones_own_is_reported_under_the_name_it_ran_as(t
     assert list(json.load(open(os.path.join(out, "report.json")))) == [f"cos/{name}"]
     with gzip.open(os.path.join(out, "curves_cos.csv.gz"), "rt") as fh:
         assert {line.split(",")[0] for line in list(fh)[1:]} == {name}
+
+
+def test_a_nested_setting_given_in_part_reuses_only_the_run_it_fills_in_to(tmp_path, capsys):
+    """``--set self_duel={test: escape}`` is the escape test at its default rate: a run made at another rate is not
+    it, the run made with it is reused, and the default test given by name reuses the default run."""
+    out = str(tmp_path / "rep")
+    base = ["--out", out, "--rounds", "6", "--seeds", "1", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM"]
+    tiny = ["width=4", "grad_steps=2"]
+    calls = [
+        (["--set", *tiny, "self_duel={test: escape, escape_rate: 2}"], "[run]", "version_0"),
+        (["--set", *tiny, "self_duel={test: escape}"], "[run]", "version_1"),
+        (["--set", *tiny, "self_duel={test: escape, escape_rate: 1.0}"], "[reuse]", "version_1"),
+        (["--set", *tiny], "[run]", "version_2"),
+        (["--set", *tiny, "self_duel={test: deep_diag}"], "[reuse]", "version_2"),
+    ]
+    for extra, verb, version in calls:
+        assert _main([*base, *extra]) == 0
+        log = capsys.readouterr().out
+        assert verb in log, (extra, log)
+        folder = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", version)
+        assert (folder in log) == (verb == "[reuse]"), (extra, log)

@@ -369,7 +369,9 @@ def test_a_row_made_under_other_defaults_is_refused_not_skipped_and_not_paired(t
     monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
     sweep.main()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["settings"]["w_reg"] for r in rows] == [0.1, 0.3] and rows[0]["settings"]["self_duel_test"] == "deep_diag"
+    assert [r["settings"]["w_reg"] for r in rows] == [0.1, 0.3] and rows[0]["settings"]["self_duel"][
+        "test"
+    ] == "deep_diag"
     assert all(k not in rows[0]["settings"] for k in ("dim", "arms", "rounds", "num_seeds", "link"))
     sweep.main()  # the same code: skipped as finished
     assert len(out.read_text().splitlines()) == 2

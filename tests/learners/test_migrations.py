@@ -17,10 +17,14 @@ def test_the_table_is_numbered_in_order_and_its_last_version_is_what_files_recor
 def test_a_file_of_before_the_table_gets_every_setting_it_predates_as_it_was_then():
     nvldb = upgrade_settings({"dim": 3, "lr": 0.01}, "NVLDB")
     assert nvldb["parametrization"] == "ntk" and nvldb["bias"] is False and nvldb["distinct_arms"] is False
-    assert nvldb["self_duel_test"] == "none" and nvldb["second_arm"] == "rule" and nvldb["activation"] == "relu"
+    assert (
+        nvldb["self_duel"] == {"test": "none", "escape_rate": 1.0, "width": None, "second_arm": "rule"}
+        and nvldb["activation"] == "relu"
+    )
+    assert not {"self_duel_test", "self_duel_width", "second_arm"} & set(nvldb)  # nested (migration 13)
     assert nvldb["dim"] == 3 and nvldb["lr"] == 0.01  # what it saved is kept
     ndb = upgrade_settings({"rule": "ucb"}, "NDB")
-    assert ndb["strategy"] == "ucb_asym" and "rule" not in ndb and "self_duel_test" not in ndb
+    assert ndb["strategy"] == "ucb_asym" and "rule" not in ndb and "self_duel" not in ndb
     assert upgrade_settings({"beta": 2.0}, "CoLSTIM") == {"beta": 2.0}  # a learner no migration names
 
 

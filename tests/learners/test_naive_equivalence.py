@@ -47,13 +47,14 @@ def test_the_self_duel_test_makes_the_naive_loops_decisions(strategy, test):
         "grad_steps": 4,
         "strategy": strategy,
         "beta": 0.3,
-        "self_duel_test": test,
+        "self_duel": {"test": test},
         **NETWORKS["standard"],
     }
     summary, module = run_experiment({"task": "square", "rounds": rounds, "num_seeds": S, "seed": 11}, model)
     assert sum(s["self_duel_fraction"] for s in summary["seeds"]) > 0  # the test fired
+    naive = {**{k: v for k, v in model.items() if k != "self_duel"}, "self_duel_test": test}  # the reference's names
     _plays_the_naive_loops_pairs(
-        summary, module, StreamSpec(task="square", rounds=rounds, num_seeds=S, base_seed=11), model
+        summary, module, StreamSpec(task="square", rounds=rounds, num_seeds=S, base_seed=11), naive
     )
 
 

@@ -5,9 +5,12 @@ Each entry says what giving the argument a value other than its default does, on
 ``changes`` (the run's learner state or regret differ from the run without it), ``speed`` (how it runs, not what: the
 same regret to 1e-9), or ``guard`` (a bound the run is refused beyond). ``needs``: the settings under which it takes
 effect; without them it is refused in one line naming it (``model.<arg>``). ``refused_under``: other settings under
-which it would change nothing, and is refused naming it. The data's own fields (dim, arms, rounds, num_seeds, link)
+which it would change nothing, and is refused naming it. A nested setting's fields have rows of their own
+(``self_duel.test``). The data's own fields (dim, arms, rounds, num_seeds, link)
 come from ``data.*`` and are not the learner's to give."""
 
+import dataclasses
+import inspect
 from dataclasses import dataclass, field
 
 import pytest
@@ -40,7 +43,6 @@ TABLE = {
         "distinct_arms": Setting(False),
         "episode": Setting(2),
         "epsilon": Setting(0.2, refused_under={"variance_aware": False}),
-        "escape_rate": Setting(0.5, needs={"self_duel_test": "escape"}),
         "feature_dim": Setting(3),
         "grad_steps": Setting(3),
         "gram_mode": Setting("incremental"),
@@ -55,9 +57,10 @@ TABLE = {
         "refit_theta": Setting(False),
         "sample_size": Setting(4),
         "sample_weighting": Setting("recency", needs={"sample_size": 4}),
-        "second_arm": Setting("deep", refused_under={"self_duel_test": "escape"}),
-        "self_duel_test": Setting("escape"),
-        "self_duel_width": Setting(3.0, refused_under={"self_duel_test": "escape"}),
+        "self_duel.escape_rate": Setting(0.5, needs={"self_duel.test": "escape"}),
+        "self_duel.second_arm": Setting("deep", refused_under={"self_duel.test": "escape"}),
+        "self_duel.test": Setting("escape"),
+        "self_duel.width": Setting(3.0, refused_under={"self_duel.test": "escape"}),
         "strategy": Setting("ts_asym"),
         "train_network": Setting(False),
         "variance_aware": Setting(False),
@@ -100,13 +103,37 @@ def test_the_table_covers_every_argument_of_every_learner_in_the_registry():
     """A learner or an argument added without its row here fails this test."""
     assert set(TABLE) == set(LEARNERS)
     for name, cls in LEARNERS.items():
-        assert set(TABLE[name]) == init_args(cls) - set(LINKED_FROM_DATA), name
+        assert set(TABLE[name]) == _settings(cls), name
+
+
+def _settings(cls) -> set:
+    """The learner's arguments, a nested one (a dataclass) by its fields: ``self_duel.test``."""
+    params = inspect.signature(cls.__init__).parameters
+    out = set()
+    for arg in init_args(cls) - set(LINKED_FROM_DATA):
+        default = params[arg].default if arg in params else None
+        nested = dataclasses.is_dataclass(default) and not isinstance(default, type)
+        out |= {f"{arg}.{f.name}" for f in dataclasses.fields(default)} if nested else {arg}
+    return out
+
+
+def _nested(model: dict) -> dict:
+    """``{"self_duel.test": "escape"}`` -> ``{"self_duel": {"test": "escape"}}``."""
+    out = {}
+    for key, value in model.items():
+        outer, dot, inner = key.partition(".")
+        if dot:
+            out.setdefault(outer, {})[inner] = value
+        else:
+            out[key] = value
+    return out
 
 
 def _run(name: str, model: dict, rounds: int = DATA["rounds"]) -> tuple:
     if name == "PairwiseGPLearner":
         pytest.importorskip("botorch")
-    summary, module = run_experiment({**DATA, "rounds": rounds}, {**SMALL.get(name, {}), **model}, learner=name)
+    model = _nested({**SMALL.get(name, {}), **model})
+    summary, module = run_experiment({**DATA, "rounds": rounds}, model, learner=name)
     return [s["cum_avg_regret"] for s in summary["seeds"]], module.state_dict(), dict(module.hparams)
 
 
@@ -127,8 +154,10 @@ def test_every_setting_takes_effect_or_is_refused_naming_it(name, arg):
         _run(name, {**s.needs, arg: DATA["rounds"]})
         return
     base, run = _run(name, dict(s.needs), s.rounds), _run(name, given, s.rounds)
-    if arg in base[2]:  # (NDB's rule is its strategy's old name: not held under its own)
-        assert base[2][arg] != s.value, f"the table's {name}.{arg}={s.value!r} is the default: it tests nothing"
+    outer, _, inner = arg.partition(".")
+    saved = base[2].get(outer, {}).get(inner) if inner else base[2].get(arg)
+    if outer in base[2]:  # (NDB's rule is its strategy's old name: not held under its own)
+        assert saved != s.value, f"the table's {name}.{arg}={s.value!r} is the default: it tests nothing"
     if s.kind == "speed":  # how it runs, not what: the same run
         assert torch.allclose(torch.tensor(base[0]), torch.tensor(run[0]), rtol=1e-9, atol=1e-9), (base[0], run[0])
     else:

@@ -83,14 +83,14 @@ def test_a_dropout_network_runs_with_the_default_deep_test_a_seed_alone_as_besid
     ckpt = torch.load(
         tmp_path / "both" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False
     )
-    assert ckpt["hyper_parameters"]["self_duel_test"] == "deep_diag" and "self_duel.gram.U" in ckpt["state_dict"]
+    assert ckpt["hyper_parameters"]["self_duel"]["test"] == "deep_diag" and "self_duel.gram.U" in ckpt["state_dict"]
     assert ckpt["state_dict"]["net.noise_step"].min() > 0
 
 
 @pytest.mark.parametrize("test", ["deep_diag", "deep_full", "escape", "none"])
 def test_a_network_of_ones_own_takes_every_self_duel_test(test):
-    learner = NVLDB(num_seeds=2, rounds=5, network=LAYERNORM, self_duel_test=test)
-    assert learner.hparams.self_duel_test == test
+    learner = NVLDB(num_seeds=2, rounds=5, network=LAYERNORM, self_duel={"test": test})
+    assert learner.hparams.self_duel["test"] == test
 
 
 def test_a_network_whose_input_is_not_data_dim_is_refused_naming_both():
@@ -125,7 +125,7 @@ def test_the_live_api_takes_a_dropout_network_with_the_deep_test_and_its_save_lo
     from nvldb_pl.live import DuelingBandit
 
     bandit = DuelingBandit.create(network=DROPOUT, grad_steps=2)
-    assert bandit.learner.hparams.self_duel_test == "deep_diag"
+    assert bandit.learner.hparams.self_duel["test"] == "deep_diag"
     x = np.eye(5)[:4]
     for _ in range(3):
         i, j = bandit.select(x)

@@ -72,3 +72,26 @@ def test_a_live_save_of_the_old_layout_loads_and_answers_as_it_did():
     # the scores were written on another machine: float32 kernels of another CPU (AVX-512 here) round the last bits
     # differently, so they agree to float32's precision, not bit for bit (the pair chosen is the same)
     np.testing.assert_allclose(bandit.scores(x), np.array(expected["scores"]), rtol=1e-6)
+
+
+def test_an_old_flat_self_duel_name_is_read_from_a_config_as_its_nested_field_and_refused_on_the_command_line(
+    tmp_path, capsys
+):
+    """A run's config.yaml of an older version names ``self_duel_test``: read as ``self_duel.test``, said on stderr,
+    the file unchanged; the old name on the command line is refused naming the new one."""
+    from nvldb_pl.cli import run_cli
+
+    cfg = tmp_path / "old.yaml"
+    text = (
+        "model:\n  width: 4\n  grad_steps: 2\n  self_duel_test: none\ndata:\n  task: cos\n  rounds: 6\n  num_seeds: 1\n"
+    )
+    cfg.write_text(text)
+    root = tmp_path / "run"
+    assert run_cli(["fit", "--config", str(cfg), f"--trainer.default_root_dir={root}"]) == 0
+    err = capsys.readouterr().err
+    assert f"--config {cfg}: read model.self_duel_test as self_duel.test" in err
+    assert cfg.read_text() == text
+    summary = json.load(open(root / "lightning_logs" / "version_0" / "summary.json"))
+    assert summary["settings"]["self_duel"]["test"] == "none"
+    assert run_cli(["fit", "--config", str(cfg), "--model.self_duel_test=none"]) == 2
+    assert "error: model.self_duel_test: the setting is model.self_duel.test now" in capsys.readouterr().err

@@ -201,7 +201,7 @@ def test_self_duel_count_matches_the_history():
     assert int(same.sum()) > 0  # the paper's ASYM rule does duel an arm with itself here
     for s in range(3):
         assert summary["seeds"][s]["self_duel_fraction"] == int(same[s]) / 60
-    summary, module = _run(num_seeds=3, strategy="ucb_asym", rounds=60, self_duel_test="none")  # a2 != a1 always
+    summary, module = _run(num_seeds=3, strategy="ucb_asym", rounds=60, self_duel={"test": "none"})  # a2 != a1 always
     assert int(module.self_duels.sum()) == 0 and all(s["self_duel_fraction"] == 0 for s in summary["seeds"])
 
 

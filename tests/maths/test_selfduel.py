@@ -82,10 +82,10 @@ def test_sherman_morrison_keeps_the_inverse_of_the_growing_gram():
 def test_nvldbs_default_is_the_deep_test_where_the_rule_keeps_a2_distinct():
     from nvldb_pl.learners.nvldb import NVLDB
 
-    assert NVLDB(num_seeds=1, rounds=5).hparams.self_duel_test == "deep_diag"
-    assert NVLDB(num_seeds=1, rounds=5, distinct_arms=False).hparams.self_duel_test == "none"  # the literal reading
-    with pytest.raises(ValueError, match="model.self_duel_test: deep_full decides the self-duels itself"):
-        NVLDB(num_seeds=1, rounds=5, distinct_arms=False, self_duel_test="deep_full")
+    assert NVLDB(num_seeds=1, rounds=5).hparams.self_duel["test"] == "deep_diag"
+    assert NVLDB(num_seeds=1, rounds=5, distinct_arms=False).hparams.self_duel["test"] == "none"  # the literal reading
+    with pytest.raises(ValueError, match="model.self_duel.test: deep_full decides the self-duels itself"):
+        NVLDB(num_seeds=1, rounds=5, distinct_arms=False, self_duel={"test": "deep_full"})
 
 
 def test_the_live_api_never_asks_a_to_duel_with_itself_under_the_fit_default():
@@ -94,7 +94,7 @@ def test_the_live_api_never_asks_a_to_duel_with_itself_under_the_fit_default():
     from nvldb_pl.live import DuelingBandit
 
     bandit = DuelingBandit.create(dim=3, grad_steps=5, seed=1)
-    assert bandit.learner.hparams.self_duel_test == "deep_diag"
+    assert bandit.learner.hparams.self_duel["test"] == "deep_diag"
     taste = np.array([3.0, -1.0, 0.5])
     rng = np.random.default_rng(0)
     for _ in range(60):
@@ -129,17 +129,17 @@ def test_the_deep_second_arm_is_the_optimistic_rival_under_the_whole_networks_wi
 def test_the_self_duel_width_and_second_arm_are_checked_and_change_the_run():
     from nvldb_pl.learners.nvldb import NVLDB
 
-    with pytest.raises(ValueError, match="model.second_arm: deep takes the deep test's Gram"):
-        NVLDB(num_seeds=1, rounds=5, self_duel_test="none", second_arm="deep")
-    with pytest.raises(ValueError, match="model.second_arm: 'wide' is not one of"):
-        NVLDB(num_seeds=1, rounds=5, second_arm="wide")
-    with pytest.raises(ValueError, match="model.self_duel_width"):
-        NVLDB(num_seeds=1, rounds=5, self_duel_width=float("nan"))
+    with pytest.raises(ValueError, match="model.self_duel.second_arm: deep takes the deep test's Gram"):
+        NVLDB(num_seeds=1, rounds=5, self_duel={"test": "none", "second_arm": "deep"})
+    with pytest.raises(ValueError, match="model.self_duel.second_arm: 'wide' is not one of"):
+        NVLDB(num_seeds=1, rounds=5, self_duel={"second_arm": "wide"})
+    with pytest.raises(ValueError, match="model.self_duel.width"):
+        NVLDB(num_seeds=1, rounds=5, self_duel={"width": float("nan")})
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(2, 4, 5, generator=gen, dtype=torch.float64)
     noise = torch.zeros(2, 4, 4, dtype=torch.float64)
     plain = NVLDB(dim=5, arms=4, num_seeds=2, rounds=5)
-    deep = NVLDB(dim=5, arms=4, num_seeds=2, rounds=5, second_arm="deep")
+    deep = NVLDB(dim=5, arms=4, num_seeds=2, rounds=5, self_duel={"second_arm": "deep"})
     with torch.no_grad():
         for par in plain.net.parameters():
             par.normal_(generator=gen)
@@ -179,7 +179,7 @@ def test_saves_and_checkpoints_from_before_the_test_owned_its_gram_still_load(tm
         return {back.get(k, k): v for k, v in state.items()}
 
     short = ["--data.num_seeds=2", "--model.width=8", "--model.grad_steps=2", "--trainer.enable_progress_bar=false"]
-    for model in (["--model.self_duel_test=deep_full"], ["--model=NDB", "--model.gram=diag"]):
+    for model in (["--model.self_duel.test=deep_full"], ["--model=NDB", "--model.gram=diag"]):
         whole, part = tmp_path / f"whole{len(model)}", tmp_path / f"part{len(model)}"
         assert (
             run_cli(["fit", "--config", cos, *short, *model, "--data.rounds=16", f"--trainer.default_root_dir={whole}"])
@@ -205,7 +205,7 @@ def test_saves_and_checkpoints_from_before_the_test_owned_its_gram_still_load(tm
 
         assert regret(part) == regret(whole)
 
-    bandit = DuelingBandit.create(dim=3, grad_steps=2, seed=1, self_duel_test="deep_full")
+    bandit = DuelingBandit.create(dim=3, grad_steps=2, seed=1, self_duel={"test": "deep_full"})
     rng = np.random.default_rng(0)
     for _ in range(5):
         x = rng.standard_normal((4, 3))
