@@ -118,10 +118,8 @@ def run_settings(method: str, hparams: dict) -> dict:
         if k not in derived and params[k].default is not inspect.Parameter.empty and hparams[k] != params[k].default
     }
     if derived:
-        linked = {k: hparams[k] for k in LINKED_FROM_DATA if k in hparams}
         try:
-            with torch.random.fork_rng():  # building the learner draws its initial weights
-                made = cls(**{**linked, "num_seeds": 1}, **model, **changed).hparams
+            made = _made_hparams(method, hparams, changed)
         except (TypeError, ValueError):  # a run made by older code: its plain settings only
             return changed
         # None recorded: the default itself (runs made before hparams held the derived value)

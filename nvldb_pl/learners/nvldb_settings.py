@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional, Union
 
 from ..maths import gram, selection, selfduel
@@ -51,9 +51,10 @@ class SelfDuelOptions:
         defaults); a key that is not a field is refused by name."""
         if value is None or isinstance(value, cls):
             return value or cls()
-        _check(isinstance(value, dict), "self_duel", f"{value!r} is not a mapping of {[f.name for f in fields(cls)]}")
-        unknown = [k for k in value if k not in {f.name for f in fields(cls)}]
-        _check(not unknown, f"self_duel.{unknown[0] if unknown else ''}", f"not one of {[f.name for f in fields(cls)]}")
+        names = [f.name for f in fields(cls)]
+        _check(isinstance(value, dict), "self_duel", f"{value!r} is not a mapping of {names}")
+        unknown = [k for k in value if k not in names]
+        _check(not unknown, f"self_duel.{unknown[0] if unknown else ''}", f"not one of {names}")
         return cls(**value)
 
 
@@ -190,5 +191,5 @@ def resolved_args(args: dict) -> dict:
         "deep takes the deep test's Gram; it needs self_duel.test deep_diag or deep_full",
     )
     # saved with the values in force, also where they came from a default
-    self_duel = asdict(SelfDuelOptions(self_duel_test, escape_rate, self_duel_width, second_arm))  # saved as a mapping
+    self_duel = asdict(replace(self_duel, test=self_duel_test))  # saved as a mapping
     return {**args, **dict(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel=self_duel)}
