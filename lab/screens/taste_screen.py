@@ -16,15 +16,21 @@ orders the items from the same answers, compared with the person's hidden order 
 - ``netlap``: the linear posterior on the standardized learner's phi (a last-layer Laplace, scale from the evidence),
   feature_dim 16;
 - ``evid``: the linear and the quad posteriors averaged by their Laplace evidence (Bayesian model averaging);
-- ``taste``: the page's ranking now, :func:`nvldb_pl.maths.posterior.taste_posterior` on the items as given.
+- ``taste``: the page's ranking now, :func:`nvldb_pl.maths.posterior.taste_posterior` on the items as given;
+- ``taste_sep``: the same model averaging over three maps, a separable one (the standardized features and their
+  squares: an ideal point in 2d coefficients) between the linear and the quadratic;
+- ``taste_net``: the same over the linear and quadratic maps and the standardized learner's phi (feature_dim 16),
+  the network's last layer as a third map (its evidence is read on features fitted to the same answers).
 
 Policies: ``random`` (a uniform pair, never the last one), ``page`` (objective rank: BALD on the raw learner's
-estimate, as the page asks now), ``bald_linear``, ``bald_quad``, ``bald_netlap``, ``bald_evid`` (BALD under that ranker's posterior,
-``taste`` (the page's questions now: :func:`nvldb_pl.maths.ranking.posterior_pair` under the taste posterior among
-:func:`nvldb_pl.maths.ranking.question_mask`),
-never the last pair, an item not yet shown in every pair until all were), ``gp`` (PairwiseGP's own active rule, the
-pair of largest posterior variance of the gap, ranked by its posterior mean; needs the gp extra's venv). Each row: catalog, kind, person, policy,
-taus per ranker at each count, the longest run of one pair, items never shown after 20 answers, dead-network count.
+estimate, as the page asked before the taste posterior), ``bald_linear``, ``bald_quad``, ``bald_netlap``,
+``bald_evid`` (BALD under that ranker's posterior), ``taste``, ``taste_sep``, ``taste_net``
+(:func:`nvldb_pl.maths.ranking.posterior_pair` under that ranker's posterior among the pairs
+:func:`nvldb_pl.maths.ranking.question_mask` allows: never the last pair, an item not yet shown in every pair until
+all were; ``taste`` is the page now), ``gp`` (PairwiseGP's own active rule, the pair of largest posterior variance of
+the gap, ranked by its posterior mean; needs the gp extra's venv). Each row: catalog, kind, person, policy, taus per
+ranker at each count, the longest run of one pair, items never shown after 20 answers, dead-network count.
+dead-network count.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import torch
 import yaml
 
 from nvldb_pl.live import DuelingBandit
-from nvldb_pl.maths.posterior import PRIOR_VARIANCES, _mode, linear_posterior, taste_posterior
+from nvldb_pl.maths.posterior import PRIOR_VARIANCES, _mode, linear_posterior, taste_maps, taste_posterior
 from nvldb_pl.maths.ranking import bald, posterior_pair, question_mask
 from nvldb_pl.serve.items import kendall_tau
 
@@ -50,8 +56,19 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 KINDS = ("linear", "ideal", "interact", "mixture", "noisy", "sharp")
 CATALOGS = {"N8d2": (8, 2), "N30d4": (30, 4), "N60d12": (60, 12)}
 SCALES = ("raw", "wide", "std")
-POLICIES = ("random", "page", "bald_linear", "bald_quad", "bald_netlap", "bald_evid", "gp", "taste")
-RANKERS = ("linear", "quad", "net", "netstd", "netlap", "evid", "gp", "taste")
+POLICIES = (
+    "random",
+    "page",
+    "bald_linear",
+    "bald_quad",
+    "bald_netlap",
+    "bald_evid",
+    "gp",
+    "taste",
+    "taste_sep",
+    "taste_net",
+)
+RANKERS = ("linear", "quad", "net", "netstd", "netlap", "evid", "gp", "taste", "taste_sep", "taste_net")
 CHECKS = (20, 40, 100, 200)
 
 
@@ -188,6 +205,27 @@ def taste_fit(x, pairs, outcomes):
     return f, cov
 
 
+def separable(x: np.ndarray) -> np.ndarray:
+    z = (x - x.mean(0)) / (x.std(0) + 1e-12)
+    return np.concatenate([z, z**2 - 1.0], axis=1) / math.sqrt(z.shape[1])
+
+
+def maps_fit(Fs, pairs, outcomes):
+    """taste_posterior's model averaging over the item feature matrices Fs ([N, q] each): f [N], cov [N, N]."""
+    o = torch.tensor(outcomes, dtype=torch.float64)
+    fits = []
+    for F in Fs:
+        F = torch.as_tensor(F, dtype=torch.float64)
+        z = F[[i for i, _ in pairs]] - F[[j for _, j in pairs]] if pairs else torch.zeros(0, F.shape[1]).double()
+        mean, cov, _, log_ev = linear_posterior(z, o, "logistic", with_evidence=True)
+        fits.append((log_ev, F @ mean, F @ cov @ F.T))
+    top = max(f[0] for f in fits)
+    pw = torch.tensor([math.exp(f[0] - top) for f in fits], dtype=torch.float64)
+    pw = pw / pw.sum()
+    f = sum(p * m[1] for p, m in zip(pw, fits))
+    return f, sum(p * (m[2] + torch.outer(m[1] - f, m[1] - f)) for p, m in zip(pw, fits))
+
+
 def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rankers=RANKERS) -> dict:
     x, x01 = catalog(cat, scale)
     N, d = x.shape
@@ -199,7 +237,16 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rank
     std = DuelingBandit.create(dim=d, horizon=200, seed=p, objective="rank", **live_model(feature_dim=16))
     lin, quad = Posterior(x), Posterior(quad_features(x))
     evid = Evidence(x, quad_features(x))
-    nets = policy in ("page", "bald_netlap") or bool({"net", "netstd", "netlap"} & set(rankers))
+    nets = policy in ("page", "bald_netlap", "taste_net") or bool(
+        {"net", "netstd", "netlap", "taste_net"} & set(rankers)
+    )
+    xq = taste_maps(x)
+    lin_F, quad_F = xq["linear"](x), xq["quadratic"](x)
+    sep_F = torch.as_tensor(separable(x), dtype=torch.float64)
+    map_sets = {
+        "taste_sep": lambda: (lin_F, sep_F, quad_F),
+        "taste_net": lambda: (lin_F, quad_F, phi_of(std, xs)),
+    }
     pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
     last, run_len, longest = None, 0, 0
     taus, never_shown, t0 = {}, None, time.perf_counter()
@@ -215,6 +262,9 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rank
             f, C = taste_fit(x, pairs, outcomes)
             allowed = question_mask(torch.as_tensor(shown > 0), last)
             i, j = posterior_pair(f, C, allowed)
+        elif policy in map_sets:
+            f, C = maps_fit(map_sets[policy](), pairs, outcomes)
+            i, j = posterior_pair(f, C, question_mask(torch.as_tensor(shown > 0), last))
         elif policy == "gp":  # PairwiseGP's own active rule: the pair of largest Var(f_i - f_j) (needs the gp extra)
             i, j = gp_question(x, pairs, outcomes, rng)
         else:
@@ -247,6 +297,8 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rank
                 "netlap": lambda: Posterior(phi_of(std, xs)).fit(pairs, outcomes)[0].numpy(),
                 "evid": lambda: evid.fit(pairs, outcomes)[0].numpy(),
                 "taste": lambda: taste_fit(x, pairs, outcomes)[0].numpy(),
+                "taste_sep": lambda: maps_fit(map_sets["taste_sep"](), pairs, outcomes)[0].numpy(),
+                "taste_net": lambda: maps_fit(map_sets["taste_net"](), pairs, outcomes)[0].numpy(),
             }
             taus[t] = {rk: kendall_tau(fn(), truth) for rk, fn in scorers.items() if rk in rankers}
             if policy == "gp" and "gp" in rankers:
