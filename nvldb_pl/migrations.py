@@ -31,22 +31,33 @@ def _ndb_rule_to_strategy(hparams: dict) -> dict:
     return {**{k: v for k, v in hparams.items() if k != "rule"}, "strategy": f"{hparams['rule']}_asym"}
 
 
-_SELF_DUEL = {
-    "self_duel_test": "test",
-    "escape_rate": "escape_rate",
-    "self_duel_width": "width",
-    "second_arm": "second_arm",
+# groups of settings that are one mapping now: group -> {old flat name: its field}
+NESTED = {
+    "self_duel": {
+        "self_duel_test": "test",
+        "escape_rate": "escape_rate",
+        "self_duel_width": "width",
+        "second_arm": "second_arm",
+    },
+    "sampler": {"sample_size": "size", "sample_weighting": "weighting"},
+    "compute": {"backward": "backward", "history_pass": "history_pass"},
 }
 
 
-def _nest_self_duel(hparams: dict) -> dict:
-    """NVLDB's four self-duel settings are the fields of one ``self_duel`` mapping (``self_duel_test`` its ``test``,
-    ``self_duel_width`` its ``width``). A file that has the mapping keeps it (the flat ones there were only filled in
-    by the steps before, as absent)."""
-    rest = {k: v for k, v in hparams.items() if k not in _SELF_DUEL}
-    if "self_duel" in hparams or not any(k in hparams for k in _SELF_DUEL):
-        return rest
-    return {**rest, "self_duel": {new: hparams[old] for old, new in _SELF_DUEL.items() if old in hparams}}
+def _nesting(*groups: str) -> Callable[[dict], dict]:
+    """A rewrite putting the flat settings of ``groups`` (:data:`NESTED`) into their mappings. A file that has a
+    group's mapping keeps it (the flat ones there were only filled in by the steps before, as absent)."""
+
+    def nest(hparams: dict) -> dict:
+        out = dict(hparams)
+        for group in groups:
+            names = NESTED[group]
+            flat = {new: out.pop(old) for old, new in names.items() if old in out}
+            if group not in out and flat:
+                out[group] = flat
+        return out
+
+    return nest
 
 
 @dataclass(frozen=True)
@@ -178,12 +189,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         13,
         "NVLDB's self-duel settings nested: self_duel_test, escape_rate, self_duel_width, second_arm are "
         "self_duel's test, escape_rate, width, second_arm",
-        rewrite={"NVLDB": _nest_self_duel},
+        rewrite={"NVLDB": _nesting("self_duel")},
+    ),
+    Migration(
+        14,
+        "NVLDB's sample_size, sample_weighting are sampler's size, weighting; backward, history_pass compute's",
+        rewrite={"NVLDB": _nesting("sampler", "compute")},
     ),
 )
 
 # settings that are now a field of a mapping, by their old names (a config file or a command line naming them)
-RENAMED = {"NVLDB": {old: f"self_duel.{new}" for old, new in _SELF_DUEL.items()}}
+RENAMED = {"NVLDB": {old: f"{group}.{new}" for group, names in NESTED.items() for old, new in names.items()}}
 VERSION = MIGRATIONS[-1].version  # what a file written now records (``format_version``)
 MOVED = {old: new for m in MIGRATIONS for old, new in m.modules.items()}  # every old module name -> its module
 

@@ -50,14 +50,14 @@ def main():
         nargs="+",
         default=["manual"],
         choices=["manual", "autograd"],
-        help="model.backward: manual and/or autograd",
+        help="model.compute.backward: manual and/or autograd",
     )
     p.add_argument(
         "--history-pass",
         nargs="+",
         default=["auto"],
         choices=["auto", "chunked", "full", "masked", "graphed"],
-        help="model.history_pass: how each Adam step walks the history",
+        help="model.compute.history_pass: how each Adam step walks the history",
     )
     p.add_argument(
         "--matmul-precision",
@@ -121,7 +121,11 @@ def benchmark(a) -> None:
     for precision, backward, walk, activation in runs:
         summary, module = run_experiment(
             {"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
-            {**model, "backward": backward, "history_pass": walk, **({"activation": activation} if activation else {})},
+            {
+                **model,
+                "compute": {"backward": backward, "history_pass": walk},
+                **({"activation": activation} if activation else {}),
+            },
             precision=precision,
             accelerator=a.accelerator,
             sync_timings=not a.unsynced,

@@ -8,8 +8,8 @@ contexts, d=5, K=5) whose history already holds t random duels, then times the n
 training (Adam steps), refit (theta solve incl. history features), Gram upkeep and selection.
 Modes (``--modes``):
   exact:    the paper's loop (whole history every step, V rebuilt from the whole history)
-  sampled:  sample_size=256, gram_mode=incremental, retrain every round (H=1)
-  long:     sample_size=256, gram_mode=incremental, retrain every H=10 rounds (configs/long.yaml)
+  sampled:  sampler.size=256, gram_mode=incremental, retrain every round (H=1)
+  long:     sampler.size=256, gram_mode=incremental, retrain every H=10 rounds (configs/long.yaml)
 A full run adds the stream, the callback and Lightning (about 1-2 ms per round, measured by
 ``scripts/benchmark.py``); this script isolates how the learner's own cost grows with t.
 """
@@ -27,8 +27,8 @@ from nvldb_pl.loop.run import stop_at_ctrl_c_in_one_line
 
 MODES = {
     "exact": {},
-    "sampled": {"sample_size": 256, "gram_mode": "incremental"},
-    "long": {"sample_size": 256, "gram_mode": "incremental", "episode": 10},
+    "sampled": {"sampler": {"size": 256}, "gram_mode": "incremental"},
+    "long": {"sampler": {"size": 256}, "gram_mode": "incremental", "episode": 10},
 }
 
 

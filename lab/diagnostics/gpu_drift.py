@@ -26,13 +26,13 @@ VARIANTS = {  # the chunked pass on both devices unless named (auto would pick g
     "no Adam steps (refit + V only)": {"grad_steps": 0},
     "Adam, no theta refit": {"grad_steps": 5, "refit_theta": False},
     "one Adam step a round": {"grad_steps": 1},
-    "graphed pass (GPU graph, CPU eager)": {"grad_steps": 5, "history_pass": "graphed"},
+    "graphed pass (GPU graph, CPU eager)": {"grad_steps": 5, "compute": {"history_pass": "graphed"}},
 }
 
 
 def passes(mode: str, device: str) -> str:
     """The history pass ``mode`` resolves to on ``device`` (not read from a learner after its run: Lightning's
-    teardown moves it back to the CPU, where its own ``history_pass`` reads ``chunked``)."""
+    teardown moves it back to the CPU, where its own ``compute.history_pass`` reads ``chunked``)."""
     return resolve_history_pass(mode, torch.device("cuda" if device == "gpu" else "cpu"), None)
 
 
@@ -60,7 +60,7 @@ def main() -> None:
         print(f"GPU runs through {a.blas}")
     print(f"{'variant':34s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'W1 rel':>10s}")
     for name, extra in VARIANTS.items():
-        model = {"width": 16, "history_pass": "chunked", **extra}
+        model = {"width": 16, "compute": {"history_pass": "chunked"}, **extra}
         _, m_cpu = run_experiment(DATA, model, accelerator="cpu")
         _, m_oth = run_experiment(DATA, model, accelerator=a.other)
         same = torch.equal(m_cpu.history(), m_oth.history().cpu())
@@ -77,7 +77,7 @@ def seeds_together_and_alone(device: str) -> None:
     print(f"\nS=4 against four S=1 runs on {device} ({DATA['rounds']} rounds; 0 = bit for bit)")
     print(f"{'pass':17s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'regret rel':>10s}")
     for walk in ("chunked", "auto"):  # auto: graphed on a GPU
-        model = {"width": 16, "grad_steps": 5, "history_pass": walk}
+        model = {"width": 16, "grad_steps": 5, "compute": {"history_pass": walk}}
         s4, m4 = run_experiment({**DATA, "num_seeds": 4}, model, accelerator=device)
         same, v, th, reg = True, 0.0, 0.0, 0.0
         for i in range(4):

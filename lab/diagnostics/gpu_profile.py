@@ -8,7 +8,7 @@ pass: the whole history rounded up to 256 rounds, masked) whose history holds t 
 runs the update's two parts eagerly under torch.profiler (a CUDA graph replays exactly these
 kernels), and prints per part the number of kernels (on a CPU: the aten operations that compute,
 not views or allocations; a foreach operation there counts once per tensor), their time, and the kernels that are most numerous and take the most
-time. What the graph of ``history_pass=graphed`` costs is about kernels x their time: this says
+time. What the graph of ``compute.history_pass=graphed`` costs is about kernels x their time: this says
 which to fuse or drop first (lab/results/gpu/README.md). On a GPU it also times the captured round as the
 graphed pass replays it (device time: the run is device-bound when a round's host time is below this),
 and the weight-gradient product dW = g h^T, the costliest kernel of a step, two other ways.
@@ -128,7 +128,15 @@ def main() -> None:
         p.error(str(err))
     device = "cuda" if a.device == "gpu" else "cpu"
     t, S = a.at, a.seeds
-    m = NVLDB(dim=5, arms=5, rounds=t + 1, num_seeds=S, width=a.width, grad_steps=a.grad_steps, history_pass="graphed")
+    m = NVLDB(
+        dim=5,
+        arms=5,
+        rounds=t + 1,
+        num_seeds=S,
+        width=a.width,
+        grad_steps=a.grad_steps,
+        compute={"history_pass": "graphed"},
+    )
     m.init_parameters(0, list(range(S)))
     g = torch.Generator().manual_seed(0)
     m.hist_xt.copy_(torch.randn(S, 5, 2 * (t + 1), generator=g))

@@ -27,7 +27,7 @@ import torch
 from ..environments.stream import ALL_TASKS, StreamSpec
 from ..loop.data import BanditDataModule
 from ..maths.checks import LINKED_FROM_DATA
-from ..migrations import upgrade_settings
+from ..migrations import RENAMED, upgrade_settings
 from ..learners.registry import learner_class, method_spec
 from ..machinery.host import hold_folder, read_json
 from ..machinery.provenance import hparams_digest
@@ -99,7 +99,7 @@ def run_settings(method: str, hparams: dict) -> dict:
     """The model settings a run changed from its method's defaults (what ``--set`` gave it): the
     ``hparams`` entries that differ from the learner's constructor defaults, leaving out the
     method's own arguments (its rule, the literal reading's) and the fields linked from the data.
-    An argument whose default is None (derived, as β, ε, init; or off, as sample_size) is compared
+    An argument whose default is None (derived, as β, ε, init; or off, as sampler.size) is compared
     with what the learner makes of it given the rest. {} for an unknown method."""
     try:
         learner, model = method_spec(method)
@@ -339,9 +339,10 @@ def run_grid(
     taken = set().union(*(accepts(method_spec(m)[0]) for m in methods)) if methods else set()
     ignored = sorted(set(overrides or {}) - taken)
     if ignored:
+        moved = "".join(f"; {k} is {RENAMED['NVLDB'][k]} now" for k in ignored if k in RENAMED["NVLDB"])
         raise ValueError(
             f"--set: {ignored} is not an argument of any method run here ({', '.join(methods)}); "
-            f"they take {sorted(taken)}"
+            f"they take {sorted(taken)}{moved}"
         )
     check_settings(tasks, methods, rounds, num_seeds, overrides, data_overrides)
     done = {}

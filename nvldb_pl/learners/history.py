@@ -1,4 +1,4 @@
-"""How a learner's Adam steps walk its history of duels: the pass (``model.history_pass``), its blocks of rows, a
+"""How a learner's Adam steps walk its history of duels: the pass (``model.compute.history_pass``), its blocks of rows, a
 bounded sample of rows, the graphed pass's buckets, and Adam's state as a captured step needs it. What the steps
 compute is the learner's (:meth:`nvldb_pl.learners.neural.NeuralLearner._adam_steps`), the same under every pass; the
 CUDA graph that replays them is the machinery's (:mod:`nvldb_pl.machinery.graphs`), handed to the learner with its

@@ -12,7 +12,7 @@ from typing import Optional, Union
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer
 from ..maths.network import ACTIVATIONS, INITS_OF, PARAMETRIZATIONS
-from .settings import LinkedSettings
+from .settings import LinkedSettings, Options
 
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
@@ -58,10 +58,45 @@ def resolve_network(
 
 
 @dataclass(frozen=True)
+class SamplerOptions(Options):
+    """``model.sampler``: the rows each Adam step trains on.
+
+    Args:
+        size: B; ``None`` (the paper): every Adam step and the theta refit use the whole history. An integer: once
+            t > B, each Adam step uses B history rows drawn afresh (with replacement), the theta refit the rows of
+            the first step's draw, the loss scaled by t / B (an unbiased estimate of eq. total_loss), so a round's
+            training cost stops growing with t.
+        weighting: ``uniform`` over rows 1..t, or ``recency``: row i with probability proportional to i (the newest
+            row t times as likely as the oldest).
+    """
+
+    size: Optional[int] = None
+    weighting: str = "uniform"
+
+
+@dataclass(frozen=True)
+class ComputeOptions(Options):
+    """``model.compute``: how the Adam steps are computed, not what (the same gradient up to float rounding).
+
+    Args:
+        backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.maths.backward`, faster) or ``autograd``;
+            under ``16-mixed`` (a GradScaler), or with ``model.network``, autograd whatever this says.
+        history_pass: how each Adam step walks the whole history: ``auto`` (``graphed`` on a CUDA device unless
+            sampler.size is set, else ``chunked``), ``chunked`` (blocks of 256 rounds, fastest on CPU), ``full``
+            (one block of the played rounds: fewer kernel launches), ``masked`` (all T preallocated rounds, unplayed
+            ones weighted 0: static shapes) or ``graphed`` (masked over t rounded up to 256 rounds; on CUDA the n
+            steps and the theta refit are one CUDA graph per 256 rounds, :mod:`nvldb_pl.machinery.graphs`).
+    """
+
+    backward: str = "manual"
+    history_pass: str = "auto"
+
+
+@dataclass(frozen=True)
 class NetworkSettings(LinkedSettings):
     """The network learner's settings, typed: the subclass's arguments with their values in force (its saved hparams
-    keep them as given). A learner without one of the optional ones (NDB: no epsilon, backward, sample_size, ...) has
-    its default here."""
+    keep them as given). A learner without one of the optional ones (NDB: no epsilon, sampler, compute, ...) has its
+    default here."""
 
     width: int
     depth: int
@@ -73,9 +108,7 @@ class NetworkSettings(LinkedSettings):
     lam: float
     grad_steps: int
     epsilon: float = 1.0
-    backward: str = "manual"
-    sample_size: Optional[int] = None
-    sample_weighting: str = "uniform"
-    history_pass: str = "auto"
+    sampler: SamplerOptions = SamplerOptions()
+    compute: ComputeOptions = ComputeOptions()
     network: Optional[Union[str, dict]] = None
     activation: str = "relu"

@@ -50,8 +50,9 @@ class NeuralLearner(DuelingLearner):
     (saved as the learner's hparams: the subclass's own arguments with their values in force).
 
     ``hp`` needs dim, arms, rounds, num_seeds, link, width, depth, parametrization, bias,
-    feature_dim, init, lr, lam, grad_steps; optional: epsilon, backward, sample_size,
-    sample_weighting, history_pass, network (a user's module for phi: :mod:`nvldb_pl.maths.user_network`).
+    feature_dim, init, lr, lam, grad_steps; optional: epsilon, sampler and compute (mappings of
+    :class:`~nvldb_pl.learners.network_settings.SamplerOptions`, :class:`~nvldb_pl.learners.network_settings.ComputeOptions`),
+    network (a user's module for phi: :mod:`nvldb_pl.maths.user_network`).
     ``variance_mode`` is zeta's (eq. wi): ``estimated``, ``oracle`` or ``none``;
     ``w_reg`` the weight of mu/2 sum_l ||W^l - W^l_0||^2 in the loss.
     """
@@ -64,32 +65,28 @@ class NeuralLearner(DuelingLearner):
         check_integer(s.grad_steps, "grad_steps", 0)
         check_number(w_reg, "w_reg", strict=False)
         _check(
-            s.backward in BACKWARDS,
-            "backward",
-            f"{s.backward!r} is not one of {list(BACKWARDS)}",
+            s.compute.backward in BACKWARDS,
+            "compute.backward",
+            f"{s.compute.backward!r} is not one of {list(BACKWARDS)}",
         )
-        sample_size = s.sample_size
+        walk, sample_size, weighting = s.compute.history_pass, s.sampler.size, s.sampler.weighting
         if sample_size is not None:  # None: the whole history
-            check_integer(sample_size, "sample_size", 1)
+            check_integer(sample_size, "sampler.size", 1)
+        _check(walk in HISTORY_PASSES, "compute.history_pass", f"{walk!r} is not one of {list(HISTORY_PASSES)}")
         _check(
-            s.history_pass in HISTORY_PASSES,
-            "history_pass",
-            f"{s.history_pass!r} is not one of {list(HISTORY_PASSES)}",
+            walk != "graphed" or sample_size is None,
+            "compute.history_pass",
+            "graphed walks the whole history (a graph's shapes are fixed); with model.sampler.size use chunked",
         )
         _check(
-            s.history_pass != "graphed" or sample_size is None,
-            "history_pass",
-            "graphed walks the whole history (a graph's shapes are fixed); with model.sample_size use chunked",
+            weighting in SAMPLE_WEIGHTINGS,
+            "sampler.weighting",
+            f"{weighting!r} is not one of {list(SAMPLE_WEIGHTINGS)}",
         )
         _check(
-            s.sample_weighting in SAMPLE_WEIGHTINGS,
-            "sample_weighting",
-            f"{s.sample_weighting!r} is not one of {list(SAMPLE_WEIGHTINGS)}",
-        )
-        _check(
-            s.sample_weighting == "uniform" or sample_size is not None,
-            "sample_weighting",
-            f"{s.sample_weighting} weights the rows of a bounded training set; without model.sample_size "
+            weighting == "uniform" or sample_size is not None,
+            "sampler.weighting",
+            f"{weighting} weights the rows of a bounded training set; without model.sampler.size "
             f"every Adam step uses the whole history and it would change nothing",
         )
         for name in ("lr", "lam"):
@@ -99,9 +96,9 @@ class NeuralLearner(DuelingLearner):
         self.w_reg = w_reg
         if s.network is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
             _check(
-                s.history_pass in ("auto", "chunked", "full", "masked"),
-                "history_pass",
-                f"{s.history_pass} captures the built-in MLP's update; with model.network use auto or chunked",
+                walk in ("auto", "chunked", "full", "masked"),
+                "compute.history_pass",
+                f"{walk} captures the built-in MLP's update; with model.network use auto or chunked",
             )
             self.net = StackedNetwork(s.network, s.num_seeds, s.dim, s.feature_dim)
         else:
@@ -158,12 +155,12 @@ class NeuralLearner(DuelingLearner):
     @property
     def history_pass(self) -> str:
         """How the whole history is walked on this learner's device (``auto`` resolved)."""
-        if self.custom_network and self.settings.history_pass == "auto":
+        if self.custom_network and self.settings.compute.history_pass == "auto":
             return "chunked"
         return resolve_history_pass(
-            self.settings.history_pass,
+            self.settings.compute.history_pass,
             self.device,
-            self.settings.sample_size,
+            self.settings.sampler.size,
             self._scaler() is not None,
         )
 
@@ -184,17 +181,17 @@ class NeuralLearner(DuelingLearner):
         stacked seeds."""
         _check(
             not (self._graphed() and scaled),
-            "history_pass",
+            "compute.history_pass",
             "graphed cannot run under 16-mixed: its GradScaler reads the inf check on the host, which a "
-            "CUDA graph cannot hold; use bf16-mixed, or history_pass auto or chunked",
+            "CUDA graph cannot hold; use bf16-mixed, or compute.history_pass auto or chunked",
         )
         notes = []
-        if self.custom_network and self.settings.backward == "manual":
+        if self.custom_network and self.settings.compute.backward == "manual":
             notes.append(
                 (
                     "info",
                     f"model.network={self.net.path}: trained by autograd (the hand-written gradient, "
-                    f"model.backward=manual, is the built-in MLP's)",
+                    f"model.compute.backward=manual, is the built-in MLP's)",
                 )
             )
         if scaled and self.settings.num_seeds > 1:
@@ -284,9 +281,9 @@ class NeuralLearner(DuelingLearner):
         return objective.zeta(delta, hp.link, self.settings.epsilon, self.variance_mode).to(torch.float64).pow(-2)
 
     def _sample_rows(self, t: int, draws: int) -> Optional[torch.Tensor]:
-        """``draws`` samples of B = sample_size history rows per seed, [S, draws, B] (:func:`sample_rows`)."""
+        """``draws`` samples of B = sampler.size history rows per seed, [S, draws, B] (:func:`sample_rows`)."""
         s = self.settings
-        return sample_rows(self._seed_ids, self._base_seed, t, draws, s.sample_size, s.sample_weighting, self.device)
+        return sample_rows(self._seed_ids, self._base_seed, t, draws, s.sampler.size, s.sampler.weighting, self.device)
 
     def _train_blocks(self, t: int, rows: Optional[torch.Tensor]):
         """The blocks of the loss at round t (:func:`history_blocks`, under this learner's history_pass)."""
@@ -300,7 +297,7 @@ class NeuralLearner(DuelingLearner):
         a block's activations stay in cache, about 2x faster on CPU at t >= 1000.
         Returns the loss per seed [S] at the parameters before the last step.
         """
-        if self.settings.backward == "autograd" or self._scaler() is not None or self.custom_network:
+        if self.settings.compute.backward == "autograd" or self._scaler() is not None or self.custom_network:
             return self._adam_steps_autograd(t)
         hp, opt, net = self.settings, self.optimizer(), self.net
         params = net.param_list()

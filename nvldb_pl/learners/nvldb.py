@@ -34,6 +34,7 @@ import torch
 from ..maths import gram, objective, seedwise, selection, selfduel
 from ..maths.checks import LINKED_FROM_DATA
 from .base import Estimate, as_pairs
+from .network_settings import ComputeOptions, SamplerOptions
 from .nvldb_settings import NVLDBSettings, SelfDuelOptions, resolved_args, variance_mode
 from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference
 
@@ -82,23 +83,10 @@ class NVLDB(NeuralLearner):
         self_duel: when the greedy arm's self-duel replaces the rule's distinct pair: a
             :class:`~nvldb_pl.learners.nvldb_settings.SelfDuelOptions` (test, escape_rate, width, second_arm), in
             YAML a mapping; default: the deep test ``deep_diag`` where distinct_arms, else none.
-        backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.maths.backward`, faster) or
-            ``autograd``; both give the same gradient up to float rounding. Under ``16-mixed``
-            (a GradScaler) autograd is used whatever this says.
-        sample_size: B; ``None`` (the paper): every Adam step and the theta refit use the whole
-            history. An integer: once t > B, each Adam step uses B history rows drawn afresh
-            (with replacement), the theta refit the rows of the first step's draw, the loss
-            scaled by t / B (an unbiased estimate of eq. total_loss), so a round's training cost
-            stops growing with t.
-        sample_weighting: ``uniform`` over rows 1..t, or ``recency``: row i with probability
-            proportional to i (the newest row t times as likely as the oldest).
-        history_pass: how each Adam step walks the whole history: ``auto`` (``graphed`` on a CUDA
-            device unless sample_size is set, else ``chunked``), ``chunked`` (blocks of 256 rounds,
-            fastest on CPU), ``full`` (one block of the played rounds: fewer kernel launches),
-            ``masked`` (all T preallocated rounds, unplayed ones weighted 0: static shapes) or
-            ``graphed`` (masked over t rounded up to 256 rounds; on CUDA the n steps and the theta
-            refit are one CUDA graph per 256 rounds, :mod:`nvldb_pl.machinery.graphs`); the same gradient up
-            to float rounding.
+        sampler: the rows each Adam step trains on, a
+            :class:`~nvldb_pl.learners.network_settings.SamplerOptions` (size, weighting); default the whole history.
+        compute: how the steps are computed, not what, a
+            :class:`~nvldb_pl.learners.network_settings.ComputeOptions` (backward, history_pass).
         network: phi of one's own: the import path of a one-seed ``torch.nn.Module`` mapping [N, d] to
             [N, p] (or ``{class_path, init_args}``), stacked over seeds by :mod:`nvldb_pl.maths.user_network`;
             then width, depth, parametrization, activation, bias and init are not used, and it trains by autograd.
@@ -140,10 +128,8 @@ class NVLDB(NeuralLearner):
         gram_mode: str = "recompute",
         w_reg: float = 0.1,
         distinct_arms: bool = True,
-        backward: str = "manual",
-        sample_size: Optional[int] = None,
-        sample_weighting: str = "uniform",
-        history_pass: str = "auto",
+        sampler: SamplerOptions = SamplerOptions(),
+        compute: ComputeOptions = ComputeOptions(),
         self_duel: SelfDuelOptions = SelfDuelOptions(),
         network: Optional[Union[str, dict]] = None,
     ):

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Optional, Union
+from dataclasses import dataclass, fields, replace
+from typing import Optional
 
 from ..maths import gram, selection, selfduel
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_linked, check_number
-from .network_settings import NetworkSettings, resolve_network
+from .network_settings import ComputeOptions, NetworkSettings, SamplerOptions, resolve_network
+from .settings import Options
 
 
 def _take(args: dict, names: str) -> list:
@@ -22,7 +23,7 @@ def _take(args: dict, names: str) -> list:
 
 
 @dataclass(frozen=True)
-class SelfDuelOptions:
+class SelfDuelOptions(Options):
     """``model.self_duel``: when the greedy arm's self-duel replaces the rule's distinct pair
     (:mod:`nvldb_pl.maths.selfduel`), in YAML a mapping (``self_duel: {test: escape, escape_rate: 2}``), on the
     command line ``--model.self_duel.test escape``; the fields left out keep these defaults.
@@ -45,18 +46,6 @@ class SelfDuelOptions:
     width: Optional[float] = None
     second_arm: str = "rule"
 
-    @classmethod
-    def of(cls, value: Union["SelfDuelOptions", dict, None]) -> "SelfDuelOptions":
-        """From a mapping (a saved file's, a sweep's ``--set self_duel={...}``), an instance, or None (the
-        defaults); a key that is not a field is refused by name."""
-        if value is None or isinstance(value, cls):
-            return value or cls()
-        names = [f.name for f in fields(cls)]
-        _check(isinstance(value, dict), "self_duel", f"{value!r} is not a mapping of {names}")
-        unknown = [k for k in value if k not in names]
-        _check(not unknown, f"self_duel.{unknown[0] if unknown else ''}", f"not one of {names}")
-        return cls(**value)
-
 
 @dataclass(frozen=True)
 class NVLDBSettings(NetworkSettings):
@@ -75,11 +64,6 @@ class NVLDBSettings(NetworkSettings):
     w_reg: float = 0.1
     distinct_arms: bool = True
     self_duel: SelfDuelOptions = SelfDuelOptions(test="deep_diag")
-
-    @classmethod
-    def of(cls, hp: dict) -> "NVLDBSettings":
-        """From the learner's hyperparameters (``self_duel`` saved as a mapping)."""
-        return super().of({**hp, "self_duel": SelfDuelOptions.of(hp.get("self_duel"))})
 
     @property
     def variance_mode(self) -> str:
@@ -119,7 +103,7 @@ def resolved_args(args: dict) -> dict:
     )
     beta, epsilon, episode, gram_mode = _take(args, "beta epsilon episode gram_mode")
     refit_theta, refit_iterations = _take(args, "refit_theta refit_iterations")
-    self_duel = SelfDuelOptions.of(args["self_duel"])
+    self_duel = SelfDuelOptions.of(args["self_duel"], "self_duel")
     self_duel_test, escape_rate, self_duel_width, second_arm = (getattr(self_duel, f.name) for f in fields(self_duel))
     check_linked(dim, arms, rounds, num_seeds, link)
     selection.check_strategy(strategy)
@@ -191,5 +175,9 @@ def resolved_args(args: dict) -> dict:
         "deep takes the deep test's Gram; it needs self_duel.test deep_diag or deep_full",
     )
     # saved with the values in force, also where they came from a default
-    self_duel = asdict(replace(self_duel, test=self_duel_test))  # saved as a mapping
-    return {**args, **dict(epsilon=epsilon, init=init, bias=bias, beta=beta, self_duel=self_duel)}
+    groups = dict(  # saved as mappings
+        self_duel=replace(self_duel, test=self_duel_test).saved(),
+        sampler=SamplerOptions.of(args["sampler"], "sampler").saved(),
+        compute=ComputeOptions.of(args["compute"], "compute").saved(),
+    )
+    return {**args, **dict(epsilon=epsilon, init=init, bias=bias, beta=beta), **groups}

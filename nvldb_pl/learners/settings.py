@@ -1,11 +1,15 @@
 """A learner's settings as it saves them: a dict read by attribute, and the constructor arguments they are collected
 from (:meth:`nvldb_pl.learners.base.DuelingLearner.save_hyperparameters`); :class:`LinkedSettings`, the first fields
-of every built-in learner's typed, frozen settings (the values it reads: ``self.settings``)."""
+of every built-in learner's typed, frozen settings (the values it reads: ``self.settings``); :class:`Options`, a group of
+rarely changed settings given as one mapping (``self_duel``, ``sampler``, ``compute``)."""
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from typing import Any
+
+from ..maths.checks import check
 
 
 class Settings(dict):
@@ -57,6 +61,39 @@ class LinkedSettings:
 
     @classmethod
     def of(cls, hp: dict):
-        """From a learner's hyperparameters (the names it does not know are a subclass's own)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in hp.items() if k in names})
+        """From a learner's hyperparameters (the names it does not know are a subclass's own; a group of
+        :class:`Options`, saved as a mapping, read as its class)."""
+        out = {}
+        for f in fields(cls):
+            if isinstance(f.default, Options):
+                out[f.name] = type(f.default).of(hp.get(f.name), f.name)
+            elif f.name in hp:
+                out[f.name] = hp[f.name]
+        return cls(**out)
+
+
+@dataclass(frozen=True)
+class Options:
+    """A group of settings given as one mapping (in YAML ``sampler: {size: 256}``, on the command line
+    ``--model.sampler.size 256``): the fields left out keep their defaults; saved as a mapping (:meth:`saved`)."""
+
+    @classmethod
+    def of(cls, value: Any, name: str) -> "Options":
+        """From a mapping (a saved file's, a sweep's ``--set sampler={size: 8}``), an instance, or None (the
+        defaults); anything else, or a key that is not a field, is refused naming ``name`` (the setting)."""
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        names = [f.name for f in fields(cls)]
+        check(isinstance(value, dict), name, f"{value!r} is not a mapping of {names}")
+        unknown = [k for k in value if k not in names]
+        check(not unknown, f"{name}.{unknown[0] if unknown else ''}", f"not one of {names}")
+        return cls(**value)
+
+    def saved(self) -> dict:
+        """The mapping a learner's hparams hold."""
+        return asdict(self)
+
+
+def is_options(value) -> bool:
+    """``value`` is a group of :class:`Options` (an instance, not the class)."""
+    return is_dataclass(value) and isinstance(value, Options)

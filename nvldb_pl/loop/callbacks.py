@@ -91,10 +91,10 @@ class DuelingLoop(pl.Callback):
                 f"model.oracle_variance: the true variance follows data.link={dm.link}, but the environment answers "
                 f"by data.preference={dm.preference}; the 'true' sigma would be another model's"
             )
-        size = module.hparams.get("sample_size")
+        size = (module.hparams.get("sampler") or {}).get("size")
         if dm is not None and size is not None and size >= dm.spec.rounds:  # (live: the history grows past rounds)
             raise ValueError(
-                f"model.sample_size: {size} >= data.rounds={dm.spec.rounds}: the history never holds more answers, so "
+                f"model.sampler.size: {size} >= data.rounds={dm.spec.rounds}: the history never holds more answers, so "
                 f"every Adam step takes the whole of it and it would change nothing; give a smaller one, or leave it out"
             )
         if dm is not None and module.t == 0:

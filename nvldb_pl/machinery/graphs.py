@@ -1,4 +1,4 @@
-"""A round's n Adam steps and theta refit as one CUDA graph (``--model.history_pass graphed``).
+"""A round's n Adam steps and theta refit as one CUDA graph (``--model.compute.history_pass graphed``).
 
 On a GPU the paper's loop is bound by kernel launches, not arithmetic: each Adam step walks the
 history with a few dozen small kernels, twenty steps a round. A CUDA graph records those launches
@@ -68,8 +68,8 @@ class CapturedSteps:
             self.graph, self.out = None, None
             cause = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise CaptureFailed(
-                f"model.history_pass: the CUDA graph of the update could not be captured (history of {key} rows: "
-                f"{cause}); start the run again with --model.history_pass chunked, the same update without graphs (a "
+                f"model.compute.history_pass: the CUDA graph of the update could not be captured (history of {key} rows: "
+                f"{cause}); start the run again with --model.compute.history_pass chunked, the same update without graphs (a "
                 f"checkpoint goes on only with the pass it was made with); lab/diagnostics/gpu_capture_probe.py says "
                 f"which operation broke the capture"
             ) from err

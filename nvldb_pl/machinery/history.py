@@ -44,11 +44,11 @@ def check_block_memory(
             free, sharing = free // processes, f" for each of the {processes} processes on this host"
     check(
         need <= 0.9 * free,
-        "history_pass",
+        "compute.history_pass",
         f"{mode} walks {rows} rounds of history in one block, about {need / 2**30:.1f} GiB of "
         f"activations an Adam step at round T={rounds} ({seeds} seeds, width {width}, depth "
-        f"{depth}), but {free / 2**30:.1f} GiB is free on {device}{sharing}; use history_pass chunked "
-        f"(blocks of {TRAIN_CHUNK_ROUNDS} rounds), model.sample_size, fewer seeds a process (seed_parallel) or "
+        f"{depth}), but {free / 2**30:.1f} GiB is free on {device}{sharing}; use compute.history_pass chunked "
+        f"(blocks of {TRAIN_CHUNK_ROUNDS} rounds), model.sampler.size, fewer seeds a process (seed_parallel) or "
         f"a smaller width",
     )
 
@@ -58,5 +58,5 @@ def check_learner_memory(learner, processes: int = 1) -> None:
     device, at its horizon; ``processes``: this host's processes of the run."""
     s = learner.settings
     check_block_memory(
-        learner.history_pass, s.rounds, s.sample_size, learner.device, processes, learner.num_local, s.width, s.depth
+        learner.history_pass, s.rounds, s.sampler.size, learner.device, processes, learner.num_local, s.width, s.depth
     )

@@ -166,16 +166,16 @@ def upgraded_config_args(argv: list[str]) -> list[str]:
     of an older version: ``self_duel_test``) given as its text with the new names (:data:`nvldb_pl.migrations.RENAMED`),
     said on stderr; the file itself is not changed. A renamed setting on the command line is refused, naming its new
     name."""
-    from ..migrations import RENAMED, renamed_settings
+    from ..migrations import NESTED, RENAMED, renamed_settings
 
     old = RENAMED["NVLDB"]
     for i, arg in enumerate(argv):
         given = re.match(r"--model\.(init_args\.)?(\w+)(=|$)", arg)
         if given and given.group(2) in old:
             raise ValueError(f"model.{given.group(2)}: the setting is model.{old[given.group(2)]} now")
-        if given and given.group(2) == "self_duel":  # (the parser would pass a list on, to fail deep in it)
+        if given and given.group(2) in NESTED:  # (the parser would pass a list on, to fail deep in it)
             value = arg.split("=", 1)[1] if given.group(3) else (argv[i + 1] if i + 1 < len(argv) else "")
-            _refuse_unmapped(read_yaml(value))
+            _refuse_unmapped(given.group(2), read_yaml(value))
     out, i = [], 0
     while i < len(argv):
         arg, path = argv[i], None
@@ -191,12 +191,14 @@ def upgraded_config_args(argv: list[str]) -> list[str]:
     return out
 
 
-def _refuse_unmapped(value, where: str = "") -> None:
-    """``model.self_duel`` must be a mapping of its fields (or null)."""
+def _refuse_unmapped(group: str, value, where: str = "") -> None:
+    """A group of settings (``model.self_duel``) must be a mapping of its fields (or null)."""
+    from ..migrations import NESTED
+
     if value is not None and not isinstance(value, dict):
+        fields = list(dict.fromkeys(NESTED[group].values()))
         raise ValueError(
-            f"{where}model.self_duel: {value!r} is not a mapping of test, escape_rate, width, second_arm "
-            "(e.g. {test: escape})"
+            f"{where}model.{group}: {value!r} is not a mapping of {', '.join(fields)} (e.g. {{{fields[0]}: ...}})"
         )
 
 
@@ -210,9 +212,12 @@ def _upgraded_config(path: str, old: dict, renamed_settings) -> str:
         return path
     with open_text(path, "--config") as fh:
         config = read_yaml(fh.read())
+    from ..migrations import NESTED
+
     section = _nvldb_section(config)
-    if section is not None and "self_duel" in section:
-        _refuse_unmapped(section["self_duel"], f"--config {path}: ")
+    for group in NESTED if section is not None else ():
+        if group in section:
+            _refuse_unmapped(group, section[group], f"--config {path}: ")
     if section is None or not any(k in section for k in old):
         return path
     names = ", ".join(f"{k} as {old[k]}" for k in old if k in section)

@@ -43,7 +43,10 @@ ROWS = [
     ("--data.task=sine", "data.task"),
     ("--data.seed=-3", "data.seed: must be an integer between 0 and 4294967295"),
     ("--data.dim=1", "data.dim: with dim=1 every arm of cos has the same utility in every round"),  # ended "0.000"
-    ("--model.sample_weighting=recency", "model.sample_weighting: recency weights the rows of a bounded training set"),
+    (
+        "--model.sampler.weighting=recency",
+        "model.sampler.weighting: recency weights the rows of a bounded training set",
+    ),
     (
         "--model.oracle_variance=true --data.preference=deterministic",
         "model.oracle_variance: the true variance follows",

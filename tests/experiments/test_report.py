@@ -360,8 +360,8 @@ def test_run_settings_name_what_set_changed_and_nothing_a_method_or_the_data_set
     assert base["epsilon"] is not None and base["init"] is not None  # derived, not None, in hparams
     assert run_settings("NVLDB-UCB-ASYM", base) == {}
     assert run_settings(
-        "NVLDB-TS-OSYM", {**base, "strategy": "ts_osym", "width": 500, "episode": 10, "sample_size": 256}
-    ) == {"width": 500, "episode": 10, "sample_size": 256}
+        "NVLDB-TS-OSYM", {**base, "strategy": "ts_osym", "width": 500, "episode": 10, "sampler": {"size": 256}}
+    ) == {"width": 500, "episode": 10, "sampler": {"size": 256}}
     assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": 0.5}) == {"epsilon": 0.5}  # a derived one, set
     assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": None, "init": None}) == {}  # recorded unresolved
     # the literal reading's own arguments (and what they derive) are the method, not a setting

@@ -36,7 +36,6 @@ class Setting:
 TABLE = {
     "NVLDB": {
         "activation": Setting("gelu"),
-        "backward": Setting("autograd", "speed"),
         "beta": Setting(3.0),
         "bias": Setting(False),
         "depth": Setting(2),
@@ -46,7 +45,6 @@ TABLE = {
         "feature_dim": Setting(3),
         "grad_steps": Setting(3),
         "gram_mode": Setting("incremental"),
-        "history_pass": Setting("masked", "speed"),
         "init": Setting("torch"),
         "lam": Setting(2.0),
         "lr": Setting(0.01),
@@ -55,8 +53,10 @@ TABLE = {
         "parametrization": Setting("ntk"),
         "refit_iterations": Setting(1, refused_under={"refit_theta": False}),
         "refit_theta": Setting(False),
-        "sample_size": Setting(4),
-        "sample_weighting": Setting("recency", needs={"sample_size": 4}),
+        "compute.backward": Setting("autograd", "speed"),
+        "compute.history_pass": Setting("masked", "speed"),
+        "sampler.size": Setting(4),
+        "sampler.weighting": Setting("recency", needs={"sampler.size": 4}),
         "self_duel.escape_rate": Setting(0.5, needs={"self_duel.test": "escape"}),
         "self_duel.second_arm": Setting("deep", refused_under={"self_duel.test": "escape"}),
         "self_duel.test": Setting("escape"),

@@ -12,6 +12,7 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 
 from tests.helpers.runs import _made, _per_seed
 
@@ -74,24 +75,36 @@ def test_a_live_save_of_the_old_layout_loads_and_answers_as_it_did():
     np.testing.assert_allclose(bandit.scores(x), np.array(expected["scores"]), rtol=1e-6)
 
 
-def test_an_old_flat_self_duel_name_is_read_from_a_config_as_its_nested_field_and_refused_on_the_command_line(
-    tmp_path, capsys
+@pytest.mark.parametrize(
+    "old,value,new,field",
+    [
+        ("self_duel_test", "none", "self_duel.test", ("self_duel", "test")),
+        ("sample_size", "4", "sampler.size", ("sampler", "size")),
+        ("history_pass", "full", "compute.history_pass", ("compute", "history_pass")),
+    ],
+)
+def test_an_old_flat_name_is_read_from_a_config_as_its_nested_field_and_refused_on_the_command_line(
+    tmp_path, capsys, old, value, new, field
 ):
-    """A run's config.yaml of an older version names ``self_duel_test``: read as ``self_duel.test``, said on stderr,
-    the file unchanged; the old name on the command line is refused naming the new one."""
+    """A run's config.yaml of an older version names ``self_duel_test`` (``sample_size``, ``history_pass``): read as
+    ``self_duel.test`` (``sampler.size``, ``compute.history_pass``), said on stderr, the file unchanged; the old name
+    on the command line is refused naming the new one, and a group given as anything but a mapping names the group."""
     from nvldb_pl.cli import run_cli
 
     cfg = tmp_path / "old.yaml"
-    text = (
-        "model:\n  width: 4\n  grad_steps: 2\n  self_duel_test: none\ndata:\n  task: cos\n  rounds: 6\n  num_seeds: 1\n"
-    )
+    text = f"model:\n  width: 4\n  grad_steps: 2\n  {old}: {value}\ndata:\n  task: cos\n  rounds: 6\n  num_seeds: 1\n"
     cfg.write_text(text)
     root = tmp_path / "run"
     assert run_cli(["fit", "--config", str(cfg), f"--trainer.default_root_dir={root}"]) == 0
     err = capsys.readouterr().err
-    assert f"--config {cfg}: read model.self_duel_test as self_duel.test" in err
+    assert f"--config {cfg}: read model.{old} as {new}" in err
     assert cfg.read_text() == text
     summary = json.load(open(root / "lightning_logs" / "version_0" / "summary.json"))
-    assert summary["settings"]["self_duel"]["test"] == "none"
-    assert run_cli(["fit", "--config", str(cfg), "--model.self_duel_test=none"]) == 2
-    assert "error: model.self_duel_test: the setting is model.self_duel.test now" in capsys.readouterr().err
+    assert str(summary["settings"][field[0]][field[1]]) == value
+    assert run_cli(["fit", "--config", str(cfg), f"--model.{old}={value}"]) == 2
+    assert f"error: model.{old}: the setting is model.{new} now" in capsys.readouterr().err
+    assert run_cli(["fit", "--config", str(cfg), f"--model.{field[0]}=[1, 2]"]) == 2
+    assert (
+        f"error: model.{field[0]}: [1, 2] is not a mapping of {field[1] if field[0] != 'compute' else 'backward'}"
+        in (capsys.readouterr().err)
+    )

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 DATA = {"task": "cos", "rounds": 25, "num_seeds": 3, "seed": 2}
 MODEL = {"width": 16, "grad_steps": 5}
-SAME_PASS = {"history_pass": "chunked"}  # CPU against GPU: one pass on both (auto picks graphed on CUDA only)
+SAME_PASS = {
+    "compute": {"history_pass": "chunked"}
+}  # CPU against GPU: one pass on both (auto picks graphed on CUDA only)
 
 
 @pytest.mark.parametrize("strategy", ["ucb_asym", "ts_csym"])
@@ -52,7 +54,7 @@ def test_the_default_history_pass_on_cuda_is_the_graphed_one():
     """history_pass=auto (the default) captures the update in CUDA graphs on a GPU (measured on an
     H200: 7x the chunked pass's rounds/s), one per 256-round bucket."""
     _, m = run_experiment({**DATA, "rounds": 260}, MODEL, accelerator="gpu")
-    assert m.hparams.history_pass == "auto" and m.execution.steps.captures == 2
+    assert m.hparams.compute["history_pass"] == "auto" and m.execution.steps.captures == 2
 
 
 NETWORKS = {"relu": {}, "gelu": {"activation": "gelu", "w_reg": 0.1}}  # the built-in MLP, ReLU and GELU with a prior
@@ -69,7 +71,14 @@ def test_float32_gpu_gradient_is_the_cpu_gradient(history_pass, network):
     grads = []
     for device in ("cpu", "cuda"):
         m = NVLDB(
-            dim=4, arms=3, rounds=T, num_seeds=3, width=16, grad_steps=1, history_pass=history_pass, **NETWORKS[network]
+            dim=4,
+            arms=3,
+            rounds=T,
+            num_seeds=3,
+            width=16,
+            grad_steps=1,
+            compute={"history_pass": history_pass},
+            **NETWORKS[network],
         )
         m.init_parameters(7, [0, 1, 2])
         g = torch.Generator().manual_seed(5)
@@ -106,9 +115,12 @@ def test_16_mixed_on_gpu_warns_that_one_scaler_couples_the_seeds():
         s, m = run_experiment({**DATA, "rounds": 8}, MODEL, precision="16-mixed", accelerator="gpu", quiet=False)
     assert s["rounds"] == 8 and all(math.isfinite(x["cum_avg_regret"]) for x in s["seeds"])  # it ran to the end
     assert m.execution.steps.captures == 0
-    with pytest.raises(ValueError, match="model.history_pass: graphed cannot run under 16-mixed"):
+    with pytest.raises(ValueError, match="model.compute.history_pass: graphed cannot run under 16-mixed"):
         run_experiment(
-            {**DATA, "rounds": 8}, {**MODEL, "history_pass": "graphed"}, precision="16-mixed", accelerator="gpu"
+            {**DATA, "rounds": 8},
+            {**MODEL, "compute": {"history_pass": "graphed"}},
+            precision="16-mixed",
+            accelerator="gpu",
         )
 
 
@@ -130,8 +142,8 @@ def test_one_seed_on_gpu_runs_graphed_and_plays_what_it_plays_among_four():
 @pytest.mark.parametrize(
     "model,learner",
     [
-        ({**MODEL, "sample_size": 8, "history_pass": "masked"}, "NVLDB"),
-        ({**MODEL, "history_pass": "graphed"}, "NVLDB"),
+        ({**MODEL, "sampler": {"size": 8}, "compute": {"history_pass": "masked"}}, "NVLDB"),
+        ({**MODEL, "compute": {"history_pass": "graphed"}}, "NVLDB"),
         ({}, "VACDB"),
     ],
 )
@@ -204,7 +216,14 @@ def test_the_graphed_update_replays_what_the_eager_update_computes(network):
     models = []
     for graphed in (True, False):
         m = NVLDB(
-            dim=4, arms=3, rounds=T, num_seeds=3, width=16, grad_steps=3, history_pass="graphed", **NETWORKS[network]
+            dim=4,
+            arms=3,
+            rounds=T,
+            num_seeds=3,
+            width=16,
+            grad_steps=3,
+            compute={"history_pass": "graphed"},
+            **NETWORKS[network],
         ).cuda()
         m.init_parameters(7, [0, 1, 2])
         g = torch.Generator().manual_seed(5)

@@ -30,7 +30,9 @@ def test_sampled_step_is_the_scaled_loss_on_the_drawn_rows():
     total_loss on the drawn rows, with multiplicity), computed by autograd one seed at a time."""
     t, B = 100, 16
     for backward in ("manual", "autograd"):
-        m = _filled(t, grad_steps=1, sample_size=B, backward=backward, parametrization="ntk")  # eq. (nn), as below
+        m = _filled(
+            t, grad_steps=1, sampler={"size": B}, compute={"backward": backward}, parametrization="ntk"
+        )  # eq. (nn), as below
         rows = m._sample_rows(t, 1)[:, 0]  # what the step will draw: the stream of (seed, round t)
         assert rows.shape == (3, B) and int(rows.min()) >= 0 and int(rows.max()) < t
         start = [w.detach().clone() for w in m.net.weights] + [m.net.theta.detach().clone()]
@@ -60,16 +62,16 @@ def test_sampled_step_is_the_scaled_loss_on_the_drawn_rows():
 
 def test_draws_are_per_seed_streams_and_recency_favours_new_rows():
     t = 5000
-    uni = _filled(t, seeds=(0, 1, 2), sample_size=256)._sample_rows(t, 20)
-    alone = _filled(t, seeds=(1,), sample_size=256)._sample_rows(t, 20)
+    uni = _filled(t, seeds=(0, 1, 2), sampler={"size": 256})._sample_rows(t, 20)
+    alone = _filled(t, seeds=(1,), sampler={"size": 256})._sample_rows(t, 20)
     assert torch.equal(uni[1], alone[0])  # seed 1 draws the same rows beside other seeds or alone
     assert not torch.equal(uni[0], uni[1])
-    rec = _filled(t, seeds=(0, 1, 2), sample_size=256, sample_weighting="recency")._sample_rows(t, 20)
+    rec = _filled(t, seeds=(0, 1, 2), sampler={"size": 256, "weighting": "recency"})._sample_rows(t, 20)
     # uniform rows: mean t/2; linear ramp: mean 2t/3 (std of a mean of 15360 draws: about 0.2% of t)
     assert abs(float(uni.double().mean()) / t - 0.5) < 0.01
     assert abs(float(rec.double().mean()) / t - 2 / 3) < 0.01
     assert int(rec.max()) < t and int(rec.min()) >= 0
-    assert _filled(t, sample_size=t)._sample_rows(t, 1) is None  # t <= B: the whole history
+    assert _filled(t, sampler={"size": t})._sample_rows(t, 1) is None  # t <= B: the whole history
 
 
 def test_a_sample_as_large_as_the_horizon_is_refused_as_it_would_change_nothing():
@@ -77,15 +79,15 @@ def test_a_sample_as_large_as_the_horizon_is_refused_as_it_would_change_nothing(
     bit (_sample_rows gives None while t <= B, above): a run asking for it is refused, not run under its name."""
     data = {"task": "cos", "rounds": 30, "num_seeds": 2, "seed": 1}
     for size in (30, 64):
-        with pytest.raises(ValueError, match=f"model.sample_size: {size} >= data.rounds=30: the history never holds"):
-            run_experiment(data, {"width": 8, "sample_size": size})
-    run_experiment(data, {"width": 8, "sample_size": 29})
+        with pytest.raises(ValueError, match=f"model.sampler.size: {size} >= data.rounds=30: the history never holds"):
+            run_experiment(data, {"width": 8, "sampler": {"size": size}})
+    run_experiment(data, {"width": 8, "sampler": {"size": 29}})
 
 
 def test_bounded_mode_runs_seed_independent():
     """B = 8 < T, H = 3, incremental Gram: each seed makes the same selections and regret alone or
     beside others (parameters up to float rounding of batched matmuls, as for the exact loop)."""
-    model = {"width": 8, "sample_size": 8, "sample_weighting": "recency", "episode": 3, "gram_mode": "incremental"}
+    model = {"width": 8, "sampler": {"size": 8, "weighting": "recency"}, "episode": 3, "gram_mode": "incremental"}
     s2, two = run_experiment({"task": "cos", "rounds": 40, "num_seeds": 2, "seed": 4}, dict(model))
     s1, one = run_experiment({"task": "cos", "rounds": 40, "num_seeds": 1, "seed": 4, "first_seed_id": 1}, dict(model))
     assert torch.equal(two.hist_xt[1], one.hist_xt[0])
@@ -97,8 +99,8 @@ def test_bounded_mode_runs_seed_independent():
 @pytest.mark.parametrize(
     "kw,message",
     [
-        ({"sample_size": 0}, "model.sample_size: must be an integer >= 1"),
-        ({"sample_weighting": "newest"}, "model.sample_weighting: 'newest' is not one of"),
+        ({"sampler": {"size": 0}}, "model.sampler.size: must be an integer >= 1"),
+        ({"sampler": {"weighting": "newest"}}, "model.sampler.weighting: 'newest' is not one of"),
     ],
 )
 def test_bad_values_are_named(kw, message):
@@ -112,7 +114,7 @@ def test_refit_uses_the_first_steps_rows_and_solves_that_problem():
     from nvldb_pl.maths import objective
 
     t, B = 300, 32
-    m = _filled(t, grad_steps=0, sample_size=B, refit_iterations=30, variance_aware=False)
+    m = _filled(t, grad_steps=0, sampler={"size": B}, refit_iterations=30, variance_aware=False)
     rows = m._sample_rows(t, 1)[:, 0]
     assert torch.equal(rows, m._sample_rows(t, 5)[:, 0])  # the same stream as the Adam steps' first draw
     m.update({"dphi": torch.zeros(3, 4, dtype=torch.float64)})
@@ -152,8 +154,7 @@ def test_the_whole_history_passes_give_the_same_gradient(backward, oracle):
             num_seeds=3,
             width=8,
             grad_steps=1,
-            backward=backward,
-            history_pass=mode,
+            compute={"backward": backward, "history_pass": mode},
             oracle_variance=oracle,
         )
         m.init_parameters(7, [0, 1, 2])
@@ -175,8 +176,8 @@ def test_the_whole_history_passes_give_the_same_gradient(backward, oracle):
 
 
 def test_an_unknown_history_pass_is_named():
-    with pytest.raises(ValueError, match="model.history_pass: 'lazy' is not one of"):
-        NVLDB(rounds=4, num_seeds=1, history_pass="lazy")
+    with pytest.raises(ValueError, match="model.compute.history_pass: 'lazy' is not one of"):
+        NVLDB(rounds=4, num_seeds=1, compute={"history_pass": "lazy"})
 
 
 def test_the_graphed_update_is_the_chunked_update_up_to_rounding():
@@ -186,7 +187,7 @@ def test_the_graphed_update_is_the_chunked_update_up_to_rounding():
     src = _filled(t)
     out = {}
     for mode in ("chunked", "graphed"):
-        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=8, history_pass=mode, grad_steps=3)
+        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=8, compute={"history_pass": mode}, grad_steps=3)
         m.init_parameters(7, [0, 1, 2])
         m.hist_xt[:, :, : 2 * t] = src.hist_xt
         m.hist_o[:, :t] = src.hist_o
@@ -211,14 +212,14 @@ def test_the_graphed_pass_runs_off_cuda_seed_independent_and_refuses_sampling():
     """Off CUDA history_pass=graphed is the bucketed masked pass, eagerly: a whole run, each seed's
     result independent of the others; with a sample of rows (shapes that change) it is refused."""
     data = {"task": "cos", "rounds": 12, "num_seeds": 3}
-    model = {"width": 8, "grad_steps": 2, "history_pass": "graphed"}
+    model = {"width": 8, "grad_steps": 2, "compute": {"history_pass": "graphed"}}
     together, m3 = run_experiment(data, model)
     alone, m1 = run_experiment({**data, "num_seeds": 1, "first_seed_id": 2}, model)
     assert torch.equal(m3.history()[2], m1.history()[0])
     assert together["seeds"][2]["cum_avg_regret"] == alone["seeds"][0]["cum_avg_regret"]
     assert m3.execution.steps.captures == 0  # nothing captured on a CPU
-    with pytest.raises(ValueError, match="model.history_pass: graphed walks the whole history"):
-        NVLDB(rounds=4, num_seeds=1, history_pass="graphed", sample_size=2)
+    with pytest.raises(ValueError, match="model.compute.history_pass: graphed walks the whole history"):
+        NVLDB(rounds=4, num_seeds=1, compute={"history_pass": "graphed"}, sampler={"size": 2})
 
 
 def test_a_graph_replay_of_the_update_reads_no_round_number_baked_at_its_capture(monkeypatch):
@@ -232,7 +233,7 @@ def test_a_graph_replay_of_the_update_reads_no_round_number_baked_at_its_capture
 
     monkeypatch.setattr(history, "BUCKET_ROUNDS", 8)  # 30 rounds: buckets 8, 16, 24, 30
     data = {"task": "cos", "rounds": 30, "num_seeds": 2}
-    model = {"width": 8, "grad_steps": 2, "history_pass": "graphed"}
+    model = {"width": 8, "grad_steps": 2, "compute": {"history_pass": "graphed"}}
     _, eager = run_experiment(data, model)
     monkeypatch.setattr(history, "graphs_available", lambda device: True)
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
@@ -260,9 +261,9 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     assert resolve_history_pass("full", cuda, None) == "full"
     data = {"task": "cos", "rounds": 20, "num_seeds": 2}
     model = {"width": 8, "grad_steps": 2}
-    assert NVLDB().hparams.history_pass == "auto"
+    assert NVLDB().hparams.compute["history_pass"] == "auto"
     _, default = run_experiment(data, model)
-    _, chunked = run_experiment(data, {**model, "history_pass": "chunked"})
+    _, chunked = run_experiment(data, {**model, "compute": {"history_pass": "chunked"}})
     assert torch.equal(default.V, chunked.V) and torch.equal(default.hist_xt, chunked.hist_xt)
     monkeypatch.setattr(history, "BUCKET_ROUNDS", 8)
     monkeypatch.setattr(history, "graphs_available", lambda device: True)
@@ -270,10 +271,10 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", lambda self, fn: setattr(self, "graph", fn))
     monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
     _, default = run_experiment(data, model)
-    _, graphed = run_experiment(data, {**model, "history_pass": "graphed"})
+    _, graphed = run_experiment(data, {**model, "compute": {"history_pass": "graphed"}})
     assert default.execution.steps.captures == graphed.execution.steps.captures == 3
     assert torch.equal(default.V, graphed.V) and torch.equal(default.hist_xt, graphed.hist_xt)
-    _, sampled = run_experiment(data, {**model, "sample_size": 8})
+    _, sampled = run_experiment(data, {**model, "sampler": {"size": 8}})
     assert sampled.execution.steps.captures == 0
 
 
@@ -300,7 +301,7 @@ def test_one_seed_runs_graphed_where_graphs_exist_and_plays_what_it_plays_among_
 
 def test_a_graph_that_cannot_be_captured_stops_the_run_in_one_line_naming_the_pass(monkeypatch, tmp_path, capsys):
     """Where CUDA graphs exist (simulated) and the update's capture fails (as one seed's did on an H200 in two
-    calls), the CLI stops with one line that names model.history_pass, torch's first line and the pass that
+    calls), the CLI stops with one line that names model.compute.history_pass, torch's first line and the pass that
     avoids graphs, not a traceback of torch's CUDA error."""
     import os
 
@@ -334,8 +335,8 @@ def test_a_graph_that_cannot_be_captured_stops_the_run_in_one_line_naming_the_pa
     err = capsys.readouterr().err
     assert rc == 2, err
     assert (
-        "error: model.history_pass: the CUDA graph of the update could not be captured (history of 6 rows: CUDA "
-        "error: operation not permitted when stream is capturing); start the run again with --model.history_pass "
+        "error: model.compute.history_pass: the CUDA graph of the update could not be captured (history of 6 rows: CUDA "
+        "error: operation not permitted when stream is capturing); start the run again with --model.compute.history_pass "
         "chunked"
     ) in err
     assert "Traceback" not in err and "TORCH_USE_CUDA_DSA" not in err
@@ -354,9 +355,9 @@ def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_
 
     monkeypatch.setattr(host, "available_memory_bytes", lambda: 2**30)
     extra = (
-        ["--model.history_pass=chunked", "--model.sample_size=256"]
+        ["--model.compute.history_pass=chunked", "--model.sampler.size=256"]
         if mode == "sampled"
-        else [f"--model.history_pass={mode}"]
+        else [f"--model.compute.history_pass={mode}"]
     )
     cos = os.path.join(
         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs", "cos.yaml"
@@ -378,15 +379,17 @@ def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_
                 rounds=200000,
                 num_seeds=2,
                 width=64,
-                history_pass="chunked",
-                sample_size=256 if mode == "sampled" else None,
+                compute={"history_pass": "chunked"},
+                sampler={"size": 256 if mode == "sampled" else None},
             )
         check_learner_memory(learner)
         return
     assert run_cli(argv) == 2
     err = capsys.readouterr().err
-    assert f"error: model.history_pass: {mode} walks 200000 rounds of history in one block, about 1.5 GiB" in err, err
-    assert "use history_pass chunked" in err and not list(tmp_path.rglob("summary.json"))
+    assert (
+        f"error: model.compute.history_pass: {mode} walks 200000 rounds of history in one block, about 1.5 GiB" in err
+    ), err
+    assert "use compute.history_pass chunked" in err and not list(tmp_path.rglob("summary.json"))
 
 
 def test_processes_on_one_host_check_the_history_block_against_their_share_of_its_memory(monkeypatch):
@@ -397,14 +400,14 @@ def test_processes_on_one_host_check_the_history_block_against_their_share_of_it
     from nvldb_pl.machinery.history import check_learner_memory
 
     with torch.device("cpu"):
-        learner = NVLDB(rounds=200000, num_seeds=2, width=64, history_pass="full")
+        learner = NVLDB(rounds=200000, num_seeds=2, width=64, compute={"history_pass": "full"})
     need = learner.training_block_bytes(200000)  # about 1.5 GiB
     monkeypatch.setattr(host, "available_memory_bytes", lambda: int(need / 0.9 * 1.5))  # one fits, two do not
     check_learner_memory(learner)  # one process
     check_learner_memory(learner, 1)
     with pytest.raises(
         ValueError,
-        match=r"model.history_pass: full walks 200000 rounds .* GiB is free on cpu for "
-        r"each of the 2 processes on this host; use history_pass chunked",
+        match=r"model.compute.history_pass: full walks 200000 rounds .* GiB is free on cpu for "
+        r"each of the 2 processes on this host; use compute.history_pass chunked",
     ):
         check_learner_memory(learner, 2)

@@ -91,7 +91,7 @@ def test_module_adam_step_is_the_same_with_either_backward(activation, w_reg, ne
             width=8,
             grad_steps=1,
             w_reg=w_reg,
-            backward=backward,
+            compute={"backward": backward},
             activation=activation,
             **network,
         )
@@ -113,8 +113,8 @@ def test_module_adam_step_is_the_same_with_either_backward(activation, w_reg, ne
 
 
 def test_unknown_backward_is_named():
-    with pytest.raises(ValueError, match="model.backward"):
-        NVLDB(backward="jax")
+    with pytest.raises(ValueError, match="model.compute.backward"):
+        NVLDB(compute={"backward": "jax"})
 
 
 def test_unknown_activation_is_named():
