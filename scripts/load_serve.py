@@ -3,8 +3,12 @@ answer is learned, with the machine named. Bounded in time and count, and on 127
 
     python scripts/load_serve.py --people 1 5 20 --seconds 20
     python scripts/load_serve.py --people 20 --think 0.8   # people who read each question for 0.8 s
+    python scripts/load_serve.py --people 20 --folder /srv/study   # the database on the disk a study would use
 
-For each number of people, a fresh ``scripts/serve.py`` (its own temporary database, the built-in catalog, the
+The header names the disk's sync time (the median of 20 fsyncs of a small file in the database's folder): every
+answer is on disk before its reply, so a disk whose fsync takes 10-20 ms bounds a server that syncs once an answer
+to tens of answers a second; answers arriving together share one sync (group commit). For each number of people, a
+fresh ``scripts/serve.py`` (its own database in a new temporary folder under ``--folder``, the built-in catalog, the
 default objective and config) on a free port of 127.0.0.1; each person is a thread with a connection of their own
 that starts a session, then asks for a question and answers it (a simulated taste) as fast as the replies come
 (or, with ``--think``, that many seconds after the question came: a person reading it), for ``--seconds`` or until
@@ -91,8 +95,25 @@ def _status(port: int) -> dict:
     return _call(http.client.HTTPConnection("127.0.0.1", port, timeout=60), "GET", "/api/status", token=TOKEN)[1]
 
 
-def level(people: int, seconds: float, max_answers: int, extra: list, think: float = 0.0) -> dict:
-    with tempfile.TemporaryDirectory() as folder:
+def fsync_ms(folder: str, times: int = 20) -> float:
+    """The median time of an fsync of a small file just written in ``folder``, in milliseconds."""
+    path = os.path.join(folder, ".load_serve_fsync")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        spent = []
+        for k in range(times):
+            os.pwrite(fd, f"{k:08d}".encode() * 64, 0)
+            start = time.perf_counter()
+            os.fsync(fd)
+            spent.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        os.remove(path)
+    return 1000 * float(np.median(spent))
+
+
+def level(people: int, seconds: float, max_answers: int, extra: list, think: float = 0.0, under=None) -> dict:
+    with tempfile.TemporaryDirectory(dir=under) as folder:
         proc, port = _start(folder, extra)
         try:
             rng = np.random.default_rng(0)
@@ -145,8 +166,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="how long the people answer at each level")
     ap.add_argument("--max-answers", type=int, default=5000, help="answers at most, at each level")
     ap.add_argument("--think", type=float, default=0.0, help="seconds a person reads a question before answering (0)")
+    ap.add_argument("--folder", help="where the databases are made (default: the system's temporary folder)")
     ap.add_argument("serve_args", nargs="*", help="more arguments for scripts/serve.py (after --)")
     a = ap.parse_args(argv)
+    if a.folder is not None and not os.path.isdir(a.folder):
+        print(f"error: --folder: {a.folder} is not a folder", file=sys.stderr)
+        return 2
     if any(n < 1 for n in a.people) or a.seconds <= 0 or a.max_answers < 1:
         print("error: --people, --seconds and --max-answers must be positive", file=sys.stderr)
         return 2
@@ -155,8 +180,10 @@ def main(argv=None) -> int:
         return 2
     cpu = platform.processor() or platform.machine()
     pace = f"reading each question {a.think:g} s" if a.think else "answering as fast as the replies come"
+    where = a.folder or tempfile.gettempdir()
     print(
-        f"# scripts/serve.py on 127.0.0.1, {os.cpu_count()} CPU cores ({cpu}), {a.seconds:g} s a level, people {pace}"
+        f"# scripts/serve.py on 127.0.0.1, {os.cpu_count()} CPU cores ({cpu}), {a.seconds:g} s a level, people {pace}; "
+        f"databases in {where}, whose disk syncs (fsync) in {fsync_ms(where):.2f} ms"
     )
     print(
         "| people | answers/s | reply p50 ms | p95 ms | p99 ms | answers kept | learned at stop | all learned after s "
@@ -164,7 +191,7 @@ def main(argv=None) -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for n in a.people:
-        r = level(n, a.seconds, a.max_answers, a.serve_args, a.think)
+        r = level(n, a.seconds, a.max_answers, a.serve_args, a.think, a.folder)
         print(
             f"| {n} | {r['answers_per_s']:.1f} | {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['kept']} | "
             f"{r['learned_at_stop']} | {r['catch_up_s']:.1f} | {100 * r['batched']:.0f}% |"

@@ -72,11 +72,11 @@ class Annotation(Exports, Restore, Rankings):
     to before their first question (plain text; a session starts only with their consent, recorded).
     ``balance_sides``: the learner's first pick shown on the left or the right at random (seeded by the question),
     so that a person's leaning to one side does not pass for a preference (the default); False: always on the left.
-    ``repeat_every``: every that many questions of a session, one it answered before, its sides swapped (learned
-    as any answer; :meth:`reliability` counts how often a person answers a pair again the same).
+    ``repeat_every``: every that many questions of a session, one it answered before (not a check), its sides swapped
+    (learned by no one: :meth:`reliability` counts how often a person answers a pair again the same).
     ``attention``: pairs ``"BETTER>WORSE"`` of item names whose answer is known, one asked every ``attention_every``
-    questions (default 10), in turn, sides at random (learned as any answer; :meth:`reliability` counts how many a
-    person answered the known way). Refuses a
+    questions (default 10), in turn, sides at random (learned by no one, in no ranking: :meth:`reliability` counts
+    how many a person answered the known way). Refuses a
     ``store`` made with other items, config, seed, offer or objective."""
 
     def __init__(
@@ -298,10 +298,11 @@ class Annotation(Exports, Restore, Rankings):
                 )
                 # this question's number in the session (asked of the database only where a check needs it)
                 asked = self.store.count_questions(sid) + 1 if self.repeat_every or self.attention else 0
+                purpose = ""  # a question the learner chose (a check's answer is learned by no one)
                 if self.attention and asked % self.attention_every == 0:
                     # an attention check: a pair whose answer is known, its sides at random
                     better, worse = self.attention[(asked // self.attention_every - 1) % len(self.attention)]
-                    offer, i, j = list(range(N)), better, worse
+                    offer, i, j, purpose = list(range(N)), better, worse, "attention"
                     if rng.random() < 0.5:
                         i, j = j, i
                 elif (
@@ -309,6 +310,7 @@ class Annotation(Exports, Restore, Rankings):
                 ):
                     # a consistency check: a pair the person answered, asked again with its sides swapped
                     offer, j, i = earlier[int(rng.integers(len(earlier)))]
+                    purpose = "repeat"
                 elif self.objective == "rank":  # offer: every item
                     i, j = self._rank_question(key, sid)
                 else:
@@ -318,7 +320,7 @@ class Annotation(Exports, Restore, Rankings):
                         i, j = self._instead_of_repeat(key, sid, offer)
                 if self.balance_sides and rng.random() < 0.5:  # the learner's first pick on the right half the time
                     i, j = j, i  # (stored as shown: answers and exports name the left item first)
-                pending = (self.store.add_question(sid, key, offer, i, j), offer, i, j)
+                pending = (self.store.add_question(sid, key, offer, i, j, purpose), offer, i, j)
         qid, offer, i, j = pending
         return {"question": qid, "first": self._item(offer[i]), "second": self._item(offer[j]), **self.counts(key, sid)}
 
@@ -368,39 +370,47 @@ class Annotation(Exports, Restore, Rankings):
             raise BadRequest(422, f"question: a question number, got {clip(qid)}")
         if type(choice) is not int or choice not in (0, 1, 2):
             raise BadRequest(422, f"choice: 1 (the first item), 2 (the second) or 0 (can't decide), got {clip(choice)}")
+
+        def check():  # in the transaction that commits it (a group's: store.add_answer)
+            return self._check(sid, qid)
+
         if self.worker is not None:  # committed and handed on in the database's order; the reply waits for no learning
-            with self.store.lock:
-                key, seq, offer, i, j = self._commit(sid, qid, choice)
-                place = self.worker.put(key, seq, offer, i, j, choice) if choice else 0
+
+            def hand_on(seq, q):  # a check's answer (q[4]) is learned by no one
+                return self.worker.put(q[0], seq, q[1], q[2], q[3], choice) if choice and not q[4] else 0
+
+            seq, (key, *_), place = self.store.add_answer(qid, sid, choice, check, hand_on)
             # committed: the reply waits only where the learner lags far behind
             self.worker.wait_below(place, self.most_behind, self.stall_seconds)
             return {"answer": seq, "refused": None, **self.counts(key, sid)}
         with self.lock:  # committed and learned in one: the learner takes the answers in the database's order
-            key, seq, offer, i, j = self._commit(sid, qid, choice)
-            refused = self.learners.take(key, seq, offer, i, j, choice) if choice else None
+            seq, (key, offer, i, j, purpose), _ = self.store.add_answer(qid, sid, choice, check)
+            refused = self.learners.take(key, seq, offer, i, j, choice) if choice and not purpose else None
             return {"answer": seq, "refused": refused, **self.counts(key, sid)}
 
-    def _commit(self, sid: str, qid: int, choice: int) -> tuple:
-        """Answer ``choice`` to question ``qid`` of session ``sid`` committed (the database's lock held by the
-        caller); (learner, answer number, offer, i, j)."""
+    def _check(self, sid: str, qid: int) -> tuple:
+        """Question ``qid`` of session ``sid`` open to an answer (the database's lock held: in the transaction that
+        commits it); (learner, offer, i, j, purpose: "" or the check it is)."""
         self._session(sid)
         q = self.store.question(qid) if 0 < qid < 2**63 else None  # (SQLite's integers: below 2^63)
         if q is None:
             raise BadRequest(404, f"question: {qid} was never asked")
-        session, key, offer, i, j, answered = q
+        session, key, offer, i, j, answered, purpose = q
         if session != sid:
             raise BadRequest(403, f"question: {qid} was asked in another session")
         if answered:
             raise BadRequest(409, f"question: {qid} is already answered")
-        return key, self.store.add_answer(qid, sid, key, choice), offer, i, j  # committed: from here on it is kept
+        return key, offer, i, j, purpose
 
     def undo(self, sid: str) -> dict:
         """Take back the session's last answer: kept in the database as undone, learned from by no one (its learner
         as it was before it), and its pair asked again. Refused where nothing is left to undo, or where the learner
         has learned another answer since (another person's, with one learner for all)."""
         self._session(sid)
-        if self.worker is not None:
-            self.worker.drain()  # the answer to take back learned first
+        if self.worker is not None and not self.worker.drain(self.stall_seconds):  # the answer learned first
+            raise BadRequest(
+                503, f"undo: the learner has learned nothing for {self.stall_seconds:g} s; take it back a little later"
+            )
         with self.undo_lock, self.lock if self.worker is None else contextlib.nullcontext():
             last = self.store.last_answer(sid)
             if last is None:
@@ -413,8 +423,8 @@ class Annotation(Exports, Restore, Rankings):
                     "undo: the learner has moved on since (another answer, or a restart); it can no longer be undone",
                 )
             self.store.undo(seq)
-            _, _, offer, i, j, _ = self.store.question(qid)
-            self.store.add_question(sid, key, offer, i, j)  # the same pair, asked again
+            _, _, offer, i, j, _, purpose = self.store.question(qid)
+            self.store.add_question(sid, key, offer, i, j, purpose)  # the same pair, asked again
             return {"undone": seq, **self.counts(key, sid)}
 
     def counts(self, key: str, sid: Optional[str] = None) -> dict:

@@ -209,6 +209,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def starlette_floor(version: str = "") -> str:
+    """The refusal of a starlette before 1.0.1, where a malformed Host header changes ``request.url.path`` and so
+    opens the researcher's exports without a token (CVE-2026-48710); "" for one at or past it."""
+    import re
+
+    if not version:
+        from importlib.metadata import version as installed
+
+        version = installed("starlette")
+    parts = [int(x) for x in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
+    if parts[:3] >= [1, 0, 1]:
+        return ""
+    return (
+        f"starlette {version} lets a malformed Host header open the researcher's exports without a token "
+        f"(CVE-2026-48710); pip install 'starlette>=1.0.1' 'fastapi>=0.134'"
+    )
+
+
 def main(argv=None) -> int:
     find_own_modules_here()  # a class_path of one's own, from the working folder
     a = parser().parse_args(argv)
@@ -221,6 +239,10 @@ def main(argv=None) -> int:
             f"error: scripts/serve.py needs the serve extra ({err.name} is missing): pip install -e '.[serve]'",
             file=sys.stderr,
         )
+        return 2
+    floor = starlette_floor()
+    if floor:
+        print(f"error: {floor}", file=sys.stderr)
         return 2
     import torch
 

@@ -32,15 +32,18 @@ class Exports:
         "learned",
         "undone_unix",
         "seconds",
+        "check",
     )
 
     def answer_rows(self) -> list[dict]:
         """Every answer, in the order given, as :data:`ANSWER_FIELDS`: a session named by its number (its id, which
         lets one answer in it, never leaves the server), ``first`` the item shown on the left, ``seconds`` from the
-        question's being asked to its answer (the time a person took, the page's round trip included)."""
+        question's being asked to its answer (the time a person took, the page's round trip included), ``check``
+        ``attention`` or ``repeat`` for a check's answer (learned by no one), "" for a question the learner chose, None
+        where asked before the server recorded it."""
         number = self.store.session_numbers()
         rows = []
-        for seq, sid, annotator, key, offer, i, j, choice, t, learned, undone, asked in self.store.answers():
+        for seq, sid, annotator, key, offer, i, j, choice, t, learned, undone, asked, purpose in self.store.answers():
             offer = json.loads(offer)
             a, b = self.items.names[offer[i]], self.items.names[offer[j]]
             values = (
@@ -56,6 +59,7 @@ class Exports:
                 learned,
                 None if undone is None else round(undone, 3),
                 round(t - asked, 3),
+                purpose,
             )
             rows.append(dict(zip(self.ANSWER_FIELDS, values)))
         return rows
@@ -65,7 +69,7 @@ class Exports:
         out = io.StringIO()
         w = csv.writer(out)
         w.writerow(self.ANSWER_FIELDS)
-        text = ("annotator", "learner", "first", "second", "preferred")
+        text = ("annotator", "learner", "first", "second", "preferred", "check")
         for row in self.answer_rows():
             w.writerow(
                 [
@@ -82,51 +86,75 @@ class Exports:
         return out.getvalue()
 
     def _preferences(self) -> list[dict]:
-        """:meth:`answer_rows` that say a preference: choice 1 or 2, not undone."""
-        return [r for r in self.answer_rows() if r["choice"] in (1, 2) and r["undone_unix"] is None]
+        """:meth:`answer_rows` that say a preference: choice 1 or 2, not undone; each with ``is_check`` (an attention
+        or repeat check's answer; asked before checks were recorded: an answer on an attention pair)."""
+        names = self.items.names
+        known = {frozenset((names[a], names[b])) for a, b in self.attention}
+        rows = [r for r in self.answer_rows() if r["choice"] in (1, 2) and r["undone_unix"] is None]
+        for r in rows:
+            old = r["check"] is None and frozenset((r["first"], r["second"])) in known
+            r["is_check"] = bool(r["check"]) or old
+        return rows
 
     def reliability(self) -> dict:
-        """How far the answers agree (choices 1 and 2 only, undone ones left out). ``sessions``: per session, its
-        answers, how many answered a pair it had answered before (``repeats``, as ``repeat_every`` asks or by chance)
-        and how many of those it answered as the first time (``consistent``), and with ``attention`` its answers on
-        the known pairs (``attention``) and how many the known way (``attentive``). ``between``: over the pairs of items
-        that two or more sessions answered, each pair of sessions' first answers: how many (``compared``) and how many
-        agree (``agreeing``)."""
+        """How far the answers agree (undone ones left out). ``sessions``: per session, its answers with a choice,
+        its "can't decide" (``skips``), how many answered a pair it had answered before (``repeats``, as
+        ``repeat_every`` asks or by chance) and how many of those it answered as the first time (``consistent``), and
+        with ``attention`` its answers to the attention checks (``attention``), how many the known way
+        (``attentive``) and ``failed_checks``, those answered the other way (a person to look at). ``between``: over
+        the pairs of items that two or more sessions answered to questions the learner chose (no check: every
+        session is asked those alike), each pair of sessions' first answers: how many (``compared``), how many agree
+        (``agreeing``), and over how many pairs of items (``pairs``)."""
         names = self.items.names
         known = {frozenset((names[a], names[b])): names[a] for a, b in self.attention}  # pair -> the known answer
         first: dict = {}  # (session, item pair) -> the item preferred the first time
+        shared: dict = {}  # (session, item pair) -> the first preference on a question the learner chose
         per: dict = {}
+
+        def row_of(r):
+            fresh = {"session": r["session"], "annotator": r["annotator"], "answers": 0, "skips": 0, "repeats": 0}
+            fresh.update(consistent=0, **({"attention": 0, "attentive": 0, "failed_checks": 0} if known else {}))
+            return per.setdefault(r["session"], fresh)
+
+        for r in self.answer_rows():
+            if r["choice"] == 0 and r["undone_unix"] is None:
+                row_of(r)["skips"] += 1
         for r in self._preferences():
-            n = r["session"]
-            fresh = {"session": n, "annotator": r["annotator"], "answers": 0, "repeats": 0, "consistent": 0}
-            row = per.setdefault(n, {**fresh, **({"attention": 0, "attentive": 0} if known else {})})
+            n, row = r["session"], row_of(r)
             row["answers"] += 1
             pair = frozenset((r["first"], r["second"]))
-            if pair in known:  # an attention check's pair (or the same pair asked otherwise)
+            if r["is_check"] and pair in known:  # an attention check
                 row["attention"] += 1
                 row["attentive"] += int(r["preferred"] == known[pair])
+                row["failed_checks"] += int(r["preferred"] != known[pair])
             if (n, pair) in first:
                 row["repeats"] += 1
                 row["consistent"] += int(first[n, pair] == r["preferred"])
             else:
                 first[n, pair] = r["preferred"]
+            if not r["is_check"]:
+                shared.setdefault((n, pair), r["preferred"])
         by_pair: dict = {}
-        for (n, pair), preferred in first.items():
+        for (n, pair), preferred in shared.items():
             by_pair.setdefault(pair, []).append(preferred)
-        compared = agreeing = 0
+        compared = agreeing = pairs = 0
         for answers in by_pair.values():
+            pairs += len(answers) > 1
             for x, y in itertools.combinations(answers, 2):
                 compared += 1
                 agreeing += int(x == y)
-        return {"sessions": list(per.values()), "between": {"compared": compared, "agreeing": agreeing}}
+        sessions = sorted(per.values(), key=lambda r: r["session"])
+        return {"sessions": sessions, "between": {"compared": compared, "agreeing": agreeing, "pairs": pairs}}
 
     def bradley_terry_csv(self) -> str:
         """Each item's Bradley-Terry strength from the answers alone (:func:`~nvldb_pl.maths.ranking.bradley_terry`:
-        no features; "can't decide" and undone answers left out): rank, name, log-strength, wins, comparisons."""
+        no features; "can't decide", undone answers and the checks' answers left out): rank, name, log-strength, wins,
+        comparisons."""
         index = {n: k for k, n in enumerate(self.items.names)}
         pairs = [
             (index[r["preferred"]], index[r["second"] if r["preferred"] == r["first"] else r["first"]])
             for r in self._preferences()
+            if not r["is_check"]
         ]
         strength = bradley_terry(len(index), pairs)
         wins, seen = np.zeros(len(index), dtype=int), np.zeros(len(index), dtype=int)

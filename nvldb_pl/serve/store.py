@@ -1,7 +1,9 @@
-"""Every question asked and every answer given, in one SQLite file (write-ahead log, synced on commit).
+"""Every question asked and every answer given, in one SQLite file (write-ahead log).
 
 Tables: ``meta`` (what the file was made with: the items' sha256, the learner's config, seed, offer),
-``sessions`` (one a browser), ``questions`` (the offer, as item indices, and the pair shown),
+``sessions`` (one a browser), ``questions`` (the offer, as item indices, the pair shown, and its ``purpose``: ""
+for a question the learner chose, ``attention`` or ``repeat`` for a check, never learned from; NULL where asked
+before the column),
 ``answers`` (one a question at most; ``choice`` 1: the first item shown, 2: the second, 0: can't
 decide; ``learned`` NULL until the learner has taken it, 1 then, 0 where the learner refused it; ``undone`` the
 time the person took it back, else NULL: an undone answer is kept, and learned from by no one; ``train`` 0 where
@@ -11,7 +13,13 @@ gives each answer its recorded ``train``, so that it rebuilds the same learner),
 ``settle`` (Kendall tau between the rankings before and after each learned answer), ``snapshots``
 (the learner files saved, with the number of answers each holds and its sha256) and ``invites`` (an invited
 annotator's name and the sha256 of their secret: the secret itself is kept nowhere).
-An answer is committed before :meth:`Store.answer` returns: a killed server loses none.
+An answer is on disk before :meth:`Store.add_answer` returns: a killed server, or a machine that loses power, loses
+none. Answers that arrive together share one durable commit (group commit: one transaction, one checkpoint, one record
+of the last acknowledged), so that the disk's sync time is paid once for everyone waiting rather than once an answer.
+A write is durable before it returns (the log synced and checkpointed into the database file) except the questions
+asked and the learner's reports (learned, refused), which are on disk with the next durable write: a machine that
+loses power may forget a question not yet answered or that an answer was learned (the learner's file says it, and a
+restart learns it again), never an answer, an undo, a session or its consent.
 
 Refused at start, in one line naming ``--db`` (nothing read or written beside it): a file that is empty (0 bytes),
 not SQLite, another program's database or damaged (SQLite's integrity check); with ``exclusive`` (a server), a
@@ -30,7 +38,7 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from ..machinery.host import hold_existing
 from .invites import Invites
@@ -41,7 +49,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, annotator TEXT, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS questions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL REFERENCES sessions(id), learner TEXT NOT NULL,
-    offer TEXT NOT NULL, i INTEGER NOT NULL, j INTEGER NOT NULL, asked REAL NOT NULL);
+    offer TEXT NOT NULL, i INTEGER NOT NULL, j INTEGER NOT NULL, asked REAL NOT NULL, purpose TEXT);
 CREATE TABLE IF NOT EXISTS answers (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, question INTEGER NOT NULL UNIQUE REFERENCES questions(id),
     session TEXT NOT NULL, learner TEXT NOT NULL, choice INTEGER NOT NULL CHECK (choice IN (0, 1, 2)),
@@ -92,7 +100,7 @@ class Store(Invites):
             if exclusive:  # the database's own flock too (SQLite's locks are fcntl's, apart): a lock file removed by
                 self._hold_database(real)  # hand lets a second server take a new one, not this (before any write)
             self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # a commit is made durable by _sync (the log synced)
             self.db.execute("PRAGMA foreign_keys=ON")
             if not self._upgrade_pending:
                 self._upgrade()
@@ -108,9 +116,13 @@ class Store(Invites):
         self._kept: Optional[int] = None
         self._kept_by_session: dict = {}
         self._last_question: Optional[int] = None
+        self._group = threading.Condition()  # answers waiting for the next group commit (add_answer)
+        self._waiting: list = []
+        self._committing = False
 
-    def _write(self, sql: str, args=(), *more: tuple) -> sqlite3.Cursor:
-        """``sql`` with ``args`` (and each further ``(sql, args)``) in one transaction; the first one's cursor."""
+    def _write(self, sql: str, args=(), *more: tuple, durable: bool = True) -> sqlite3.Cursor:
+        """``sql`` with ``args`` (and each further ``(sql, args)``) in one transaction, on disk before it returns
+        (``durable`` False: with the next durable write); the first one's cursor."""
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
@@ -121,7 +133,23 @@ class Store(Invites):
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
+            if durable:
+                self._sync()
             return cur
+
+    def _sync(self) -> None:
+        """(self.lock held) Every commit so far on disk, in the database file itself: the log synced and checkpointed
+        (the database file synced after it), so that damage to the log, or its loss, can take nothing committed with
+        it. Where a reader holds the log back, the log itself is synced (its commits are then durable there)."""
+        if self.path == ":memory:":
+            return
+        busy, frames, copied = self.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if busy or frames != copied:
+            fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def rows(self, sql: str, args=()) -> list:
         with self.lock:
@@ -138,6 +166,8 @@ class Store(Invites):
         for column, kind in (("undone", "REAL"), ("train", "INTEGER")):  # a database made before the column
             if column not in columns:
                 self.db.execute(f"ALTER TABLE answers ADD COLUMN {column} {kind}")
+        if "purpose" not in {r[1] for r in self.db.execute("PRAGMA table_info(questions)")}:
+            self.db.execute("ALTER TABLE questions ADD COLUMN purpose TEXT")
         self._upgrade_pending = False
 
     def claim(self, made_with: dict) -> None:
@@ -199,11 +229,14 @@ class Store(Invites):
         )
         return (r[0][0], json.loads(r[0][1]), r[0][2], r[0][3]) if r else None
 
-    def add_question(self, sid: str, learner: str, offer: list, i: int, j: int) -> int:
+    def add_question(self, sid: str, learner: str, offer: list, i: int, j: int, purpose: str = "") -> int:
+        """A question asked (on disk with the next durable write: its answer's commit at the latest); ``purpose``
+        ``attention`` or ``repeat`` for a check, whose answer no learner takes."""
         with self.lock:
             self._last_question = self._write(
-                "INSERT INTO questions (session, learner, offer, i, j, asked) VALUES (?, ?, ?, ?, ?, ?)",
-                (sid, learner, json.dumps([int(k) for k in offer]), int(i), int(j), time.time()),
+                "INSERT INTO questions (session, learner, offer, i, j, asked, purpose) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (sid, learner, json.dumps([int(k) for k in offer]), int(i), int(j), time.time(), purpose),
+                durable=False,
             ).lastrowid
             return self._last_question
 
@@ -215,10 +248,12 @@ class Store(Invites):
             return self._last_question
 
     def answered_pairs(self, sid: str) -> list:
-        """The session's answered questions with a choice (not undone, not "can't decide"), in order: (offer, i, j)."""
+        """The session's answered questions with a choice (not undone, not "can't decide", not a check), in order:
+        (offer, i, j)."""
         rows = self.rows(
             "SELECT q.offer, q.i, q.j FROM answers a JOIN questions q ON q.id = a.question "
-            "WHERE a.session = ? AND a.choice != 0 AND a.undone IS NULL ORDER BY a.seq",
+            "WHERE a.session = ? AND a.choice != 0 AND a.undone IS NULL AND COALESCE(q.purpose, '') = '' "
+            "ORDER BY a.seq",
             (sid,),
         )
         return [(json.loads(offer), i, j) for offer, i, j in rows]
@@ -245,35 +280,95 @@ class Store(Invites):
         return self.rows("SELECT COUNT(*) FROM questions WHERE session = ?", (sid,))[0][0]
 
     def question(self, qid: int) -> Optional[tuple]:
-        """(session, learner, offer, i, j, answered: bool) of question ``qid``, else None."""
+        """(session, learner, offer, i, j, answered: bool, purpose) of question ``qid``, else None."""
         r = self.rows(
-            "SELECT q.session, q.learner, q.offer, q.i, q.j, a.seq IS NOT NULL FROM questions q "
-            "LEFT JOIN answers a ON a.question = q.id WHERE q.id = ?",
+            "SELECT q.session, q.learner, q.offer, q.i, q.j, a.seq IS NOT NULL, COALESCE(q.purpose, '') "
+            "FROM questions q LEFT JOIN answers a ON a.question = q.id WHERE q.id = ?",
             (qid,),
         )
-        return (r[0][0], r[0][1], json.loads(r[0][2]), r[0][3], r[0][4], bool(r[0][5])) if r else None
+        return (r[0][0], r[0][1], json.loads(r[0][2]), r[0][3], r[0][4], bool(r[0][5]), r[0][6]) if r else None
 
-    def add_answer(self, qid: int, sid: str, learner: str, choice: int) -> int:
-        with self.lock:
-            seq = self._write(
-                "INSERT INTO answers (question, session, learner, choice, answered) VALUES (?, ?, ?, ?, ?)",
-                (qid, sid, learner, int(choice), time.time()),
-            ).lastrowid
-            # in the database file itself before it is acknowledged, the write-ahead log emptied: damage to the log
-            # (or its loss) can no longer take an acknowledged answer with it
-            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self._ack(seq)
-            if self._kept is not None:
-                self._kept += 1
-            if sid in self._kept_by_session:
-                self._kept_by_session[sid] += 1
-            return seq
+    def add_answer(
+        self, qid: int, sid: str, choice: int, check: Callable[[], tuple], then: Optional[Callable] = None
+    ) -> tuple:
+        """Answer ``choice`` to question ``qid`` of session ``sid``, on disk before this returns (and recorded in
+        ``<db>.acked``). Answers that arrive while a group is being committed wait for it, then are committed together
+        by one of them (group commit: one transaction, one sync). ``check()``, run in that transaction after the
+        group's earlier answers, returns a tuple whose first item is the question's learner, or raises: that answer
+        alone is refused (nothing of it written), the error raised here. ``then(seq, checked)`` runs once the group is
+        on disk, in the order committed (the learner's queue: the database's order). Returns (seq, what check
+        returned, what then returned)."""
+        ticket = {"args": (qid, sid, choice, check, then), "done": False, "result": None, "error": None}
+        with self._group:
+            self._waiting.append(ticket)
+            while not ticket["done"]:
+                if self._committing:  # another caller commits a group: this answer goes in the next one
+                    self._group.wait()
+                    continue
+                self._committing, group, self._waiting = True, self._waiting, []
+                self._group.release()
+                try:
+                    self._commit_group(group)
+                finally:
+                    self._group.acquire()
+                    self._committing = False
+                    self._group.notify_all()
+        if ticket["error"] is not None:
+            raise ticket["error"]
+        return ticket["result"]
+
+    def _commit_group(self, group: list) -> None:
+        """The answers of ``group`` (add_answer's tickets) in one transaction, then one sync and one record of the
+        last acknowledged; each ticket done, with its result or its error."""
+        made: list = []
+        try:
+            with self.lock:
+                self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    for ticket in group:
+                        qid, sid, choice, check, _ = ticket["args"]
+                        try:
+                            checked = check()
+                            seq = self.db.execute(
+                                "INSERT INTO answers (question, session, learner, choice, answered) "
+                                "VALUES (?, ?, ?, ?, ?)",
+                                (qid, sid, checked[0], int(choice), time.time()),
+                            ).lastrowid
+                        except (ValueError, LookupError, sqlite3.IntegrityError) as err:  # this answer alone refused
+                            ticket["error"] = err
+                            continue
+                        made.append((ticket, seq, checked))
+                    self.db.execute("COMMIT")
+                except BaseException:
+                    self.db.execute("ROLLBACK")
+                    made = []
+                    raise
+                if made:
+                    self._sync()  # on disk, in the database file itself, before it is acknowledged
+                    self._ack(made[-1][1])
+                for ticket, seq, checked in made:  # counted, and handed on in the order committed
+                    sid, then = ticket["args"][1], ticket["args"][4]
+                    if self._kept is not None:
+                        self._kept += 1
+                    if sid in self._kept_by_session:
+                        self._kept_by_session[sid] += 1
+                    try:
+                        ticket["result"] = (seq, checked, then(seq, checked) if then is not None else None)
+                    except Exception as err:  # kept, but not handed on: said to this caller alone
+                        ticket["error"] = err
+        except BaseException as err:  # the group's transaction or sync failed (a full disk): none of it is kept
+            for ticket in group:
+                if ticket["result"] is None and ticket["error"] is None:
+                    ticket["error"] = err
+        finally:
+            for ticket in group:
+                ticket["done"] = True
 
     def refused(self, seq: int, reason: str, only_new: bool = False) -> None:
         """Answer ``seq`` refused by its learner (which is as it was before it), with the reason (``only_new``: where
         no outcome is recorded yet)."""
         where = " AND learned IS NULL" if only_new else ""
-        self._write(f"UPDATE answers SET learned = 0, refused = ? WHERE seq = ?{where}", (reason, seq))
+        self._write(f"UPDATE answers SET learned = 0, refused = ? WHERE seq = ?{where}", (reason, seq), durable=False)
 
     def mark_learned(self, seqs: list, untrained=()) -> None:
         """Answers ``seqs`` held by their learner's file, marked learned where no outcome is recorded (their reports
@@ -282,7 +377,7 @@ class Store(Invites):
         sql = "UPDATE answers SET learned = 1, train = ? WHERE seq = ? AND learned IS NULL"
         rows = [(sql, (int(q not in untrained), q)) for q in seqs]
         if rows:
-            self._write(*rows[0], *rows[1:])
+            self._write(*rows[0], *rows[1:], durable=False)
 
     def learned(self, seq: int, learner: str, answers: int, tau: Optional[float], train: bool = True) -> None:
         """Answer ``seq`` learned by ``learner``, now holding ``answers``, its ranking's tau (None: no point, the
@@ -299,15 +394,15 @@ class Store(Invites):
             if tau is not None:
                 statements.append(("INSERT OR REPLACE INTO settle VALUES (?, ?, ?)", (learner, int(answers), tau)))
         if statements:
-            self._write(*statements[0], *statements[1:])
+            self._write(*statements[0], *statements[1:], durable=False)
 
     def to_learn(self, learner: str) -> list:
-        """The learner's decided answers not refused, in the order given: (seq, offer, i, j, choice, learned, train),
-        ``train`` as the learner took it (True where recorded so or not recorded)."""
+        """The learner's decided answers not refused and not to a check, in the order given: (seq, offer, i, j, choice,
+        learned, train), ``train`` as the learner took it (True where recorded so or not recorded)."""
         r = self.rows(
             "SELECT a.seq, q.offer, q.i, q.j, a.choice, a.learned, a.train FROM answers a JOIN questions q "
             "ON q.id = a.question WHERE a.learner = ? AND a.choice != 0 AND (a.learned IS NULL OR a.learned = 1) "
-            "AND a.undone IS NULL ORDER BY a.seq",
+            "AND a.undone IS NULL AND COALESCE(q.purpose, '') = '' ORDER BY a.seq",
             (learner,),
         )
         return [(s, json.loads(o), i, j, c, lr, tr != 0) for s, o, i, j, c, lr, tr in r]
@@ -348,10 +443,10 @@ class Store(Invites):
 
     def answers(self) -> list:
         """Every answer, in the order given: (seq, session, annotator, learner, first, second, choice, answered, learned,
-        undone, asked)."""
+        undone, asked, purpose: None where asked before the column)."""
         return self.rows(
             "SELECT a.seq, a.session, s.annotator, a.learner, q.offer, q.i, q.j, a.choice, a.answered, a.learned, "
-            "a.undone, q.asked "
+            "a.undone, q.asked, q.purpose "
             "FROM answers a JOIN questions q ON q.id = a.question JOIN sessions s ON s.id = a.session ORDER BY a.seq"
         )
 

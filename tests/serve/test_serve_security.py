@@ -145,3 +145,16 @@ def test_an_items_cell_over_the_csv_field_limit_is_one_line_naming_the_file_and_
     path.write_text("name,text,price\nA,short,1\nB," + "x" * 200_000 + ",2\n")
     with pytest.raises(ValueError, match=r"items.csv, line 3: a cell of more than 131072 characters"):
         read_items(str(path))
+
+
+def test_a_host_header_with_a_path_opens_no_export_and_an_old_starlette_is_refused(tmp_path):
+    """``Host: 127.0.0.1:8000/x`` opened every researcher export without a token under starlette before 1.0.1
+    (CVE-2026-48710): refused here, and scripts/serve.py refuses to start on such a starlette, naming the floor."""
+    from nvldb_pl.serve.command import starlette_floor
+
+    c, _ = _client(tmp_path)
+    for url in ("/api/answers.csv", "/api/status", "/api/bradley-terry.csv"):
+        assert c.get(url, headers={"Host": "127.0.0.1:8000/x"}).status_code in (400, 401), url
+    assert starlette_floor() == "" and starlette_floor("1.0.1") == "" and starlette_floor("1.10.0") == ""
+    said = starlette_floor("0.37.2")
+    assert said.startswith("starlette 0.37.2 lets a malformed Host header") and "starlette>=1.0.1" in said

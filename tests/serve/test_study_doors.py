@@ -350,10 +350,16 @@ def test_a_full_disk_is_a_503_in_one_line_on_the_page_and_in_the_log(tmp_path, c
     sid = c.post("/api/session", json={}).json()["session"]
     q = c.get("/api/question", params={"session": sid}).json()
 
-    def full(*args, **kw):
-        raise sqlite3.OperationalError("database or disk is full")
+    class Full:  # the database's connection on a full disk: an answer's transaction cannot be written
+        def __init__(self, db):
+            self.db = db
 
-    ann.store._write = full
+        def execute(self, sql, *args):
+            if sql.startswith("INSERT INTO answers"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.db.execute(sql, *args)
+
+    ann.store.db = Full(ann.store.db)
     r = c.post("/api/answer", json={"session": sid, "question": q["question"], "choice": 1})
     assert r.status_code == 503 and r.json()["error"].startswith("the server cannot use its database or files")
     assert "database or disk is full" in r.json()["error"] and r.headers["x-frame-options"] == "DENY"
@@ -406,8 +412,9 @@ def test_a_refused_start_leaves_every_file_of_the_database_as_it_was(tmp_path):
 @pytest.mark.parametrize("offer", [4, None])
 def test_attention_checks_ask_a_known_pair_every_n_questions_and_reliability_counts_them(tmp_path, offer):
     """--attention "BETTER>WORSE" --attention-every 4: the 4th, 8th, 12th question of a person is that pair, sides at
-    random; a person who answers it the known way is attentive on each, one who always clicks the left on about
-    half. The answers are learned as any (the learner takes a pair outside the random offer too)."""
+    random; a person who answers it the known way is attentive on each. The checks' answers are learned by no one
+    and left out of the Bradley-Terry table and the agreement between sessions (they were learned as any answer, and
+    the known pair topped the Bradley-Terry export); one who answers them the other way is marked."""
     from nvldb_pl.serve.items import builtin_catalog
 
     names = builtin_catalog().names
@@ -424,8 +431,20 @@ def test_attention_checks_ask_a_known_pair_every_n_questions_and_reliability_cou
         )
     assert all(set(shown[k]) == {2, 5} for k in (3, 7, 11)), shown
     row = c.get("/api/reliability", headers=AUTH).json()["sessions"][0]
-    assert row["attention"] >= 3 and row["attentive"] == row["attention"]
-    assert ann.bandits["shared"].num_observed == 12
+    assert row["attention"] == 3 and row["attentive"] == 3 and row["failed_checks"] == 0 and row["answers"] == 12
+    assert ann.bandits["shared"].num_observed == 9  # the three checks learned by no one
+    checks = [r for r in c.get("/api/answers.json", headers=AUTH).json() if r["check"] == "attention"]
+    assert len(checks) == 3 and all(r["learned"] is None for r in checks)
+    bt = [r.split(",") for r in c.get("/api/bradley-terry.csv", headers=AUTH).text.splitlines()[1:]]
+    assert sum(int(r[4]) for r in bt) == 2 * 9  # each of the 9 other answers compares two items; no check's
+    other = c.post("/api/session", json={}).json()["session"]  # one who answers the checks the other way
+    for _ in range(8):
+        q = c.get("/api/question", params={"session": other}).json()
+        pair = (q["first"]["index"], q["second"]["index"])
+        choice = 2 if pair == (2, 5) else 1 if pair == (5, 2) else 1
+        c.post("/api/answer", json={"session": other, "question": q["question"], "choice": choice})
+    by = {s["session"]: s for s in c.get("/api/reliability", headers=AUTH).json()["sessions"]}
+    assert by[2]["attention"] == 2 and by[2]["failed_checks"] == 2 and by[2]["attentive"] == 0
 
 
 @pytest.mark.parametrize(
