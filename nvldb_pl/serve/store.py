@@ -38,6 +38,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from typing import Callable, Optional
 
 from ..machinery.host import hold_existing
@@ -96,13 +97,15 @@ class Store(Invites):
                     f"--db: {path} does not exist, but {path}.acked says answers up to #{acked} were acknowledged: "
                     f"restore the database from a backup, or move {path}.acked away to start a new study"
                 )
-            self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            if self._upgrade_pending:  # read-only until claim() accepts it: a refused start changes no byte of it
+                uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+                self.db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+            else:
+                self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)  # (made: empty)
             if exclusive:  # the database's own flock too (SQLite's locks are fcntl's, apart): a lock file removed by
                 self._hold_database(real)  # hand lets a second server take a new one, not this (before any write)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")  # a commit is made durable by _sync (the log synced)
-            self.db.execute("PRAGMA foreign_keys=ON")
             if not self._upgrade_pending:
+                self._open_writable(self.db)
                 self._upgrade()
         except sqlite3.DatabaseError as err:
             self.abandon()
@@ -119,6 +122,17 @@ class Store(Invites):
         self._group = threading.Condition()  # answers waiting for the next group commit (add_answer)
         self._waiting: list = []
         self._committing = False
+
+    def _open_writable(self, db: Optional[sqlite3.Connection] = None) -> None:
+        """The connection that writes, ``db`` or a new one (the read-only one before it closed: it leaves the log and
+        its index as they are, where the last connection to close would checkpoint and remove them)."""
+        if db is None:
+            self.db.close()
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self.db = db
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # a commit is made durable by _sync (the log synced)
+        self.db.execute("PRAGMA foreign_keys=ON")
 
     def _write(self, sql: str, args=(), *more: tuple, durable: bool = True) -> sqlite3.Cursor:
         """``sql`` with ``args`` (and each further ``(sql, args)``) in one transaction, on disk before it returns
@@ -160,7 +174,10 @@ class Store(Invites):
         return {k: json.loads(v) for k, v in self.rows("SELECT key, value FROM meta")}
 
     def _upgrade(self) -> None:
-        """The tables and columns of this version (a new file's, or those a file made before them lacks)."""
+        """The tables and columns of this version (a new file's, or those a file made before them lacks), on the
+        connection that writes."""
+        if self._upgrade_pending:
+            self._open_writable()
         self.db.executescript(SCHEMA)
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(answers)")}
         for column, kind in (("undone", "REAL"), ("train", "INTEGER")):  # a database made before the column

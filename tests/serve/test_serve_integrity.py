@@ -249,3 +249,43 @@ def test_a_copied_database_rebuilds_its_learner_and_never_loads_the_originals_fi
     assert copy.restored == {"shared": 12}  # every answer replayed: no file was taken for this learner
     assert os.path.getmtime(ann.snapshot_path("shared")) == mtime  # the original's file untouched
     copy.store.close()
+
+
+def test_a_refused_start_after_a_kill_leaves_the_log_and_the_database_as_they_were(tmp_path):
+    """A server killed with writes in its log, then started with another seed: refused, and every file (the
+    database, its log, the learner's) byte for byte as the kill left them, the log's index still there. The refused start
+    closed its connection, the last one, and SQLite checkpointed the log into the database and removed both log
+    files though the line said nothing was changed."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.test_readme import ROOT
+
+    live, crashed = tmp_path / "live", tmp_path / "crashed"
+    live.mkdir()
+    crashed.mkdir()
+    ann = Annotation(builtin_catalog(), Store(str(live / "a.db")), CONFIG, save_every=5)
+    sid = ann.new_session()
+    _answer_n(ann, sid, 6)
+    ann.question(sid)  # written after the last answer: the log holds it
+    for f in os.listdir(live):  # the files as a kill -9 left them (no close, no checkpoint at the end)
+        if not f.endswith(".lock"):
+            shutil.copy(live / f, crashed / f)
+    ann.close()
+
+    def every_file():  # (the log's index, -shm, by name only: SQLite rebuilds it from the log as it reads)
+        return {
+            f: "present" if f.endswith("-shm") else hashlib.sha256((crashed / f).read_bytes()).hexdigest()
+            for f in sorted(os.listdir(crashed))
+        }
+
+    before = every_file()
+    assert {"a.db", "a.db-wal", "a.db-shm"} <= set(before)
+    serve = [sys.executable, os.path.join(ROOT, "scripts", "serve.py"), "--db", str(crashed / "a.db"), "--port", "0"]
+    res = subprocess.run([*serve, "--seed", "3"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "was made with" in res.stderr and "this server has" in res.stderr, res.stderr
+    assert every_file() == before
+    again = Annotation(builtin_catalog(), Store(str(crashed / "a.db")), CONFIG)
+    assert again.store.count_answers() == 6
+    again.close()
