@@ -67,8 +67,10 @@ class Annotation(Exports, Restore, Rankings):
     before). ``show_ranking``: whether annotators see it (None: unless the study has invites; the researcher always
     does). ``stall_seconds``: a reply's longest wait for a background learner that learns nothing (stopped, say):
     after it no reply waits until it learns again, and the counts say ``stalled``. ``completion_code`` and
-    ``completion_url``: what a person who reached ``questions_per_person`` is given to show they did (the code a
-    study site such as Prolific or MTurk checks, and the link back to it). ``consent_text``: what a person agrees
+    ``completion_url``: what a person who reached ``questions_per_person`` answers with a choice ("can't decide"
+    counts for none) is given to show they did (the code a study site such as Prolific or MTurk checks, and the link
+    back to it); ``completion_code_failed``: instead, for one who answered every attention check the other way (a
+    study site's code for that outcome; without it such a person is given no code). ``consent_text``: what a person agrees
     to before their first question (plain text; a session starts only with their consent, recorded).
     ``balance_sides``: the learner's first pick shown on the left or the right at random (seeded by the question),
     so that a person's leaning to one side does not pass for a preference (the default); False: always on the left.
@@ -97,6 +99,7 @@ class Annotation(Exports, Restore, Rankings):
         stall_seconds: float = STALL_SECONDS,
         completion_code: Optional[str] = None,
         completion_url: Optional[str] = None,
+        completion_code_failed: Optional[str] = None,
         consent_text: Optional[str] = None,
         balance_sides: bool = True,
         repeat_every: Optional[int] = None,
@@ -111,6 +114,14 @@ class Annotation(Exports, Restore, Rankings):
         self.show_ranking = show_ranking
         self.stall_seconds = stall_seconds
         self.completion = check_completion(completion_code, completion_url, questions_per_person)
+        self.completion_failed = None  # the code alone: the study site's link carries the other code
+        if completion_code_failed is not None:
+            if not attention:
+                raise ValueError("--completion-code-failed: the code for failed attention checks; give --attention")
+            try:
+                self.completion_failed = check_completion(completion_code_failed, None, questions_per_person)
+            except ValueError as err:
+                raise ValueError(str(err).replace("--completion-code:", "--completion-code-failed:")) from None
         self.consent_text = check_consent(consent_text)
         self.balance_sides = bool(balance_sides)
         if repeat_every is not None and (type(repeat_every) is not int or repeat_every < 2):
@@ -281,13 +292,13 @@ class Annotation(Exports, Restore, Rankings):
         learner as last published, never waiting for a learning step)."""
         key = self.learner_of(sid)
         with self.lock:  # (questions are numbered one at a time)
-            if self.goal is not None and self.store.count_answers(sid) >= self.goal:
-                # the person has answered all they were asked: with the study's completion code (and link)
-                return {
-                    "done": True,
-                    **self.counts(key, sid),
-                    **({"completion": self.completion} if self.completion else {}),
-                }
+            if self.goal is not None and self.store.count_decided(sid) >= self.goal:
+                # the person has answered all they were asked (with a choice: "can't decide" is no answer): with the
+                # study's completion code (and link), or with --completion-code-failed where they answered every
+                # attention check the other way
+                failed = self.failed_checks(sid)
+                code = self.completion_failed if failed else self.completion
+                return {"done": True, **self.counts(key, sid), **({"completion": code} if code else {})}
             pending = self.store.pending(sid)
             if pending is None:
                 qn = self.store.last_question() + 1
@@ -427,6 +438,17 @@ class Annotation(Exports, Restore, Rankings):
             self.store.add_question(sid, key, offer, i, j, purpose)  # the same pair, asked again
             return {"undone": seq, **self.counts(key, sid)}
 
+    def failed_checks(self, sid: str) -> bool:
+        """The session answered at least one attention check and every one the other way."""
+        if not self.attention:
+            return False
+        better = {frozenset(pair): pair[0] for pair in self.attention}
+        answers = self.store.check_answers(sid, "attention")
+        wrong = [
+            (offer[i] if c == 1 else offer[j]) != better[frozenset((offer[i], offer[j]))] for offer, i, j, c in answers
+        ]
+        return bool(wrong) and all(wrong)
+
     def counts(self, key: str, sid: Optional[str] = None) -> dict:
         """Answers kept in all, answers ``key``'s learner holds, and (a session given) the session's own and its
         goal (None: no end)."""
@@ -439,5 +461,6 @@ class Annotation(Exports, Restore, Rankings):
         if self.worker is not None:  # the page says which: a learner that stopped, or that learns nothing for now
             out.update(failed=self.worker.failed, stalled=self.worker.stalled)
         if sid is not None:
-            out.update(yours=self.store.count_answers(sid), goal=self.goal)
+            yours = self.store.count_answers(sid) if self.goal is None else self.store.count_decided(sid)
+            out.update(yours=yours, goal=self.goal)
         return out

@@ -165,6 +165,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--completion-url", help="and a link back to the study site (http(s)://...)")
     p.add_argument(
+        "--completion-code-failed",
+        help="the code instead for a person who answered every --attention check the other way (without it: none)",
+    )
+    p.add_argument(
         "--balance-sides",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -307,6 +311,7 @@ def main(argv=None) -> int:
             show_ranking=a.show_ranking,
             completion_code=a.completion_code,
             completion_url=a.completion_url,
+            completion_code_failed=a.completion_code_failed,
             consent_text=consent,
             balance_sides=a.balance_sides,
             repeat_every=a.repeat_every,

@@ -104,7 +104,9 @@ class Exports:
         (``attentive``) and ``failed_checks``, those answered the other way (a person to look at). ``between``: over
         the pairs of items that two or more sessions answered to questions the learner chose (no check: every
         session is asked those alike), each pair of sessions' first answers: how many (``compared``), how many agree
-        (``agreeing``), and over how many pairs of items (``pairs``)."""
+        (``agreeing``), and over how many pairs of items (``pairs``). Each session also says whether it started with
+        its person's consent (``consented``) and reached its goal (``completed``: its answers with a choice; None
+        without a goal)."""
         names = self.items.names
         known = {frozenset((names[a], names[b])): names[a] for a, b in self.attention}  # pair -> the known answer
         first: dict = {}  # (session, item pair) -> the item preferred the first time
@@ -143,6 +145,11 @@ class Exports:
             for x, y in itertools.combinations(answers, 2):
                 compared += 1
                 agreeing += int(x == y)
+        consented, goal = self.store.consented(), getattr(self, "goal", None)
+        for sid, n in self.store.session_numbers().items():
+            if n in per:
+                per[n]["consented"] = sid in consented
+                per[n]["completed"] = None if goal is None else self.store.count_decided(sid) >= goal
         sessions = sorted(per.values(), key=lambda r: r["session"])
         return {"sessions": sessions, "between": {"compared": compared, "agreeing": agreeing, "pairs": pairs}}
 

@@ -222,6 +222,10 @@ class Store(Invites):
         more += (("INSERT INTO consents VALUES (?, ?, ?)", (sid, now, consent_sha256)),) if consent_sha256 else ()
         self._write("INSERT INTO sessions VALUES (?, ?, ?)", (sid, annotator, now), *more)
 
+    def consented(self) -> set:
+        """The sessions that started with their person's consent."""
+        return {r[0] for r in self.rows("SELECT session FROM consents")}
+
     def consents(self) -> int:
         """How many sessions started with their person's consent."""
         return self.rows("SELECT COUNT(*) FROM consents")[0][0]
@@ -443,6 +447,21 @@ class Store(Invites):
                     "SELECT COUNT(*) FROM answers WHERE session = ? AND undone IS NULL", (session,)
                 )[0][0]
             return self._kept_by_session[session]
+
+    def count_decided(self, session: str) -> int:
+        """The session's kept answers with a choice (not "can't decide"): what its goal counts."""
+        return self.rows(
+            "SELECT COUNT(*) FROM answers WHERE session = ? AND undone IS NULL AND choice != 0", (session,)
+        )[0][0]
+
+    def check_answers(self, session: str, purpose: str) -> list:
+        """The session's kept answers with a choice to its ``purpose`` checks: (offer, i, j, choice), in order."""
+        rows = self.rows(
+            "SELECT q.offer, q.i, q.j, a.choice FROM answers a JOIN questions q ON q.id = a.question "
+            "WHERE a.session = ? AND a.undone IS NULL AND a.choice != 0 AND q.purpose = ? ORDER BY a.seq",
+            (session, purpose),
+        )
+        return [(json.loads(o), i, j, c) for o, i, j, c in rows]
 
     def last_answer(self, session: str) -> Optional[tuple]:
         """The session's latest answer not undone: (seq, question, learner, choice, learned), else None."""

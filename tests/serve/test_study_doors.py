@@ -207,6 +207,52 @@ def test_a_person_who_reaches_the_goal_gets_the_studys_completion_code_and_link(
     assert done["done"] is True and done["completion"] == {"code": "C1X2Y3", "url": url}
 
 
+def test_a_completion_code_is_earned_by_answers_with_a_choice_and_not_by_failing_every_check(tmp_path):
+    """Six "can't decide" clicks earned the code of a 6-question study, and so did answering every attention check the
+    other way. Now the goal counts answers with a choice; a person who answered every check the other way is given
+    --completion-code-failed (the study site's code for that outcome), and the exports say who consented and who
+    completed."""
+    from nvldb_pl.serve.items import builtin_catalog
+
+    names = builtin_catalog().names
+    url = "https://app.prolific.com/submissions/complete?cc=C1X2Y3"
+    c, ann = _client(
+        tmp_path,
+        questions_per_person=4,
+        completion_code="C1X2Y3",
+        completion_url=url,
+        completion_code_failed="FAILED9",
+        attention=[f"{names[2]}>{names[5]}"],
+        attention_every=2,
+    )
+    skipper, good, careless = (c.post("/api/session", json={}).json()["session"] for _ in range(3))
+    for _ in range(6):
+        assert _answer(c, skipper, choice=0).status_code == 200
+    assert "done" not in c.get("/api/question", params={"session": skipper}).json()  # no answer given: no code
+
+    def play(sid, right: bool):
+        while True:
+            q = c.get("/api/question", params={"session": sid}).json()
+            if q.get("done"):
+                return q
+            pair = (q["first"]["index"], q["second"]["index"])
+            known = 1 if pair == (2, 5) else 2 if pair == (5, 2) else None
+            choice = 1 if known is None else known if right else 3 - known
+            assert (
+                c.post("/api/answer", json={"session": sid, "question": q["question"], "choice": choice}).status_code
+                == 200
+            )
+
+    assert play(good, True)["completion"] == {"code": "C1X2Y3", "url": url}
+    assert play(careless, False)["completion"] == {"code": "FAILED9", "url": None}
+    by = {s["session"]: s for s in c.get("/api/reliability", headers=AUTH).json()["sessions"]}
+    assert by[2]["completed"] and by[3]["completed"] and not by[1]["completed"] and by[1]["skips"] == 6
+    assert by[3]["failed_checks"] == by[3]["attention"] == 2 and by[2]["failed_checks"] == 0
+    assert all(by[n]["consented"] is False for n in by)  # (no --consent here)
+    with pytest.raises(ValueError, match="--completion-code-failed: the code for failed attention checks"):
+        _client(tmp_path, questions_per_person=4, completion_code_failed="F1")
+
+
 @pytest.mark.parametrize(
     "kw, message",
     [
