@@ -52,6 +52,32 @@ def _mode(z: torch.Tensor, o: torch.Tensor, prior_var: float, link: str, iterati
     return w, H, nll
 
 
+def _modes(z: torch.Tensor, o: torch.Tensor, prior_vars, link: str, iterations: int = 50):
+    """:func:`_mode` at every prior variance of ``prior_vars`` [G] at once: w* [G, d], H [G, d, d], -log p(D | w*) [G]
+    (each variance's Newton iterations stop where its own would: a batch of G small solves, not G calls)."""
+    G, d = len(prior_vars), z.shape[1]
+    inv = 1.0 / torch.tensor(prior_vars, dtype=torch.float64)  # [G]
+    eye = torch.eye(d, dtype=torch.float64)
+    w = torch.zeros(G, d, dtype=torch.float64)
+    active = torch.ones(G, dtype=torch.bool)
+
+    def hessian(d2):  # [G, n] -> z^T diag(d2_g) z + I / s2_g  [G, d, d]
+        return torch.einsum("gn,ni,nj->gij", d2, z, z) + inv[:, None, None] * eye
+
+    for _ in range(iterations):
+        d1, d2 = links.nll_derivatives(link, w @ z.T, o)  # [G, n]
+        grad = d1 @ z + w * inv[:, None]
+        step = torch.cholesky_solve(grad.unsqueeze(2), torch.linalg.cholesky(hessian(d2))).squeeze(2)
+        w = torch.where(active[:, None], w - step, w)
+        active &= ~(step.abs().amax(dim=1) < 1e-10)
+        if not bool(active.any()):
+            break
+    f = w @ z.T
+    _, d2 = links.nll_derivatives(link, f, o)
+    nll = -links.log_prob(link, (2.0 * o - 1.0) * f).sum(dim=1)
+    return w, hessian(d2), nll
+
+
 def linear_posterior(z, o, link: str = "logistic", with_evidence: bool = False):
     """The posterior N(mean [d], cov [d, d]) of w given answers o [n] on pairs of feature difference z [n, d]
     (first item minus second), and the prior variance the evidence gives (its weighted mean); ``with_evidence``: and,
@@ -68,23 +94,23 @@ def linear_posterior(z, o, link: str = "logistic", with_evidence: bool = False):
     if z.shape[0] == 0:
         out = torch.zeros(d, dtype=torch.float64), torch.eye(d, dtype=torch.float64), 1.0
         return (*out, 0.0) if with_evidence else out
-    fits = []
-    for s2 in PRIOR_VARIANCES:
-        w, H, nll = _mode(z, o, s2, link)
-        chol = torch.linalg.cholesky(H)
-        evidence = (
-            -nll - float(w @ w) / (2 * s2) - 0.5 * d * math.log(s2) - float(torch.log(torch.diagonal(chol)).sum())
-        )
-        fits.append((evidence, w, torch.cholesky_inverse(chol), s2))
+    s2s = torch.tensor(PRIOR_VARIANCES, dtype=torch.float64)
+    w, H, nll = _modes(z, o, PRIOR_VARIANCES, link)  # every grid value at once
+    chol = torch.linalg.cholesky(H)
+    half_logdet = torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(dim=1)
+    evidence = -nll - (w * w).sum(dim=1) / (2 * s2s) - 0.5 * d * torch.log(s2s) - half_logdet  # [G]
     # the prior variance is not known either: each grid value weighted by its evidence (a flat prior over log s^2),
     # the mixture's mean and covariance (moment-matched): picking the best value alone made the bands too narrow
-    top = max(f[0] for f in fits)
-    weights = torch.tensor([math.exp(f[0] - top) for f in fits], dtype=torch.float64)
-    log_evidence = top + math.log(float(weights.sum()) / len(fits))
+    top = float(evidence.max())
+    weights = torch.exp(evidence - top)
+    log_evidence = top + math.log(float(weights.sum()) / len(PRIOR_VARIANCES))
     weights = weights / weights.sum()
-    mean = sum(p * f[1] for p, f in zip(weights, fits))
-    cov = sum(p * (f[2] + torch.outer(f[1] - mean, f[1] - mean)) for p, f in zip(weights, fits))
-    s2 = float(sum(p * f[3] for p, f in zip(weights, fits)))
+    mean = weights @ w
+    spread = w - mean
+    cov = torch.einsum("g,gij->ij", weights, torch.cholesky_inverse(chol)) + torch.einsum(
+        "g,gi,gj->ij", weights, spread, spread
+    )
+    s2 = float(weights @ s2s)
     return (mean, cov, s2, log_evidence) if with_evidence else (mean, cov, s2)
 
 

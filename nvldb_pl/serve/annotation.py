@@ -340,9 +340,10 @@ class Annotation(Exports, Restore, Rankings):
         answers over every item's own features (:meth:`taste_of`), never the pair this session was just asked nor one out
         to someone else and not answered yet, and while items were never compared, a pair of them
         (:func:`nvldb_pl.maths.ranking.question_mask`)."""
-        f, cov, _ = self.taste_of(key)
+        rows = self.store.to_learn(key)
+        f, cov, _ = self.taste_of(key, rows)
         shown = torch.zeros(len(self.items.names), dtype=torch.bool)
-        for _, offer, i, j, *_ in self.store.to_learn(key):
+        for _, offer, i, j, *_ in rows:
             shown[[offer[i], offer[j]]] = True
         last = self.store.last_pair(sid)
         return posterior_pair(f, cov, question_mask(shown, last, self.store.open_pairs(key)))

@@ -69,13 +69,21 @@ class Rankings:
     def taste_of(self, key: str, learned: Optional[list] = None, link: Optional[str] = None):
         """The taste posterior of learner ``key``'s answers (``learned``: these rows of the store's) over every item's
         own features (the file's values: :func:`nvldb_pl.maths.posterior.taste_posterior`): f [N], cov [N, N] and
-        each feature map's weight."""
+        each feature map's weight. Kept for the answers it was made from: the questions asked between two answers
+        read it once."""
         rows = self.store.to_learn(key) if learned is None else learned
+        made_from = (key, link or self.link, len(rows), sum(r[0] for r in rows), rows[-1][0] if rows else 0)
+        cache = self.__dict__.setdefault("_taste_cache", {})
+        if made_from in cache:
+            return cache[made_from]
         raw = self.items.raw
         first = np.array([raw[offer[i]] for _, offer, i, j, *_ in rows]).reshape(-1, raw.shape[1])
         second = np.array([raw[offer[j]] for _, offer, i, j, *_ in rows]).reshape(-1, raw.shape[1])
         o = torch.tensor([float(choice == 1) for *_, choice, _, _ in rows], dtype=torch.float64)
-        return taste_posterior(raw, first, second, o, link or self.link)
+        if len(cache) >= 8:  # the newest kept
+            cache.pop(next(iter(cache)))
+        cache[made_from] = taste_posterior(raw, first, second, o, link or self.link)
+        return cache[made_from]
 
     def _posterior_view(self, learned: list, link: str) -> tuple[np.ndarray, dict]:
         """The posterior means [N] and view of every item from the learned answers (seq, offer, i, j, choice, ...)."""

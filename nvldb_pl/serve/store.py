@@ -119,6 +119,8 @@ class Store(Invites):
         self._kept: Optional[int] = None
         self._kept_by_session: dict = {}
         self._last_question: Optional[int] = None
+        self._syncer: Optional[sqlite3.Connection] = None  # the connection that checkpoints (_sync)
+        self._sync_lock = threading.Lock()
         self._group = threading.Condition()  # answers waiting for the next group commit (add_answer)
         self._waiting: list = []
         self._committing = False
@@ -152,18 +154,22 @@ class Store(Invites):
             return cur
 
     def _sync(self) -> None:
-        """(self.lock held) Every commit so far on disk, in the database file itself: the log synced and checkpointed
-        (the database file synced after it), so that damage to the log, or its loss, can take nothing committed with
-        it. Where a reader holds the log back, the log itself is synced (its commits are then durable there)."""
+        """Every commit so far on disk, in the database file itself: the log synced and checkpointed (the database
+        file synced after it), so that damage to the log, or its loss, can take nothing committed with it. Where a
+        reader holds the log back, the log itself is synced (its commits are then durable there). On a connection of
+        its own: the disk's syncs hold no reader or writer of the main one (self.lock need not be held)."""
         if self.path == ":memory:":
             return
-        busy, frames, copied = self.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        if busy or frames != copied:
-            fd = os.open(f"{self.path}-wal", os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        with self._sync_lock:
+            if self._syncer is None:
+                self._syncer = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            busy, frames, copied = self._syncer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if busy or frames != copied:
+                fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
 
     def rows(self, sql: str, args=()) -> list:
         with self.lock:
@@ -364,9 +370,10 @@ class Store(Invites):
                     self.db.execute("ROLLBACK")
                     made = []
                     raise
-                if made:
-                    self._sync()  # on disk, in the database file itself, before it is acknowledged
-                    self._ack(made[-1][1])
+            if made:  # on disk, in the database file itself, before it is acknowledged (the lock let go meanwhile)
+                self._sync()
+                self._ack(made[-1][1])
+            with self.lock:
                 for ticket, seq, checked in made:  # counted, and handed on in the order committed
                     sid, then = ticket["args"][1], ticket["args"][4]
                     if self._kept is not None:
@@ -514,6 +521,8 @@ class Store(Invites):
         as it was."""
         if self.db is not None:
             self.db.close()
+        if getattr(self, "_syncer", None) is not None:
+            self._syncer.close()
         if self._held is not None:
             self._held.seek(0)
             self._held.truncate()
@@ -542,6 +551,9 @@ class Store(Invites):
             self._held = None
 
     def close(self) -> None:
-        with self.lock:
+        with self.lock, self._sync_lock:
+            if self._syncer is not None:
+                self._syncer.close()
+                self._syncer = None
             self.db.close()
             self._release()

@@ -157,3 +157,28 @@ def test_a_column_with_one_value_is_read_as_no_feature():
     assert torch.all(maps["linear"](x)[:, 1] == 0) and torch.isfinite(maps["quadratic"](x)).all()
     f, cov, _ = posterior.taste_posterior(x, x[[2]], x[[0]], np.array([1.0]))
     assert torch.isfinite(f).all() and float(f[2]) > float(f[0])
+
+
+@pytest.mark.parametrize("link", ["logistic", "probit"])
+def test_every_grid_value_at_once_is_each_grid_value_alone(link):
+    """The batched Newton solves (posterior._modes) against posterior._mode one prior variance at a time, and the
+    mixture linear_posterior makes of them against the same mixture computed by a loop."""
+    _, _, z, o = _answers(40, d=6, seed=7)
+    zt, ot = torch.as_tensor(z), torch.as_tensor(o)
+    w, H, nll = posterior._modes(zt, ot, posterior.PRIOR_VARIANCES, link)
+    fits = []
+    for g, s2 in enumerate(posterior.PRIOR_VARIANCES):
+        w1, H1, nll1 = posterior._mode(zt, ot, s2, link)
+        torch.testing.assert_close(w[g], w1, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(H[g], H1, rtol=1e-9, atol=1e-12)
+        assert float(nll[g]) == pytest.approx(nll1, rel=1e-12)
+        ev = -nll1 - float(w1 @ w1) / (2 * s2) - 3 * math.log(s2) - 0.5 * float(torch.logdet(H1))
+        fits.append((ev, w1, torch.linalg.inv(H1)))
+    top = max(f[0] for f in fits)
+    p = [math.exp(f[0] - top) for f in fits]
+    p = [x / sum(p) for x in p]
+    mean = sum(pk * f[1] for pk, f in zip(p, fits))
+    cov = sum(pk * (f[2] + torch.outer(f[1] - mean, f[1] - mean)) for pk, f in zip(p, fits))
+    got_mean, got_cov, _ = linear_posterior(z, o, link)
+    torch.testing.assert_close(got_mean, mean, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(got_cov, cov, rtol=1e-9, atol=1e-12)
