@@ -100,6 +100,8 @@ class Annotation(Exports, Restore, Rankings):
         completion_code: Optional[str] = None,
         completion_url: Optional[str] = None,
         completion_code_failed: Optional[str] = None,
+        max_sessions: Optional[int] = None,
+        max_sessions_per_client: Optional[int] = None,
         consent_text: Optional[str] = None,
         balance_sides: bool = True,
         repeat_every: Optional[int] = None,
@@ -144,6 +146,11 @@ class Annotation(Exports, Restore, Rankings):
         if questions_per_person is not None and (type(questions_per_person) is not int or questions_per_person < 1):
             raise ValueError(f"--questions-per-person: must be an integer >= 1, got {clip(questions_per_person)}")
         self.goal = questions_per_person
+        for flag, value in (("--max-sessions", max_sessions), ("--max-sessions-per-client", max_sessions_per_client)):
+            if value is not None and (type(value) is not int or value < 1):
+                raise ValueError(f"{flag}: must be an integer >= 1, got {clip(value)}")
+        self.max_sessions, self.max_sessions_per_client = max_sessions, max_sessions_per_client
+        self._client_sessions: dict = {}  # client address -> sessions it started since this server started
         if type(most_behind) is not int or most_behind < 0:
             raise ValueError(f"--most-behind: must be an integer >= 0, got {clip(most_behind)}")
         self.most_behind = most_behind
@@ -221,10 +228,14 @@ class Annotation(Exports, Restore, Rankings):
         self.store.add_invite(annotator.strip(), hashlib.sha256(secret.encode()).hexdigest())
         return secret
 
-    def new_session(self, annotator: Optional[str] = None, invite: Optional[str] = None, consent=None) -> str:
+    def new_session(
+        self, annotator: Optional[str] = None, invite: Optional[str] = None, consent=None, client: Optional[str] = None
+    ) -> str:
         """A session; with ``invite`` (a secret of :meth:`invite`), its annotator's. Refused: an unknown invite, once
-        the study has invites a session without one (nobody answers as another by naming them), and where the study
-        asks for consent (``consent_text``), a session without ``consent`` True (recorded with the text's digest)."""
+        the study has invites a session without one (nobody answers as another by naming them), where the study
+        asks for consent (``consent_text``), a session without ``consent`` True (recorded with the text's digest), and
+        without an invite, one past ``max_sessions`` in all or past ``max_sessions_per_client`` from ``client`` (its
+        address; counted since this server started) (429)."""
         if self.consent_text is not None and consent is not True:
             raise BadRequest(403, "consent: this study asks for the person's consent first (the page shows its text)")
         if self.consent_text is None and consent is not None:
@@ -251,6 +262,19 @@ class Annotation(Exports, Restore, Rankings):
             started = self.store.invite_session(secret) if secret else None
             if started is not None:
                 return started
+            if secret is None and self.max_sessions is not None and self.store.count_sessions() >= self.max_sessions:
+                raise BadRequest(429, f"session: this study has its {self.max_sessions} sessions; no more start")
+            started_here = self._client_sessions.get(client, 0)
+            if (
+                secret is None
+                and self.max_sessions_per_client is not None
+                and started_here >= self.max_sessions_per_client
+            ):
+                raise BadRequest(
+                    429,
+                    f"session: {self.max_sessions_per_client} sessions were started from this address; no more start",
+                )
+            self._client_sessions[client] = started_here + 1
             sid = uuid.uuid4().hex
             agreed = hashlib.sha256(self.consent_text.encode()).hexdigest() if self.consent_text is not None else None
             self.store.add_session(sid, annotator.strip() if annotator else None, secret, agreed)

@@ -209,10 +209,11 @@ def make_app(
         return {"consent": annotation.consent_text}
 
     @app.post("/api/session")
-    def session(body: Any = Body(None)):
+    def session(request: Request, body: Any = Body(None)):
         fields = ("annotator", "invite", "consent")
         annotator, invite, consent = _body({} if body is None else body, *fields, optional=fields)
-        return {"session": annotation.new_session(annotator, invite, consent)}
+        client = request.client.host if request.client else None
+        return {"session": annotation.new_session(annotator, invite, consent, client)}
 
     @app.get("/api/question")
     def question(session: str):

@@ -210,6 +210,12 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help="each person's goal: after this many answers the page thanks them and asks no more (default: no end)",
     )
+    p.add_argument("--max-sessions", type=int, help="an open study's sessions in all (invited ones not counted)")
+    p.add_argument(
+        "--max-sessions-per-client",
+        type=int,
+        help="sessions one address may start (since the server started; invited ones not counted)",
+    )
     return p
 
 
@@ -317,6 +323,8 @@ def main(argv=None) -> int:
             repeat_every=a.repeat_every,
             attention=a.attention,
             attention_every=a.attention_every,
+            max_sessions=a.max_sessions,
+            max_sessions_per_client=a.max_sessions_per_client,
         )
         for name in a.withdraw:
             annotation.withdraw(name)

@@ -228,6 +228,9 @@ class Store(Invites):
         more += (("INSERT INTO consents VALUES (?, ?, ?)", (sid, now, consent_sha256)),) if consent_sha256 else ()
         self._write("INSERT INTO sessions VALUES (?, ?, ?)", (sid, annotator, now), *more)
 
+    def count_sessions(self) -> int:
+        return self.rows("SELECT COUNT(*) FROM sessions")[0][0]
+
     def consented(self) -> set:
         """The sessions that started with their person's consent."""
         return {r[0] for r in self.rows("SELECT session FROM consents")}
