@@ -213,7 +213,7 @@ class Annotation(Exports, Restore, Rankings):
     def close(self) -> None:
         """Learn what waits, then save every learner."""
         if self.worker is not None:
-            self.worker.stop()
+            self.worker.stop(self.stall_seconds)
             return
         with self.lock:
             for key in self.learners.bandits:

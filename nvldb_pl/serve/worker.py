@@ -334,12 +334,29 @@ class LearnerProcess:
             self.changed.wait_for(lambda: (key, seq) in self.undone or self.failed is not None)
             return self.undone.pop((key, seq), False)
 
-    def stop(self) -> None:
-        """Learn what waits, save every learner, end the process."""
+    def stop(self, stall_seconds: float = 10.0) -> None:
+        """Learn what waits, save every learner, end the process. A process that learns nothing for
+        ``stall_seconds`` (stopped, say) is killed instead, said on stderr: its learners stay as last saved, and the
+        answers it had not learned are kept (a restart learns them)."""
         if self.process.is_alive() and self.failed is None:
             self._send(("stop",))
             with self.changed:
-                self.changed.wait_for(lambda: self.stopped or self.failed is not None)
+                idle = 0  # periods of stall_seconds without an answer learned
+                while not (self.stopped or self.failed is not None):
+                    before = self.behind
+                    if not self.changed.wait_for(lambda: self.stopped or self.failed is not None, stall_seconds):
+                        idle = idle + 1 if self.behind >= before else 0
+                        # answers waiting and none learned, or nothing waiting and no end (saving) for 3 periods
+                        if (idle and self.behind) or idle >= 3:
+                            print(
+                                f"warning: the learning process learned nothing for {stall_seconds:g} s while "
+                                f"stopping; ended ({self.behind} answers kept, not yet learned: a restart learns "
+                                "them)",
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                            self.process.kill()
+                            break
         self.process.join(timeout=60)
         self.thread.join(timeout=60)
         self.sender.join(timeout=60)

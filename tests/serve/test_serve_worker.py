@@ -126,6 +126,35 @@ def test_a_killed_learning_process_is_said_and_a_restart_learns_every_answer(tmp
     assert again.restored == {SHARED: 3} and again.bandits[SHARED].num_observed == 3
 
 
+def test_a_stopped_learning_process_neither_holds_an_undo_nor_the_servers_stop(tmp_path, capsys):
+    """With the learning process stopped (SIGSTOP), an undo hung, and so did the server's stop. Now the undo is a 503
+    that says so after stall_seconds, and the stop ends the process after stall_seconds without learning, said on
+    stderr; every answer is kept and a restart learns them."""
+    import time
+
+    from nvldb_pl.serve.annotation import BadRequest
+
+    ann = _background(tmp_path, stall_seconds=1.0)
+    sid = ann.new_session()
+    q = ann.question(sid)
+    ann.answer(sid, q["question"], _person(q))
+    assert ann.worker.drain(timeout=60)
+    os.kill(ann.worker.process.pid, signal.SIGSTOP)
+    for _ in range(2):
+        q = ann.question(sid)
+        ann.answer(sid, q["question"], _person(q))
+    start = time.monotonic()
+    with pytest.raises(BadRequest, match="undo: the learner has learned nothing for 1 s"):
+        ann.undo(sid)
+    ann.close()
+    assert time.monotonic() - start < 30
+    assert "the learning process learned nothing for 1 s while stopping; ended" in capsys.readouterr().err
+    assert ann.store.count_answers() == 3
+    ann.store.close()
+    again = Annotation(builtin_catalog(), Store(str(tmp_path / "a.db")), CONFIG)
+    assert again.bandits[SHARED].num_observed == 3
+
+
 def test_most_behind_is_checked():
     with pytest.raises(ValueError, match="--most-behind: must be an integer >= 0, got -1"):
         Annotation(builtin_catalog(), Store(":memory:"), CONFIG, most_behind=-1)
