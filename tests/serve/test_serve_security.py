@@ -158,3 +158,19 @@ def test_a_host_header_with_a_path_opens_no_export_and_an_old_starlette_is_refus
     assert starlette_floor() == "" and starlette_floor("1.0.1") == "" and starlette_floor("1.10.0") == ""
     said = starlette_floor("0.37.2")
     assert said.startswith("starlette 0.37.2 lets a malformed Host header") and "starlette>=1.0.1" in said
+
+
+def test_the_researchers_view_links_every_export_and_each_opens_with_the_token(tmp_path):
+    """The page linked two of the researcher's exports (answers.csv, ranking.csv): it links all six now, and each
+    link, as the page makes it (the token in the address), opens."""
+    import re
+
+    c, _ = _client(tmp_path)
+    page = c.get("/").text
+    ids = re.findall(r'<a id="(export-[\w-]+)" download>', page)
+    assert len(ids) == 6, ids
+    urls = {i: re.search(rf'\$\("{i}"\)\.href = withToken\("([^"]+)"', page).group(1) for i in ids}
+    assert set(urls.values()) >= {"/api/answers.csv", "/api/answers.json", "/api/bradley-terry.csv"}
+    for i, url in urls.items():
+        assert c.get(url, params={"token": RESEARCHER}).status_code == 200, (i, url)
+        assert c.get(url).status_code == 401, (i, url)
