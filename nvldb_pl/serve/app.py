@@ -2,7 +2,7 @@
 
     GET  /                      the page (``page.html``: plain HTML and a little JavaScript)
     GET  /images/<k>            item k's image file, where the items CSV names one beside it
-    GET  /api/study             what a person sees before their first question: {"consent": text or null}
+    GET  /api/study             what a person sees before their first question: {"consent": text or null, "researcher": the researcher's token given}
     POST /api/session           {"annotator": name or null} or {"invite": secret}, and {"consent": true} where the
                                 study asks for it -> {"session"}
     GET  /api/question?session= the session's question: {"question", "first", "second", "answers", "learned"}
@@ -205,8 +205,14 @@ def make_app(
         return FileResponse(files[k], media_type=kind, headers={"Cache-Control": "max-age=3600"})
 
     @app.get("/api/study")
-    def study():
-        return {"consent": annotation.consent_text}
+    def study(request: Request):
+        """The study's consent text, and whether the request carries the researcher's token (the page then opens on
+        the ranking and the exports: a researcher is no participant, asked no consent and no questions)."""
+        given = request.headers.get("x-token") or request.query_params.get("token") or ""
+        return {
+            "consent": annotation.consent_text,
+            "researcher": bool(researcher_token) and _matches(given, researcher_token),
+        }
 
     @app.post("/api/session")
     def session(request: Request, body: Any = Body(None)):

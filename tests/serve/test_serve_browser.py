@@ -245,3 +245,55 @@ def test_a_study_with_consent_shows_its_text_and_asks_only_after_the_person_agre
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM consents").fetchone() == (1,)
+
+
+def test_the_researchers_link_and_a_prolific_style_open_study(tmp_path):
+    """The researcher's link of an invite-only study with a consent text asked for consent, then showed the red
+    "annotators are invited" error over empty cards. Now it opens on the ranking and every export, no consent, no
+    question, no error. And a participant of an open study, named by the site's id in the address
+    (``?annotator=PID``), answers to the goal and is shown the study's code, with no Ranking tab on the consent
+    screen."""
+    items, port = _items(tmp_path), _free_port()
+    consent = tmp_path / "consent.txt"
+    consent.write_text("You agree to compare trees.\n")
+    proc, _, token = _start(items, str(tmp_path / "invited.db"), port, "--invite", "alice", "--consent", str(consent))
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/?token={token}")
+            page.wait_for_selector("#rank", state="visible", timeout=30000)
+            page.wait_for_selector("#exports", state="visible", timeout=30000)
+            assert page.locator("#consent").is_hidden() and page.locator("#ask").is_hidden()
+            assert page.locator("#to-ask").is_hidden() and page.locator("#error").inner_text() == ""
+            links = page.locator("#exports a")
+            assert links.count() == 6
+            assert all(f"token={token}" in links.nth(k).get_attribute("href") for k in range(6))
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    port = _free_port()
+    study = ("--per-annotator", "--questions-per-person", "3", "--completion-code", "PROLIFIC1", "--consent")
+    proc, _, _ = _start(items, str(tmp_path / "open.db"), port, *study, str(consent))
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_context(bypass_csp=True).new_page()  # (the waits evaluate a string)
+            page.goto(f"http://127.0.0.1:{port}/?annotator=5f1c0a77e2")
+            page.wait_for_selector("#consent", state="visible", timeout=30000)
+            assert page.locator("#to-rank").is_hidden()  # no Ranking tab on the consent screen
+            page.click("#agree")
+            for n in range(1, 4):
+                page.wait_for_selector("#first .name", timeout=30000)
+                _prefer(page)
+                _wait(page, f"document.getElementById('count').dataset.yours === '{n}'")
+            page.wait_for_selector("#done", state="visible", timeout=30000)
+            assert page.locator("#completion-code").inner_text() == "PROLIFIC1"
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    con = sqlite3.connect(str(tmp_path / "open.db"))
+    assert con.execute("SELECT annotator FROM sessions").fetchall() == [("5f1c0a77e2",)]
+    assert con.execute("SELECT COUNT(*) FROM consents").fetchone()[0] == 1

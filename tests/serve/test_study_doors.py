@@ -269,7 +269,8 @@ def test_a_completion_code_or_link_that_cannot_work_is_refused(tmp_path, kw, mes
 def test_a_study_with_consent_starts_a_session_only_with_it_and_records_it(tmp_path):
     text = "You will compare pairs.\n\nYour answers are kept."
     c, ann = _client(tmp_path, consent_text=text)
-    assert c.get("/api/study").json() == {"consent": text}
+    assert c.get("/api/study").json() == {"consent": text, "researcher": False}
+    assert c.get("/api/study", headers=AUTH).json()["researcher"] is True
     for body in ({}, {"consent": False}, {"consent": "yes"}):
         r = c.post("/api/session", json=body)
         assert r.status_code == 403 and r.json()["error"].startswith("consent: this study asks"), body
@@ -278,7 +279,7 @@ def test_a_study_with_consent_starts_a_session_only_with_it_and_records_it(tmp_p
     assert c.get("/api/status", headers=AUTH).json()["consents"] == 1
     (tmp_path / "plain").mkdir()
     plain, _ = _client(tmp_path / "plain")
-    assert plain.get("/api/study").json() == {"consent": None}
+    assert plain.get("/api/study").json() == {"consent": None, "researcher": False}
     r = plain.post("/api/session", json={"consent": True})
     assert r.status_code == 422 and r.json()["error"].startswith("consent: this study asks for none")
 
