@@ -48,7 +48,7 @@ import torch
 import yaml
 
 from nvldb_pl.live import DuelingBandit
-from nvldb_pl.maths.posterior import PRIOR_VARIANCES, _mode, linear_posterior, taste_maps, taste_posterior
+from nvldb_pl.maths.posterior import linear_posterior, taste_maps, taste_posterior
 from nvldb_pl.maths.ranking import bald, posterior_pair, question_mask
 from nvldb_pl.serve.items import kendall_tau
 
@@ -134,22 +134,10 @@ class Posterior:
 
 
 def evidence_posterior(F: torch.Tensor, pairs, outcomes):
-    """The linear posterior on items' features F [N, q] as linear_posterior makes it, with its log evidence
-    log p(D) (Laplace at each prior variance, averaged over the grid: a flat prior over log s^2)."""
+    """The linear posterior on items' features F [N, q] (:func:`linear_posterior`) as the items' means and
+    covariance, with its log evidence log p(D)."""
     z = F[[i for i, _ in pairs]] - F[[j for _, j in pairs]]
-    o = torch.tensor(outcomes, dtype=torch.float64)
-    q, fits = z.shape[1], []
-    for s2 in PRIOR_VARIANCES:
-        w, H, nll = _mode(z, o, s2, "logistic")
-        chol = torch.linalg.cholesky(H)
-        ev = -nll - float(w @ w) / (2 * s2) - 0.5 * q * math.log(s2) - float(torch.log(torch.diagonal(chol)).sum())
-        fits.append((ev, w, torch.cholesky_inverse(chol)))
-    top = max(f[0] for f in fits)
-    pw = torch.tensor([math.exp(f[0] - top) for f in fits], dtype=torch.float64)
-    log_ev = top + math.log(float(pw.sum()) / len(fits))
-    pw = pw / pw.sum()
-    mean = sum(p * f[1] for p, f in zip(pw, fits))
-    cov = sum(p * (f[2] + torch.outer(f[1] - mean, f[1] - mean)) for p, f in zip(pw, fits))
+    mean, cov, _, log_ev = linear_posterior(z, torch.tensor(outcomes, dtype=torch.float64), with_evidence=True)
     return F @ mean, F @ cov @ F.T, log_ev
 
 

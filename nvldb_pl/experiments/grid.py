@@ -14,7 +14,6 @@ stopped; other settings run anew, in the next version folder.
 from __future__ import annotations
 
 import glob
-import dataclasses
 import inspect
 import math
 import os
@@ -29,6 +28,7 @@ from ..loop.data import BanditDataModule
 from ..maths.checks import LINKED_FROM_DATA
 from ..migrations import RENAMED, upgrade_settings
 from ..learners.registry import learner_class, method_spec
+from ..learners.settings import Options
 from ..machinery.host import hold_folder, read_json
 from ..machinery.provenance import hparams_digest
 from ..machinery.resume import whole_checkpoint
@@ -111,7 +111,8 @@ def run_settings(method: str, hparams: dict) -> dict:
     hparams = upgrade_settings(hparams, learner)  # a run made before a setting existed: as it ran then
     params = inspect.signature(cls.__init__).parameters
     own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
-    derived = [k for k in own if params[k].default is None or _nested(params[k].default)]  # a mapping: as made
+    # a group of Options (self_duel): saved as a mapping with its derived fields in force, compared as made
+    derived = [k for k in own if params[k].default is None or isinstance(params[k].default, Options)]
     changed = {
         k: hparams[k]
         for k in own
@@ -197,12 +198,6 @@ def unfinished_run(
         ):
             return int(folder.rsplit("_", 1)[1]), ckpt, t
     return None
-
-
-def _nested(default) -> bool:
-    """An argument whose default is a dataclass instance (``self_duel``): saved as a mapping with its derived fields
-    in force."""
-    return dataclasses.is_dataclass(default) and not isinstance(default, type)
 
 
 def _made_hparams(method: str, hp: dict, model: dict) -> dict:

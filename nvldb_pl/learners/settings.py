@@ -6,7 +6,7 @@ rarely changed settings given as one mapping (``self_duel``, ``sampler``, ``comp
 from __future__ import annotations
 
 import inspect
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ..maths.checks import check
@@ -92,8 +92,3 @@ class Options:
     def saved(self) -> dict:
         """The mapping a learner's hparams hold."""
         return asdict(self)
-
-
-def is_options(value) -> bool:
-    """``value`` is a group of :class:`Options` (an instance, not the class)."""
-    return is_dataclass(value) and isinstance(value, Options)

@@ -33,28 +33,10 @@ from .ranking import settled
 PRIOR_VARIANCES = tuple(4.0**k for k in range(-2, 5))  # 1/16 .. 256: the evidence's grid over s^2
 
 
-def _mode(z: torch.Tensor, o: torch.Tensor, prior_var: float, link: str, iterations: int = 50):
-    """(w*, H, -log p(D | w*)) of the linear-logistic posterior: z [n, d], o [n] (float64)."""
-    d = z.shape[1]
-    w = torch.zeros(d, dtype=torch.float64)
-    eye = torch.eye(d, dtype=torch.float64)
-    for _ in range(iterations):
-        d1, d2 = links.nll_derivatives(link, z @ w, o)
-        grad = z.T @ d1 + w / prior_var
-        H = (z * d2.unsqueeze(1)).T @ z + eye / prior_var
-        step = torch.cholesky_solve(grad.unsqueeze(1), torch.linalg.cholesky(H)).squeeze(1)
-        w = w - step
-        if float(step.abs().max()) < 1e-10:
-            break
-    d1, d2 = links.nll_derivatives(link, z @ w, o)
-    H = (z * d2.unsqueeze(1)).T @ z + eye / prior_var
-    nll = -float(links.log_prob(link, (2.0 * o - 1.0) * (z @ w)).sum())
-    return w, H, nll
-
-
 def _modes(z: torch.Tensor, o: torch.Tensor, prior_vars, link: str, iterations: int = 50):
-    """:func:`_mode` at every prior variance of ``prior_vars`` [G] at once: w* [G, d], H [G, d, d], -log p(D | w*) [G]
-    (each variance's Newton iterations stop where its own would: a batch of G small solves, not G calls)."""
+    """The mode w* of the linear-logistic posterior (Newton, float64 Cholesky solves) at every prior variance of
+    ``prior_vars`` [G] at once, z [n, d], o [n]: w* [G, d], the curvature H = I / s^2 + sum_i l''(w*^T z_i) z_i z_i^T
+    [G, d, d] and -log p(D | w*) [G] (each variance's iterations stop where its own would: one batch of G solves)."""
     G, d = len(prior_vars), z.shape[1]
     inv = 1.0 / torch.tensor(prior_vars, dtype=torch.float64)  # [G]
     eye = torch.eye(d, dtype=torch.float64)

@@ -118,6 +118,7 @@ class Store(Invites):
         # process alone writes answers: one server a database); each reply says them
         self._kept: Optional[int] = None
         self._kept_by_session: dict = {}
+        self._decided_by_session: dict = {}
         self._last_question: Optional[int] = None
         self._syncer: Optional[sqlite3.Connection] = None  # the connection that checkpoints (_sync)
         self._sync_lock = threading.Lock()
@@ -383,6 +384,8 @@ class Store(Invites):
                         self._kept += 1
                     if sid in self._kept_by_session:
                         self._kept_by_session[sid] += 1
+                    if sid in self._decided_by_session and ticket["args"][2]:
+                        self._decided_by_session[sid] += 1
                     try:
                         ticket["result"] = (seq, checked, then(seq, checked) if then is not None else None)
                     except Exception as err:  # kept, but not handed on: said to this caller alone
@@ -459,10 +462,17 @@ class Store(Invites):
             return self._kept_by_session[session]
 
     def count_decided(self, session: str) -> int:
-        """The session's kept answers with a choice (not "can't decide"): what its goal counts."""
-        return self.rows(
-            "SELECT COUNT(*) FROM answers WHERE session = ? AND undone IS NULL AND choice != 0", (session,)
-        )[0][0]
+        """The session's kept answers with a choice (not "can't decide"): what its goal counts (counted once, then
+        kept in step, as :meth:`count_answers`)."""
+        kept = self._decided_by_session.get(session)
+        if kept is not None:
+            return kept
+        with self.lock:
+            if session not in self._decided_by_session:
+                self._decided_by_session[session] = self.rows(
+                    "SELECT COUNT(*) FROM answers WHERE session = ? AND undone IS NULL AND choice != 0", (session,)
+                )[0][0]
+            return self._decided_by_session[session]
 
     def check_answers(self, session: str, purpose: str) -> list:
         """The session's kept answers with a choice to its ``purpose`` checks: (offer, i, j, choice), in order."""
@@ -485,7 +495,7 @@ class Store(Invites):
     def undo(self, seq: int) -> None:
         with self.lock:
             self._write("UPDATE answers SET undone = ? WHERE seq = ?", (time.time(), seq))
-            self._kept, self._kept_by_session = None, {}  # counted again when next asked
+            self._kept, self._kept_by_session, self._decided_by_session = None, {}, {}  # counted again when asked
 
     def answers(self) -> list:
         """Every answer, in the order given: (seq, session, annotator, learner, first, second, choice, answered, learned,
