@@ -20,17 +20,18 @@ orders the items from the same answers, compared with the person's hidden order 
 - ``taste_sep``: the same model averaging over three maps, a separable one (the standardized features and their
   squares: an ideal point in 2d coefficients) between the linear and the quadratic;
 - ``taste_net``: the same over the linear and quadratic maps and the standardized learner's phi (feature_dim 16),
-  the network's last layer as a third map (its evidence is read on features fitted to the same answers).
+  the network's last layer as a third map (its evidence is read on features fitted to the same answers);
+- ``taste_sep_prior``: ``taste_sep`` with the separable map a priori ``exp(SEP_PRIOR)`` as likely as each other map;
+- ``taste_sep_late``: the page's two maps until ``SEP_AFTER`` answers, the three after.
 
 Policies: ``random`` (a uniform pair, never the last one), ``page`` (objective rank: BALD on the raw learner's
 estimate, as the page asked before the taste posterior), ``bald_linear``, ``bald_quad``, ``bald_netlap``,
-``bald_evid`` (BALD under that ranker's posterior), ``taste``, ``taste_sep``, ``taste_net``
-(:func:`nvldb_pl.maths.ranking.posterior_pair` under that ranker's posterior among the pairs
+``bald_evid`` (BALD under that ranker's posterior), ``taste``, ``taste_sep``, ``taste_net``, ``taste_sep_prior``,
+``taste_sep_late`` (:func:`nvldb_pl.maths.ranking.posterior_pair` under that ranker's posterior among the pairs
 :func:`nvldb_pl.maths.ranking.question_mask` allows: never the last pair, an item not yet shown in every pair until
 all were; ``taste`` is the page now), ``gp`` (PairwiseGP's own active rule, the pair of largest posterior variance of
 the gap, ranked by its posterior mean; needs the gp extra's venv). Each row: catalog, kind, person, policy, taus per
 ranker at each count, the longest run of one pair, items never shown after 20 answers, dead-network count.
-dead-network count.
 """
 
 from __future__ import annotations
@@ -67,8 +68,25 @@ POLICIES = (
     "taste",
     "taste_sep",
     "taste_net",
+    "taste_sep_prior",
+    "taste_sep_late",
 )
-RANKERS = ("linear", "quad", "net", "netstd", "netlap", "evid", "gp", "taste", "taste_sep", "taste_net")
+RANKERS = (
+    "linear",
+    "quad",
+    "net",
+    "netstd",
+    "netlap",
+    "evid",
+    "gp",
+    "taste",
+    "taste_sep",
+    "taste_net",
+    "taste_sep_prior",
+    "taste_sep_late",
+)
+SEP_PRIOR = -2.0  # taste_sep_prior: the separable map's log prior odds against each of the page's two maps
+SEP_AFTER = 40  # taste_sep_late: the separable map joins the average after this many answers
 CHECKS = (20, 40, 100, 200)
 
 
@@ -198,15 +216,16 @@ def separable(x: np.ndarray) -> np.ndarray:
     return np.concatenate([z, z**2 - 1.0], axis=1) / math.sqrt(z.shape[1])
 
 
-def maps_fit(Fs, pairs, outcomes):
-    """taste_posterior's model averaging over the item feature matrices Fs ([N, q] each): f [N], cov [N, N]."""
+def maps_fit(Fs, pairs, outcomes, log_prior=None):
+    """taste_posterior's model averaging over the item feature matrices Fs ([N, q] each), each map's evidence times
+    exp(log_prior[k]) (0 for all when None): f [N], cov [N, N]."""
     o = torch.tensor(outcomes, dtype=torch.float64)
     fits = []
-    for F in Fs:
+    for k, F in enumerate(Fs):
         F = torch.as_tensor(F, dtype=torch.float64)
         z = F[[i for i, _ in pairs]] - F[[j for _, j in pairs]] if pairs else torch.zeros(0, F.shape[1]).double()
         mean, cov, _, log_ev = linear_posterior(z, o, "logistic", with_evidence=True)
-        fits.append((log_ev, F @ mean, F @ cov @ F.T))
+        fits.append((log_ev + (log_prior[k] if log_prior else 0.0), F @ mean, F @ cov @ F.T))
     top = max(f[0] for f in fits)
     pw = torch.tensor([math.exp(f[0] - top) for f in fits], dtype=torch.float64)
     pw = pw / pw.sum()
@@ -234,7 +253,10 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rank
     map_sets = {
         "taste_sep": lambda: (lin_F, sep_F, quad_F),
         "taste_net": lambda: (lin_F, quad_F, phi_of(std, xs)),
+        "taste_sep_prior": lambda: (lin_F, quad_F, sep_F),
+        "taste_sep_late": lambda: (lin_F, quad_F, sep_F) if len(pairs) >= SEP_AFTER else (lin_F, quad_F),
     }
+    priors = {"taste_sep_prior": (0.0, 0.0, SEP_PRIOR)}
     pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
     last, run_len, longest = None, 0, 0
     taus, never_shown, t0 = {}, None, time.perf_counter()
@@ -251,7 +273,7 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rank
             allowed = question_mask(torch.as_tensor(shown > 0), last)
             i, j = posterior_pair(f, C, allowed)
         elif policy in map_sets:
-            f, C = maps_fit(map_sets[policy](), pairs, outcomes)
+            f, C = maps_fit(map_sets[policy](), pairs, outcomes, priors.get(policy))
             i, j = posterior_pair(f, C, question_mask(torch.as_tensor(shown > 0), last))
         elif policy == "gp":  # PairwiseGP's own active rule: the pair of largest Var(f_i - f_j) (needs the gp extra)
             i, j = gp_question(x, pairs, outcomes, rng)
@@ -287,6 +309,10 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rank
                 "taste": lambda: taste_fit(x, pairs, outcomes)[0].numpy(),
                 "taste_sep": lambda: maps_fit(map_sets["taste_sep"](), pairs, outcomes)[0].numpy(),
                 "taste_net": lambda: maps_fit(map_sets["taste_net"](), pairs, outcomes)[0].numpy(),
+                "taste_sep_prior": lambda: maps_fit(
+                    map_sets["taste_sep_prior"](), pairs, outcomes, priors["taste_sep_prior"]
+                )[0].numpy(),
+                "taste_sep_late": lambda: maps_fit(map_sets["taste_sep_late"](), pairs, outcomes)[0].numpy(),
             }
             taus[t] = {rk: kendall_tau(fn(), truth) for rk, fn in scorers.items() if rk in rankers}
             if policy == "gp" and "gp" in rankers:
