@@ -233,7 +233,9 @@ def maps_fit(Fs, pairs, outcomes, log_prior=None):
     return f, sum(p * (m[2] + torch.outer(m[1] - f, m[1] - f)) for p, m in zip(pw, fits))
 
 
-def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rankers=RANKERS) -> dict:
+def run(
+    cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rankers=RANKERS, sep_prior=SEP_PRIOR
+) -> dict:
     x, x01 = catalog(cat, scale)
     N, d = x.shape
     P, truth = person(kind, x01, p)
@@ -256,7 +258,7 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rank
         "taste_sep_prior": lambda: (lin_F, quad_F, sep_F),
         "taste_sep_late": lambda: (lin_F, quad_F, sep_F) if len(pairs) >= SEP_AFTER else (lin_F, quad_F),
     }
-    priors = {"taste_sep_prior": (0.0, 0.0, SEP_PRIOR)}
+    priors = {"taste_sep_prior": (0.0, 0.0, sep_prior)}
     pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
     last, run_len, longest = None, 0, 0
     taus, never_shown, t0 = {}, None, time.perf_counter()
@@ -329,6 +331,7 @@ def run(cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rank
         "never_shown_at_20": never_shown,
         "raw_net_flat": dead,
         "seconds": round(time.perf_counter() - t0, 2),
+        "sep_prior": sep_prior,
     }
 
 
@@ -447,6 +450,7 @@ def main(argv=None) -> None:
     ap.add_argument("--scales", nargs="+", default=list(SCALES))
     ap.add_argument("--policies", nargs="+", default=list(POLICIES))
     ap.add_argument("--rankers", nargs="+", default=list(RANKERS))
+    ap.add_argument("--sep-prior", type=float, default=SEP_PRIOR, help="taste_sep_prior's log prior odds")
     ap.add_argument("--out")
     ap.add_argument("--summary")
     ap.add_argument("--paired", nargs="+", metavar="ROWS", help="the page against random pairs and the GP, by person")
@@ -466,7 +470,7 @@ def main(argv=None) -> None:
         for cat, scale, kind, policy in itertools.product(a.catalogs, a.scales, a.kinds, a.policies):
             if (cat, scale, kind, p, policy) in done:
                 continue
-            write_row(a.out, run(cat, scale, kind, p, policy, a.answers, tuple(a.rankers)))
+            write_row(a.out, run(cat, scale, kind, p, policy, a.answers, tuple(a.rankers), a.sep_prior))
 
 
 def write_row(out, row: dict) -> None:
