@@ -22,7 +22,8 @@ orders the items from the same answers, compared with the person's hidden order 
 - ``taste_net``: the same over the linear and quadratic maps and the standardized learner's phi (feature_dim 16),
   the network's last layer as a third map (its evidence is read on features fitted to the same answers);
 - ``taste_sep_prior``: ``taste_sep`` with the separable map a priori ``exp(SEP_PRIOR)`` as likely as each other map;
-- ``taste_sep_late``: the page's two maps until ``SEP_AFTER`` answers, the three after.
+- ``taste_sep_late``: the page's two maps until ``SEP_AFTER`` answers, the three after;
+- ``taste_sep_prior_late``: both (the separable map joins after ``SEP_AFTER`` answers, with its prior).
 
 Policies: ``random`` (a uniform pair, never the last one), ``page`` (objective rank: BALD on the raw learner's
 estimate, as the page asked before the taste posterior), ``bald_linear``, ``bald_quad``, ``bald_netlap``,
@@ -70,6 +71,7 @@ POLICIES = (
     "taste_net",
     "taste_sep_prior",
     "taste_sep_late",
+    "taste_sep_prior_late",
 )
 RANKERS = (
     "linear",
@@ -84,6 +86,7 @@ RANKERS = (
     "taste_net",
     "taste_sep_prior",
     "taste_sep_late",
+    "taste_sep_prior_late",
 )
 SEP_PRIOR = -2.0  # taste_sep_prior: the separable map's log prior odds against each of the page's two maps
 SEP_AFTER = 40  # taste_sep_late: the separable map joins the average after this many answers
@@ -257,8 +260,9 @@ def run(
         "taste_net": lambda: (lin_F, quad_F, phi_of(std, xs)),
         "taste_sep_prior": lambda: (lin_F, quad_F, sep_F),
         "taste_sep_late": lambda: (lin_F, quad_F, sep_F) if len(pairs) >= SEP_AFTER else (lin_F, quad_F),
+        "taste_sep_prior_late": lambda: (lin_F, quad_F, sep_F) if len(pairs) >= SEP_AFTER else (lin_F, quad_F),
     }
-    priors = {"taste_sep_prior": (0.0, 0.0, sep_prior)}
+    priors = {"taste_sep_prior": (0.0, 0.0, sep_prior), "taste_sep_prior_late": (0.0, 0.0, sep_prior)}
     pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
     last, run_len, longest = None, 0, 0
     taus, never_shown, t0 = {}, None, time.perf_counter()
@@ -315,6 +319,9 @@ def run(
                     map_sets["taste_sep_prior"](), pairs, outcomes, priors["taste_sep_prior"]
                 )[0].numpy(),
                 "taste_sep_late": lambda: maps_fit(map_sets["taste_sep_late"](), pairs, outcomes)[0].numpy(),
+                "taste_sep_prior_late": lambda: maps_fit(
+                    map_sets["taste_sep_prior_late"](), pairs, outcomes, priors["taste_sep_prior_late"]
+                )[0].numpy(),
             }
             taus[t] = {rk: kendall_tau(fn(), truth) for rk, fn in scorers.items() if rk in rankers}
             if policy == "gp" and "gp" in rankers:
