@@ -24,6 +24,7 @@ the Train data's conditional logit); tests/maths/test_posterior.py checks its 90
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 
@@ -96,11 +97,19 @@ def linear_posterior(z, o, link: str = "logistic", with_evidence: bool = False):
     return (mean, cov, s2, log_evidence) if with_evidence else (mean, cov, s2)
 
 
-def taste_maps(items) -> dict:
+# The separable map joins the average once there are this many answers, a priori exp(SEPARABLE_LOG_PRIOR) as likely
+# as each of the others (lab/screens/rows/taste6.md: it helps ideal points, and asking under it before 40 answers
+# did not hold on noisy persons).
+SEPARABLE_AFTER = 40
+SEPARABLE_LOG_PRIOR = -2.0
+
+
+def taste_maps(items, separable: bool = False) -> dict:
     """The feature maps a taste is read in, from the items' own features [N, d] (any scale): ``linear``, the features
     standardized over the items (a column with one value for every item: 0); ``quadratic``, those with their squares
-    and pairwise products, over sqrt(d) (an ideal point, an interaction). Each a function [n, d] -> [n, q], so that
-    the items and the history's rows are read alike."""
+    and pairwise products, over sqrt(d) (an ideal point, an interaction); with ``separable``, also the standardized
+    features and their squares alone, over sqrt(d) (an ideal point in 2d coefficients). Each a function
+    [n, d] -> [n, q], so that the items and the history's rows are read alike."""
     x = torch.as_tensor(items, dtype=torch.float64)
     mean, std = x.mean(0), x.std(0, unbiased=False)
     std = torch.where(std > 1e-12 * x.abs().amax(0).clamp(min=1.0), std, torch.inf)
@@ -113,20 +122,29 @@ def taste_maps(items) -> dict:
         i, j = torch.triu_indices(z.shape[1], z.shape[1], offset=1)
         return torch.cat([z, z * z - 1.0, z[:, i] * z[:, j]], dim=1) / math.sqrt(z.shape[1])
 
-    return {"linear": linear, "quadratic": quadratic}
+    def separable_map(v):
+        z = linear(v)
+        return torch.cat([z, z * z - 1.0], dim=1) / math.sqrt(z.shape[1])
+
+    return {"linear": linear, "quadratic": quadratic, **({"separable": separable_map} if separable else {})}
 
 
-def taste_posterior(items, first, second, o, link: str = "logistic") -> tuple[torch.Tensor, torch.Tensor, dict]:
+def taste_posterior(
+    items, first, second, o, link: str = "logistic", separable_after: Optional[int] = SEPARABLE_AFTER
+) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """The posterior over the utilities of ``items`` [N, d] given answers o [n] (1: ``first`` [n, d] preferred to
     ``second`` [n, d]), averaged over the feature maps of :func:`taste_maps` by their evidence (Bayesian model
-    averaging: a linear taste keeps the linear map's posterior, one that is not gains the quadratic's once the
-    answers say so). Returns the means f [N], their covariance [N, N] (moment-matched over the maps) and each map's
-    weight."""
+    averaging: a linear taste keeps the linear map's posterior, one that is not gains the quadratic's or the
+    separable's once the answers say so); the separable map from ``separable_after`` answers on, with its prior
+    ``SEPARABLE_LOG_PRIOR`` (None: the linear and quadratic maps alone). Returns the means f [N], their covariance
+    [N, N] (moment-matched over the maps) and each map's weight."""
     fits, weights = [], {}
-    for name, phi in taste_maps(items).items():
+    separable = separable_after is not None and len(o) >= separable_after
+    for name, phi in taste_maps(items, separable).items():
         F = phi(items)
         z = phi(first) - phi(second) if len(o) else torch.zeros(0, F.shape[1], dtype=torch.float64)
         mean, cov, _, log_ev = linear_posterior(z, o, link, with_evidence=True)
+        log_ev += SEPARABLE_LOG_PRIOR if name == "separable" else 0.0
         fits.append((log_ev, F @ mean, F @ cov @ F.T))
         weights[name] = log_ev
     top = max(f[0] for f in fits)
