@@ -8,8 +8,8 @@
 
 ``objective``: ``regret`` (the default: the learner's own rule, which shows good items, Alg. 1 line 6) or
 ``rank`` (the pair whose answer tells most about the order of the items on offer: BALD under the posterior over
-their utilities that the answers give, :func:`nvldb_pl.maths.posterior.taste_posterior`, linear or quadratic in the
-features as the answers' evidence says; never the pair just asked, and every item on offer shown before any is shown
+their utilities that the answers give, :func:`nvldb_pl.maths.posterior.taste_posterior`, linear, quadratic or (from 40
+answers) separable in the features as the answers' evidence says; never the pair just asked, and every item on offer shown before any is shown
 twice): a study that wants the whole ranking asks ``rank``. Either way the answer is learned by the same update.
 
 One learner (S = 1 seed) of the package, driven through the very methods the Lightning loop
