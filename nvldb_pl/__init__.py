@@ -8,15 +8,12 @@ The parts by role, imports running one way: :mod:`.maths` → :mod:`.environment
 nothing of the package, and every layer reads it."""
 
 from .maths import seedwise  # noqa: F401  first: sets MKL_CBWR before any BLAS call (per-seed results independent of S)
-from . import migrations
 from .environments.stream import RoundStream, StreamSpec
 from .learners.nvldb import NVLDB
 from .maths.selection import STRATEGIES
 
 __all__ = ["BanditDataModule", "RoundStream", "StreamSpec", "NVLDB", "STRATEGIES"]
 __version__ = "0.1.0"
-
-migrations.install()  # the modules' old names (nvldb_pl/migrations.py)
 
 
 def __getattr__(name: str):

@@ -1,25 +1,19 @@
 """What older versions of the package wrote differently, in one versioned table, oldest first.
 
-Each :class:`Migration` is one change of what a file holds or where code lives: the settings a learner's saved
-hyperparameters predate (filled in as they were then), its state keys renamed or no longer kept, a setting renamed,
-the modules' old names. A checkpoint (``format_version``) and a live save record the newest version they were
+Each :class:`Migration` is one change of what a file holds: the settings a learner's saved hyperparameters predate
+(filled in as they were then), its state keys renamed or no longer kept, a setting renamed. A checkpoint (``format_version``) and a live save record the newest version they were
 written at; reading one applies the migrations after it (a file without the key: all of them, which is how files
 from before the table read). Every step only fills in what is absent or renames what is old, so applying it to a
 file that does not need it changes nothing. Results files (sweep rows, ``hparams.yaml``) hold no version: all apply.
 
 Used by the learners (:meth:`nvldb_pl.learners.base.DuelingLearner.upgraded_state`, their checkpoint hook), the
-live API, the reports and the package's import hook for old module names (:func:`install`). This module imports
-nothing of the package, so that every layer may read it.
+live API and the reports. This module imports nothing of the package, so that every layer may read it.
 
 Adding a change: append a :class:`Migration` with the next version; never edit an entry a release has written.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
@@ -41,6 +35,10 @@ NESTED = {
     },
     "sampler": {"sample_size": "size", "sample_weighting": "weighting"},
     "compute": {"backward": "backward", "history_pass": "history_pass"},
+    "network": {  # (the old ``network``, a module of one's own, is the group's ``module``)
+        **{name: name for name in ("width", "depth", "parametrization", "activation", "bias", "init")},
+        "network": "module",
+    },
 }
 
 
@@ -52,9 +50,14 @@ def _nesting(*groups: str) -> Callable[[dict], dict]:
         out = dict(hparams)
         for group in groups:
             names = NESTED[group]
+            given = out.get(group)  # the group's mapping, where a group's old name is its own only of its fields
+            mapped = group in out and (
+                group not in names or isinstance(given, dict) and set(given) <= {*names.values()}
+            )
+            held = out.pop(group) if mapped else None
             flat = {new: out.pop(old) for old, new in names.items() if old in out}
-            if group not in out and flat:
-                out[group] = flat
+            if mapped or flat:
+                out[group] = held if mapped else flat
         return out
 
     return nest
@@ -76,7 +79,6 @@ class Migration:
     rewrite: Mapping[str, Callable[[dict], dict]] = field(default_factory=dict)
     renamed_state: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     dropped_state: Mapping[str, tuple] = field(default_factory=dict)
-    modules: Mapping[str, str] = field(default_factory=dict)
 
 
 _PARAMETRIZATION = {"parametrization": "ntk", "bias": False, "feature_dim": None, "distinct_arms": False}
@@ -105,52 +107,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         5,
         "the package laid out by role (maths, environments, learners, loop, machinery, experiments)",
-        modules={
-            "links": "maths.links",
-            "network": "maths.network",
-            "backward": "maths.backward",
-            "objective": "maths.objective",
-            "gram": "maths.gram",
-            "selection": "maths.selection",
-            "selfduel": "maths.selfduel",
-            "seedwise": "maths.seedwise",
-            "user_network": "maths.user_network",
-            "checks": "maths.checks",
-            "streams": "environments.seeding",
-            "tasks": "environments.tasks",
-            "uci": "environments.uci",
-            "metrics": "environments.regret",
-            "learner": "learners.base",
-            "neural": "learners.neural",
-            "module": "learners.nvldb",
-            "registry": "learners.registry",
-            "baselines": "learners",
-            "baselines.gp": "learners.gp",
-            "baselines.linear": "learners.linear",
-            "baselines.ndb": "learners.ndb",
-            "baselines.random_pair": "learners.random_pair",
-            "baselines.vacdb": "learners.vacdb",
-            "callbacks": "loop.callbacks",
-            "data": "loop.data",
-            "run": "loop.run",
-            "trainer_checks": "loop.trainer_checks",
-            "host": "machinery.host",
-            "devices": "machinery.devices",
-            "checkpoint": "machinery.checkpoint",
-            "resume": "machinery.resume",
-            "shards": "machinery.shards",
-            "parallel": "machinery.parallel",
-            "graphs": "machinery.graphs",
-            "own_defaults": "machinery.own_defaults",
-            "messages": "machinery.messages",
-            "grid": "experiments.grid",
-            "report": "experiments.report",
-        },
     ),
     Migration(
         6,
         "one name per idea: environments/streams.py (the random streams) is environments/seeding.py",
-        modules={"environments.streams": "environments.seeding"},
     ),
     Migration(
         7,
@@ -196,12 +156,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         "NVLDB's sample_size, sample_weighting are sampler's size, weighting; backward, history_pass compute's",
         rewrite={"NVLDB": _nesting("sampler", "compute")},
     ),
+    Migration(
+        15,
+        "the network's width, depth, parametrization, activation, bias, init are network's fields, and a network of "
+        "one's own (network) is network's module",
+        rewrite={"NVLDB": _nesting("network"), "NDB": _nesting("network")},
+    ),
 )
 
 # settings that are now a field of a mapping, by their old names (a config file or a command line naming them)
-RENAMED = {"NVLDB": {old: f"{group}.{new}" for group, names in NESTED.items() for old, new in names.items()}}
+RENAMED = {
+    "NVLDB": {
+        old: f"{group}.{new}" for group, names in NESTED.items() for old, new in names.items() if old not in NESTED
+    }
+}
 VERSION = MIGRATIONS[-1].version  # what a file written now records (``format_version``)
-MOVED = {old: new for m in MIGRATIONS for old, new in m.modules.items()}  # every old module name -> its module
 
 
 def check_version(since) -> Optional[int]:
@@ -262,25 +231,3 @@ def upgrade_state(state: Mapping, lineage: tuple[str, ...], since: Optional[int]
             renamed.update(m.renamed_state.get(name, {}))
             dropped.update(m.dropped_state.get(name, ()))
     return {renamed.get(k, k): v for k, v in state.items() if k not in dropped}
-
-
-class OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``import nvldb_pl.<old>`` gives the module now at ``nvldb_pl.<new>`` (the same object, not a copy)."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        old = fullname[len("nvldb_pl.") :] if fullname.startswith("nvldb_pl.") else None
-        if old in MOVED:
-            return importlib.util.spec_from_loader(fullname, self, is_package=old == "baselines")
-        return None
-
-    def create_module(self, spec):
-        return importlib.import_module("nvldb_pl." + MOVED[spec.name[len("nvldb_pl.") :]])
-
-    def exec_module(self, module):
-        pass  # the module ran under its new name
-
-
-def install() -> None:
-    """Put :class:`OldNames` first on ``sys.meta_path`` (once): a stale folder (``__pycache__``) must not win."""
-    if not any(isinstance(f, OldNames) for f in sys.meta_path):
-        sys.meta_path.insert(0, OldNames())

@@ -96,13 +96,8 @@ def run_seed(
     seed_id: int,
     strategy="ucb_asym",
     variance_aware=True,
-    width=32,
-    depth=3,
-    parametrization="standard",
-    activation="relu",
-    bias=None,
+    network=None,
     feature_dim=None,
-    init=None,
     lr=1e-3,
     lam=1.0,
     beta=1.0,
@@ -115,14 +110,17 @@ def run_seed(
 ):
     """One seed of Alg. 1 (H = 1, recompute Gram, logistic link). Returns (pairs, cum_avg_regret).
 
-    ``self_duel_test`` deep_diag / deep_full (``None``: deep_diag where distinct_arms, else none): the
+    ``network``: the built-in MLP's fields, as NVLDB's ``model.network`` mapping. ``self_duel_test`` deep_diag / deep_full (``None``: deep_diag where distinct_arms, else none): the
     distinct pair is replaced by the greedy arm's self-duel where f_c - f_k >= beta ||g_c - g_k||_{Z^-1}
     for every k != c, g the gradient of f over every parameter (autograd, one arm at a time) and
     Z = lam I + sum of the played pairs' (g_a1 - g_a2)(...)^T at selection time (its diagonal for deep_diag)."""
     if self_duel_test is None:
         self_duel_test = "deep_diag" if distinct_arms else "none"
     epsilon = 1.0 / math.sqrt(spec.dim) if epsilon is None else epsilon
-    init = init or INITS_OF[parametrization][0]
+    mlp = {"width": 32, "depth": 3, "parametrization": "standard", "activation": "relu", **(network or {})}
+    width, depth, parametrization, activation = (mlp[k] for k in ("width", "depth", "parametrization", "activation"))
+    init = mlp.get("init") or INITS_OF[parametrization][0]
+    bias = mlp.get("bias")
     bias = parametrization == "standard" if bias is None else bias
     scale = math.sqrt(width) if parametrization == "ntk" else 1.0
     one = StreamSpec(spec.task, spec.dim, spec.arms, spec.rounds, 1, seed_id, spec.base_seed)

@@ -16,6 +16,7 @@ import time
 import lightning.pytorch as pl
 import torch
 
+from nvldb_pl.learners.settings import merged
 from nvldb_pl.environments.stream import StreamSpec
 from nvldb_pl.reference import run_seed
 from nvldb_pl.machinery.devices import BLAS_LIBRARIES, check_precision, use_blas_library
@@ -39,7 +40,7 @@ def main():
         nargs="+",
         default=[None],
         choices=list(ACTIVATIONS),
-        help="model.activation, one run each (default: the learner's default)",
+        help="model.network.activation, one run each (default: the learner's default)",
     )
     p.add_argument("--w-reg", type=float, default=None, help="model.w_reg (default: the learner's default)")
     p.add_argument("--naive-seeds", type=int, default=2, help="seeds for the naive loop (0: skip it)")
@@ -103,7 +104,7 @@ def main():
 
 def benchmark(a) -> None:
     """Time each precision x backward x history pass, then the naive loop; print rates and splits."""
-    model = {"width": a.width, "depth": a.depth, "grad_steps": a.grad_steps, "strategy": a.strategy}
+    model = {"network": {"width": a.width, "depth": a.depth}, "grad_steps": a.grad_steps, "strategy": a.strategy}
     if a.w_reg is not None:
         model["w_reg"] = a.w_reg
     print(
@@ -121,11 +122,11 @@ def benchmark(a) -> None:
     for precision, backward, walk, activation in runs:
         summary, module = run_experiment(
             {"task": a.task, "rounds": a.rounds, "num_seeds": a.seeds, "seed": 0},
-            {
-                **model,
-                "compute": {"backward": backward, "history_pass": walk},
-                **({"activation": activation} if activation else {}),
-            },
+            merged(
+                model,
+                {"compute": {"backward": backward, "history_pass": walk}},
+                {"network": {"activation": activation}} if activation else {},
+            ),
             precision=precision,
             accelerator=a.accelerator,
             sync_timings=not a.unsynced,
@@ -134,7 +135,7 @@ def benchmark(a) -> None:
             walk, torch.device("cuda" if a.accelerator == "gpu" else "cpu"), None
         )  # auto's choice
         precision = (
-            f"{precision}, {backward}, {module.hparams.activation}"
+            f"{precision}, {backward}, {module.hparams.network['activation']}"
             + ("" if walk == "chunked" else f", {walk}")
             + (", unsynced" if a.unsynced else "")
             + ("" if a.matmul_precision == "highest" else f", matmul {a.matmul_precision}")

@@ -19,7 +19,7 @@ COS = os.path.join(ROOT, "configs", "cos.yaml")
 SHORT = [
     "--data.rounds=12",
     "--data.num_seeds=2",
-    "--model.width=8",
+    "--model.network.width=8",
     "--model.grad_steps=2",
     "--trainer.enable_progress_bar=false",
 ]
@@ -204,7 +204,7 @@ def test_a_rule_path_that_is_not_a_rule_is_refused_naming_the_field():
 def _run_network(root, *extra):
     args = fit_args(
         root,
-        "--model.network=tests.extensions.networks.LayerNormMLP",
+        "--model.network.module=tests.extensions.networks.LayerNormMLP",
         "--data.rounds=12",
         "--model.grad_steps=3",
         "--trainer.enable_progress_bar=false",
@@ -242,8 +242,8 @@ def test_a_network_of_ones_own_gives_a_seed_the_same_result_alone_or_beside_anot
 def test_a_bad_network_is_refused_naming_the_field(network, message):
     from nvldb_pl.learners.nvldb import NVLDB
 
-    with pytest.raises(ValueError, match="model.network: .*" + message):
-        NVLDB(num_seeds=1, rounds=5, network=network)
+    with pytest.raises(ValueError, match="model.network.module: .*" + message):
+        NVLDB(num_seeds=1, rounds=5, network={"module": network})
 
 
 def test_a_learner_of_ones_own_runs_from_the_cli(tmp_path):
@@ -282,7 +282,7 @@ def test_the_comparison_script_runs_ones_own_learner_rule_and_task_beside_nvldb_
         "--arms",
         "3",
         "--set",
-        "width=4",
+        "network.width=4",
         "grad_steps=1",
         "--methods",
         "NVLDB-UCB-ASYM",
@@ -401,8 +401,8 @@ def test_ndb_and_the_deep_test_keep_one_gram_of_the_whole_networks_gradients():
     from nvldb_pl.maths.gram import GradientGram
 
     for form, test in (("full", "deep_full"), ("diag", "deep_diag")):
-        ndb = NDB(rounds=5, num_seeds=2, width=4, gram=form)
-        nvldb = NVLDB(rounds=5, num_seeds=2, width=4, self_duel={"test": test})
+        ndb = NDB(rounds=5, num_seeds=2, network={"width": 4}, gram=form)
+        nvldb = NVLDB(rounds=5, num_seeds=2, network={"width": 4}, self_duel={"test": test})
         assert type(ndb.gradient_gram) is type(nvldb.self_duel.gram) is GradientGram
         z = torch.randn(2, sum(p[0].numel() for p in ndb.net.parameters()), dtype=torch.float64)
         ndb.gradient_gram.add_(z)

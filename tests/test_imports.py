@@ -2,7 +2,6 @@
 learners import no machinery); and the modules' old names (before the layout by role) still import."""
 
 import ast
-import importlib
 import os
 import subprocess
 import sys
@@ -87,48 +86,6 @@ def test_no_module_is_left_at_the_top_but_the_entry_points():
     assert top == {"__init__", "migrations", "cli", "reference"}
 
 
-OLD_NAMES = [
-    ("nvldb_pl.module", "NVLDB", "nvldb_pl.learners.nvldb"),
-    ("nvldb_pl.baselines", "NDB", "nvldb_pl.learners"),
-    ("nvldb_pl.baselines.ndb", "NDB", "nvldb_pl.learners.ndb"),
-    ("nvldb_pl.data", "BanditDataModule", "nvldb_pl.loop.data"),
-    ("nvldb_pl.selection", "SelectionRule", "nvldb_pl.maths.selection"),
-    ("nvldb_pl.tasks", "Task", "nvldb_pl.environments.tasks"),
-    ("nvldb_pl.parallel", "SeedParallelStrategy", "nvldb_pl.machinery.parallel"),
-]
-
-
-@pytest.mark.parametrize("old,attr,new", OLD_NAMES, ids=[o for o, _, _ in OLD_NAMES])
-def test_an_old_module_name_is_the_new_module(old, attr, new):
-    assert importlib.import_module(old) is importlib.import_module(new)
-    assert getattr(importlib.import_module(old), attr) is getattr(importlib.import_module(new), attr)
-
-
-def test_every_old_name_imports_in_a_fresh_process_even_beside_a_stale_folder(tmp_path):
-    """A checkout updated in place keeps the old folder ``nvldb_pl/baselines/__pycache__``: Python would import it
-    as an empty namespace package were the old names not looked up first."""
-    from nvldb_pl.migrations import MOVED
-
-    code = (
-        "import importlib, sys\n"
-        "sys.path.insert(0, sys.argv[1])\n"
-        "import nvldb_pl\n"
-        "from nvldb_pl.migrations import MOVED\n"
-        "for old, new in MOVED.items():\n"
-        "    assert importlib.import_module('nvldb_pl.' + old) is importlib.import_module('nvldb_pl.' + new), old\n"
-        "from nvldb_pl.baselines import CoLSTIM\n"
-        "print(len(MOVED))\n"
-    )
-    # a copy of the package with a stale folder of an old name
-    import shutil
-
-    shutil.copytree(PACKAGE, tmp_path / "nvldb_pl", ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "nvldb_pl" / "baselines" / "__pycache__").mkdir(parents=True)
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == str(len(MOVED))
-
-
 def _third_party_imports(path: str) -> set[str]:
     """The top-level names of every absolute import outside the package in the file, at any depth."""
     found = set()
@@ -162,7 +119,7 @@ def test_a_learner_runs_with_lightning_unimportable():
         "import sys; sys.modules['lightning'] = None; sys.modules['lightning.pytorch'] = None\n"
         "import torch\n"
         "from nvldb_pl.learners.nvldb import NVLDB\n"
-        "m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4, grad_steps=2)\n"
+        "m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, network={'width': 4}, grad_steps=2)\n"
         "m.init_parameters(0, [0, 1]); m.attach_optimizer()\n"
         "x = torch.randn(2, 4, 5); duel = m.propose(x, torch.randn(2, 4, 4), 1)\n"
         "m.learn({**duel, 'contexts': x, 'o': torch.ones(2), 'du': torch.zeros(2)})\n"
@@ -180,7 +137,7 @@ def test_the_live_api_asks_learns_and_saves_with_lightning_unimportable(tmp_path
         "import sys; sys.modules['lightning'] = None; sys.modules['lightning.pytorch'] = None\n"
         "import numpy as np\n"
         "from nvldb_pl.live import DuelingBandit\n"
-        "b = DuelingBandit.create('NVLDB', dim=5, horizon=6, seed=1, width=8, grad_steps=2)\n"
+        "b = DuelingBandit.create('NVLDB', dim=5, horizon=6, seed=1, network={'width': 8}, grad_steps=2)\n"
         "x = np.random.default_rng(0).normal(size=(4, 5))\n"
         "for _ in range(3):\n"
         "    i, j = b.select(x); b.observe(x, i, j, 1)\n"

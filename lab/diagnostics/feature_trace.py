@@ -1,7 +1,7 @@
 """Follow one network learner's estimate round by round: is it still learning, or has phi died?
 
     python lab/diagnostics/feature_trace.py --task square --seed 12 --rounds 3200 --method NVLDB-UCB-ASYM \
-        --set width=1000 "sampler={size: 256}" episode=10 gram_mode=incremental --out trace.jsonl
+        --set network.width=1000 "sampler={size: 256}" episode=10 gram_mode=incremental --out trace.jsonl
 
 Runs the method (``scripts/reproduce.py``'s names and ``--set``) on one seed, and every ``--every``
 rounds writes a JSON line: the round t; the greedy regret of the estimate on a fixed probe set (the

@@ -135,7 +135,9 @@ def one_seed_fit(rounds: int = 20, width: int = 32) -> str:
 
     try:
         data = {"task": "cos", "dim": 5, "arms": 5, "rounds": rounds, "num_seeds": 1, "seed": 0}
-        _, m = run_experiment(data, {"width": width, "compute": {"history_pass": "graphed"}}, accelerator="gpu")
+        _, m = run_experiment(
+            data, {"network": {"width": width}, "compute": {"history_pass": "graphed"}}, accelerator="gpu"
+        )
         torch.cuda.synchronize()
         return f"ok (captures {m.execution.steps.captures})"
     except Exception as err:  # noqa: BLE001

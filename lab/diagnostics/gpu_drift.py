@@ -60,7 +60,7 @@ def main() -> None:
         print(f"GPU runs through {a.blas}")
     print(f"{'variant':34s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'W1 rel':>10s}")
     for name, extra in VARIANTS.items():
-        model = {"width": 16, "compute": {"history_pass": "chunked"}, **extra}
+        model = {"network": {"width": 16}, "compute": {"history_pass": "chunked"}, **extra}
         _, m_cpu = run_experiment(DATA, model, accelerator="cpu")
         _, m_oth = run_experiment(DATA, model, accelerator=a.other)
         same = torch.equal(m_cpu.history(), m_oth.history().cpu())
@@ -77,7 +77,7 @@ def seeds_together_and_alone(device: str) -> None:
     print(f"\nS=4 against four S=1 runs on {device} ({DATA['rounds']} rounds; 0 = bit for bit)")
     print(f"{'pass':17s} {'pairs equal':>11s} {'V rel':>10s} {'theta rel':>10s} {'regret rel':>10s}")
     for walk in ("chunked", "auto"):  # auto: graphed on a GPU
-        model = {"width": 16, "grad_steps": 5, "compute": {"history_pass": walk}}
+        model = {"network": {"width": 16}, "grad_steps": 5, "compute": {"history_pass": walk}}
         s4, m4 = run_experiment({**DATA, "num_seeds": 4}, model, accelerator=device)
         same, v, th, reg = True, 0.0, 0.0, 0.0
         for i in range(4):

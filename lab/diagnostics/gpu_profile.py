@@ -133,7 +133,7 @@ def main() -> None:
         arms=5,
         rounds=t + 1,
         num_seeds=S,
-        width=a.width,
+        network={"width": a.width},
         grad_steps=a.grad_steps,
         compute={"history_pass": "graphed"},
     )

@@ -65,7 +65,7 @@ def host_times(args, stall_ms: float) -> dict:
     """Mean host seconds per round of every action SimpleProfiler recorded once a round or more."""
     dm, module = build(
         {"task": args.task, "rounds": args.rounds, "num_seeds": args.seeds, "seed": 0},
-        {"width": args.width, "compute": {"history_pass": "auto"}},
+        {"network": {"width": args.width}, "compute": {"history_pass": "auto"}},
     )
     profiler = SimpleProfiler(dirpath=tempfile.mkdtemp(), filename="profile")  # its report to a file, not here
     trainer = pl.Trainer(

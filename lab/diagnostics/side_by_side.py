@@ -29,7 +29,7 @@ def _start(folder, a, threads, runs_dir):
         "--config",
         os.path.join(ROOT, "configs", "cos.yaml"),
     ]
-    args += ["--data.rounds", str(a.rounds), "--data.num_seeds", str(a.seeds), "--model.width", str(a.width)]
+    args += ["--data.rounds", str(a.rounds), "--data.num_seeds", str(a.seeds), "--model.network.width", str(a.width)]
     args += ["--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", folder]
     if threads not in ("default", "unshared"):
         args += ["--threads", threads]

@@ -22,7 +22,7 @@ import numpy as np
 
 from nvldb_pl.environments import uci
 from nvldb_pl.environments.tasks import Task
-from nvldb_pl.learners.nvldb import LITERAL_OF
+from nvldb_pl.learners.registry import LITERAL_OF
 from nvldb_pl.loop.run import run_experiment
 
 LITERAL = LITERAL_OF["NVLDB"]

@@ -45,7 +45,7 @@ def run(cat: str, kind: str, p: int, variant: str, policy: str, answers: int = 1
     uniforms = np.random.default_rng([83, p, N, d, KINDS.index(kind)]).uniform(size=answers)
     rng = np.random.default_rng([85, p])
     standardize, activation, p_units = VARIANTS[variant]
-    extra = {"activation": activation, **({"feature_dim": p_units} if p_units else {})}
+    extra = {"network": {"activation": activation}, **({"feature_dim": p_units} if p_units else {})}
     b = DuelingBandit.create(dim=d, horizon=200, seed=p, standardize=standardize, **live_model(**extra))
     last, run_len, longest, taus = None, 0, 0, {}
     for t in range(1, answers + 1):

@@ -14,6 +14,7 @@ from ..environments import uci
 from ..environments.stream import ALL_TASKS, StreamSpec
 from ..environments.tasks import make_task
 from ..learners.registry import init_args, learner_class, method_spec
+from ..learners.settings import merged
 from ..loop.data import BanditDataModule
 from ..maths.checks import typed_args
 from ..machinery.yaml_files import read_yaml
@@ -51,11 +52,17 @@ def given_settings(method: str, overrides: Optional[dict]) -> dict:
     cls = learner_class(learner)
     taken = typed_args(cls, {k: v for k, v in (overrides or {}).items() if k in accepts(learner)}, "--set")
     for key, value in taken.items():
-        if key in own and value != own[key]:
-            raise ValueError(
-                f"--set: {key}={value!r} changes what {method} is ({key}={own[key]!r}); run the method that names "
-                f"that setting instead (the report would show this run under {method}'s name)"
-            )
+        fixed = own.get(key)
+        if isinstance(value, dict) and isinstance(fixed, dict):  # a group the method sets in part: field by field
+            defining = [(f"{key}.{f}", v, fixed[f]) for f, v in value.items() if f in fixed]
+        else:
+            defining = [(key, value, fixed)] if key in own else []
+        for name, v, o in defining:
+            if v != o:
+                raise ValueError(
+                    f"--set: {name}={v!r} changes what {method} is ({name}={o!r}); run the method that names "
+                    f"that setting instead (the report would show this run under {method}'s name)"
+                )
     return taken
 
 
@@ -79,7 +86,7 @@ def check_settings(
             BanditDataModule(task=task, rounds=rounds, num_seeds=num_seeds, **shape)
         for method in methods:
             learner, model = method_spec(method)
-            model = {**model, **given_settings(method, overrides)}
+            model = merged(model, given_settings(method, overrides))
             check_learner(f"{method} on {task}", learner, model, shape, rounds, num_seeds)
 
 
@@ -122,7 +129,7 @@ def parse_overrides(items: list[str], flag: str = "--set") -> dict:
                     raise ValueError(
                         f"{flag}: {key}={value} is not a list or mapping ({' '.join(str(err).split())})"
                     ) from None
-    return result
+    return merged(result)  # network.width=8: the field of the group
 
 
 def check_tasks(tasks: list[str]) -> None:

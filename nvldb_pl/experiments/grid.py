@@ -28,7 +28,7 @@ from ..loop.data import BanditDataModule
 from ..maths.checks import LINKED_FROM_DATA
 from ..migrations import RENAMED, upgrade_settings
 from ..learners.registry import learner_class, method_spec
-from ..learners.settings import Options
+from ..learners.settings import Options, merged
 from ..machinery.host import hold_folder, read_json
 from ..machinery.provenance import hparams_digest
 from ..machinery.resume import whole_checkpoint
@@ -110,7 +110,12 @@ def run_settings(method: str, hparams: dict) -> dict:
         return {}
     hparams = upgrade_settings(hparams, learner)  # a run made before a setting existed: as it ran then
     params = inspect.signature(cls.__init__).parameters
-    own = [k for k in hparams if k in params and k not in model and k not in LINKED_FROM_DATA]
+    # (a group the method sets in part, the literal reading's network, is compared field by field below)
+    own = [
+        k
+        for k in hparams
+        if k in params and (k not in model or isinstance(model[k], dict)) and k not in LINKED_FROM_DATA
+    ]
     # a group of Options (self_duel): saved as a mapping with its derived fields in force, compared as made
     derived = [k for k in own if params[k].default is None or isinstance(params[k].default, Options)]
     changed = {
@@ -124,7 +129,12 @@ def run_settings(method: str, hparams: dict) -> dict:
         except (TypeError, ValueError):  # a run made by older code: its plain settings only
             return changed
         # None recorded: the default itself (runs made before hparams held the derived value)
-        changed.update({k: hparams[k] for k in derived if hparams[k] is not None and hparams[k] != made.get(k)})
+        for k in (k for k in derived if hparams[k] is not None and hparams[k] != made.get(k)):
+            given, was = hparams[k], made.get(k)
+            both = isinstance(given, dict) and isinstance(was, dict)  # a group: the fields that differ
+            fields = {f: v for f, v in given.items() if v is not None and was.get(f) != v} if both else given
+            if fields:
+                changed[k] = fields
     return changed
 
 
@@ -205,7 +215,7 @@ def _made_hparams(method: str, hp: dict, model: dict) -> dict:
     learner, own = method_spec(method)
     linked = {k: hp[k] for k in LINKED_FROM_DATA if k in hp}
     with torch.random.fork_rng():  # building the learner draws its initial weights
-        return dict(learner_class(learner)(**{**linked, "num_seeds": 1}, **own, **model).hparams)
+        return dict(learner_class(learner)(**merged({**linked, "num_seeds": 1}, own, model)).hparams)
 
 
 def made_with_settings(folder: str, method: str, model: dict, data: dict) -> bool:
@@ -215,7 +225,7 @@ def made_with_settings(folder: str, method: str, model: dict, data: dict) -> boo
     hp = run_hparams(folder)
     if not hp:  # a run from before hparams.yaml: its settings are unknown, so it stands for the defaults only
         return not model and not data
-    given = {**method_spec(method)[1], **model}
+    given = merged(method_spec(method)[1], model)
     if any(isinstance(v, dict) for v in given.values()):  # a mapping given in part: compared as the learner fills it
         try:
             made = _made_hparams(method, upgrade_settings(hp, method_spec(method)[0]), model)
@@ -344,7 +354,7 @@ def run_grid(
     for task in tasks:
         for method in methods:
             learner, model = method_spec(method)
-            model = {**model, **given_settings(method, overrides)}
+            model = merged(model, given_settings(method, overrides))
             run_dir = os.path.join(out, "runs", task, method)
             shape = task_data(task, data_overrides)
             # reused only if made with these settings: another --set, --dim or --data runs anew, beside it

@@ -13,12 +13,13 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..learners.settings import flat_settings
 from .curves import kept_round, load_curves, mean_std, paired_lines
 from .figures import plot_task
 from .arguments import TASK_DATA
 from .grid import read_summary, run_hparams, run_settings
 from ..machinery.host import atomic_open, software_text, write_json_atomic
-from ..learners.nvldb import LITERAL
+from ..learners.registry import LITERAL
 
 # What the paper states in numbers, by (task, method, context dimension d, width m; None: any m), then
 # by horizon T (None: any T; the value names its own). Figure 1 (d=5, K=5, m=32, T=2000) is given as
@@ -154,7 +155,7 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
         "Self-duels: share of rounds whose two arms were the same arm (no information; '–': "
         "run made before this was recorded). Rows sorted by R(T)/T. Paper: numbers the paper states for this setting, if any "
         "(its Figure 1 is given as plots only). A method named '<method>-literal' is the strict reading of "
-        f"the equations ({', '.join(f'{k}={v}' for k, v in LITERAL.items())}, and NVLDB's w_reg=0); the others run the "
+        f"the equations ({', '.join(f'{k}={v}' for k, v in flat_settings(LITERAL).items())}, and NVLDB's w_reg=0); the others run the "
         "package's defaults.",
         "",
     ] + ([extra_note, ""] if extra_note else [])
@@ -178,7 +179,9 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
             summary = read_summary(folder)
             hparams = run_hparams(folder)
             changed = (
-                " ".join(f"{k}={v}" for k, v in sorted(run_settings(method, hparams).items())) if hparams else None
+                " ".join(f"{k}={v}" for k, v in sorted(flat_settings(run_settings(method, hparams)).items()))
+                if hparams
+                else None
             )
             # the name the run ran under where it says more (a network of one's own: NVLDB-UCB-ASYM[LayerNormMLP])
             ran = summary.get("method")
@@ -187,7 +190,8 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
             streams[method] = summary.get("data")
             dim = hparams.get("dim") or dim
             arms = hparams.get("arms") or arms
-            widths[method] = hparams.get("width")
+            net = hparams.get("network")  # (a run of before the network's settings were nested: flat)
+            widths[method] = net.get("width") if isinstance(net, dict) else hparams.get("width")
             if hparams:
                 settings[method] = changed  # as --set
             dead[method] = [s["seed"] for s in summary["seeds"] if s.get("live_feature_units") == 0]

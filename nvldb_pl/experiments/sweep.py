@@ -36,18 +36,18 @@ from .arguments import TASK_DATA, check_learner, check_positive, check_tasks
 from .sweep_rows import done_keys, key_of, read_rows, row_key
 from ..machinery.host import check_folder_can_be_made, hold_existing
 from ..machinery.own_modules import find_own_modules_here
-from ..learners.nvldb import LITERAL_OF
+from ..learners.settings import merged
 from ..maths.checks import LINKED_FROM_DATA, typed_args
-from ..learners.registry import init_args, learner_class
+from ..learners.registry import LITERAL_OF, init_args, learner_class
 from ..loop.data import BanditDataModule
 from ..loop.run import RunTerminated, build, check_placement, run_experiment
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
-    {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "kaiming", "epsilon": 0.1},
-    {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "paper", "epsilon": 0.1},
-    {**LITERAL_OF["NVLDB"], "lr": 1e-2, "init": "kaiming", "epsilon": 0.1},
-    {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "kaiming", "epsilon": 0.3},
-    {**LITERAL_OF["NVLDB"], "lr": 1e-3, "init": "kaiming", "variance_aware": False},
+    merged(LITERAL_OF["NVLDB"], {"lr": 1e-3, "network.init": "kaiming", "epsilon": 0.1}),
+    merged(LITERAL_OF["NVLDB"], {"lr": 1e-3, "network.init": "paper", "epsilon": 0.1}),
+    merged(LITERAL_OF["NVLDB"], {"lr": 1e-2, "network.init": "kaiming", "epsilon": 0.1}),
+    merged(LITERAL_OF["NVLDB"], {"lr": 1e-3, "network.init": "kaiming", "epsilon": 0.3}),
+    merged(LITERAL_OF["NVLDB"], {"lr": 1e-3, "network.init": "kaiming", "variance_aware": False}),
 ]
 
 
@@ -66,7 +66,7 @@ def expand(grid: list[dict], vary: list[str]) -> list[dict]:
             raise ValueError(f"--vary: {item!r} is not key=value[,value...]")
         key, values = item.split("=", 1)
         axes.append([(key, _value(v)) for v in values.split(",")])
-    return [{**g, **dict(combo)} for g in grid for combo in itertools.product(*axes)]
+    return [merged(g, dict(combo)) for g in grid for combo in itertools.product(*axes)]
 
 
 def parse_json(flag: str, text: str, kind: type):

@@ -12,6 +12,7 @@ from .base import DuelingLearner
 from .gp import PairwiseGPLearner
 from .linear import CoLSTIM, LinearDueling, MaxInP
 from .ndb import NDB
+from .network_settings import NetworkOptions
 from .neural import NeuralLearner
 from .nvldb import NVLDB
 from .random_pair import RandomPair
@@ -24,6 +25,7 @@ __all__ = [
     "MaxInP",
     "NDB",
     "NVLDB",
+    "NetworkOptions",
     "NeuralLearner",
     "PairwiseGPLearner",
     "RandomPair",

@@ -29,8 +29,7 @@ from ..maths import selection
 from ..maths.checks import check, check_linked, check_memory, check_number
 from ..maths.gram import GradientGram
 from .base import Estimate, history_bytes
-from ..maths.network import parameter_count
-from .network_settings import NetworkSettings, resolve_network
+from .network_settings import NetworkOptions, NetworkSettings
 from .neural import NeuralLearner, pair_difference
 
 NDB_GRAMS = ("full", "diag")
@@ -54,7 +53,7 @@ class NDB(NeuralLearner):
     gradients; ``rule``, ``ucb`` or ``ts``, is its old name, still taken) and ``gram`` (``full`` or ``diag``, the form
     of :class:`nvldb_pl.maths.gram.GradientGram`); lam is both the ridge towards the
     initial parameters and V_0. The defaults give NDB NVLDB's network and second arm (a2 != a1, as
-    NDB's authors' code); ``parametrization=ntk, bias=false, distinct_arms=false`` is the NDB
+    NDB's authors' code); ``network: {parametrization: ntk, bias: false}, distinct_arms: false`` is the NDB
     paper's equations."""
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
@@ -69,12 +68,7 @@ class NDB(NeuralLearner):
         link: str = "logistic",
         strategy: str = "ucb_asym",
         gram: str = "full",
-        width: int = 32,
-        depth: int = 3,
-        parametrization: str = "standard",
-        activation: str = "relu",
-        bias: Optional[bool] = None,
-        init: Optional[str] = None,
+        network: NetworkOptions = NetworkOptions(),
         lr: float = 1e-3,
         lam: float = 1.0,
         beta: Optional[float] = None,
@@ -98,25 +92,27 @@ class NDB(NeuralLearner):
             f"{strategy!r}: NDB's rules are NVLDB's ASYM rules on the network's gradients, one of {list(NDB_STRATEGIES)}",
         )
         check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
-        bias, init = resolve_network(dim, width, depth, parametrization, bias, init, None, activation)
+        net = NetworkOptions.of(network, "network").resolved()
         beta = 1.0 if beta is None else beta
         check_number(beta, "beta")
-        p = parameter_count(dim, width, depth, bias)  # |W| + |theta| + |b|
+        # the unweighted likelihood (zeta = 1) and lam/2 ||W - W_0||^2 on every layer (the NDB paper's loss)
+        super().__init__(
+            {**args, "network": net.saved(), "beta": beta, "feature_dim": None}, variance_mode="none", w_reg=lam
+        )
+        p = sum(par[0].numel() for par in self.net.parameters())  # |W| + |theta| + |b| of one seed's network
         check_memory(
             history_bytes(dim, rounds, num_seeds) + num_seeds * GradientGram.bytes_per_seed(p, gram),
             f"history and V^-1 of {num_seeds} x {p} x {p} float64",
-            "model.width / model.depth (p = {p} network parameters; model.gram diag keeps {num_seeds} x {p}), "
+            "model.network.width / model.network.depth (p = {p} network parameters; model.gram diag keeps {num_seeds} x {p}), "
             "or data.num_seeds".format(p=p, num_seeds=num_seeds)
             if gram == "full"
             else "data.num_seeds / data.rounds",
         )
-        # the unweighted likelihood (zeta = 1) and lam/2 ||W - W_0||^2 on every layer (the NDB paper's loss)
-        super().__init__(
-            {**args, "bias": bias, "init": init, "beta": beta, "feature_dim": None}, variance_mode="none", w_reg=lam
-        )
         self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # NVLDB's ASYM on gradients
         kind = strategy.split("_")[0].upper()
         self.method = f"{'NDB' if type(self) is NDB else type(self).__name__}-{kind}"  # a subclass by its name
+        if self.custom_network:  # a network of one's own, in brackets (as NVLDB's)
+            self.method += f"[{self.net.path.rpartition('.')[2]}]"
         self.gradient_gram = GradientGram(num_seeds, p, lam, gram)  # V_0 = lam I over all p parameters
 
     def norms_from_gradients(self, g: torch.Tensor) -> torch.Tensor:

@@ -1,12 +1,12 @@
-"""The network's settings, checked and typed: :func:`resolve_network` refuses a bad width, depth,
-parametrization, init or activation (naming the field) and fills in the defaults derived from them;
-:class:`NetworkSettings` is the frozen view of a network learner's arguments that NVLDB and NDB read
-(NVLDB extends it: :mod:`nvldb_pl.learners.nvldb_settings`).
-"""
+"""The network learner's settings, checked and typed: :class:`NetworkOptions` (``model.network``: the MLP's shape
+or a module of one's own; a bad width, depth, parametrization, init or activation refused naming the field, the
+defaults derived from them filled in), :class:`SamplerOptions`, :class:`ComputeOptions`, and :class:`NetworkSettings`,
+the frozen view of a network learner's arguments that NVLDB and NDB read (NVLDB extends it:
+:mod:`nvldb_pl.learners.nvldb_settings`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Union
 
 from ..maths.checks import check as _check
@@ -18,43 +18,60 @@ BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
 
 
-def resolve_network(
-    dim: int,
-    width: int,
-    depth: int,
-    parametrization: str,
-    bias: Optional[bool],
-    init: Optional[str],
-    feature_dim: Optional[int],
-    activation: str = "relu",
-) -> tuple[Optional[bool], str]:
-    """Check the network's settings, naming the field; returns (bias, init) with their defaults filled in."""
-    _check(
-        activation in ACTIVATIONS,
-        "activation",
-        f"{activation!r} is not one of {list(ACTIVATIONS)}",
-    )
-    _check(
-        parametrization in PARAMETRIZATIONS,
-        "parametrization",
-        f"{parametrization!r} is not one of {list(PARAMETRIZATIONS)}",
-    )
-    if init is None:
-        init = INITS_OF[parametrization][0]
-    _check(
-        init in INITS_OF[parametrization],
-        "init",
-        f"{init!r} does not go with parametrization={parametrization!r}; choose one of "
-        f"{list(INITS_OF[parametrization])}",
-    )
-    if bias is None:
-        bias = parametrization == "standard"
-    _check(not bias or parametrization == "standard", "bias", "eq. (nn) (parametrization=ntk) has no biases")
-    for name, value in (("width", width), ("feature_dim", 1 if feature_dim is None else feature_dim)):
-        check_integer(value, name, 1)
-    check_integer(depth, "depth", 2)  # eq. (nn) needs at least W^1 and W^L
-    _check(init != "paper" or width % 2 == 0, "width", f"init='paper' needs an even width, got {width}")
-    return bias, init
+@dataclass(frozen=True)
+class NetworkOptions(Options):
+    """``model.network``: phi(x; W) of eq. (nn), the built-in MLP's shape (in YAML ``network: {width: 64}``, on the
+    command line ``--model.network.width 64``), or a network of one's own (``network: {module: my_net.Net}``).
+
+    Args:
+        width, depth: m and L of eq. (nn).
+        parametrization: ``ntk`` (eq. nn literally: sqrt(m) output factor, no biases) or ``standard``
+            (``nn.Linear`` layers: no sqrt(m), optional biases); see :mod:`nvldb_pl.maths.network`.
+        activation: every layer's nonlinearity, ``relu`` (eq. nn), ``gelu`` or ``silu`` (smooth: no unit of phi
+            dies).
+        bias: biases in every layer (``standard`` only); ``None`` = true for ``standard``, false for ``ntk``.
+        init: ``kaiming`` or ``paper`` (eq. init) for ``ntk``; ``kaiming``, ``torch`` or ``normal`` for
+            ``standard``; ``None`` = kaiming.
+        module: phi of one's own: the import path of a one-seed ``torch.nn.Module`` mapping [N, d] to [N, p] (or
+            ``{class_path, init_args}``), stacked over seeds by :mod:`nvldb_pl.maths.user_network`; then the fields
+            above are not used, and it trains by autograd. ``None``: the built-in MLP.
+    """
+
+    width: int = 32
+    depth: int = 3
+    parametrization: str = "standard"
+    activation: str = "relu"
+    bias: Optional[bool] = None
+    init: Optional[str] = None
+    module: Optional[Union[str, dict]] = None
+
+    def resolved(self, feature_dim: Optional[int] = None) -> "NetworkOptions":
+        """Checked, naming the field (``network.width``); with the defaults derived from the parametrization (bias,
+        init) filled in."""
+        _check(
+            self.activation in ACTIVATIONS,
+            "network.activation",
+            f"{self.activation!r} is not one of {list(ACTIVATIONS)}",
+        )
+        par = self.parametrization
+        _check(par in PARAMETRIZATIONS, "network.parametrization", f"{par!r} is not one of {list(PARAMETRIZATIONS)}")
+        init = INITS_OF[par][0] if self.init is None else self.init
+        _check(
+            init in INITS_OF[par],
+            "network.init",
+            f"{init!r} does not go with network.parametrization={par!r}; choose one of {list(INITS_OF[par])}",
+        )
+        bias = par == "standard" if self.bias is None else self.bias
+        _check(not bias or par == "standard", "network.bias", "eq. (nn) (parametrization=ntk) has no biases")
+        check_integer(self.width, "network.width", 1)
+        check_integer(1 if feature_dim is None else feature_dim, "feature_dim", 1)
+        check_integer(self.depth, "network.depth", 2)  # eq. (nn) needs at least W^1 and W^L
+        _check(
+            init != "paper" or self.width % 2 == 0,
+            "network.width",
+            f"init='paper' needs an even width, got {self.width}",
+        )
+        return replace(self, bias=bias, init=init)
 
 
 @dataclass(frozen=True)
@@ -80,7 +97,7 @@ class ComputeOptions(Options):
 
     Args:
         backward: ``manual`` (the hand-written gradient of :mod:`nvldb_pl.maths.backward`, faster) or ``autograd``;
-            under ``16-mixed`` (a GradScaler), or with ``model.network``, autograd whatever this says.
+            under ``16-mixed`` (a GradScaler), or with ``model.network.module``, autograd whatever this says.
         history_pass: how each Adam step walks the whole history: ``auto`` (``graphed`` on a CUDA device unless
             sampler.size is set, else ``chunked``), ``chunked`` (blocks of 256 rounds, fastest on CPU), ``full``
             (one block of the played rounds: fewer kernel launches), ``masked`` (all T preallocated rounds, unplayed
@@ -98,17 +115,11 @@ class NetworkSettings(LinkedSettings):
     keep them as given). A learner without one of the optional ones (NDB: no epsilon, sampler, compute, ...) has its
     default here."""
 
-    width: int
-    depth: int
-    parametrization: str
-    bias: Optional[bool]
     feature_dim: Optional[int]
-    init: str
     lr: float
     lam: float
     grad_steps: int
     epsilon: float = 1.0
     sampler: SamplerOptions = SamplerOptions()
     compute: ComputeOptions = ComputeOptions()
-    network: Optional[Union[str, dict]] = None
-    activation: str = "relu"
+    network: NetworkOptions = NetworkOptions()

@@ -49,10 +49,10 @@ class NeuralLearner(DuelingLearner):
     """The stacked network ``self.net`` and its training, from the resolved hyperparameters ``hp``
     (saved as the learner's hparams: the subclass's own arguments with their values in force).
 
-    ``hp`` needs dim, arms, rounds, num_seeds, link, width, depth, parametrization, bias,
-    feature_dim, init, lr, lam, grad_steps; optional: epsilon, sampler and compute (mappings of
-    :class:`~nvldb_pl.learners.network_settings.SamplerOptions`, :class:`~nvldb_pl.learners.network_settings.ComputeOptions`),
-    network (a user's module for phi: :mod:`nvldb_pl.maths.user_network`).
+    ``hp`` needs dim, arms, rounds, num_seeds, link, feature_dim, lr, lam, grad_steps and network (a mapping of
+    :class:`~nvldb_pl.learners.network_settings.NetworkOptions`, resolved); optional: epsilon, sampler and compute
+    (mappings of :class:`~nvldb_pl.learners.network_settings.SamplerOptions`,
+    :class:`~nvldb_pl.learners.network_settings.ComputeOptions`).
     ``variance_mode`` is zeta's (eq. wi): ``estimated``, ``oracle`` or ``none``;
     ``w_reg`` the weight of mu/2 sum_l ||W^l - W^l_0||^2 in the loss.
     """
@@ -94,37 +94,38 @@ class NeuralLearner(DuelingLearner):
         self.save_hyperparameters(hp)
         self.variance_mode = variance_mode
         self.w_reg = w_reg
-        if s.network is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
+        net = s.network
+        if net.module is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
             _check(
                 walk in ("auto", "chunked", "full", "masked"),
                 "compute.history_pass",
-                f"{walk} captures the built-in MLP's update; with model.network use auto or chunked",
+                f"{walk} captures the built-in MLP's update; with model.network.module use auto or chunked",
             )
-            self.net = StackedNetwork(s.network, s.num_seeds, s.dim, s.feature_dim)
+            self.net = StackedNetwork(net.module, s.num_seeds, s.dim, s.feature_dim)
         else:
-            count = parameter_count(s.dim, s.width, s.depth, bool(s.bias), s.feature_dim)  # per seed
+            count = parameter_count(s.dim, net.width, net.depth, bool(net.bias), s.feature_dim)  # per seed
             check_memory(  # with their initial copy, Adam's two moments and a gradient: refused before allocating
                 5 * 4 * s.num_seeds * count,
                 f"{s.num_seeds} networks of {count} parameters with their Adam state",
-                "model.width / model.depth",
+                "model.network.width / model.network.depth",
             )
             self.net = StackedMLP(
-                s.num_seeds, s.dim, s.width, s.depth, s.parametrization, s.bias, s.feature_dim, s.activation
+                s.num_seeds, s.dim, net.width, net.depth, net.parametrization, net.bias, s.feature_dim, net.activation
             )
 
     # ------------------------------------------------------------------ set-up
     def init_seed_state(self, base_seed: int, seed_ids: list[int]) -> None:
         """Draw each seed's theta_0, W_0 from its own stream (base seed, seed id): S-independent."""
-        hp = self.settings
+        hp, net = self.settings, self.settings.network
         if self.custom_network:
             self.net.init_seeds([torch.Generator().manual_seed(torch_seed(base_seed, i, TAG_INIT)) for i in seed_ids])
             return
         per_seed, biases = [], []
         for i in seed_ids:
             gen = torch.Generator().manual_seed(torch_seed(base_seed, i, TAG_INIT))
-            per_seed.append(init_weights(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
+            per_seed.append(init_weights(hp.dim, net.width, net.depth, net.init, gen, hp.feature_dim))
             if self.net.biases:
-                biases.append(init_biases(hp.dim, hp.width, hp.depth, hp.init, gen, hp.feature_dim))
+                biases.append(init_biases(hp.dim, net.width, net.depth, net.init, gen, hp.feature_dim))
         self.net.load_seed_init(per_seed, biases)
 
     def make_optimizer(self):
@@ -144,12 +145,12 @@ class NeuralLearner(DuelingLearner):
 
     def problem_size(self) -> int:
         """S x T x m^2 with the built-in MLP's width m (a network of one's own: 32)."""
-        m = 32 if self.custom_network else self.settings.width
+        m = 32 if self.custom_network else self.settings.network.width
         return self.num_local * self.settings.rounds * m * m
 
     @property
     def custom_network(self) -> bool:
-        """phi is a user's module (``model.network``), not the built-in MLP."""
+        """phi is a user's module (``model.network.module``), not the built-in MLP."""
         return isinstance(self.net, StackedNetwork)
 
     @property
@@ -190,7 +191,7 @@ class NeuralLearner(DuelingLearner):
             notes.append(
                 (
                     "info",
-                    f"model.network={self.net.path}: trained by autograd (the hand-written gradient, "
+                    f"model.network.module={self.net.path}: trained by autograd (the hand-written gradient, "
                     f"model.compute.backward=manual, is the built-in MLP's)",
                 )
             )
@@ -207,7 +208,7 @@ class NeuralLearner(DuelingLearner):
 
     def training_block_bytes(self, rows: int) -> int:
         """About the activations of one Adam step over ``rows`` history rounds (:func:`block_bytes`)."""
-        return block_bytes(self.settings.depth, self.num_local, self.settings.width, rows)
+        return block_bytes(self.settings.network.depth, self.num_local, self.settings.network.width, rows)
 
     def _gradients(self, contexts: torch.Tensor) -> torch.Tensor:
         """g(x_k) = df(x_k)/d(W, theta, b) at the current parameters: [S, K, d] -> [S, K, p] (float64); NDB's

@@ -1,99 +1,50 @@
-"""NVLDB (Algorithm 1) as a plain torch algorithm: S independent seeds stacked in one set of parameters.
-
-Reading order, one round t (in a fit, the callback :class:`nvldb_pl.loop.callbacks.DuelingLoop` drives 1-2 and
-puts the duel into the batch, and the adapter :class:`nvldb_pl.loop.module.LearnerModule` runs 3-4 through
-``learn``; the live API calls the same two methods):
-
-1. ``propose`` (Alg. 1 line 6): ``estimate`` (phi(x_{t,k}; W_{t-1}), f = theta_{t-1}^T phi, the
-   exploration norms ||Delta phi||_{V_{t-1}^{-1}}), then the rule object of :mod:`nvldb_pl.maths.selection`;
-   the duel carries Delta phi at W_{t-1}. The network and its Adam steps live in
-   :class:`nvldb_pl.learners.neural.NeuralLearner`, shared with NDB.
-2. the environment answers o_t ~ Bernoulli(g(u(x_a1) - u(x_a2))) (line 7).
-3. ``observe`` appends (x_a1, x_a2, o_t) to the preallocated history.
-4. ``update`` (lines 8-13): every H rounds, ``_adam_steps`` (n Adam steps on eq. (total_loss) over
-   the whole history, warm-started), ``_refit_theta`` (Newton with W fixed), ``_update_gram``
-   (zeta of eq. wi and V).
-
-zeta during training: the weights 1/zeta_i^2 are recomputed, detached, from the current
-parameters at every Adam step (eq. wi: "by (theta_t, W_t)"); the theta refit holds them at their
-value after the Adam steps so that it solves one fixed convex problem; V then uses zeta at the
-final (theta_t, W_t).
-
-Gram modes: ``recompute`` rebuilds V_t = lambda I + sum_i dphi_i dphi_i^T / zeta_i^2 from the whole
-history with the current phi and zeta after each update (what the paper's experiments do,
-appendix "Hyperparameters"); ``incremental`` adds dphi_t dphi_t^T / zeta_t^2 with dphi_t taken at
-selection time (Alg. 1 line 13, eq. gram_matrix's W_{i-1}). Between updates (H > 1) the two agree.
-"""
+"""NVLDB (Algorithm 1), S seeds stacked in one set of parameters: :meth:`NVLDB.propose` is line 6 (the estimate,
+the rule, the self-duel test), :meth:`NVLDB.update` lines 8-13 (n Adam steps, the theta refit, zeta and V); the
+network and its Adam steps are :class:`~nvldb_pl.learners.neural.NeuralLearner`'s, shared with NDB. A fit drives it
+through :class:`nvldb_pl.loop.module.LearnerModule`, the live API directly (docs/architecture.md, the round)."""
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional
 
 import torch
 
 from ..maths import gram, objective, seedwise, selection, selfduel
-from ..maths.checks import LINKED_FROM_DATA
+from . import nvldb_settings
 from .base import Estimate, as_pairs
-from .network_settings import ComputeOptions, SamplerOptions
-from .nvldb_settings import NVLDBSettings, SelfDuelOptions, resolved_args, variance_mode
-from .neural import TRAIN_CHUNK_ROUNDS, NeuralLearner, pair_difference
+from .network_settings import ComputeOptions, NetworkOptions, SamplerOptions
+from .neural import NeuralLearner, pair_difference
+from .nvldb_settings import NVLDBSettings, SelfDuelOptions
 
-__all__ = ["NVLDB", "LINKED_FROM_DATA", "LITERAL", "LITERAL_OF", "TRAIN_CHUNK_ROUNDS"]
-
-# The strict reading of the equations, where the defaults follow the practice of the public code
-# the paper's experiments build on (configs/literal/ and the reports' "-literal" methods).
-LITERAL = {"parametrization": "ntk", "bias": False, "distinct_arms": False}
-# ... and NVLDB's loss as eq. (total_loss) writes it: no prior toward the initial weights (the default's w_reg 0.1)
-LITERAL_OF = {"NVLDB": {**LITERAL, "w_reg": 0.0}, "NDB": LITERAL}
+__all__ = ["NVLDB"]
 
 
 class NVLDB(NeuralLearner):
     """Neural variance-aware linear dueling bandit, S seeds at once.
 
-    Args (paper symbol in brackets):
+    Args (paper symbol in brackets; a group given as a mapping is documented on its class; the zeta and Gram
+    details: docs/paper.md):
         dim, arms, rounds, num_seeds, link: linked from the data module (d, K, T, S, g).
-        strategy: arm-selection rule, one of :data:`nvldb_pl.maths.selection.STRATEGIES`, or the import path of
-            a :class:`nvldb_pl.maths.selection.SelectionRule` subclass.
+        strategy: the rule, one of :data:`nvldb_pl.maths.selection.STRATEGIES`, or the import path of a
+            :class:`nvldb_pl.maths.selection.SelectionRule` subclass.
         variance_aware: zeta_i = max(sigma_hat_i, epsilon) if true (NVLDB), 1 if false (NLDB).
-        oracle_variance: use the true sigma_i instead of sigma_hat_i (needs variance_aware).
-        width, depth: m and L of eq. (nn).
-        parametrization: ``ntk`` (eq. nn literally: sqrt(m) output factor, no biases) or
-            ``standard`` (``nn.Linear`` layers: no sqrt(m), optional biases); see :mod:`nvldb_pl.maths.network`.
-        activation: every layer's nonlinearity, ``relu`` (eq. nn), ``gelu`` or ``silu`` (smooth: no unit of phi
-            dies; :mod:`nvldb_pl.maths.network`).
-        bias: biases in every layer (``standard`` only); ``None`` = true for ``standard``, false for ``ntk``.
-        feature_dim: the dimension p of phi and theta (W^L in R^{p x m}, V p x p); ``None`` = d, eq. (nn).
-        init: ``kaiming`` or ``paper`` (eq. init) for ``ntk``; ``kaiming``, ``torch`` or ``normal``
-            for ``standard``; ``None`` = kaiming.
-        lr: Adam step size [eta].
-        lam: regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
-        beta: confidence width coefficient [a_t]; ``None`` = 1, the paper's value (``None`` rather
-            than 1 so that ``--model CoLSTIM`` on an NVLDB config gets the baseline's own default).
-        epsilon: lower bound on zeta [epsilon] of eq. (wi); ``None`` = 1/sqrt(d), the order
-            Theorem (Variance-aware UCB methods) asks for (epsilon = O(1/sqrt(d))).
-        grad_steps: Adam steps per update [n].
-        episode: update every H rounds [H].
-        train_network: take the n Adam steps (Alg. 1 line 9).
-        refit_theta: refit theta with W fixed (Alg. 1 line 10).
-        refit_iterations: Newton iterations of that refit.
-        gram_mode: ``recompute`` or ``incremental``.
-        distinct_arms: the rule itself never duels an arm with itself, as NDB's public code (the
-            equations allow it; see :mod:`nvldb_pl.maths.selection`); ``self_duel`` may then still play the
-            greedy arm's self-duel.
-        self_duel: when the greedy arm's self-duel replaces the rule's distinct pair: a
-            :class:`~nvldb_pl.learners.nvldb_settings.SelfDuelOptions` (test, escape_rate, width, second_arm), in
-            YAML a mapping; default: the deep test ``deep_diag`` where distinct_arms, else none.
-        sampler: the rows each Adam step trains on, a
-            :class:`~nvldb_pl.learners.network_settings.SamplerOptions` (size, weighting); default the whole history.
-        compute: how the steps are computed, not what, a
-            :class:`~nvldb_pl.learners.network_settings.ComputeOptions` (backward, history_pass).
-        network: phi of one's own: the import path of a one-seed ``torch.nn.Module`` mapping [N, d] to
-            [N, p] (or ``{class_path, init_args}``), stacked over seeds by :mod:`nvldb_pl.maths.user_network`;
-            then width, depth, parametrization, activation, bias and init are not used, and it trains by autograd.
-            ``None``: the built-in MLP of eq. (nn).
-        w_reg: mu >= 0 of an extra term mu/2 sum_l ||W^l - W^l_0||^2 in the loss, a prior toward the initial
-            weights (not in the paper's eq. total_loss, which regularizes theta only: 0 = the paper, as
-            configs/literal/ runs). Default 0.1, chosen by measurement (lab/results/short/prior/README.md).
+        oracle_variance: the true sigma_i instead of sigma_hat_i (needs variance_aware).
+        network: phi(x; W), :class:`~nvldb_pl.learners.network_settings.NetworkOptions`: the MLP of eq. (nn) (width
+            m, depth L, parametrization, activation, bias, init) or a module of one's own.
+        feature_dim: the dimension p of phi, theta and V; ``None`` = d, eq. (nn).
+        lr, lam: Adam's step size [eta]; the regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
+        beta: the confidence width coefficient [a_t]; ``None`` = 1, the paper's (a baseline swapped in keeps its own).
+        epsilon: the lower bound on zeta [epsilon] of eq. (wi); ``None`` = 1/sqrt(d), the order its theorem asks.
+        grad_steps, episode: Adam steps per update [n]; an update every H rounds [H].
+        train_network, refit_theta, refit_iterations: line 9; line 10 and its Newton iterations.
+        gram_mode: ``recompute`` or ``incremental`` (the module's docstring).
+        distinct_arms: the rule never duels an arm with itself, as NDB's public code (the equations allow it).
+        self_duel: when the greedy arm's self-duel replaces the rule's pair,
+            :class:`~nvldb_pl.learners.nvldb_settings.SelfDuelOptions`; default the deep test where distinct_arms.
+        sampler: the rows each Adam step trains on, :class:`~nvldb_pl.learners.network_settings.SamplerOptions`.
+        compute: how the steps are computed, not what, :class:`~nvldb_pl.learners.network_settings.ComputeOptions`.
+        w_reg: mu >= 0 of mu/2 sum_l ||W^l - W^l_0||^2 in the loss, a prior toward the initial weights (not in eq.
+            total_loss: 0 is the paper, configs/literal/); 0.1 by measurement (lab/results/short/prior/README.md).
     """
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
@@ -109,13 +60,8 @@ class NVLDB(NeuralLearner):
         strategy: str = "ucb_asym",
         variance_aware: bool = True,
         oracle_variance: bool = False,
-        width: int = 32,
-        depth: int = 3,
-        parametrization: str = "standard",
-        activation: str = "relu",
-        bias: Optional[bool] = None,
+        network: NetworkOptions = NetworkOptions(),
         feature_dim: Optional[int] = None,
-        init: Optional[str] = None,
         lr: float = 1e-3,
         lam: float = 1.0,
         beta: Optional[float] = None,
@@ -131,36 +77,15 @@ class NVLDB(NeuralLearner):
         sampler: SamplerOptions = SamplerOptions(),
         compute: ComputeOptions = ComputeOptions(),
         self_duel: SelfDuelOptions = SelfDuelOptions(),
-        network: Optional[Union[str, dict]] = None,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        args = resolved_args(args)  # checked, naming the field; derived values in force (nvldb_settings.py)
-        super().__init__(args, variance_mode(variance_aware, oracle_variance), w_reg)  # hparams, self.settings
+        args = nvldb_settings.resolved_args(args)  # checked, naming the field; derived values in force
+        super().__init__(args, nvldb_settings.variance_mode(variance_aware, oracle_variance), w_reg)
         s = self.settings  # NVLDBSettings: every argument typed, with its value in force
-        beta, sd = s.beta, s.self_duel
-        self.own_test = s.own_test
-        self.selection_rule = selection.make_rule(strategy, beta, distinct_arms)  # line 3, built once (an acquisition)
-        settings = selfduel.SelfDuelSettings(
-            num_seeds=num_seeds,
-            num_params=sum(par[0].numel() for par in self.net.parameters()),  # Z over all network parameters
-            lam=lam,
-            beta=beta,
-            width=beta if sd.width is None else sd.width,
-            escape_rate=sd.escape_rate,
-            second_arm=sd.second_arm,
-            strategy=strategy,
-        )
-        self.self_duel = selfduel.make_test(sd.test, settings)  # built once, owns its Gram Z
-        # the method's name: a subclass by its class name, a network of one's own in brackets
-        if type(self) is NVLDB:
-            prefix = "NVLDB" if variance_aware else "NLDB"
-        else:
-            prefix = type(self).__name__ + ("" if variance_aware else "-NLDB")
-        self.method = prefix + "-" + selection.rule_label(strategy)
-        if network is not None:
-            self.method += f"[{self.net.path.rpartition('.')[2]}]"
-        if oracle_variance:  # not the estimate NVLDB is: said in its name (summaries, the CLI's last line)
-            self.method += "-oracle"
+        self.selection_rule = selection.make_rule(strategy, s.beta, distinct_arms)  # line 3, built once
+        num_params = sum(par[0].numel() for par in self.net.parameters())  # the self-duel test's Z: all of them
+        self.self_duel = selfduel.make_test(s.self_duel.test, nvldb_settings.self_duel_settings(s, num_params))
+        self.method = nvldb_settings.method_name(self, s)  # NVLDB-UCB-ASYM; a subclass or network by name
         self.register_buffer("V", lam * torch.eye(s.p, dtype=torch.float64).repeat(num_seeds, 1, 1))  # line 1: V_0
 
     # ------------------------------------------------------------------ Alg. 1 line 6
@@ -180,16 +105,16 @@ class NVLDB(NeuralLearner):
         """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6): the estimate,
         then the rule; with ``dphi`` [S, p] = Delta phi_{t,a1,a2} at W_{t-1} (V's new term in
         incremental mode)."""
+        s = self.settings
         with self._timed("select"):
             est = self.estimate(contexts)
             f, norm = est.f, est.norm
             pair = self.selection_rule(f, norm, noise, t)  # line 6: a_t, b_t with beta, X_t, V_{t-1}
-            # a rule of one's own, checked where it meets the loop
-            if self.settings.strategy not in selection.STRATEGIES:
+            if s.strategy not in selection.STRATEGIES:  # a rule of one's own, checked where it meets the loop
                 pair = selection.checked_pair(self.selection_rule, pair, *f.shape)
             g = self._gradients(contexts) if self.self_duel.uses_gradients else None  # df/d(W, theta, b) [S, K, p]
             a1, a2 = self.self_duel(pair, f, norm, noise, t, g, self.execution.self_duels)
-            if self.own_test:  # a test of one's own, checked as a rule is
+            if s.own_test:  # a test of one's own, checked as a rule is
                 a1, a2 = selection.checked_pair(self.self_duel, (a1, a2), *f.shape, field="model.self_duel.test")
             self._flag_bad(~est.ok | ~torch.isfinite(f).all(dim=1), t)
         duel = {"a1": a1, "a2": a2, "dphi": pair_difference(est.phi, a1, a2)}
@@ -223,15 +148,13 @@ class NVLDB(NeuralLearner):
         if self._graphed():  # lines 9-10 as one CUDA graph per history bucket, replayed (nvldb_pl.machinery.graphs)
             with self._timed("train"), self._untimed():  # the refit's time is counted in train
                 loss, theta, dphi = self.execution.steps(self._history_rows(t), lambda: self._train_and_refit(t))
-        else:
+        else:  # line 9: n Adam steps on eq. (total_loss); line 10: theta with W_t fixed
             loss, theta, dphi = self._train_and_refit(t)
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
             with self._timed("gram"):
                 self._update_gram(t, theta, dphi, duel["dphi"])  # lines 12-13: zeta_t (eq. wi), V_t
-            bad = ~torch.isfinite(theta).all(dim=1)
-            if loss is not None:
-                bad |= ~torch.isfinite(loss)
-            self._flag_bad(bad, t)
+            finite = torch.isfinite(theta).all(dim=1) & (torch.isfinite(loss) if loss is not None else True)
+            self._flag_bad(~finite, t)
 
     def _train_and_refit(self, t: int) -> tuple[Optional[torch.Tensor], torch.Tensor, Optional[torch.Tensor]]:
         """Lines 9-10: the n Adam steps (loss per seed [S], or None when not trained), then the theta refit."""

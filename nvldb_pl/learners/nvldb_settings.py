@@ -1,6 +1,6 @@
 """NVLDB's settings, typed and frozen (:class:`NVLDBSettings`), and its arguments checked before anything is built
 (:func:`resolved_args`): each refusal names its field, a setting that could not take effect is refused rather
-than run under a name it did not earn, and the values derived from a default (epsilon, beta, init, bias,
+than run under a name it did not earn, and the values derived from a default (epsilon, beta, network.init, network.bias,
 self_duel.test) are filled in as they are in force (the learner saves those). What each setting means is NVLDB's
 docstring (:class:`nvldb_pl.learners.nvldb.NVLDB`, which the CLI's help shows)."""
 
@@ -14,7 +14,7 @@ from typing import Optional
 from ..maths import gram, selection, selfduel
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer, check_linked, check_number
-from .network_settings import ComputeOptions, NetworkSettings, SamplerOptions, resolve_network
+from .network_settings import ComputeOptions, NetworkOptions, NetworkSettings, SamplerOptions
 from .settings import Options
 
 
@@ -81,6 +81,39 @@ class NVLDBSettings(NetworkSettings):
         return self.dim if self.feature_dim is None else self.feature_dim
 
 
+def self_duel_settings(s: NVLDBSettings, num_params: int) -> selfduel.SelfDuelSettings:
+    """What the self-duel test is built from: the seeds, the network's parameter count p (Z is p x p), and the
+    settings of ``model.self_duel`` in force (its width ``None``: beta)."""
+    sd = s.self_duel
+    width = s.beta if sd.width is None else sd.width
+    return selfduel.SelfDuelSettings(
+        num_seeds=s.num_seeds,
+        num_params=num_params,
+        lam=s.lam,
+        beta=s.beta,
+        width=width,
+        escape_rate=sd.escape_rate,
+        second_arm=sd.second_arm,
+        strategy=s.strategy,
+    )
+
+
+def method_name(learner, s: NVLDBSettings) -> str:
+    """The name a run is reported under: ``NVLDB-UCB-ASYM`` (``NLDB-`` without the variance weighting); a subclass by
+    its class name; a network of one's own in brackets, ``-oracle`` with the true variance (never the estimate's
+    name)."""
+    cls = type(learner)
+    name = cls.__name__
+    if (cls.__module__, cls.__qualname__) == ("nvldb_pl.learners.nvldb", "NVLDB"):
+        prefix = "NVLDB" if s.variance_aware else "NLDB"
+    else:
+        prefix = name + ("" if s.variance_aware else "-NLDB")
+    out = prefix + "-" + selection.rule_label(s.strategy)
+    if learner.custom_network:
+        out += f"[{learner.net.path.rpartition('.')[2]}]"
+    return out + ("-oracle" if s.oracle_variance else "")
+
+
 def variance_mode(variance_aware: bool, oracle_variance: bool) -> str:
     """zeta of eq. (wi) for these settings: ``estimated``, ``oracle`` or ``none``."""
     return ("oracle" if oracle_variance else "estimated") if variance_aware else "none"
@@ -98,16 +131,14 @@ def resolved_args(args: dict) -> dict:
     strategy, variance_aware, oracle_variance, distinct_arms = _take(
         args, "strategy variance_aware oracle_variance distinct_arms"
     )
-    width, depth, parametrization, activation, bias, feature_dim, init = _take(
-        args, "width depth parametrization activation bias feature_dim init"
-    )
+    feature_dim = args["feature_dim"]
     beta, epsilon, episode, gram_mode = _take(args, "beta epsilon episode gram_mode")
     refit_theta, refit_iterations = _take(args, "refit_theta refit_iterations")
     self_duel = SelfDuelOptions.of(args["self_duel"], "self_duel")
     self_duel_test, escape_rate, self_duel_width, second_arm = (getattr(self_duel, f.name) for f in fields(self_duel))
     check_linked(dim, arms, rounds, num_seeds, link)
     selection.check_strategy(strategy)
-    bias, init = resolve_network(dim, width, depth, parametrization, bias, init, feature_dim, activation)
+    network = NetworkOptions.of(args["network"], "network").resolved(feature_dim)
     _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
     for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
         check_integer(value, name, 1)
@@ -176,8 +207,9 @@ def resolved_args(args: dict) -> dict:
     )
     # saved with the values in force, also where they came from a default
     groups = dict(  # saved as mappings
+        network=network.saved(),
         self_duel=replace(self_duel, test=self_duel_test).saved(),
         sampler=SamplerOptions.of(args["sampler"], "sampler").saved(),
         compute=ComputeOptions.of(args["compute"], "compute").saved(),
     )
-    return {**args, **dict(epsilon=epsilon, init=init, bias=bias, beta=beta), **groups}
+    return {**args, **dict(epsilon=epsilon, beta=beta), **groups}

@@ -13,10 +13,11 @@ import inspect
 from ..maths.checks import import_class
 from ..maths.selection import STRATEGIES, SelectionRule
 from .base import DuelingLearner, learner_name
+from .settings import merged
 from .gp import PairwiseGPLearner
 from .linear import CoLSTIM, MaxInP
 from .ndb import NDB
-from .nvldb import LITERAL_OF, NVLDB
+from .nvldb import NVLDB
 from .random_pair import RandomPair
 from .vacdb import VACDB
 
@@ -50,12 +51,16 @@ METHODS: dict[str, tuple[str, dict]] = {
     "PairwiseGP": ("PairwiseGPLearner", {}),  # the gp extra; short horizons only (refused past its max_rounds)
 }
 
-# The strict reading of the equations (see LITERAL_OF in nvldb_pl/learners/nvldb.py): "<method>-literal".
+# The strict reading of the equations, where the defaults follow the practice of the public code the paper's
+# experiments build on (configs/literal/): "<method>-literal". NVLDB's loss also as eq. (total_loss) writes it: no
+# prior toward the initial weights (the default's w_reg 0.1).
+LITERAL = {"network": {"parametrization": "ntk", "bias": False}, "distinct_arms": False}
+LITERAL_OF = {"NVLDB": {**LITERAL, "w_reg": 0.0}, "NDB": LITERAL}
 LITERAL_SUFFIX = "-literal"
 LITERAL_LEARNERS = ("NVLDB-", "NLDB-", "NDB-")  # the methods whose defaults differ from the literal reading
 METHODS.update(
     {
-        name + LITERAL_SUFFIX: (learner, {**model, **LITERAL_OF[learner]})
+        name + LITERAL_SUFFIX: (learner, merged(model, LITERAL_OF[learner]))
         for name, (learner, model) in list(METHODS.items())
         if learner in LITERAL_OF
     }

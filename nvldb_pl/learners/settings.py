@@ -92,3 +92,28 @@ class Options:
     def saved(self) -> dict:
         """The mapping a learner's hparams hold."""
         return asdict(self)
+
+
+def merged(*layers: dict) -> dict:
+    """The settings of ``layers``, each over the ones before it; a group of :class:`Options` given as a mapping
+    (``network: {width: 8}``) merges field by field with the one before, and a dotted key (``network.width``) is
+    that group's field (but ``data.*``, a grid's data settings, stays as it is)."""
+    out: dict = {}
+    for layer in layers:
+        for key, value in layer.items():
+            group, dot, name = key.partition(".")
+            if dot and group != "data":
+                key, value = group, {name: value}
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                value = {**out[key], **value}
+            out[key] = value
+    return out
+
+
+def flat_settings(settings: dict) -> dict:
+    """:func:`merged`'s inverse for display: a group's mapping as its dotted fields (``network.width``)."""
+    return {
+        f"{k}.{f}" if isinstance(v, dict) else k: fv if isinstance(v, dict) else v
+        for k, v in settings.items()
+        for f, fv in (v.items() if isinstance(v, dict) else [(None, v)])
+    }

@@ -58,5 +58,12 @@ def check_learner_memory(learner, processes: int = 1) -> None:
     device, at its horizon; ``processes``: this host's processes of the run."""
     s = learner.settings
     check_block_memory(
-        learner.history_pass, s.rounds, s.sampler.size, learner.device, processes, learner.num_local, s.width, s.depth
+        learner.history_pass,
+        s.rounds,
+        s.sampler.size,
+        learner.device,
+        processes,
+        learner.num_local,
+        s.network.width,
+        s.network.depth,
     )

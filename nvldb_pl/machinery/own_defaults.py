@@ -10,6 +10,7 @@ default class's value; values the user gave are kept, also where they were given
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
@@ -30,11 +31,22 @@ def own_defaults(cls: type) -> dict:
 
 
 def _keys_of(value) -> set[str]:
-    """The argument names a group's value gives: ``{class_path, init_args: {...}}`` or ``{name: value}``."""
+    """The argument names a group's value gives: ``{class_path, init_args: {...}}`` or ``{name: value}``; a
+    mapping's fields as ``name.field`` (``network: {width: 8}`` gives ``network.width``)."""
     if not isinstance(value, dict):
         return set()
-    keys = {k for k in value if k not in ("class_path", "init_args", "dict_kwargs")}
-    return keys | set(value.get("init_args") or {})
+    given = {k: v for k, v in value.items() if k not in ("class_path", "init_args", "dict_kwargs")}
+    given.update(value.get("init_args") or {})
+    return {f"{k}.{f}" for k, v in given.items() if isinstance(v, dict) for f in v} | {
+        k for k, v in given.items() if not isinstance(v, dict)
+    }
+
+
+def _fields(value) -> Optional[dict]:
+    """A group of settings as {field: value}: a dataclass instance, a mapping or a parsed namespace; else None."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return dict(value) if isinstance(value, dict) else None
 
 
 def _read_yaml(path: str):
@@ -62,9 +74,9 @@ def given_keys(args: Iterable[str], group: str) -> set[str]:
             if isinstance(config, dict):
                 keys |= _keys_of(config.get(group))
         elif flag.startswith(f"--{group}.init_args."):
-            keys.add(flag[len(f"--{group}.init_args.") :].split(".")[0])
+            keys.add(".".join(flag[len(f"--{group}.init_args.") :].split(".")[:2]))
         elif flag.startswith(f"--{group}.") and flag != f"--{group}.class_path":
-            keys.add(flag[len(f"--{group}.") :].split(".")[0])
+            keys.add(".".join(flag[len(f"--{group}.") :].split(".")[:2]))
         elif flag == f"--{group}":
             try:
                 keys |= _keys_of(json.loads(value))
@@ -77,13 +89,22 @@ def restore_own_defaults(
     init_args: dict, chosen: type, default: type, given: set[str], skip: Iterable[str] = ()
 ) -> list[str]:
     """Set, in place, each argument of ``init_args`` (the parsed values for class ``chosen``) that is not
-    in ``given`` and equals ``default``'s default to ``chosen``'s own default where the two differ.
-    Returns the names changed."""
+    in ``given`` and equals ``default``'s default to ``chosen``'s own default where the two differ; a group of
+    settings (``network``) field by field (``network.width`` in ``given``: kept). Returns the names changed."""
     if chosen is default:
         return []
     mine, theirs, changed = own_defaults(chosen), own_defaults(default), []
-    for name, value in list(init_args.items()):
+    for name, value in list(init_args.items()):  # (a parsed group's fields come as ``network.width``)
+        group, dot, field = name.partition(".")
+        if dot and group in mine and group in theirs and name not in given:
+            own, other = _fields(mine[group]) or {}, _fields(theirs[group]) or {}
+            if field in own and field in other and _same(value, other[field]) and not _same(own[field], other[field]):
+                init_args[name] = own[field]
+                changed.append(name)
+            continue
         if name in given or name in skip or name not in mine or name not in theirs:
+            continue
+        if any(g.startswith(name + ".") for g in given):
             continue
         if _same(value, theirs[name]) and not _same(mine[name], theirs[name]):
             init_args[name] = mine[name]

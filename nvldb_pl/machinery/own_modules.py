@@ -1,6 +1,6 @@
 """Where a class of one's own is found: the folder the command runs in, for the modules the command names.
 
-A config may name a module of one's own (``model.network: my_net.Net``, a ``class_path``, ``--set network=...``);
+A config may name a module of one's own (``model.network.module: my_net.Net``, a ``class_path``, ``--set network.module=...``);
 the package's commands (``nvldb``, ``nvldb-reproduce``, ``python scripts/main.py``, ...) find it in the folder they
 run from, after the installed packages (a file there named as one of them does not shadow it). Only the top-level
 names the command's arguments and ``--config`` files name as dotted paths are looked for there: a stray file named

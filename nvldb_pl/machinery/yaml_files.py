@@ -197,9 +197,8 @@ def _refuse_unmapped(group: str, value, where: str = "") -> None:
 
     if value is not None and not isinstance(value, dict):
         fields = list(dict.fromkeys(NESTED[group].values()))
-        raise ValueError(
-            f"{where}model.{group}: {value!r} is not a mapping of {', '.join(fields)} (e.g. {{{fields[0]}: ...}})"
-        )
+        example = f"{{module: {value}}}" if "module" in fields and isinstance(value, str) else f"{{{fields[0]}: ...}}"
+        raise ValueError(f"{where}model.{group}: {value!r} is not a mapping of {', '.join(fields)} (e.g. {example})")
 
 
 def _upgraded_config(path: str, old: dict, renamed_settings) -> str:

@@ -60,7 +60,7 @@ def import_class(path: str, base: type, field: str, what: str) -> type:
 
 
 def class_path_and_args(value, field: str) -> tuple[str, Optional[dict]]:
-    """A part named in the config (``data.task``, ``model.network``) as (name or class path, init_args or None):
+    """A part named in the config (``data.task``, ``model.network.module``) as (name or class path, init_args or None):
     a string, or a mapping ``{class_path, init_args}``; anything else in a mapping is refused naming ``field``."""
     if not isinstance(value, dict):
         return value, None
@@ -112,12 +112,16 @@ def check_linked(dim: int, arms: int, rounds: int, num_seeds: int, link: str) ->
 
 
 def config_differences(saved: dict, current: dict, prefix: str, skip=()) -> list[str]:
-    """Every field (but ``skip``) whose checkpointed value differs from the config's (resume)."""
-    return [
-        f"{prefix}{k}: checkpoint {saved[k]!r}, config {v!r}"
-        for k, v in current.items()
-        if k in saved and k not in skip and saved[k] != v
-    ]
+    """Every field (but ``skip``) whose checkpointed value differs from the config's (resume); a group of settings
+    (a mapping in both) field by field, ``model.network.width``."""
+    out = []
+    for k, v in current.items():
+        if k in saved and k not in skip and saved[k] != v:
+            if isinstance(v, dict) and isinstance(saved[k], dict):
+                out += config_differences(saved[k], v, f"{prefix}{k}.")
+            else:
+                out.append(f"{prefix}{k}: checkpoint {saved[k]!r}, config {v!r}")
+    return out
 
 
 def refuse_other_state(held: dict, own: dict, what: str, legacy=()) -> None:
@@ -168,8 +172,18 @@ def typed_value(cls: type, name: str, value, field: str):
     except Exception:  # an annotation that does not resolve: take the value as given
         return value
     hint = hints.get(name)
-    if hint is None:
-        return value
+    return value if hint is None else _typed(hint, name, value, field)
+
+
+def _typed(hint, name: str, value, field: str):
+    """:func:`typed_value` for the annotation ``hint``; a group of settings (a dataclass) given as a mapping, field
+    by field (``network.width``)."""
+    import dataclasses
+    import typing
+
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        hints = typing.get_type_hints(hint)
+        return {k: _typed(hints[k], f"{name}.{k}", v, field) if k in hints else v for k, v in value.items()}
     args = typing.get_args(hint)
     optional = (
         typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", None))

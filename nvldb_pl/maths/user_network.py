@@ -1,8 +1,8 @@
-"""A network of one's own for phi, stacked over seeds: ``model.network`` names a ``torch.nn.Module`` class.
+"""A network of one's own for phi, stacked over seeds: ``model.network.module`` names a ``torch.nn.Module`` class.
 
 The user writes an ordinary one-seed module mapping contexts [N, d] to features [N, p] (p =
 ``feature_dim``, default d), e.g. ``nn.Sequential(nn.Linear(d, 64), nn.LayerNorm(64), nn.ReLU(),
-nn.Linear(64, p))``, and names its class (with ``init_args``) in ``model.network``. :class:`StackedNetwork`
+nn.Linear(64, p))``, and names its class (with ``init_args``) in ``model.network.module``. :class:`StackedNetwork`
 builds one copy a seed, each initialised by the module's own ``__init__`` under that seed's generator
 (so a seed's draw does not depend on the others), stacks their parameters along a leading seed
 dimension S and runs them with ``torch.func.vmap``. Exploration stays on the last layer: theta [S, p] and
@@ -35,8 +35,8 @@ from .checks import class_path_and_args, import_class, require
 
 
 def network_and_args(network) -> tuple[str, dict]:
-    """``model.network`` as (class path, init_args): a string, or ``{class_path, init_args}``."""
-    path, args = class_path_and_args(network, "model.network")
+    """``model.network.module`` as (class path, init_args): a string, or ``{class_path, init_args}``."""
+    path, args = class_path_and_args(network, "model.network.module")
     return path, args or {}
 
 
@@ -46,17 +46,17 @@ class StackedNetwork(nn.Module):
     def __init__(self, network, num_seeds: int, dim: int, feature_dim: Optional[int] = None):
         super().__init__()
         path, self.init_args = network_and_args(network)
-        self.cls = import_class(path, nn.Module, "model.network", "a torch.nn.Module subclass")
+        self.cls = import_class(path, nn.Module, "model.network.module", "a torch.nn.Module subclass")
         self.path, self.dim = path, dim
         template = self._build(torch.Generator().manual_seed(0)).eval()
         require(
             not list(template.buffers()),
-            "model.network",
+            "model.network.module",
             f"{path} has buffers ({', '.join(n for n, _ in template.named_buffers())}); a stacked network must "
             f"not change state in its forward pass (use LayerNorm rather than BatchNorm)",
         )
         names = [n for n, _ in template.named_parameters()]
-        require(bool(names), "model.network", f"{path} has no parameters")
+        require(bool(names), "model.network.module", f"{path} has no parameters")
         p = dim if feature_dim is None else feature_dim
         with torch.no_grad():
             try:
@@ -64,11 +64,11 @@ class StackedNetwork(nn.Module):
             except RuntimeError as err:  # a first layer of another input size: "mat1 and mat2 shapes ..."
                 first = str(err).splitlines()[0]
                 raise ValueError(
-                    f"model.network: {path} does not take [N, {dim}] contexts (data.dim = {dim}): {first}"
+                    f"model.network.module: {path} does not take [N, {dim}] contexts (data.dim = {dim}): {first}"
                 ) from None
         require(
             tuple(out.shape) == (3, p),
-            "model.network",
+            "model.network.module",
             f"{path} maps [N, {dim}] contexts to {list(out.shape[1:])} features per point, where phi has "
             f"model.feature_dim = {p} (None: data.dim)",
         )
@@ -93,7 +93,7 @@ class StackedNetwork(nn.Module):
             try:
                 return self.cls(**self.init_args)
             except TypeError as err:
-                raise ValueError(f"model.network: {self.path} does not take these init_args: {err}") from None
+                raise ValueError(f"model.network.module: {self.path} does not take these init_args: {err}") from None
 
     @torch.no_grad()
     def init_seeds(self, generators: list[torch.Generator]) -> None:

@@ -18,7 +18,7 @@ COS = os.path.join(ROOT, "configs", "cos.yaml")
 QUICK = [
     "--data.rounds=6",
     "--data.num_seeds=2",
-    "--model.width=4",
+    "--model.network.width=4",
     "--model.grad_steps=1",
     "--trainer.enable_progress_bar=false",
 ]
@@ -32,10 +32,13 @@ ROWS = [
     ("--data.rounds=abc", "data.rounds: expected an integer, got abc"),
     # values the parser refuses: one line naming the field (was argparse's usage of every option, then
     # jsonargparse's report of every type of a Union the value did not match)
-    ("--model.width=32.0", "model.width: expected an integer, got 32.0"),
+    ("--model.network.width=32.0", "model.network.width: expected an integer, got 32.0"),
     # a size past memory: refused before allocating (was torch's "Overflow when unpacking long long", no field)
-    ("--model.width=99999999999999999999", "model.width / model.depth: this config preallocates about"),
-    ("--model.bias=maybe", "model.bias: expected true or false; got maybe"),
+    (
+        "--model.network.width=99999999999999999999",
+        "model.network.width / model.network.depth: this config preallocates about",
+    ),
+    ("--model.network.bias=maybe", "model.network.bias: expected true or false; got maybe"),
     ("--model.widht=3", "model.widht: not an option of nvldb_pl.NVLDB"),
     ("--model=NDB --model.variance_aware=false", "model.variance_aware: not an option of nvldb_pl.learners.NDB"),
     ("--trainer.logger=foo.Bar", "trainer.logger: foo.Bar: No module named 'foo'"),
@@ -77,11 +80,11 @@ ROWS = [
     ("--model=MaxInP --model.beta=.inf", "model.beta: must be a finite number > 0"),
     ("--seed_everything=-1", "seed_everything: must be between 0 and 4294967295"),  # was numpy's bounds, no field
     ("--model.strategy=ucb_best", "model.strategy"),
-    ("--model.width=0", "model.width"),
-    ("--model.depth=1", "model.depth"),
+    ("--model.network.width=0", "model.network.width"),
+    ("--model.network.depth=1", "model.network.depth"),
     ("--model.grad_steps=-1", "model.grad_steps"),
     ("--model.gram_mode=lazy", "model.gram_mode"),
-    ("--model.init=xavier", "model.init"),
+    ("--model.network.init=xavier", "model.network.init"),
     ("--model=Oracle", "model: Oracle is not a learner: give one of NVLDB, NDB, CoLSTIM, VACDB, MaxInP, RandomPair"),
     ("--checkpoint.every_n_rounds=0", "checkpoint.every_n_rounds"),
     ("--loop.log_every_n_rounds=0", "loop.log_every_n_rounds"),
@@ -407,7 +410,7 @@ def test_several_processes_without_seed_parallel_are_refused_by_the_loop_too():
     from nvldb_pl.learners.nvldb import NVLDB
     from nvldb_pl.loop.callbacks import DuelingLoop
 
-    module = LearnerModule(NVLDB(rounds=4, num_seeds=2, width=4))
+    module = LearnerModule(NVLDB(rounds=4, num_seeds=2, network={"width": 4}))
     trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(), datamodule=None)
     with pytest.raises(ValueError, match="trainer.strategy: 2 processes under SimpleNamespace would average gradients"):
         DuelingLoop().setup(trainer, module, "fit")
@@ -428,7 +431,7 @@ def test_nan_context_from_the_environment_stops_naming_seed_and_round(tmp_path):
     from nvldb_pl.loop.summary import RunSummary
     from nvldb_pl.loop.run import build
 
-    dm, module = build({"rounds": 12, "num_seeds": 3, "seed": 0}, {"width": 4, "grad_steps": 1})
+    dm, module = build({"rounds": 12, "num_seeds": 3, "seed": 0}, {"network": {"width": 4}, "grad_steps": 1})
     trainer = pl.Trainer(
         max_epochs=1,
         logger=False,
@@ -498,11 +501,14 @@ def test_yaml_merge_keys_are_read_as_yaml_merges_them_by_the_cli_and_the_live_re
     from nvldb_pl.live import DuelingBandit
 
     cfg = tmp_path / "merge.yaml"
-    cfg.write_text("data:\n  <<: {rounds: 6, num_seeds: 2, dim: 4}\n  dim: 3\nmodel:\n  <<: {width: 8}\n")
+    cfg.write_text(
+        "data:\n  <<: {rounds: 6, num_seeds: 2, dim: 4}\n  dim: 3\nmodel:\n  <<: {feature_dim: 3}\n  network: {width: 8}\n"
+    )
     assert run_cli(fit_args(tmp_path / 'r', "--config", str(cfg))) == 0
     summary = json.loads(next((tmp_path / "r").rglob("summary.json")).read_text())
     assert summary["rounds"] == 6 and summary["num_seeds"] == 2 and summary["data"]["dim"] == 3
-    assert DuelingBandit.from_config(str(cfg), seed=0).learner.hparams.width == 8
+    hp = DuelingBandit.from_config(str(cfg), seed=0).learner.hparams
+    assert hp.network["width"] == 8 and hp.feature_dim == 3
     twice = tmp_path / "twice.yaml"
     twice.write_text("data:\n  <<: {rounds: 6}\n  rounds: 7\n  rounds: 8\n")
     assert run_cli(fit_args(tmp_path / 'q', "--config", str(twice))) == 2

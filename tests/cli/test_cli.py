@@ -45,7 +45,7 @@ def test_cli_end_to_end_writes_summary_tensorboard_and_hparams(tmp_path):
         "ts_csym",
         "--model.variance_aware",
         "false",
-        "--model.width",
+        "--model.network.width",
         "8",
         "--trainer.default_root_dir",
         str(out),
@@ -142,7 +142,7 @@ def test_seed_everything_false_says_which_base_seed_the_draws_come_from(tmp_path
         "6",
         "--data.num_seeds",
         "2",
-        "--model.width",
+        "--model.network.width",
         "8",
         "--trainer.enable_progress_bar",
         "false",
@@ -179,7 +179,7 @@ def test_other_and_several_loggers_get_every_round_and_the_final_regret(tmp_path
         "6",
         "--data.num_seeds",
         "2",
-        "--model.width",
+        "--model.network.width",
         "8",
         "--trainer.default_root_dir",
         str(out),
@@ -224,11 +224,13 @@ def test_a_new_run_creates_its_version_folder_before_its_logger_uses_it(tmp_path
 
     monkeypatch.setattr(module, "TensorBoardLogger", Recording)
     if entry == "cli":
-        args = fit_args(tmp_path, "--data.rounds=2", "--data.num_seeds=2", "--model.width=4")
+        args = fit_args(tmp_path, "--data.rounds=2", "--data.num_seeds=2", "--model.network.width=4")
         assert cli.run_cli(args) == 0 and cli.run_cli(args) == 0
     else:
         for _ in range(2):
-            run.run_experiment({"task": "cos", "rounds": 2, "num_seeds": 2}, {"width": 4}, root_dir=str(tmp_path))
+            run.run_experiment(
+                {"task": "cos", "rounds": 2, "num_seeds": 2}, {"network": {"width": 4}}, root_dir=str(tmp_path)
+            )
     assert made == [(0, True), (1, True)]
     assert all((tmp_path / "lightning_logs" / f"version_{v}" / "summary.json").is_file() for v in (0, 1))
 
@@ -377,7 +379,7 @@ def test_a_quiet_run_experiment_leaves_lightnings_log_and_warnings_as_they_were(
 
     lightning_log = logging.getLogger("lightning.pytorch")
     level, filters = lightning_log.level, list(warnings.filters)
-    run_experiment({"task": "cos", "rounds": 3, "num_seeds": 1}, {"width": 4, "grad_steps": 1})
+    run_experiment({"task": "cos", "rounds": 3, "num_seeds": 1}, {"network": {"width": 4}, "grad_steps": 1})
     assert lightning_log.level == level and warnings.filters == filters
     args = [
         "fit",
@@ -385,7 +387,7 @@ def test_a_quiet_run_experiment_leaves_lightnings_log_and_warnings_as_they_were(
         os.path.join(ROOT, "configs", "cos.yaml"),
         "--data.num_seeds=1",
         "--data.rounds=4",
-        "--model.width=4",
+        "--model.network.width=4",
         "--model.grad_steps=1",
         "--checkpoint.every_n_rounds=2",
         "--trainer.enable_progress_bar=false",
@@ -410,7 +412,7 @@ def test_seed_everything_true_draws_a_seed_says_it_and_keeps_it_so_the_run_can_b
     cos = os.path.join(
         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs", "cos.yaml"
     )
-    short = ["--data.rounds=4", "--data.num_seeds=1", "--model.width=4", "--trainer.enable_progress_bar=false"]
+    short = ["--data.rounds=4", "--data.num_seeds=1", "--model.network.width=4", "--trainer.enable_progress_bar=false"]
     seeds, regret = [], []
     for name in ("a", "b"):
         assert (
@@ -459,7 +461,7 @@ def test_seed_everything_true_draws_a_seed_says_it_and_keeps_it_so_the_run_can_b
     "extra",
     [
         ["--model", "NDB"],
-        ["--model.network", "{class_path: tests.extensions.networks.LayerNormMLP, init_args: {hidden: 8}}"],
+        ["--model.network.module", "{class_path: tests.extensions.networks.LayerNormMLP, init_args: {hidden: 8}}"],
     ],
 )
 def test_what_a_run_records_of_its_settings_holds_no_lightning_internals(tmp_path, extra):

@@ -69,7 +69,7 @@ def test_the_working_folder_gives_only_the_modules_a_command_names_after_the_ins
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     before = list(sys.path)
-    find_own_modules_here(["fit", "--model.network=mine.Net", "--set", "json.X"])
+    find_own_modules_here(["fit", "--model.network.module=mine.Net", "--set", "json.X"])
     assert sys.path == before
     assert importlib.import_module("mine").X == 1
     with pytest.raises(ModuleNotFoundError):
@@ -109,7 +109,7 @@ def test_a_class_in_a_module_of_ones_own_named_as_an_installed_one_is_refused_sa
     """./yaml.py defining the class: "module 'yaml' has no 'Tiny'", without a word that the installed yaml was
     imported instead. Now the refusal names both files and says to rename one's own."""
     (tmp_path / "yaml.py").write_text(MY_NET)
-    for i, given in enumerate(("--model.network=yaml.Tiny", "--model=yaml.Tiny")):
+    for i, given in enumerate(("--model.network.module=yaml.Tiny", "--model=yaml.Tiny")):
         out = _fit_in(tmp_path, str(i), given)
         assert out.returncode == 2, out.stderr[-2000:]
         assert "the installed module yaml (" in out.stderr and f"was taken, not {tmp_path / 'yaml.py'}" in out.stderr
@@ -123,7 +123,7 @@ def test_a_network_of_ones_own_in_the_working_folder_runs_from_the_installed_com
     argv = [command] if command else [sys.executable, os.path.join(ROOT, "scripts", "main.py")]
     args = fit_args(
         tmp_path / "runs",
-        "--model.network=my_net.Tiny",
+        "--model.network.module=my_net.Tiny",
         "--model.self_duel.test=none",
         "--data.rounds=6",
         "--data.num_seeds=2",
@@ -148,7 +148,7 @@ def test_a_resume_whose_own_module_is_another_file_is_refused_naming_it(tmp_path
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)
     settings = [
-        "--model.network=my_net.Tiny",
+        "--model.network.module=my_net.Tiny",
         "--model.self_duel.test=none",
         "--data.num_seeds=1",
         "--model.grad_steps=1",

@@ -21,12 +21,15 @@ def _reproduce(tmp_path, *args):
             ["--methods", "NLDB-UCB-ASYM", "--set", "variance_aware=true"],
             "--set: variance_aware=True changes what NLDB-UCB-ASYM is",
         ),
-        (["--methods", "NVLDB-UCB-ASYM-literal", "--set", "bias=true"], "changes what NVLDB-UCB-ASYM-literal is"),
+        (
+            ["--methods", "NVLDB-UCB-ASYM-literal", "--set", "network.bias=true"],
+            "changes what NVLDB-UCB-ASYM-literal is",
+        ),
         (
             ["--methods", "NVLDB-UCB-ASYM", "--set", "variance_aware=Flase"],
             "--set: variance_aware='Flase' is not a bool",
         ),
-        (["--methods", "NVLDB-UCB-ASYM", "--set", "width=8.5"], "--set: width=8.5 is not an integer"),
+        (["--methods", "NVLDB-UCB-ASYM", "--set", "network.width=8.5"], "--set: network.width=8.5 is not an integer"),
     ],
 )
 def test_reproduce_refuses_a_setting_that_would_run_under_another_name(tmp_path, capsys, args, message):
@@ -40,7 +43,14 @@ def test_pythons_false_in_set_is_false_not_the_true_text_false(tmp_path):
 
     assert (
         _reproduce(
-            tmp_path, "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM", "--set", "variance_aware=False", "width=4"
+            tmp_path,
+            "--tasks",
+            "cos",
+            "--methods",
+            "NVLDB-UCB-ASYM",
+            "--set",
+            "variance_aware=False",
+            "network.width=4",
         )
         == 0
     )
@@ -51,9 +61,9 @@ def test_pythons_false_in_set_is_false_not_the_true_text_false(tmp_path):
 
 def test_the_sweeps_grid_values_are_parsed_by_type(tmp_path, monkeypatch):
     sweep = load_script("sweep")
-    grid = [{"variance_aware": "false", "width": "4"}]
+    grid = [{"variance_aware": "false", "network": {"width": "4"}}]
     sweep.check_grid(grid)
-    assert grid == [{"variance_aware": False, "width": 4}]
+    assert grid == [{"variance_aware": False, "network": {"width": 4}}]
     with pytest.raises(ValueError, match="--grid/--vary: variance_aware='no' is not a bool"):
         sweep.check_grid([{"variance_aware": "no"}])
 
@@ -136,7 +146,7 @@ def test_a_resume_on_other_data_under_the_same_settings_is_refused_naming_the_fi
         "--data.dim=12",
         "--data.arms=3",
         "--data.num_seeds=2",
-        "--model.width=4",
+        "--model.network.width=4",
         "--model.grad_steps=1",
         "--trainer.enable_progress_bar=false",
         "--checkpoint.every_n_rounds=8",
@@ -223,9 +233,10 @@ def test_ndb_at_a_width_whose_gram_cannot_fit_names_the_width_not_the_rounds():
     from nvldb_pl.learners.ndb import NDB
 
     with pytest.raises(
-        ValueError, match=r"^model.width / model.depth \(p = 9036010 network parameters; model.gram diag"
+        ValueError,
+        match=r"^model.network.width / model.network.depth \(p = 9036010 network parameters; model.gram diag",
     ):
-        NDB(dim=5, arms=5, rounds=100, num_seeds=20, link="logistic", width=3000)
+        NDB(dim=5, arms=5, rounds=100, num_seeds=20, link="logistic", network={"width": 3000})
 
 
 def test_a_run_takes_one_thread_where_a_second_buys_little_and_the_threads_given_otherwise(monkeypatch):
@@ -262,9 +273,9 @@ def test_the_learner_measures_its_run_for_the_thread_choice():
     from nvldb_pl.learners.nvldb import NVLDB
     from nvldb_pl.machinery.devices import cpu_threads, threads_for
 
-    assert NVLDB(rounds=300, num_seeds=5, width=8).problem_size() == 5 * 300 * 8 * 8
+    assert NVLDB(rounds=300, num_seeds=5, network={"width": 8}).problem_size() == 5 * 300 * 8 * 8
     assert (
-        NVLDB(rounds=300, num_seeds=5, network="tests.extensions.networks.LayerNormMLP").problem_size()
+        NVLDB(rounds=300, num_seeds=5, network={"module": "tests.extensions.networks.LayerNormMLP"}).problem_size()
         == 5 * 300 * 32**2
     )
     assert CoLSTIM(rounds=300, num_seeds=5).problem_size() == 5 * 300 * 32**2

@@ -170,7 +170,7 @@ def test_deterministic_preference_and_a_short_statlog_run(tmp_path):
         "preference": "deterministic",
         "data_dir": root,
     }
-    summary, m = run_experiment(data, {"width": 8, "grad_steps": 2})
+    summary, m = run_experiment(data, {"network": {"width": 8}, "grad_steps": 2})
     assert summary["rounds"] == 25 and len(summary["seeds"]) == 2
     # deterministic feedback: o = 1 exactly when the first arm is the true class and the second is not
     stream = RoundStream(BanditDataModule(**data).spec, dataset=BanditDataModule(**data).dataset)

@@ -54,7 +54,7 @@ def test_benchmark_refuses_bad_settings_in_one_line_before_any_run():
     the configs before a misspelt one), and a bad value ends in one error line, not a traceback."""
     cases = (
         (["--precision", "32-true", "64-true"], "error: --precision 64-true: choose"),
-        (["--width", "0"], "error: model.width: must be an integer >= 1, got 0"),
+        (["--width", "0"], "error: model.network.width: must be an integer >= 1, got 0"),
         (["--blas", "cublaslt"], "error: --blas cublaslt: a CUDA setting, and this run is on the CPU"),
     )
     results = _two_at_a_time(

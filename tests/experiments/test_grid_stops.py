@@ -33,7 +33,7 @@ def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, 
         "--probe",
         "10",
         "--set",
-        "width=8",
+        "network.width=8",
         "grad_steps=2",
         "--out",
         out,
@@ -42,7 +42,7 @@ def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, 
     rows = [json.loads(line) for line in open(out)]
     assert [r["t"] for r in rows] == [20, 40]
     summary, _ = run_experiment(
-        {"task": "cos", "rounds": 40, "num_seeds": 2, "first_seed_id": 2}, {"width": 8, "grad_steps": 2}
+        {"task": "cos", "rounds": 40, "num_seeds": 2, "first_seed_id": 2}, {"network": {"width": 8}, "grad_steps": 2}
     )
     assert rows[-1]["cum_avg_regret"] == summary["seeds"][1]["cum_avg_regret"]
     assert rows[-1]["live_units_history"] == summary["seeds"][1]["live_feature_units"]
@@ -57,7 +57,7 @@ def test_feature_trace_follows_the_ordinary_run_and_refuses_bad_input(tmp_path, 
         (["--seed", "-1"], "--seed: must be >= 0, got -1"),
         (["--task", "sine"], "--task: unknown 'sine'"),
         (["--set", "widht=3"], "--set: ['widht'] is not an argument of NVLDB"),
-        (["--set", "width=0"], "model.width: must be an integer >= 1, got 0"),
+        (["--set", "network.width=0"], "model.network.width: must be an integer >= 1, got 0"),
     ):
         with pytest.raises(SystemExit):
             trace.main(argv[:-2] + ["--out", fresh] + bad)
@@ -139,7 +139,7 @@ def test_a_stopped_grid_run_goes_on_from_its_checkpoint_to_the_run_it_would_have
         "Random",
         "NVLDB-UCB-ASYM",
         "--set",
-        "width=8",
+        "network.width=8",
         "grad_steps=2",
     ]
     assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
@@ -218,7 +218,7 @@ def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_
         "--methods",
         "NVLDB-UCB-ASYM",
         "--set",
-        "width=8",
+        "network.width=8",
         "grad_steps=2",
     ]
     assert _main(argv) == 128 + signal.SIGTERM
@@ -232,7 +232,7 @@ def test_a_stopped_grid_run_that_another_process_is_running_is_not_gone_on_with_
         with pytest.raises(ValueError, match="another process is running this run now"):
             run_experiment(
                 {"task": "cos", "rounds": 30, "num_seeds": 1},
-                {"width": 8, "grad_steps": 2},
+                {"network": {"width": 8}, "grad_steps": 2},
                 root_dir=os.path.dirname(logs),
                 checkpoint_every=10,
                 resume=(0, os.path.join(logs, "version_0", "checkpoints", "last.ckpt")),
@@ -260,7 +260,7 @@ def test_a_grid_run_whose_last_save_is_damaged_goes_on_from_the_one_before_sayin
         "--methods",
         "NVLDB-UCB-ASYM",
         "--set",
-        "width=8",
+        "network.width=8",
         "grad_steps=2",
     ]
     assert _main(["--out", str(tmp_path / "ref"), *argv]) == 0
@@ -328,7 +328,7 @@ def test_a_sweep_stopped_by_sigterm_exits_143_saying_what_finished(tmp_path):
     out = str(tmp_path / "rows.jsonl")
     root = os.path.join(os.path.dirname(__file__), "..", "..")
     argv = [sys.executable, os.path.join(root, "scripts", "sweep.py"), "--rounds", "300", "--seeds", "2"]
-    argv += ["--tasks", "square", "cos", "--grid", '[{"width": 8}]', "--out", out]
+    argv += ["--tasks", "square", "cos", "--grid", '[{"network": {"width": 8}}]', "--out", out]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     while time.time() < deadline and not (os.path.exists(out) and os.path.getsize(out)):
@@ -337,7 +337,7 @@ def test_a_sweep_stopped_by_sigterm_exits_143_saying_what_finished(tmp_path):
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=240)
     assert p.returncode == 143, err[-2000:]
-    assert 'stopped by SIGTERM: cos {"width": 8} was cut short and is not written' in err
+    assert 'stopped by SIGTERM: cos {"network": {"width": 8}} was cut short and is not written' in err
     assert "the runs finished (1 in this call)" in err
     rows = [json.loads(line) for line in open(out)]
     assert [r["task"] for r in rows] == ["square"]

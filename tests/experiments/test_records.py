@@ -10,6 +10,7 @@ import pytest
 
 import numpy as np
 
+from nvldb_pl.learners import NetworkOptions
 from nvldb_pl.cli import run_cli
 from nvldb_pl.live import DuelingBandit
 from nvldb_pl.learners.registry import init_args
@@ -31,11 +32,18 @@ def _fit(root, *extra):
 
 
 def test_a_users_network_is_named_in_the_method_and_its_settings_recorded(tmp_path):
-    s, _ = _fit(tmp_path, "--model.network=tests.extensions.networks.LayerNormMLP", "--model.self_duel.test=none")
+    s, _ = _fit(
+        tmp_path, "--model.network.module=tests.extensions.networks.LayerNormMLP", "--model.self_duel.test=none"
+    )
     assert s["method"] == "NVLDB-UCB-ASYM[LayerNormMLP]" and s["learner"] == "NVLDB"
     assert s["settings"] == {
-        "network": "tests.extensions.networks.LayerNormMLP",
-        "self_duel": {"test": "none", "escape_rate": 1.0, "width": None, "second_arm": "rule"},  # as in force
+        "network": {**NetworkOptions().resolved().saved(), "module": "tests.extensions.networks.LayerNormMLP"},
+        "self_duel": {
+            "test": "none",
+            "escape_rate": 1.0,
+            "width": None,
+            "second_arm": "rule",
+        },  # as in force
         "grad_steps": 2,
     }
 
@@ -64,9 +72,9 @@ def test_a_fit_checkpoint_of_a_learner_of_ones_own_loads_in_the_live_api(tmp_pat
 def test_a_subclass_with_kwargs_takes_its_parents_arguments_live_and_its_save_loads(tmp_path):
     from tests.extensions.learners import WideNVLDB
 
-    assert {"width", "lr", "strategy", "network"} <= init_args(WideNVLDB)
+    assert {"network", "lr", "strategy", "self_duel"} <= init_args(WideNVLDB)
     bandit = DuelingBandit.create("tests.extensions.learners.WideNVLDB", lr="0.01", grad_steps=3)
-    assert bandit.learner.hparams.lr == 0.01 and bandit.learner.hparams.width == 48
+    assert bandit.learner.hparams.lr == 0.01 and bandit.learner.hparams.network["width"] == 48
     x = np.eye(5)[:3]
     bandit.observe(x, 0, 1, 1)
     bandit.save(str(tmp_path / "w.pt"))
@@ -107,15 +115,15 @@ def test_the_comparison_scripts_take_a_table_file_and_d_and_k_in_a_sweep(tmp_pat
     args = ["--out", out, "--tasks", "table", "--data", f"data_file={table}", "--dim", "12", "--arms", "3"]
     args += ["--methods", "NVLDB-UCB-ASYM", "tests.extensions.learners.FastNVLDB", "--rounds", "8", "--seeds", "2"]
     reproduce = load_script("reproduce")
-    assert reproduce.main(args + ["--set", "width=4"]) == 0
-    assert reproduce.main(args + ["--set", "width=4"]) == 0  # made with the same table: reused
+    assert reproduce.main(args + ["--set", "network.width=4"]) == 0
+    assert reproduce.main(args + ["--set", "network.width=4"]) == 0  # made with the same table: reused
     assert capsys.readouterr().out.count("[reuse]") == 2
     assert reproduce.main(args[:5] + ["data_file=nowhere.csv"] + args[6:]) == 2
     assert "nowhere.csv" in capsys.readouterr().err
     assert reproduce.main(args[:5] + ["link=probit", f"data_file={table}", "colour=red"] + args[6:]) == 2
     assert "--data: no data setting ['colour']" in capsys.readouterr().err
     rows = str(tmp_path / "s.jsonl")
-    argv = ["sweep.py", "--rounds", "8", "--seeds", "2", "--tasks", "square", "--grid", '[{"width": 4}]']
+    argv = ["sweep.py", "--rounds", "8", "--seeds", "2", "--tasks", "square", "--grid", '[{"network": {"width": 4}}]']
     monkeypatch.setattr("sys.argv", argv + ["--vary", "data.dim=3,6", "data.arms=4", "--out", rows])
     load_script("sweep").main()
     runs = [json.loads(line) for line in open(rows)]
@@ -137,10 +145,10 @@ def test_a_hand_edited_hparams_yaml_is_neither_reused_nor_reported(tmp_path, cap
     assert reproduce.main(args) == 0
     path = next(out.glob("runs/cos/NVLDB-UCB-ASYM/lightning_logs/version_0/hparams.yaml"))
     made = path.read_text()
-    assert "\nwidth: 32\n" in made
-    path.write_text(made.replace("\nwidth: 32\n", "\nwidth: 64\n"))
+    assert "\n  width: 32\n" in made
+    path.write_text(made.replace("\n  width: 32\n", "\n  width: 64\n"))
     capsys.readouterr()
-    for extra in ([], ["--report-only"], ["--set", "grad_steps=1", "width=64"]):
+    for extra in ([], ["--report-only"], ["--set", "grad_steps=1", "network.width=64"]):
         assert reproduce.main(args + extra) == 2
         err = capsys.readouterr().err
         assert f"{path}: not the hyperparameters the run was made with" in err, err

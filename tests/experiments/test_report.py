@@ -18,7 +18,19 @@ def _main(argv):
 def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     out = str(tmp_path / "rep")
-    argv = ["--out", out, "--rounds", "12", "--seeds", "2", "--tasks", "cos", "--set", "width=4", "grad_steps=1"]
+    argv = [
+        "--out",
+        out,
+        "--rounds",
+        "12",
+        "--seeds",
+        "2",
+        "--tasks",
+        "cos",
+        "--set",
+        "network.width=4",
+        "grad_steps=1",
+    ]
     assert _main(argv) == 0
     report = open(os.path.join(out, "report.md")).read()
     rows = re.findall(r"^\| (\S+) \| ([0-9.]+) ± ([0-9.]+) \|", report, flags=re.M)
@@ -32,10 +44,16 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
     assert [c == "–" for _, c in paired] == [m != "NVLDB-UCB-ASYM" for m, _ in paired]  # only NLDB-UCB-ASYM ran
     # what --set changed, per method: the network learners took it, CoLSTIM (no network) did not
     [changed] = [ln for ln in report.splitlines() if ln.startswith("Settings each run changed")]
-    assert "NVLDB-UCB-ASYM `grad_steps=1 width=4`" in changed and "NDB-TS `grad_steps=1 width=4`" in changed
+    assert (
+        "NVLDB-UCB-ASYM `grad_steps=1 network.width=4`" in changed
+        and "NDB-TS `grad_steps=1 network.width=4`" in changed
+    )
     assert "CoLSTIM none" in changed and "Random none" in changed
     table = json.load(open(os.path.join(out, "report.json")))
-    assert table["cos/NVLDB-TS-CSYM"]["settings"] == "grad_steps=1 width=4" and "settings" not in table["cos/CoLSTIM"]
+    assert (
+        table["cos/NVLDB-TS-CSYM"]["settings"] == "grad_steps=1 network.width=4"
+        and "settings" not in table["cos/CoLSTIM"]
+    )
     # the software the runs were made with: every run the same, said once, and each in report.json
     import torch
 
@@ -68,13 +86,13 @@ def test_reproduce_reuses_a_run_only_if_made_with_the_settings_asked(tmp_path, c
     out = str(tmp_path / "rep")
     base = ["--out", out, "--rounds", "6", "--seeds", "1", "--tasks", "cos", "--methods", "NDB-UCB"]
     calls = [
-        (["--set", "width=4"], "[run]", "version_0"),
-        (["--set", "width=8"], "[run]", "version_1"),
-        (["--set", "width=4"], "[reuse]", "version_0"),
-        (["--set", "width=4", "lr=0.001"], "[reuse]", "version_0"),
-        (["--set", "width=4", "--dim", "7"], "[run]", "version_2"),
+        (["--set", "network.width=4"], "[run]", "version_0"),
+        (["--set", "network.width=8"], "[run]", "version_1"),
+        (["--set", "network.width=4"], "[reuse]", "version_0"),
+        (["--set", "network.width=4", "lr=0.001"], "[reuse]", "version_0"),
+        (["--set", "network.width=4", "--dim", "7"], "[run]", "version_2"),
         ([], "[run]", "version_3"),
-        (["--set", "width=32"], "[reuse]", "version_3"),
+        (["--set", "network.width=32"], "[reuse]", "version_3"),
     ]  # 32: the default, as given
     for extra, verb, version in calls:
         assert _main([*base, *extra]) == 0
@@ -162,11 +180,13 @@ def test_methods_run_one_per_call_add_up_to_one_report(tmp_path, capsys):
 
     assert _main(base + ["--methods", "Random"]) == 0
     assert rows()[0] == ["Random"]
-    assert _main(base + ["--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=1"]) == 0
+    assert _main(base + ["--methods", "NVLDB-UCB-ASYM", "--set", "network.width=4", "grad_steps=1"]) == 0
     names, text = rows()
     assert names == ["NVLDB-UCB-ASYM", "Random"]
     assert "plus the runs of earlier calls in this folder: `Random`" in text
-    assert _main(base + ["--methods", "NLDB-UCB-ASYM", "--set", "width=4", "grad_steps=1", "--rounds", "5"]) == 0
+    assert (
+        _main(base + ["--methods", "NLDB-UCB-ASYM", "--set", "network.width=4", "grad_steps=1", "--rounds", "5"]) == 0
+    )
     assert rows()[0] == ["NLDB-UCB-ASYM"]  # another T: the T=6 runs are not mixed in
     assert _main(base + ["--methods", "Random", "--report-only"]) == 0
     assert rows()[0] == ["Random"]
@@ -190,7 +210,7 @@ def test_distinct_floor_bounds_every_distinct_run_and_equals_the_per_round_gap()
     for strategy in ("ucb_asym", "ts_osym", "ucb_csym"):
         summary, _ = run_experiment(
             {"task": "square", "rounds": 30, "num_seeds": 3, "seed": 4},
-            {"width": 8, "grad_steps": 2, "strategy": strategy, "distinct_arms": True},
+            {"network": {"width": 8}, "grad_steps": 2, "strategy": strategy, "distinct_arms": True},
         )
         assert summary["R_T_over_T_mean"] >= floor
     from nvldb_pl.environments.uci import default_data_dir
@@ -218,7 +238,7 @@ def test_reproduce_dim_sets_the_synthetic_context_dimension(tmp_path):
                 "--methods",
                 "NVLDB-UCB-ASYM",
                 "--set",
-                "width=4",
+                "network.width=4",
                 "grad_steps=1",
             ]
         )
@@ -264,7 +284,7 @@ def test_paper_column_quotes_the_value_stated_for_the_runs_width_and_horizon_onl
                     "--methods",
                     "NVLDB-UCB-ASYM",
                     "--set",
-                    f"width={width}",
+                    f"network.width={width}",
                     "grad_steps=1",
                 ]
             )
@@ -306,9 +326,9 @@ def test_runs_of_another_d_in_one_out_are_never_one_table_nor_paired(tmp_path, c
     same streams), and pair.py refuses to pair a d=10 folder with a d=5 one (it paired them as the same streams)."""
     out, five = str(tmp_path / "rep"), str(tmp_path / "five")
     base = ["--rounds", "6", "--seeds", "2", "--tasks", "cos"]
-    assert _main(["--out", out, *base, "--methods", "Random", "NVLDB-UCB-ASYM", "--set", "width=4"]) == 0
+    assert _main(["--out", out, *base, "--methods", "Random", "NVLDB-UCB-ASYM", "--set", "network.width=4"]) == 0
     assert _main(["--out", five, *base, "--methods", "Random"]) == 0
-    assert _main(["--out", out, *base, "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "--dim", "10"]) == 0
+    assert _main(["--out", out, *base, "--methods", "NVLDB-UCB-ASYM", "--set", "network.width=4", "--dim", "10"]) == 0
     text = open(os.path.join(out, "report.md")).read()
     assert "## cos (T=6, 2 seeds, d=10)" in text and "| Random |" not in text
     assert json.load(open(os.path.join(out, "report.json")))["cos/NVLDB-UCB-ASYM"]["streams"]["dim"] == 10
@@ -357,19 +377,28 @@ def test_run_settings_name_what_set_changed_and_nothing_a_method_or_the_data_set
     # a default run's hparams on other data (linked fields) with its derived values (β, ε, init, bias)
     data = {"dim": 20, "arms": 7, "rounds": 300, "num_seeds": 3, "link": "probit"}
     base = dict(NVLDB(**data).hparams)
-    assert base["epsilon"] is not None and base["init"] is not None  # derived, not None, in hparams
+    assert base["epsilon"] is not None and base["network"]["init"] is not None  # derived, not None, in hparams
     assert run_settings("NVLDB-UCB-ASYM", base) == {}
     assert run_settings(
-        "NVLDB-TS-OSYM", {**base, "strategy": "ts_osym", "width": 500, "episode": 10, "sampler": {"size": 256}}
-    ) == {"width": 500, "episode": 10, "sampler": {"size": 256}}
+        "NVLDB-TS-OSYM",
+        {
+            **base,
+            "strategy": "ts_osym",
+            "network": {**base["network"], "width": 500},
+            "episode": 10,
+            "sampler": {"size": 256},
+        },
+    ) == {"network": {"width": 500}, "episode": 10, "sampler": {"size": 256}}  # a group: the fields it changed
     assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": 0.5}) == {"epsilon": 0.5}  # a derived one, set
-    assert run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": None, "init": None}) == {}  # recorded unresolved
+    assert (
+        run_settings("NVLDB-UCB-ASYM", {**base, "epsilon": None, "network": {**base["network"], "init": None}}) == {}
+    )  # recorded unresolved
     # the literal reading's own arguments (and what they derive) are the method, not a setting
-    literal = dict(NVLDB(**data, parametrization="ntk", bias=False, distinct_arms=False).hparams)
+    literal = dict(NVLDB(**data, network={"parametrization": "ntk", "bias": False}, distinct_arms=False).hparams)
     assert run_settings("NVLDB-UCB-ASYM-literal", literal) == {}
     assert run_settings("NLDB-UCB-ASYM", {**base, "variance_aware": False}) == {}
     assert run_settings("NVLDB-UCB-ASYM", {**base, "variance_aware": False}) == {"variance_aware": False}
-    assert run_settings("no-such-method", {"width": 500}) == {}
+    assert run_settings("no-such-method", {"network": {"width": 500}}) == {}
     # one line in the report: once when every run changed the same, nothing when none changed anything
     assert settings_lines({"A": "", "B": ""}) == []
     assert settings_lines({"A": "width=500", "B": "width=500"})[-1].endswith(": `width=500`.")
@@ -381,7 +410,17 @@ def test_first_seed_runs_the_same_streams_as_those_seeds_of_a_run_from_zero(tmp_
     from nvldb_pl.experiments.grid import find_run
     from nvldb_pl.experiments.curves import load_curves
 
-    common = ["--rounds", "10", "--tasks", "square", "--methods", "NVLDB-UCB-ASYM", "--set", "width=4", "grad_steps=2"]
+    common = [
+        "--rounds",
+        "10",
+        "--tasks",
+        "square",
+        "--methods",
+        "NVLDB-UCB-ASYM",
+        "--set",
+        "network.width=4",
+        "grad_steps=2",
+    ]
     whole, part = str(tmp_path / "whole"), str(tmp_path / "part")
     assert _main(["--out", whole, "--seeds", "3"] + common) == 0
     assert _main(["--out", part, "--seeds", "2", "--first-seed", "1"] + common) == 0
@@ -410,7 +449,7 @@ def test_report_names_the_seeds_whose_features_died(tmp_path, capsys):
         "NVLDB-UCB-ASYM",
         "CoLSTIM",
         "--set",
-        "width=4",
+        "network.width=4",
         "grad_steps=1",
     ]
     assert _main(argv) == 0
@@ -568,7 +607,7 @@ def test_a_run_with_a_network_of_ones_own_is_reported_under_the_name_it_ran_as(t
 
     out = str(tmp_path / "rep")
     args = ["--out", out, "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM", "--rounds", "6", "--seeds", "2"]
-    assert load_script("reproduce").main(args + ["--set", "network=tests.extensions.networks.LayerNormMLP"]) == 0
+    assert load_script("reproduce").main(args + ["--set", "network.module=tests.extensions.networks.LayerNormMLP"]) == 0
     name = "NVLDB-UCB-ASYM[LayerNormMLP]"
     assert f"| {name} |" in open(os.path.join(out, "report.md")).read()
     assert list(json.load(open(os.path.join(out, "report.json")))) == [f"cos/{name}"]
@@ -581,7 +620,7 @@ def test_a_nested_setting_given_in_part_reuses_only_the_run_it_fills_in_to(tmp_p
     it, the run made with it is reused, and the default test given by name reuses the default run."""
     out = str(tmp_path / "rep")
     base = ["--out", out, "--rounds", "6", "--seeds", "1", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM"]
-    tiny = ["width=4", "grad_steps=2"]
+    tiny = ["network.width=4", "grad_steps=2"]
     calls = [
         (["--set", *tiny, "self_duel={test: escape, escape_rate: 2}"], "[run]", "version_0"),
         (["--set", *tiny, "self_duel={test: escape}"], "[run]", "version_1"),

@@ -41,14 +41,14 @@ def test_reproduce_refuses_a_set_key_no_method_takes_before_running(tmp_path, ca
         == 2
     )
     err = capsys.readouterr().err
-    assert "--set: ['widht'] is not an argument of any method run here" in err and "'width'" in err
+    assert "--set: ['widht'] is not an argument of any method run here" in err and "'network'" in err
     assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(
     "extra,message",
     [
-        (["--set", "width=0"], "NVLDB-UCB-ASYM on cos: model.width: must be an integer >= 1, got 0"),
+        (["--set", "network.width=0"], "NVLDB-UCB-ASYM on cos: model.network.width: must be an integer >= 1, got 0"),
         (["--set", "beta=.inf"], "--set: beta='.inf' is not a number"),
         (["--set", "grad_steps=1.5"], "--set: grad_steps=1.5 is not an integer"),
         (["--set", "layers=0", "--methods", "Random", "VACDB"], "VACDB on cos: model.layers: must be an integer >= 1"),
@@ -176,7 +176,7 @@ def test_the_scripts_started_as_several_processes_are_refused_before_anything_is
             "--out",
             str(tmp_path / "s.jsonl"),
             "--grid",
-            '[{"width": 4}]',
+            '[{"network": {"width": 4}}]',
         ],
     )
     with pytest.raises(SystemExit) as stop:

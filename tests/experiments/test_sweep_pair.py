@@ -27,7 +27,7 @@ def test_sweep_appends_runs_skips_finished_ones_and_pairs_them(tmp_path, capsys)
         "--out",
         out,
         "--grid",
-        '[{"width": 4, "grad_steps": 1}]',
+        '[{"network": {"width": 4}, "grad_steps": 1}]',
         "--vary",
         "distinct_arms=false,true",
     ]
@@ -64,7 +64,7 @@ def _sweep_exit(sweep, monkeypatch, *argv):
         (["--grid", '[{"learner": "NDB", "variance_aware": false}]'], "--grid/--vary: NDB takes no ['variance_aware']"),
         (["--grid", '[{"learner": "Oracle"}]'], "--grid: unknown learner 'Oracle'"),
         (["--grid", "{width: 4}"], "--grid: not JSON"),
-        (["--grid", '{"width": 4}'], "--grid: expected a JSON list"),
+        (["--grid", '{"network": {"width": 4}}'], "--grid: expected a JSON list"),
         (["--grid", "[]"], "--grid: an empty list runs nothing"),  # printed an empty table, exit 0
         (["--vary", "width"], "--vary: 'width' is not key=value"),
         (["--vary", "widht=4,8"], "--grid/--vary: NVLDB takes no ['widht']"),
@@ -73,8 +73,8 @@ def _sweep_exit(sweep, monkeypatch, *argv):
         (["--threads", "-1"], "--threads: must be >= 0"),
         # a value no learner takes, in the second entry: the first entry's run came before it
         (
-            ["--grid", '[{"width": 4, "grad_steps": 1}, {"width": 0}]'],
-            '--grid/--vary {"width": 0} on cos: model.width: must be an integer >= 1, got 0',
+            ["--grid", '[{"network": {"width": 4}, "grad_steps": 1}, {"network": {"width": 0}}]'],
+            '--grid/--vary {"network": {"width": 0}} on cos: model.network.width: must be an integer >= 1, got 0',
         ),
         (["--vary", "beta=1,-1"], '"beta": -1} on cos: model.beta: must be a finite number > 0, got -1'),
     ],
@@ -95,7 +95,7 @@ def test_a_sweep_file_that_is_a_folder_or_holds_a_line_that_is_no_run_is_named_w
     tmp_path, capsys, monkeypatch
 ):
     sweep = _script("sweep")
-    run = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"width": 4}]']
+    run = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"network": {"width": 4}}]']
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"task": "cos", "config": {}, "rounds": 4, "per_seed": [1.0], "self_duels": [0.0]}\n{}\n')
     for argv, said in (
@@ -156,7 +156,7 @@ def test_a_sweep_file_whose_last_line_was_cut_short_goes_on_without_it(tmp_path,
             "--out",
             str(out),
             "--grid",
-            '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]',
+            '[{"network": {"width": 4}, "grad_steps": 1}, {"network": {"width": 6}, "grad_steps": 1}]',
         ],
     )
     sweep.main()
@@ -171,7 +171,7 @@ def test_a_sweep_file_whose_last_line_was_cut_short_goes_on_without_it(tmp_path,
     got = capsys.readouterr()
     assert f"--out: {out} ends in a line cut short" in got.err and got.out.count("| cos |") == 1
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["config"]["width"] for r in rows] == [4, 6]
+    assert [r["config"]["network"]["width"] for r in rows] == [4, 6]
     assert rows[0] == json.loads(first) and rows[1]["per_seed"] == json.loads(second)["per_seed"]  # the same run again
 
 
@@ -194,7 +194,7 @@ def test_sweep_runs_a_uci_task_in_its_shape(tmp_path, capsys, monkeypatch):
             "--out",
             str(out),
             "--grid",
-            '[{"width": 4, "grad_steps": 1}]',
+            '[{"network": {"width": 4}, "grad_steps": 1}]',
         ],
     )
     sweep.main()
@@ -228,7 +228,7 @@ def test_the_scripts_take_a_tilde_after_an_equals_sign_as_the_home_folder(tmp_pa
             "cos",
             "--out=~/s.jsonl",
             "--grid",
-            '[{"width": 4, "grad_steps": 1}]',
+            '[{"network": {"width": 4}, "grad_steps": 1}]',
         ],
     )
     sweep.main()
@@ -269,7 +269,7 @@ def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(t
         "--out",
         str(out),
         "--grid",
-        '[{"width": 4, "grad_steps": 1}]',
+        '[{"network": {"width": 4}, "grad_steps": 1}]',
         "--vary",
         "distinct_arms=false,true",
     ]
@@ -283,7 +283,7 @@ def test_ctrl_c_in_a_sweep_says_which_run_was_cut_and_the_same_command_goes_on(t
         signal.signal(signal.SIGINT, outside)
     assert stop.value.code == 130
     assert (
-        f'stopped by Ctrl-C: cos {{"width": 4, "grad_steps": 1, "distinct_arms": true}} was cut short and is not '
+        f'stopped by Ctrl-C: cos {{"network": {{"width": 4}}, "grad_steps": 1, "distinct_arms": true}} was cut short and is not '
         f"written; the runs finished (1 in this call) are in {out}, and the same command goes on from this one"
         in capsys.readouterr().err
     )
@@ -299,7 +299,18 @@ def test_sweep_runs_on_the_device_asked_records_it_and_the_software_and_refuses_
 
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
-    argv = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), "--grid", '[{"width": 4}]']
+    argv = [
+        "--rounds",
+        "4",
+        "--seeds",
+        "1",
+        "--tasks",
+        "cos",
+        "--out",
+        str(out),
+        "--grid",
+        '[{"network": {"width": 4}}]',
+    ]
     monkeypatch.setattr("sys.argv", ["sweep.py", *argv, "--accelerator", "cpu"])
     sweep.main()
     row = json.loads(out.read_text())
@@ -315,7 +326,17 @@ def test_a_one_seed_sweep_says_one_seed_in_its_header(tmp_path, capsys, monkeypa
     sweep = _script("sweep")
     monkeypatch.setattr(
         "sys.argv",
-        ["sweep.py", "--rounds", "4", "--seeds", "1", "--tasks", "cos", "--grid", '[{"width": 4, "grad_steps": 1}]'],
+        [
+            "sweep.py",
+            "--rounds",
+            "4",
+            "--seeds",
+            "1",
+            "--tasks",
+            "cos",
+            "--grid",
+            '[{"network": {"width": 4}, "grad_steps": 1}]',
+        ],
     )
     sweep.main()
     out = capsys.readouterr().out
@@ -340,7 +361,7 @@ def test_a_sweep_run_again_says_which_runs_it_did_not_run_again_and_where_they_w
             "--out",
             str(out),
             "--grid",
-            '[{"width": 4, "grad_steps": 1}, {"width": 6, "grad_steps": 1}]',
+            '[{"network": {"width": 4}, "grad_steps": 1}, {"network": {"width": 6}, "grad_steps": 1}]',
         ],
     )
     sweep.main()
@@ -364,7 +385,7 @@ def test_a_row_made_under_other_defaults_is_refused_not_skipped_and_not_paired(t
     refused before anything runs, naming the file, the line and the setting; the summary does not pair across them."""
     sweep = _script("sweep")
     out = tmp_path / "s.jsonl"
-    grid = '[{"width": 4, "grad_steps": 1}, {"width": 4, "grad_steps": 1, "w_reg": 0.3}]'
+    grid = '[{"network": {"width": 4}, "grad_steps": 1}, {"network": {"width": 4}, "grad_steps": 1, "w_reg": 0.3}]'
     argv = ["--rounds", "4", "--seeds", "1", "--tasks", "cos", "--out", str(out), "--grid", grid]
     monkeypatch.setattr("sys.argv", ["sweep.py", *argv])
     sweep.main()
@@ -387,7 +408,9 @@ def test_a_row_made_under_other_defaults_is_refused_not_skipped_and_not_paired(t
         assert _sweep_exit(sweep, monkeypatch, *argv) == 2
         err = capsys.readouterr().err
         assert (
-            f"error: --out: {out} line 1 (cos {{\"width\": 4, \"grad_steps\": 1}}, T=4, 1 seeds)" in err and said in err
+            f"error: --out: {out} line 1 (cos {{\"network\": {{\"width\": 4}}, \"grad_steps\": 1}}, T=4, 1 seeds)"
+            in err
+            and said in err
         )
         assert out.read_text() == text  # nothing run, nothing written
 

@@ -1,6 +1,6 @@
 """A researcher's learner: NVLDB with other defaults (named by class_path; nothing of NVLDB's may be inherited silently)."""
 
-from nvldb_pl.learners.nvldb import NVLDB
+from nvldb_pl.learners import NVLDB, NetworkOptions
 
 
 class FastNVLDB(NVLDB):
@@ -15,7 +15,7 @@ class FastNVLDB(NVLDB):
         link: str = "logistic",
         lr: float = 0.01,
         grad_steps: int = 5,
-        width: int = 16,
+        network: NetworkOptions = NetworkOptions(width=16),
         strategy: str = "ucb_osym",
     ):
         super().__init__(
@@ -26,7 +26,7 @@ class FastNVLDB(NVLDB):
             link=link,
             lr=lr,
             grad_steps=grad_steps,
-            width=width,
+            network=network,
             strategy=strategy,
         )
 
@@ -77,5 +77,5 @@ class OnlineLogistic(DuelingLearner):
 class WideNVLDB(NVLDB):
     """NVLDB with a wider network by default, every other argument passed on (``**kwargs``)."""
 
-    def __init__(self, width: int = 48, **kwargs):
-        super().__init__(width=width, **kwargs)
+    def __init__(self, network: NetworkOptions = NetworkOptions(width=48), **kwargs):
+        super().__init__(network=network, **kwargs)

@@ -31,7 +31,7 @@ ARGS = [
     os.path.join(ROOT, "configs", "cos.yaml"),
     f"--data.rounds={T}",
     "--data.num_seeds=3",
-    "--model.width=8",
+    "--model.network.width=8",
     "--model.grad_steps=2",
     "--model.strategy=ts_osym",
     "--checkpoint.every_n_rounds=20",

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from nvldb_pl.learners.settings import merged
 from nvldb_pl.maths.backward import per_point_gradients
 from nvldb_pl.learners import NDB, VACDB, CoLSTIM, MaxInP, RandomPair
 from nvldb_pl.maths.network import init_weights
@@ -31,7 +32,7 @@ def _wnorm(z, A_inv):
 
 
 # ---------------------------------------------------------------- NDB
-NDB_PAPER = {"parametrization": "ntk", "bias": False, "distinct_arms": False}  # the NDB paper's equations
+NDB_PAPER = {"network": {"parametrization": "ntk", "bias": False}, "distinct_arms": False}  # the NDB paper's equations
 
 
 def test_per_point_gradients_equal_autograd_of_f_for_each_point():
@@ -54,7 +55,8 @@ def test_per_point_gradients_equal_autograd_of_f_for_each_point():
 
 @pytest.mark.parametrize("gram", ["full", "diag"])
 def test_ndb_gram_after_rank_one_updates_equals_direct_formula(gram):
-    m = NDB(dim=D, arms=K, rounds=10, num_seeds=2, width=4, lam=0.7, grad_steps=0, gram=gram, **NDB_PAPER)
+    paper = merged({"network": {"width": 4}}, NDB_PAPER)
+    m = NDB(dim=D, arms=K, rounds=10, num_seeds=2, lam=0.7, grad_steps=0, gram=gram, **paper)
     m.init_parameters(0, [0, 1])
     p = 4 * D + 4 * 4 + D * 4 + D
     g = torch.Generator().manual_seed(3)
@@ -76,12 +78,11 @@ def test_ndb_selection_equals_per_seed_loop(rule, gram):
         arms=K,
         rounds=10,
         num_seeds=S,
-        width=6,
         strategy=f"{rule}_asym",
         gram=gram,
         beta=2.5,
         grad_steps=0,
-        **NDB_PAPER,
+        **merged({"network": {"width": 6}}, NDB_PAPER),
     )
     m.init_parameters(4, [0, 1, 2])
     p = sum(w[0].numel() for w in m.net.weights) + D
@@ -273,7 +274,13 @@ def test_random_pair_is_uniform_and_independent():
 
 @pytest.mark.parametrize(
     "learner,model",
-    [("CoLSTIM", {}), ("VACDB", {}), ("NDB", {"width": 8, "grad_steps": 2}), ("MaxInP", {}), ("RandomPair", {})],
+    [
+        ("CoLSTIM", {}),
+        ("VACDB", {}),
+        ("NDB", {"network": {"width": 8}, "grad_steps": 2}),
+        ("MaxInP", {}),
+        ("RandomPair", {}),
+    ],
 )
 def test_baselines_run_in_the_loop_and_seeds_are_independent(learner, model):
     data = {"task": "square", "rounds": 15, "num_seeds": 3, "seed": 2}
@@ -286,12 +293,12 @@ def test_baselines_run_in_the_loop_and_seeds_are_independent(learner, model):
 
 def test_an_ndb_checkpoint_from_when_ndb_subclassed_nvldb_still_loads():
     """Those checkpoints carry NVLDB's unused V buffer and NVLDB's extra hparams."""
-    m = NDB(dim=D, arms=K, rounds=10, num_seeds=2, width=4)
+    m = NDB(dim=D, arms=K, rounds=10, num_seeds=2, network={"width": 4})
     m.init_parameters(0, [0, 1])
     state = {**m.state_dict(), "V": torch.eye(D, dtype=torch.float64).repeat(2, 1, 1)}
     hparams = {**m.hparams, "strategy": "ucb_asym", "variance_aware": False, "refit_theta": False, "w_reg": 1.0}
     checkpoint = {"state_dict": state, "hyper_parameters": hparams, "learner": "NDB"}
-    fresh = NDB(dim=D, arms=K, rounds=10, num_seeds=2, width=4)
+    fresh = NDB(dim=D, arms=K, rounds=10, num_seeds=2, network={"width": 4})
     fresh.upgrade_checkpoint(checkpoint)
     fresh.load_state_dict(checkpoint["state_dict"])  # strict: no unexpected V
     assert torch.equal(fresh.net.theta, m.net.theta) and not hasattr(fresh, "V")
@@ -303,13 +310,16 @@ def test_ndb_takes_nvldbs_name_for_its_rule_and_still_its_old_one():
     as the new; another of NVLDB's rules, or both names at odds, refused naming the field."""
     from nvldb_pl.migrations import upgrade_settings
 
-    new, old = NDB(rounds=5, num_seeds=1, width=4, strategy="ts_asym"), NDB(rounds=5, num_seeds=1, width=4, rule="ts")
+    new, old = (
+        NDB(rounds=5, num_seeds=1, network={"width": 4}, strategy="ts_asym"),
+        NDB(rounds=5, num_seeds=1, network={"width": 4}, rule="ts"),
+    )
     assert dict(new.hparams) == dict(old.hparams) and "rule" not in new.hparams
     assert new.method == old.method == "NDB-TS" and new.selection_rule == old.selection_rule
     assert upgrade_settings({**{k: v for k, v in new.hparams.items() if k != "strategy"}, "rule": "ts"}, "NDB") == {
         **new.hparams
     }
     with pytest.raises(ValueError, match="model.strategy: 'ucb_osym': NDB's rules are NVLDB's ASYM rules"):
-        NDB(rounds=5, num_seeds=1, width=4, strategy="ucb_osym")
+        NDB(rounds=5, num_seeds=1, network={"width": 4}, strategy="ucb_osym")
     with pytest.raises(ValueError, match="model.rule: it is strategy's old name"):
-        NDB(rounds=5, num_seeds=1, width=4, strategy="ts_asym", rule="ucb")
+        NDB(rounds=5, num_seeds=1, network={"width": 4}, strategy="ts_asym", rule="ucb")

@@ -5,21 +5,21 @@ import torch
 from nvldb_pl.learners.ndb import NDB
 from nvldb_pl.learners.nvldb import NVLDB
 from nvldb_pl.live import DuelingBandit
-from nvldb_pl.migrations import MIGRATIONS, MOVED, VERSION, upgrade_settings, upgrade_state
+from nvldb_pl.migrations import MIGRATIONS, VERSION, upgrade_settings, upgrade_state
 
 
 def test_the_table_is_numbered_in_order_and_its_last_version_is_what_files_record():
     assert [m.version for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
     assert VERSION == MIGRATIONS[-1].version
-    assert MOVED["module"] == "learners.nvldb" and MOVED["environments.streams"] == "environments.seeding"
 
 
 def test_a_file_of_before_the_table_gets_every_setting_it_predates_as_it_was_then():
     nvldb = upgrade_settings({"dim": 3, "lr": 0.01}, "NVLDB")
-    assert nvldb["parametrization"] == "ntk" and nvldb["bias"] is False and nvldb["distinct_arms"] is False
+    net = nvldb["network"]  # nested (migration 15)
+    assert net["parametrization"] == "ntk" and net["bias"] is False and nvldb["distinct_arms"] is False
     assert (
         nvldb["self_duel"] == {"test": "none", "escape_rate": 1.0, "width": None, "second_arm": "rule"}
-        and nvldb["activation"] == "relu"
+        and net["activation"] == "relu"
     )
     assert not {"self_duel_test", "self_duel_width", "second_arm"} & set(nvldb)  # nested (migration 13)
     assert nvldb["dim"] == 3 and nvldb["lr"] == 0.01  # what it saved is kept
@@ -29,15 +29,26 @@ def test_a_file_of_before_the_table_gets_every_setting_it_predates_as_it_was_the
 
 
 def test_a_file_of_a_version_gets_only_the_migrations_after_it():
-    assert upgrade_settings({}, "NVLDB", since=8) == {"activation": "relu", "w_reg": 0.0}
+    assert upgrade_settings({}, "NVLDB", since=8) == {"network": {"activation": "relu"}, "w_reg": 0.0}
     assert upgrade_settings({"w_reg": 0.1}, "NVLDB", since=9) == {"w_reg": 0.1}  # what it recorded is kept
     assert upgrade_settings({}, "NVLDB", since=VERSION) == {}
-    assert upgrade_settings({"rule": "ts"}, "NDB", since=8) == {"rule": "ts", "activation": "relu"}
+    assert upgrade_settings({"rule": "ts"}, "NDB", since=8) == {"rule": "ts", "network": {"activation": "relu"}}
     assert upgrade_settings({}, "NVLDB")["w_reg"] == 0.0  # a file without the setting ran 0
     old = {"U": 1, "Zinv": 2, "theta": 3}
     assert upgrade_state(old, NVLDB.lineage()) == {"self_duel.gram.U": 1, "self_duel.gram.Zinv": 2, "theta": 3}
     assert upgrade_state(old, NVLDB.lineage(), since=7) == old
     assert upgrade_state({"V": 0, "U": 1, "Vinv": 2}, NDB.lineage()) == {"gradient_gram.U": 1, "gradient_gram.Zinv": 2}
+
+
+def test_the_networks_flat_settings_and_a_module_of_ones_own_are_read_into_the_network_mapping():
+    """Migration 15: ``width``, ``depth``, ... and the old ``network`` (a module of one's own) are ``network``'s fields;
+    a file written since keeps its mapping (the flat values the earlier steps fill in, as absent, are dropped)."""
+    old = {"width": 8, "depth": 2, "network": {"class_path": "my.Net", "init_args": {"h": 3}}, "lr": 0.1}
+    net = upgrade_settings(old, "NVLDB", since=14)["network"]
+    assert net == {"width": 8, "depth": 2, "module": {"class_path": "my.Net", "init_args": {"h": 3}}}
+    assert upgrade_settings({"network": "my.Net"}, "NDB", since=14) == {"network": {"module": "my.Net"}}
+    now = dict(NVLDB(dim=3, num_seeds=1, network={"width": 4, "parametrization": "ntk"}).hparams)
+    assert upgrade_settings(now, "NVLDB") == now  # every migration, as a results file gets them: nothing changes
 
 
 def test_upgrading_twice_is_upgrading_once():
@@ -58,7 +69,7 @@ def test_a_learner_of_one_s_own_derived_from_nvldb_reads_nvldb_s_old_state_names
 
 
 def test_a_live_save_records_the_version_and_reads_back_bit_for_bit(tmp_path):
-    bandit = DuelingBandit.create(dim=3, width=4, grad_steps=2, seed=3)
+    bandit = DuelingBandit.create(dim=3, network={"width": 4}, grad_steps=2, seed=3)
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0)).numpy()
     for _ in range(3):
         bandit.observe(x, *bandit.select(x), 1)

@@ -2,14 +2,15 @@
 
 import pytest
 
+from nvldb_pl.learners.settings import merged
 from nvldb_pl.environments.stream import RoundStream, StreamSpec
 from nvldb_pl.reference import run_seed
 from nvldb_pl.loop.run import run_experiment
 
 
 NETWORKS = {
-    "ntk": {"parametrization": "ntk", "bias": False},  # eq. (nn), the literal reading
-    "standard": {"parametrization": "standard", "bias": False},
+    "ntk": {"network": {"parametrization": "ntk", "bias": False}},  # eq. (nn), the literal reading
+    "standard": {"network": {"parametrization": "standard", "bias": False}},
 }
 
 
@@ -22,7 +23,13 @@ def test_vectorized_loop_makes_the_naive_loops_decisions(strategy, distinct, net
     summation (autograd per seed here, the batched hand-written backward there), into a step of up to
     lr; tests/maths/test_parametrization.py checks the biases' gradient against autograd instead."""
     rounds, S = 12, 3
-    model = {"width": 8, "grad_steps": 4, "strategy": strategy, "distinct_arms": distinct, **NETWORKS[network]}
+    model = {
+        "network": {"width": 8},
+        "grad_steps": 4,
+        "strategy": strategy,
+        "distinct_arms": distinct,
+    }
+    model = merged(model, NETWORKS[network])
     summary, module = run_experiment({"task": "cos", "rounds": rounds, "num_seeds": S, "seed": 11}, model)
     spec = StreamSpec(task="cos", rounds=rounds, num_seeds=S, base_seed=11)
     for s in range(S):
@@ -43,13 +50,13 @@ def test_the_self_duel_test_makes_the_naive_loops_decisions(strategy, test):
     inverted Gram."""
     rounds, S = 30, 3
     model = {
-        "width": 8,
+        "network": {"width": 8},
         "grad_steps": 4,
         "strategy": strategy,
         "beta": 0.3,
         "self_duel": {"test": test},
-        **NETWORKS["standard"],
     }
+    model = merged(model, NETWORKS["standard"])
     summary, module = run_experiment({"task": "square", "rounds": rounds, "num_seeds": S, "seed": 11}, model)
     assert sum(s["self_duel_fraction"] for s in summary["seeds"]) > 0  # the test fired
     naive = {**{k: v for k, v in model.items() if k != "self_duel"}, "self_duel_test": test}  # the reference's names
@@ -66,14 +73,13 @@ def test_a_smooth_activation_with_a_prior_makes_the_naive_loops_decisions(strate
     autograd, pair for pair, on square where the deep test fires."""
     rounds, S = 30, 3
     model = {
-        "width": 8,
+        "network": {"width": 8, "activation": activation},
         "grad_steps": 4,
         "strategy": strategy,
         "beta": 0.3,
-        "activation": activation,
         "w_reg": 0.1,
-        **NETWORKS["standard"],
     }
+    model = merged(model, NETWORKS["standard"])
     summary, module = run_experiment({"task": "square", "rounds": rounds, "num_seeds": S, "seed": 11}, model)
     _plays_the_naive_loops_pairs(
         summary, module, StreamSpec(task="square", rounds=rounds, num_seeds=S, base_seed=11), model

@@ -52,7 +52,7 @@ def test_save_hyperparameters_collects_what_lightnings_collects(kwargs):
 
 
 def test_a_learner_is_no_lightning_module_and_the_adapter_is():
-    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4)
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, network={"width": 4})
     assert not isinstance(m, pl.LightningModule) and isinstance(m, torch.nn.Module)
     module = LearnerModule(m)
     assert module.learner is m and dict(module.hparams) == dict(m.hparams)
@@ -61,14 +61,14 @@ def test_a_learner_is_no_lightning_module_and_the_adapter_is():
 def test_the_adapters_state_is_the_learners_keys_beside_the_regret_and_loads_back():
     """A checkpoint's layout as when each learner was its own LightningModule: the learner's keys unprefixed, the
     metric's under regret.; a load puts each part where it belongs."""
-    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4)
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, network={"width": 4})
     m.init_parameters(3, [0, 1])
     module = LearnerModule(m)
     state = module.state_dict()
     learner, regret = split_state(state)
     assert set(learner) == set(m.state_dict()) and set(regret) == {"seed_ids", "cum_avg", "cum_weak", "rounds"}
     assert "net.theta" in state and "regret.cum_avg" in state and not any(k.startswith("learner.") for k in state)
-    other = LearnerModule(NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4))
+    other = LearnerModule(NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, network={"width": 4}))
     changed = {**state, "regret.cum_avg": torch.tensor([1.5, 2.5], dtype=torch.float64)}
     other.load_state_dict(changed)
     assert torch.equal(other.learner.net.theta, m.net.theta) and other.regret.cum_avg.tolist() == [1.5, 2.5]
@@ -79,14 +79,14 @@ def test_the_adapters_state_is_the_learners_keys_beside_the_regret_and_loads_bac
 def test_an_older_live_saves_regret_keys_are_dropped_by_the_learner():
     """Migration 11: a learner's state held the regret metric before; loading such a state into a learner drops
     it, strict load and all."""
-    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4)
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, network={"width": 4})
     old = {**m.state_dict(), "regret.cum_avg": torch.zeros(2, dtype=torch.float64), "regret.rounds": torch.tensor(0)}
-    NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4).load_state_dict(old)
+    NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, network={"width": 4}).load_state_dict(old)
 
 
 def test_the_plain_execution_steps_the_optimizer_it_is_given():
     """Outside a Trainer the learner's steps are plain torch: backprop is loss.backward(), the step its optimizer's."""
-    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=1, width=4)
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=1, network={"width": 4})
     assert m.optimizer() is None and m.execution.scaler is None
     opt = torch.optim.SGD(m.net.parameters(), lr=1.0)
     m.execute_with(Execution(optimizer=opt))
@@ -106,7 +106,7 @@ def test_nvldbs_typed_settings_hold_every_argument_with_its_value_in_force_and_a
 
     args = set(inspect.signature(NVLDB.__init__).parameters) - {"self"}
     assert {f.name for f in dataclasses.fields(NVLDBSettings)} == args
-    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, width=4, oracle_variance=True)
+    m = NVLDB(dim=5, arms=4, rounds=5, num_seeds=2, network={"width": 4}, oracle_variance=True)
     s = m.settings
     assert isinstance(s, NVLDBSettings) and {k: _saved(getattr(s, k)) for k in args} == dict(m.hparams)
     assert s.epsilon == pytest.approx(5**-0.5) and s.beta == 1.0 and s.self_duel.test == "deep_diag"
@@ -134,7 +134,7 @@ def test_every_built_in_learner_reads_typed_frozen_settings_holding_each_argumen
     if name == "PairwiseGPLearner" and importlib.util.find_spec("botorch") is None:
         pytest.skip("botorch is not installed (the gp extra)")
     cls = LEARNERS[name]
-    small = {"width": 4} if name in ("NVLDB", "NDB") else {}
+    small = {"network": {"width": 4}} if name in ("NVLDB", "NDB") else {}
     m = cls(dim=3, arms=3, rounds=9, num_seeds=2, **small)
     s, args = m.settings, init_args(cls) - {"rule"}
     assert dataclasses.is_dataclass(s) and isinstance(s, LinkedSettings)

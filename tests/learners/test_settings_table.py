@@ -17,11 +17,12 @@ import pytest
 import torch
 
 from nvldb_pl.learners.registry import LEARNERS, init_args
+from nvldb_pl.learners.settings import merged
 from nvldb_pl.loop.run import run_experiment
 from nvldb_pl.maths.checks import LINKED_FROM_DATA
 
 DATA = {"task": "cos", "rounds": 16, "num_seeds": 2, "seed": 0}
-SMALL = {"NVLDB": {"width": 8}, "NDB": {"width": 8}}  # (smaller networks: a tiny run)
+SMALL = {"NVLDB": {"network": {"width": 8}}, "NDB": {"network": {"width": 8}}}  # (smaller networks: a tiny run)
 
 
 @dataclass(frozen=True)
@@ -35,22 +36,22 @@ class Setting:
 
 TABLE = {
     "NVLDB": {
-        "activation": Setting("gelu"),
+        "network.activation": Setting("gelu"),
         "beta": Setting(3.0),
-        "bias": Setting(False),
-        "depth": Setting(2),
+        "network.bias": Setting(False),
+        "network.depth": Setting(2),
         "distinct_arms": Setting(False),
         "episode": Setting(2),
         "epsilon": Setting(0.2, refused_under={"variance_aware": False}),
         "feature_dim": Setting(3),
         "grad_steps": Setting(3),
         "gram_mode": Setting("incremental"),
-        "init": Setting("torch"),
+        "network.init": Setting("torch"),
         "lam": Setting(2.0),
         "lr": Setting(0.01),
-        "network": Setting("tests.extensions.networks.LayerNormMLP"),
+        "network.module": Setting("tests.extensions.networks.LayerNormMLP"),
         "oracle_variance": Setting(True, refused_under={"variance_aware": False}),
-        "parametrization": Setting("ntk"),
+        "network.parametrization": Setting("ntk"),
         "refit_iterations": Setting(1, refused_under={"refit_theta": False}),
         "refit_theta": Setting(False),
         "compute.backward": Setting("autograd", "speed"),
@@ -65,23 +66,24 @@ TABLE = {
         "train_network": Setting(False),
         "variance_aware": Setting(False),
         "w_reg": Setting(0.5),
-        "width": Setting(4),
+        "network.width": Setting(4),
     },
     "NDB": {
-        "activation": Setting("gelu"),
+        "network.activation": Setting("gelu"),
+        "network.bias": Setting(False),
+        "network.depth": Setting(2),
+        "network.init": Setting("torch"),
+        "network.module": Setting("tests.extensions.networks.LayerNormMLP"),
+        "network.parametrization": Setting("ntk"),
+        "network.width": Setting(4),
         "beta": Setting(3.0),
-        "bias": Setting(False),
-        "depth": Setting(2),
         "distinct_arms": Setting(False, rounds=60),  # (its rule first pairs an arm with itself near round 50)
         "grad_steps": Setting(3),
         "gram": Setting("diag"),
-        "init": Setting("torch"),
         "lam": Setting(2.0),
         "lr": Setting(0.01),
-        "parametrization": Setting("ntk"),
         "rule": Setting("ts"),
         "strategy": Setting("ts_asym"),
-        "width": Setting(4),
     },
     "CoLSTIM": {"beta": Setting(3.0), "lam": Setting(2.0), "refit_iterations": Setting(1)},
     "MaxInP": {"beta": Setting(0.1), "lam": Setting(0.1), "refit_iterations": Setting(1)},
@@ -117,22 +119,10 @@ def _settings(cls) -> set:
     return out
 
 
-def _nested(model: dict) -> dict:
-    """``{"self_duel.test": "escape"}`` -> ``{"self_duel": {"test": "escape"}}``."""
-    out = {}
-    for key, value in model.items():
-        outer, dot, inner = key.partition(".")
-        if dot:
-            out.setdefault(outer, {})[inner] = value
-        else:
-            out[key] = value
-    return out
-
-
 def _run(name: str, model: dict, rounds: int = DATA["rounds"]) -> tuple:
     if name == "PairwiseGPLearner":
         pytest.importorskip("botorch")
-    model = _nested({**SMALL.get(name, {}), **model})
+    model = merged(SMALL.get(name, {}), model)
     summary, module = run_experiment({**DATA, "rounds": rounds}, model, learner=name)
     return [s["cum_avg_regret"] for s in summary["seeds"]], module.state_dict(), dict(module.hparams)
 

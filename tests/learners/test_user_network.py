@@ -65,7 +65,7 @@ def test_a_stochastic_network_draws_noise_in_the_adam_steps_only():
 def _run(root, *extra):
     args = fit_args(
         root,
-        f"--model.network={DROPOUT}",
+        f"--model.network.module={DROPOUT}",
         "--data.rounds=12",
         "--model.grad_steps=3",
         "--trainer.enable_progress_bar=false",
@@ -89,24 +89,24 @@ def test_a_dropout_network_runs_with_the_default_deep_test_a_seed_alone_as_besid
 
 @pytest.mark.parametrize("test", ["deep_diag", "deep_full", "escape", "none"])
 def test_a_network_of_ones_own_takes_every_self_duel_test(test):
-    learner = NVLDB(num_seeds=2, rounds=5, network=LAYERNORM, self_duel={"test": test})
+    learner = NVLDB(num_seeds=2, rounds=5, network={"module": LAYERNORM}, self_duel={"test": test})
     assert learner.hparams.self_duel["test"] == test
 
 
 def test_a_network_whose_input_is_not_data_dim_is_refused_naming_both():
     with pytest.raises(
-        ValueError, match=r"model.network: .*LayerNormMLP does not take \[N, 7\] contexts \(data.dim = 7\)"
+        ValueError, match=r"model.network.module: .*LayerNormMLP does not take \[N, 7\] contexts \(data.dim = 7\)"
     ):
-        NVLDB(dim=7, num_seeds=1, rounds=5, network=LAYERNORM)
+        NVLDB(dim=7, num_seeds=1, rounds=5, network={"module": LAYERNORM})
 
 
 @pytest.mark.parametrize("path", [LAYERNORM, DROPOUT])
 def test_the_sweeps_pre_check_builds_a_network_of_ones_own(path):
-    check_learner("NVLDB on cos", "NVLDB", {"network": path}, {}, 20, 2)  # on torch's meta device
+    check_learner("NVLDB on cos", "NVLDB", {"network": {"module": path}}, {}, 20, 2)  # on torch's meta device
 
 
 def _fit(root, *extra):
-    args = ["fit", "--config", COS, f"--model.network={DROPOUT}", "--model.grad_steps=2", "--data.num_seeds=2"]
+    args = ["fit", "--config", COS, f"--model.network.module={DROPOUT}", "--model.grad_steps=2", "--data.num_seeds=2"]
     args += ["--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}", *extra]
     assert run_cli(args) == 0
     with open(os.path.join(root, "lightning_logs", "version_0", "summary.json")) as fh:
@@ -124,7 +124,7 @@ def test_the_live_api_takes_a_dropout_network_with_the_deep_test_and_its_save_lo
 
     from nvldb_pl.live import DuelingBandit
 
-    bandit = DuelingBandit.create(network=DROPOUT, grad_steps=2)
+    bandit = DuelingBandit.create(network={"module": DROPOUT}, grad_steps=2)
     assert bandit.learner.hparams.self_duel["test"] == "deep_diag"
     x = np.eye(5)[:4]
     for _ in range(3):

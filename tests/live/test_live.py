@@ -29,7 +29,7 @@ def _stream(data):
         # and a live bandit never plays a self-duel: the two would part there by design)
         ("NVLDB", {"strategy": "ucb_asym", "w_reg": 0.0}),
         ("NVLDB", {"strategy": "ts_csym", "variance_aware": False, "episode": 3, "gram_mode": "incremental"}),
-        ("NDB", {"strategy": "ts_asym", "width": 8}),
+        ("NDB", {"strategy": "ts_asym", "network": {"width": 8}}),
         ("CoLSTIM", {}),
     ],
 )
@@ -104,7 +104,7 @@ def test_select_changes_nothing_and_late_answers_in_any_order():
 
 def test_save_and_load_go_on_identically(tmp_path):
     rng = np.random.default_rng(1)
-    a = DuelingBandit.create("NVLDB", dim=5, horizon=8, seed=2, strategy="ts_osym", width=16)
+    a = DuelingBandit.create("NVLDB", dim=5, horizon=8, seed=2, strategy="ts_osym", network={"width": 16})
     for _ in range(10):
         x = _unit_rows(rng, 5, 5)
         i, j = a.select(x)
@@ -142,7 +142,7 @@ def test_from_a_fit_checkpoint_takes_one_seed(tmp_path):
                 root,
                 "--trainer.enable_progress_bar",
                 "false",
-                "--model.width",
+                "--model.network.width",
                 "8",
             ]
         )
@@ -242,7 +242,7 @@ def test_bad_configs_and_files_are_named(tmp_path):
         DuelingBandit.from_config(str(tmp_path / "missing.yaml"))
     # a misspelt section or data field was left out without a word (dim 5 in place of 10)
     with pytest.raises(ValueError, match=r"config: no section\(s\) \['modle'\]"):
-        DuelingBandit.from_config({"modle": {"width": 8}})
+        DuelingBandit.from_config({"modle": {"network": {"width": 8}}})
     with pytest.raises(ValueError, match=r"config: data has no argument\(s\) \['dims'\]; it takes \[.*'dim'"):
         DuelingBandit.from_config({"data": {"dims": 10}})
     binary = tmp_path / "binary.yaml"
@@ -298,7 +298,7 @@ def test_from_config_reads_every_shipped_config_and_a_run_s_own(tmp_path):
     run = {
         "seed_everything": 0,
         "trainer": {},
-        "model": {"class_path": "nvldb_pl.learners.nvldb.NVLDB", "init_args": {"width": 8}},
+        "model": {"class_path": "nvldb_pl.learners.nvldb.NVLDB", "init_args": {"network": {"width": 8}}},
         "data": {
             "task": "cos",
             "dim": 3,
@@ -320,7 +320,7 @@ def test_from_config_reads_every_shipped_config_and_a_run_s_own(tmp_path):
         "lr_scheduler": None,
         "weights_only": None,
     }
-    assert DuelingBandit.from_config(run).learner.hparams.width == 8
+    assert DuelingBandit.from_config(run).learner.hparams.network["width"] == 8
 
 
 def test_from_config_reads_numbers_as_the_fit_cli_does(tmp_path):

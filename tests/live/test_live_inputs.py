@@ -34,7 +34,7 @@ def test_a_catalog_on_another_scale_is_learned_exactly_alike():
     runs = {}
     for factor in (1.0, 4.0):
         for std in (True, False):
-            b = DuelingBandit.create(dim=3, horizon=50, seed=2, standardize=std, width=8)
+            b = DuelingBandit.create(dim=3, horizon=50, seed=2, standardize=std, network={"width": 8})
             runs[factor, std] = _answers(b, factor * x)
     assert runs[1.0, True][0] == runs[4.0, True][0]
     np.testing.assert_array_equal(runs[1.0, True][1], runs[4.0, True][1])
@@ -44,7 +44,7 @@ def test_a_catalog_on_another_scale_is_learned_exactly_alike():
 
 def test_the_map_is_fitted_once_kept_by_a_save_and_an_old_save_reads_contexts_as_given(tmp_path):
     x = _catalog(100.0)
-    b = DuelingBandit.create(dim=3, horizon=50, seed=0, width=8)
+    b = DuelingBandit.create(dim=3, horizon=50, seed=0, network={"width": 8})
     assert b.input_map is None  # nothing seen yet
     b.scores(x[:1])  # one context fits nothing
     assert b.input_map is None
@@ -65,7 +65,7 @@ def test_the_map_is_fitted_once_kept_by_a_save_and_an_old_save_reads_contexts_as
 
 def test_items_fit_the_map_and_are_refused_without_standardize():
     x = _catalog(10.0, N=20)
-    b = DuelingBandit.create(dim=3, horizon=50, items=x, width=8)
+    b = DuelingBandit.create(dim=3, horizon=50, items=x, network={"width": 8})
     np.testing.assert_allclose(b.input_map.scale.numpy(), x.std(0))
     with pytest.raises(ValueError, match="items: they fit the standardizing map; with standardize false"):
         DuelingBandit.create(dim=3, items=x, standardize=False)

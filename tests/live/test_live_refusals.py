@@ -13,7 +13,7 @@ from nvldb_pl.live import DuelingBandit
 
 @pytest.fixture
 def bandit():
-    return DuelingBandit.create(dim=3, width=4, grad_steps=2)
+    return DuelingBandit.create(dim=3, network={"width": 4}, grad_steps=2)
 
 
 @pytest.mark.parametrize("scale", [1e39, 3e38])
@@ -81,8 +81,8 @@ def test_a_seed_numpy_cannot_take_is_refused_naming_it():
 
 def test_from_config_refuses_a_key_given_twice_and_a_dimension_that_is_not_an_integer(tmp_path):
     dup = tmp_path / "dup.yaml"
-    dup.write_text("model:\n  class_path: NDB\n  init_args:\n    width: 8\n    width: 16\n")
-    with pytest.raises(ValueError, match=r"dup.yaml: the key 'width' is given twice in one mapping \(lines 4 and 5\)"):
+    dup.write_text("model:\n  class_path: NDB\n  init_args:\n    lr: 0.1\n    lr: 0.2\n")
+    with pytest.raises(ValueError, match=r"dup.yaml: the key 'lr' is given twice in one mapping \(lines 4 and 5\)"):
         DuelingBandit.from_config(str(dup), dim=5)
     with pytest.raises(ValueError, match=r"^dim: must be an integer >= 1, got 5.7$"):
         DuelingBandit.from_config("configs/live.yaml", dim=5.7)
@@ -93,20 +93,20 @@ def test_from_config_refuses_a_key_given_twice_and_a_dimension_that_is_not_an_in
 
 
 def test_settings_beside_class_path_are_refused_by_the_live_reader_and_the_fit_cli_alike(tmp_path, capsys):
-    """A model of class_path NDB with width 8 beside it (not under init_args): the live reader built NDB at width 32
+    """A model of class_path NDB with lr 0.1 beside it (not under init_args): the live reader built NDB at lr 0.001
     without a word, the fit CLI said "model.class_path: not an option"; both now say the same line."""
     from nvldb_pl.cli import run_cli
 
     path = tmp_path / "flat.yaml"
-    path.write_text("data:\n  dim: 5\n  rounds: 50\nmodel:\n  class_path: NDB\n  width: 8\n")
-    said = "model: ['width'] beside class_path: a class's settings go under init_args (class_path: NDB, then init_args"
+    path.write_text("data:\n  dim: 5\n  rounds: 50\nmodel:\n  class_path: NDB\n  lr: 0.1\n")
+    said = "model: ['lr'] beside class_path: a class's settings go under init_args (class_path: NDB, then init_args"
     with pytest.raises(ValueError, match=re.escape(f"{path}: {said}")):
         DuelingBandit.from_config(str(path), dim=5)
     capsys.readouterr()
     assert run_cli(["fit", "--config", str(path), "--trainer.default_root_dir", str(tmp_path / "run")]) == 2
     assert f"error: --config: {path}: {said}" in capsys.readouterr().err
-    path.write_text("data:\n  dim: 5\n  rounds: 50\nmodel:\n  class_path: NDB\n  init_args:\n    width: 8\n")
-    assert DuelingBandit.from_config(str(path), dim=5).learner.hparams["width"] == 8
+    path.write_text("data:\n  dim: 5\n  rounds: 50\nmodel:\n  class_path: NDB\n  init_args:\n    network: {width: 8}\n")
+    assert DuelingBandit.from_config(str(path), dim=5).learner.hparams["network"]["width"] == 8
 
 
 def test_a_data_field_given_under_model_is_refused_by_the_fit_cli_and_the_live_reader(tmp_path, capsys):
@@ -121,7 +121,7 @@ def test_a_data_field_given_under_model_is_refused_by_the_fit_cli_and_the_live_r
         )
         assert f"error: {said}" in capsys.readouterr().err
     path = tmp_path / "c.yaml"
-    path.write_text("data:\n  dim: 5\nmodel:\n  width: 8\n  dim: 7\n")
+    path.write_text("data:\n  dim: 5\nmodel:\n  lr: 0.1\n  dim: 7\n")
     with pytest.raises(ValueError, match=re.escape(f"{path}: {said}")):
         DuelingBandit.from_config(str(path))
     capsys.readouterr()
@@ -134,7 +134,7 @@ def test_a_save_whose_count_of_answers_disagrees_with_its_history_is_refused(tmp
     """A live save's counter was not checked against its history: edited lower, the bandit went on from fewer
     answers than the file holds (the next answer written over one); beyond the history's rows, from rows never
     played. Each is refused naming the file; the save as written reads."""
-    bandit = DuelingBandit.create(dim=3, width=4, grad_steps=2)
+    bandit = DuelingBandit.create(dim=3, network={"width": 4}, grad_steps=2)
     x = np.random.default_rng(0).standard_normal((3, 3))
     for _ in range(4):
         bandit.observe(x, *bandit.select(x), 1)
@@ -179,8 +179,10 @@ def test_a_saved_format_version_not_this_packages_is_refused_naming_the_file(tmp
 def test_numpy_scalars_are_taken_as_the_numbers_they_are():
     """create(width=np.int64(8)) was refused as 'not an integer' (a value from a numpy array, as a sweep in a notebook
     gives it); numpy integers and floats are taken as Python's, and a numpy bool is still not an integer."""
-    bandit = DuelingBandit.create(dim=np.int64(3), horizon=np.int64(20), width=np.int64(8), lr=np.float32(0.01))
-    assert bandit.learner.settings.width == 8 and type(bandit.learner.settings.width) is int
+    bandit = DuelingBandit.create(
+        dim=np.int64(3), horizon=np.int64(20), network={"width": np.int64(8)}, lr=np.float32(0.01)
+    )
+    assert bandit.learner.settings.network.width == 8 and type(bandit.learner.settings.network.width) is int
     assert isinstance(bandit.learner.settings.lr, float)
     with pytest.raises(ValueError, match="is not an integer"):
-        DuelingBandit.create(dim=3, width=np.bool_(True))
+        DuelingBandit.create(dim=3, network={"width": np.bool_(True)})

@@ -40,29 +40,6 @@ def test_a_config_yaml_of_the_old_layout_runs(tmp_path):
     assert [s for s, _, _ in _per_seed(str(tmp_path))] == [0, 1, 2]
 
 
-def test_yaml_naming_the_old_module_paths_runs_the_same_classes(tmp_path):
-    """``nvldb_pl.module.NVLDB`` and a rule class ``nvldb_pl.selection.OptimisticSymmetric`` as a config of the old
-    layout would name them, and ``nvldb_pl.baselines.NDB``: the same runs as under the new paths."""
-    from nvldb_pl.cli import run_cli
-
-    runs = {}
-    for layout, nvldb, rule, ndb in [
-        ("old", "nvldb_pl.module.NVLDB", "nvldb_pl.selection.OptimisticSymmetric", "nvldb_pl.baselines.NDB"),
-        ("new", "nvldb_pl.learners.NVLDB", "nvldb_pl.maths.selection.OptimisticSymmetric", "nvldb_pl.learners.NDB"),
-    ]:
-        for name, model, extra in [("nvldb", nvldb, f"    strategy: {rule}\n"), ("ndb", ndb, "")]:
-            cfg = tmp_path / f"{layout}-{name}.yaml"
-            cfg.write_text(
-                f"model:\n  class_path: {model}\n  init_args:\n    width: 8\n    grad_steps: 2\n{extra}"
-                "data:\n  task: cos\n  rounds: 12\n  num_seeds: 2\ntrainer:\n  enable_progress_bar: false\n"
-            )
-            root = tmp_path / f"{layout}-{name}"
-            assert run_cli(["fit", "--config", str(cfg), f"--trainer.default_root_dir={root}"]) == 0
-            runs[layout, name] = _per_seed(str(root))
-    assert runs["old", "nvldb"] == runs["new", "nvldb"] and runs["old", "ndb"] == runs["new", "ndb"]
-    assert runs["new", "nvldb"] != runs["new", "ndb"] and len(runs["new", "ndb"]) == 2
-
-
 def test_a_live_save_of_the_old_layout_loads_and_answers_as_it_did():
     from nvldb_pl.live import DuelingBandit
 

@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import torch
 
+from nvldb_pl.learners.settings import merged
 from nvldb_pl.environments.stream import RoundStream, StreamSpec
 from nvldb_pl.loop.run import run_experiment
 from nvldb_pl.loop.module import LearnerModule
 from nvldb_pl.maths import gram, objective
 
-SMALL = {"width": 8, "depth": 3, "grad_steps": 3}
+SMALL = {"network": {"width": 8, "depth": 3}, "grad_steps": 3}
 
 
 def _run(rounds=20, num_seeds=3, first_seed_id=0, seed=5, task="cos", **model):
@@ -36,7 +37,7 @@ def test_every_seed_gets_the_same_parameters_bit_for_bit_whatever_the_batch():
     Without MKL's alignment-independent mode or with a one-seed mat-vec taking another routine, they
     differ in the last bit from round 3 or 100 on, and Adam and the arm choices carry it further."""
     data = {"task": "cos", "rounds": 110, "seed": 3}
-    model = {"width": 8, "grad_steps": 2}
+    model = {"network": {"width": 8}, "grad_steps": 2}
     _, m4 = run_experiment({**data, "num_seeds": 4}, model)
     runs = [(i, 0, run_experiment({**data, "num_seeds": 1, "first_seed_id": i}, model)[1]) for i in range(4)]
     three = run_experiment({**data, "num_seeds": 3, "first_seed_id": 1}, model)[1]
@@ -152,8 +153,8 @@ def test_bad_data_config_names_the_field(field, value, match):
         ("beta", 0.0),
         ("strategy", "ucb"),
         ("gram_mode", "lazy"),
-        ("init", "xavier"),
-        ("depth", 1),
+        ("network.init", "xavier"),
+        ("network.depth", 1),
         ("grad_steps", -1),
     ],
 )
@@ -161,7 +162,7 @@ def test_bad_model_config_names_the_field(field, value):
     from nvldb_pl.learners.nvldb import NVLDB
 
     with pytest.raises(ValueError, match=f"model.{field}"):
-        NVLDB(**{field: value})
+        NVLDB(**merged({field: value}))
 
 
 def _random_pair_regret(task, rounds, S):
@@ -259,7 +260,9 @@ def test_the_learner_is_handed_its_execution_with_run_experiments_sync_timings()
     """The adapter hands the learner its execution (the timings' sync flag with it, once set on the learner from
     outside) and the strategy's optimizer; the learner holds no reference to the adapter."""
     for sync in (True, False):
-        _, m = run_experiment({"task": "cos", "rounds": 3, "num_seeds": 1}, {"width": 4}, sync_timings=sync)
+        _, m = run_experiment(
+            {"task": "cos", "rounds": 3, "num_seeds": 1}, {"network": {"width": 4}}, sync_timings=sync
+        )
         assert m.execution.sync_timings is sync
         assert isinstance(m.execution.optimizer.optimizer, torch.optim.Adam)  # Lightning's wrapper of the learner's
         assert not any(isinstance(v, pl.LightningModule) for v in vars(m).values())

@@ -78,7 +78,7 @@ def host_reads(monkeypatch):
     return found
 
 
-SMALL = {"width": 8, "grad_steps": 2}
+SMALL = {"network": {"width": 8}, "grad_steps": 2}
 CASES = [
     ("NVLDB-UCB-ASYM", {}),
     ("NVLDB-TS-CSYM", {"gram_mode": "incremental", "episode": 2}),
@@ -158,9 +158,9 @@ def test_the_host_mirrors_of_the_seed_buffers_follow_load_and_take_seeds():
     buffers through a checkpoint load and take_seeds, or a resumed bounded run would draw other rows."""
     from nvldb_pl.learners.nvldb import NVLDB
 
-    trained = NVLDB(dim=3, arms=3, rounds=10, num_seeds=2, width=4)
+    trained = NVLDB(dim=3, arms=3, rounds=10, num_seeds=2, network={"width": 4})
     trained.init_parameters(7, [3, 4])
-    fresh = NVLDB(dim=3, arms=3, rounds=10, num_seeds=2, width=4)
+    fresh = NVLDB(dim=3, arms=3, rounds=10, num_seeds=2, network={"width": 4})
     assert (fresh._base_seed, fresh.seed_ids) == (0, [0, 1])
     fresh.load_state_dict(trained.state_dict())
     assert (fresh._base_seed, fresh.seed_ids) == (7, [3, 4])

@@ -107,7 +107,7 @@ def test_a_run_beside_another_takes_fewer_threads_and_its_summary_says_so(tmp_pa
     other = _other_run(tmp_path, 1)
     try:
         data = {"task": "cos", "rounds": 20, "num_seeds": 2}
-        summary, _ = run_experiment(data, {"width": 500, "grad_steps": 1}, threads="auto")
+        summary, _ = run_experiment(data, {"network": {"width": 500}, "grad_steps": 1}, threads="auto")
     finally:
         other.kill()
         other.wait()
@@ -126,7 +126,9 @@ def test_a_seeds_results_do_not_depend_on_the_thread_count():
     runs = []
     try:
         for n in (1, 2):
-            summary, _ = run_experiment({"task": "cos", "rounds": 30, "num_seeds": 3}, {"width": 300}, threads=n)
+            summary, _ = run_experiment(
+                {"task": "cos", "rounds": 30, "num_seeds": 3}, {"network": {"width": 300}}, threads=n
+            )
             runs.append([s["cum_avg_regret"] for s in summary["seeds"]])
             assert summary["cpu_threads"] == n
     finally:

@@ -16,7 +16,7 @@ from nvldb_pl.loop.run import run_experiment
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 DATA = {"task": "cos", "rounds": 25, "num_seeds": 3, "seed": 2}
-MODEL = {"width": 16, "grad_steps": 5}
+MODEL = {"network": {"width": 16}, "grad_steps": 5}
 SAME_PASS = {
     "compute": {"history_pass": "chunked"}
 }  # CPU against GPU: one pass on both (auto picks graphed on CUDA only)
@@ -57,7 +57,10 @@ def test_the_default_history_pass_on_cuda_is_the_graphed_one():
     assert m.hparams.compute["history_pass"] == "auto" and m.execution.steps.captures == 2
 
 
-NETWORKS = {"relu": {}, "gelu": {"activation": "gelu", "w_reg": 0.1}}  # the built-in MLP, ReLU and GELU with a prior
+NETWORKS = {
+    "relu": {},
+    "gelu": {"network": {"activation": "gelu"}, "w_reg": 0.1},
+}  # the built-in MLP, ReLU and GELU with a prior
 
 
 @pytest.mark.parametrize("network", list(NETWORKS))
@@ -75,7 +78,7 @@ def test_float32_gpu_gradient_is_the_cpu_gradient(history_pass, network):
             arms=3,
             rounds=T,
             num_seeds=3,
-            width=16,
+            network={"width": 16},
             grad_steps=1,
             compute={"history_pass": history_pass},
             **NETWORKS[network],
@@ -220,7 +223,7 @@ def test_the_graphed_update_replays_what_the_eager_update_computes(network):
             arms=3,
             rounds=T,
             num_seeds=3,
-            width=16,
+            network={"width": 16},
             grad_steps=3,
             compute={"history_pass": "graphed"},
             **NETWORKS[network],
@@ -258,7 +261,11 @@ def test_a_run_goes_on_on_the_other_device_and_says_so(first, then, tmp_path, ca
     from tests.helpers.runs import fit_args
 
     args = fit_args(
-        tmp_path, "--data.num_seeds=3", "--model.width=16", "--model.grad_steps=5", "--checkpoint.every_n_rounds=10"
+        tmp_path,
+        "--data.num_seeds=3",
+        "--model.network.width=16",
+        "--model.grad_steps=5",
+        "--checkpoint.every_n_rounds=10",
     )
     assert run_cli([*args, "--data.rounds=20", f"--trainer.accelerator={first}"]) == 0
     assert run_cli([*args, "--data.rounds=30", f"--trainer.accelerator={then}", "--ckpt_path=last"]) == 0
@@ -297,7 +304,7 @@ def test_trainer_deterministic_on_gpu_runs_and_repeats_itself(tmp_path):
                         os.path.join(root, "configs", "cos.yaml"),
                         "--data.rounds=30",
                         "--data.num_seeds=3",
-                        "--model.width=16",
+                        "--model.network.width=16",
                         "--trainer.accelerator=gpu",
                         "--trainer.deterministic=true",
                         "--trainer.enable_progress_bar=false",

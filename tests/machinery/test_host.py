@@ -59,14 +59,14 @@ def test_a_run_and_the_live_api_keep_freed_memory_where_the_c_library_is_glibc()
     code = """
 from nvldb_pl.machinery import host
 from nvldb_pl.learners.nvldb import NVLDB
-NVLDB(dim=3, arms=3, rounds=5, num_seeds=1, width=4)
+NVLDB(dim=3, arms=3, rounds=5, num_seeds=1, network={"width": 4})
 made = host._kept
 from nvldb_pl.loop.run import run_experiment
-run_experiment({"task": "cos", "rounds": 3, "num_seeds": 1}, {"width": 4, "grad_steps": 1})
+run_experiment({"task": "cos", "rounds": 3, "num_seeds": 1}, {"network": {"width": 4}, "grad_steps": 1})
 ran = host._kept
 host._kept = None
 from nvldb_pl.live import DuelingBandit
-DuelingBandit.create(dim=3, width=4)
+DuelingBandit.create(dim=3, network={"width": 4})
 print(made, ran, host._kept)
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout

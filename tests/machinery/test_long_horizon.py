@@ -13,7 +13,7 @@ from nvldb_pl.loop.run import run_experiment
 
 
 def _filled(t, seeds=(0, 1, 2), **kw):
-    m = NVLDB(dim=4, arms=3, rounds=t, num_seeds=len(seeds), width=8, **kw)
+    m = NVLDB(dim=4, arms=3, rounds=t, num_seeds=len(seeds), **{"network": {"width": 8}, **kw})
     m.init_parameters(7, list(seeds))
     for s_i, s in enumerate(seeds):  # each seed's history depends on its id only
         g = torch.Generator().manual_seed(100 + s)
@@ -31,7 +31,11 @@ def test_sampled_step_is_the_scaled_loss_on_the_drawn_rows():
     t, B = 100, 16
     for backward in ("manual", "autograd"):
         m = _filled(
-            t, grad_steps=1, sampler={"size": B}, compute={"backward": backward}, parametrization="ntk"
+            t,
+            grad_steps=1,
+            sampler={"size": B},
+            compute={"backward": backward},
+            network={"width": 8, "parametrization": "ntk"},
         )  # eq. (nn), as below
         rows = m._sample_rows(t, 1)[:, 0]  # what the step will draw: the stream of (seed, round t)
         assert rows.shape == (3, B) and int(rows.min()) >= 0 and int(rows.max()) < t
@@ -80,14 +84,19 @@ def test_a_sample_as_large_as_the_horizon_is_refused_as_it_would_change_nothing(
     data = {"task": "cos", "rounds": 30, "num_seeds": 2, "seed": 1}
     for size in (30, 64):
         with pytest.raises(ValueError, match=f"model.sampler.size: {size} >= data.rounds=30: the history never holds"):
-            run_experiment(data, {"width": 8, "sampler": {"size": size}})
-    run_experiment(data, {"width": 8, "sampler": {"size": 29}})
+            run_experiment(data, {"network": {"width": 8}, "sampler": {"size": size}})
+    run_experiment(data, {"network": {"width": 8}, "sampler": {"size": 29}})
 
 
 def test_bounded_mode_runs_seed_independent():
     """B = 8 < T, H = 3, incremental Gram: each seed makes the same selections and regret alone or
     beside others (parameters up to float rounding of batched matmuls, as for the exact loop)."""
-    model = {"width": 8, "sampler": {"size": 8, "weighting": "recency"}, "episode": 3, "gram_mode": "incremental"}
+    model = {
+        "network": {"width": 8},
+        "sampler": {"size": 8, "weighting": "recency"},
+        "episode": 3,
+        "gram_mode": "incremental",
+    }
     s2, two = run_experiment({"task": "cos", "rounds": 40, "num_seeds": 2, "seed": 4}, dict(model))
     s1, one = run_experiment({"task": "cos", "rounds": 40, "num_seeds": 1, "seed": 4, "first_seed_id": 1}, dict(model))
     assert torch.equal(two.hist_xt[1], one.hist_xt[0])
@@ -152,7 +161,7 @@ def test_the_whole_history_passes_give_the_same_gradient(backward, oracle):
             arms=3,
             rounds=T,
             num_seeds=3,
-            width=8,
+            network={"width": 8},
             grad_steps=1,
             compute={"backward": backward, "history_pass": mode},
             oracle_variance=oracle,
@@ -187,7 +196,9 @@ def test_the_graphed_update_is_the_chunked_update_up_to_rounding():
     src = _filled(t)
     out = {}
     for mode in ("chunked", "graphed"):
-        m = NVLDB(dim=4, arms=3, rounds=T, num_seeds=3, width=8, compute={"history_pass": mode}, grad_steps=3)
+        m = NVLDB(
+            dim=4, arms=3, rounds=T, num_seeds=3, network={"width": 8}, compute={"history_pass": mode}, grad_steps=3
+        )
         m.init_parameters(7, [0, 1, 2])
         m.hist_xt[:, :, : 2 * t] = src.hist_xt
         m.hist_o[:, :t] = src.hist_o
@@ -212,7 +223,7 @@ def test_the_graphed_pass_runs_off_cuda_seed_independent_and_refuses_sampling():
     """Off CUDA history_pass=graphed is the bucketed masked pass, eagerly: a whole run, each seed's
     result independent of the others; with a sample of rows (shapes that change) it is refused."""
     data = {"task": "cos", "rounds": 12, "num_seeds": 3}
-    model = {"width": 8, "grad_steps": 2, "compute": {"history_pass": "graphed"}}
+    model = {"network": {"width": 8}, "grad_steps": 2, "compute": {"history_pass": "graphed"}}
     together, m3 = run_experiment(data, model)
     alone, m1 = run_experiment({**data, "num_seeds": 1, "first_seed_id": 2}, model)
     assert torch.equal(m3.history()[2], m1.history()[0])
@@ -233,7 +244,7 @@ def test_a_graph_replay_of_the_update_reads_no_round_number_baked_at_its_capture
 
     monkeypatch.setattr(history, "BUCKET_ROUNDS", 8)  # 30 rounds: buckets 8, 16, 24, 30
     data = {"task": "cos", "rounds": 30, "num_seeds": 2}
-    model = {"width": 8, "grad_steps": 2, "compute": {"history_pass": "graphed"}}
+    model = {"network": {"width": 8}, "grad_steps": 2, "compute": {"history_pass": "graphed"}}
     _, eager = run_experiment(data, model)
     monkeypatch.setattr(history, "graphs_available", lambda device: True)
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
@@ -260,7 +271,7 @@ def test_the_default_history_pass_is_chunked_on_a_cpu_and_graphed_where_graphs_e
     assert resolve_history_pass("auto", cuda, None, scaled=True) == "chunked"  # 16-mixed's GradScaler syncs
     assert resolve_history_pass("full", cuda, None) == "full"
     data = {"task": "cos", "rounds": 20, "num_seeds": 2}
-    model = {"width": 8, "grad_steps": 2}
+    model = {"network": {"width": 8}, "grad_steps": 2}
     assert NVLDB().hparams.compute["history_pass"] == "auto"
     _, default = run_experiment(data, model)
     _, chunked = run_experiment(data, {**model, "compute": {"history_pass": "chunked"}})
@@ -290,7 +301,7 @@ def test_one_seed_runs_graphed_where_graphs_exist_and_plays_what_it_plays_among_
     monkeypatch.setattr(graphs.CapturedSteps, "_warm_up", lambda self, fn: fn())
     monkeypatch.setattr(graphs.CapturedSteps, "_capture", lambda self, fn: setattr(self, "graph", fn))
     monkeypatch.setattr(graphs.CapturedSteps, "_replay", lambda self: self.graph())
-    data, model = {"task": "cos", "rounds": 12}, {"width": 8, "grad_steps": 2}
+    data, model = {"task": "cos", "rounds": 12}, {"network": {"width": 8}, "grad_steps": 2}
     _, three = run_experiment({**data, "num_seeds": 3}, model)
     _, one = run_experiment({**data, "num_seeds": 1, "first_seed_id": 2}, model)
     assert one.execution.steps.captures == three.execution.steps.captures == 2
@@ -326,7 +337,7 @@ def test_a_graph_that_cannot_be_captured_stops_the_run_in_one_line_naming_the_pa
             os.path.join(root, "configs", "cos.yaml"),
             "--data.num_seeds=2",
             "--data.rounds=6",
-            "--model.width=4",
+            "--model.network.width=4",
             "--model.grad_steps=1",
             "--trainer.enable_progress_bar=false",
             f"--trainer.default_root_dir={tmp_path}",
@@ -368,7 +379,7 @@ def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_
         cos,
         "--data.rounds=200000",
         "--data.num_seeds=2",
-        "--model.width=64",
+        "--model.network.width=64",
         f"--trainer.default_root_dir={tmp_path}",
         "--trainer.enable_progress_bar=false",
         *extra,
@@ -378,7 +389,7 @@ def test_a_history_pass_whose_block_cannot_fit_at_the_horizon_is_refused_before_
             learner = NVLDB(
                 rounds=200000,
                 num_seeds=2,
-                width=64,
+                network={"width": 64},
                 compute={"history_pass": "chunked"},
                 sampler={"size": 256 if mode == "sampled" else None},
             )
@@ -400,7 +411,7 @@ def test_processes_on_one_host_check_the_history_block_against_their_share_of_it
     from nvldb_pl.machinery.history import check_learner_memory
 
     with torch.device("cpu"):
-        learner = NVLDB(rounds=200000, num_seeds=2, width=64, compute={"history_pass": "full"})
+        learner = NVLDB(rounds=200000, num_seeds=2, network={"width": 64}, compute={"history_pass": "full"})
     need = learner.training_block_bytes(200000)  # about 1.5 GiB
     monkeypatch.setattr(host, "available_memory_bytes", lambda: int(need / 0.9 * 1.5))  # one fits, two do not
     check_learner_memory(learner)  # one process

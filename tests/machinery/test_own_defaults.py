@@ -26,17 +26,19 @@ def test_a_subclass_named_in_yaml_gets_its_own_defaults(tmp_path):
     config = _config(tmp_path, {"class_path": "tests.extensions.learners.FastNVLDB"})
     assert run_cli(["fit", "--config", config, f"--trainer.default_root_dir={tmp_path / 'r'}", *SHORT]) == 0
     hp = _hparams(tmp_path / "r")
-    assert (hp["lr"], hp["grad_steps"], hp["width"], hp["strategy"]) == (0.01, 5, 16, "ucb_osym")
+    assert (hp["lr"], hp["grad_steps"], hp["network"]["width"], hp["strategy"]) == (0.01, 5, 16, "ucb_osym")
 
 
 def test_a_value_the_user_gives_is_kept_also_where_it_equals_nvldbs_default(tmp_path):
-    config = _config(tmp_path, {"class_path": "tests.extensions.learners.FastNVLDB", "init_args": {"width": 32}})
+    config = _config(
+        tmp_path, {"class_path": "tests.extensions.learners.FastNVLDB", "init_args": {"network": {"width": 32}}}
+    )
     assert (
         run_cli(["fit", "--config", config, "--model.lr=0.001", f"--trainer.default_root_dir={tmp_path / 'r'}", *SHORT])
         == 0
     )
     hp = _hparams(tmp_path / "r")
-    assert (hp["lr"], hp["grad_steps"], hp["width"]) == (0.001, 5, 32)
+    assert (hp["lr"], hp["grad_steps"], hp["network"]["width"]) == (0.001, 5, 32)
 
 
 def test_the_subclass_on_the_command_line_after_an_nvldb_config_keeps_the_configs_given_values(tmp_path):
@@ -72,9 +74,9 @@ def test_given_keys_reads_the_command_line_and_config_files(tmp_path):
             config,
             "--model.lr",
             "1",
-            "--model.init_args.width=3",
+            "--model.init_args.network.width=3",
             '--model={"class_path": "a.B", "init_args": {"depth": 2}}',
         ],
         "model",
     )
-    assert keys == {"beta", "lam", "lr", "width", "depth"}
+    assert keys == {"beta", "lam", "lr", "network.width", "depth"}

@@ -8,7 +8,7 @@ from nvldb_pl.loop.run import run_experiment
 
 def test_bf16_mixed_trains_network_in_bf16_and_keeps_gram_refit_selection_in_float64():
     data = {"task": "square", "rounds": 12, "num_seeds": 2, "seed": 1}
-    model = {"width": 8, "grad_steps": 2}
+    model = {"network": {"width": 8}, "grad_steps": 2}
     s32, m32 = run_experiment(data, model, precision="32-true")
     s16, m16 = run_experiment(data, model, precision="bf16-mixed")
     assert m16.net.weights[0].dtype == torch.float32  # master weights stay float32

@@ -123,16 +123,18 @@ def test_a_checkpoint_from_before_the_parametrization_setting_is_read_as_eq_nn()
     from nvldb_pl.loop.module import LearnerModule
     from nvldb_pl.machinery.provenance import check_resume
 
-    old = {"dim": 5, "arms": 5, "rounds": 20, "num_seeds": 2, "link": "logistic", "width": 8}
-    made = LearnerModule(NVLDB(**old, parametrization="ntk", distinct_arms=False))
+    linked = {"dim": 5, "arms": 5, "rounds": 20, "num_seeds": 2, "link": "logistic"}
+    old = {**linked, "width": 8}  # the flat layout of a checkpoint then
+    made = LearnerModule(NVLDB(**linked, network={"width": 8, "parametrization": "ntk"}, distinct_arms=False))
     state = {**made.state_dict(), "rounds_done": torch.tensor(3)}
     ckpt = {"learner": "NVLDB", "hyper_parameters": dict(old), "state_dict": state}
-    fresh = LearnerModule(NVLDB(**old))
+    fresh = LearnerModule(NVLDB(**linked, network={"width": 8}))
     fresh.resume_check = lambda module, checkpoint: check_resume(module, checkpoint)  # as the loop hands it over
-    with pytest.raises(ValueError, match="model.parametrization: checkpoint 'ntk', config 'standard'") as err:
+    with pytest.raises(ValueError, match="model.network.parametrization: checkpoint 'ntk', config 'standard'") as err:
         fresh.on_load_checkpoint(dict(ckpt))
-    assert "model.distinct_arms" in str(err.value) and "model.bias" in str(err.value)
-    m = LearnerModule(NVLDB(**old, parametrization="ntk", distinct_arms=False, w_reg=0.0))  # the literal reading
+    assert "model.distinct_arms" in str(err.value) and "model.network.bias" in str(err.value)
+    literal = dict(network={"width": 8, "parametrization": "ntk"}, distinct_arms=False, w_reg=0.0)
+    m = LearnerModule(NVLDB(**linked, **literal))  # the literal reading
     m.resume_check = lambda module, checkpoint: check_resume(module, checkpoint)
     read = dict(ckpt, hyper_parameters=dict(old))
     m.on_load_checkpoint(read)

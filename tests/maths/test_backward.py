@@ -75,7 +75,11 @@ def test_bfloat16_matmuls_give_a_close_gradient_in_float32_accumulators():
 
 
 @pytest.mark.parametrize(
-    "network", [{"parametrization": "ntk", "bias": False}, {"parametrization": "standard", "bias": True}]
+    "network",
+    [
+        {"parametrization": "ntk", "bias": False},
+        {"parametrization": "standard", "bias": True},
+    ],
 )
 @pytest.mark.parametrize("w_reg", [0.0, 0.5])
 @pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
@@ -88,12 +92,10 @@ def test_module_adam_step_is_the_same_with_either_backward(activation, w_reg, ne
             arms=3,
             rounds=300,
             num_seeds=2,
-            width=8,
+            network={"width": 8, "activation": activation, **network},
             grad_steps=1,
             w_reg=w_reg,
             compute={"backward": backward},
-            activation=activation,
-            **network,
         )
         m.init_parameters(0, [0, 1])
         with torch.no_grad():
@@ -118,8 +120,8 @@ def test_unknown_backward_is_named():
 
 
 def test_unknown_activation_is_named():
-    with pytest.raises(ValueError, match="model.activation: 'tanh' is not one of"):
-        NVLDB(activation="tanh")
+    with pytest.raises(ValueError, match="model.network.activation: 'tanh' is not one of"):
+        NVLDB(network={"activation": "tanh"})
 
 
 def test_the_backward_pass_s_cuda_forms_equal_the_plain_ones_on_a_cpu():

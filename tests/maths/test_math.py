@@ -229,11 +229,13 @@ def test_the_learners_adam_step_of_a_seed_does_not_depend_on_the_number_of_seeds
     from nvldb_pl.learners.nvldb import NVLDB
 
     g = torch.Generator().manual_seed(0)
-    shapes = [w.shape[1:] for w in NVLDB(dim=378, arms=7, rounds=10, num_seeds=1, width=32).net.parameters()]
+    shapes = [
+        w.shape[1:] for w in NVLDB(dim=378, arms=7, rounds=10, num_seeds=1, network={"width": 32}).net.parameters()
+    ]
     steps = [[torch.randn(20, *shape, generator=g) * 10.0 ** (-6 * i / 40) for shape in shapes] for i in range(40)]
     out = []
     for S in (20, 3):
-        m = NVLDB(dim=378, arms=7, rounds=10, num_seeds=S, width=32)
+        m = NVLDB(dim=378, arms=7, rounds=10, num_seeds=S, network={"width": 32})
         m.init_parameters(0, list(range(S)))
         opt = m.make_optimizer()
         for grads in steps:

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from nvldb_pl.learners.settings import merged
 from nvldb_pl.maths import links, objective
 from nvldb_pl.maths.backward import accumulate_nll_grad, per_point_gradients
 from nvldb_pl.learners.nvldb import NVLDB
@@ -123,14 +124,14 @@ def test_per_point_gradients_with_biases_equal_autograd(activation):
             torch.testing.assert_close(got[s, k], torch.cat([q.reshape(-1) for q in grads]), rtol=1e-5, atol=1e-6)
 
 
-STANDARD = {"parametrization": "standard", "bias": True}
+STANDARD = {"network": {"parametrization": "standard", "bias": True}}
 
 
 @pytest.mark.parametrize(
     "learner,model", [("NVLDB", {"strategy": "ucb_osym", "distinct_arms": True}), ("NDB", {"gram": "diag"})]
 )
 def test_standard_four_seeds_together_equal_four_single_seed_runs(learner, model):
-    model = {"width": 8, "grad_steps": 3, **STANDARD, **model}
+    model = merged({"network": {"width": 8}, "grad_steps": 3}, STANDARD, model)
     summary, module = run_experiment(
         {"task": "square", "rounds": 20, "num_seeds": 4, "seed": 5}, model, learner=learner
     )
@@ -153,7 +154,7 @@ def test_ntk_output_grows_like_sqrt_width_at_init_and_standard_does_not():
         for m in (32, 512):
             vals = []
             for seed in range(8):
-                mod = NVLDB(dim=5, num_seeds=1, width=m, parametrization=par, bias=par == "standard")
+                mod = NVLDB(dim=5, num_seeds=1, network={"width": m, "parametrization": par, "bias": par == "standard"})
                 mod.init_parameters(seed, [0])
                 vals.append(float(mod.scores(x).abs().mean()))
             size[par, m] = sum(vals) / len(vals)
@@ -164,10 +165,10 @@ def test_ntk_output_grows_like_sqrt_width_at_init_and_standard_does_not():
 @pytest.mark.parametrize(
     "kwargs,field",
     [
-        ({"parametrization": "wide"}, "model.parametrization"),
-        ({"parametrization": "ntk", "init": "torch"}, "model.init"),
-        ({"parametrization": "standard", "init": "paper"}, "model.init"),
-        ({"parametrization": "ntk", "bias": True}, "model.bias"),
+        ({"network": {"parametrization": "wide"}}, "model.network.parametrization"),
+        ({"network": {"parametrization": "ntk", "init": "torch"}}, "model.network.init"),
+        ({"network": {"parametrization": "standard", "init": "paper"}}, "model.network.init"),
+        ({"network": {"parametrization": "ntk", "bias": True}}, "model.network.bias"),
     ],
 )
 def test_bad_parametrization_settings_name_the_field(kwargs, field):

@@ -178,7 +178,12 @@ def test_saves_and_checkpoints_from_before_the_test_owned_its_gram_still_load(tm
         back = {new: old for m in MIGRATIONS for old, new in m.renamed_state.get(cls.__name__, {}).items()}
         return {back.get(k, k): v for k, v in state.items()}
 
-    short = ["--data.num_seeds=2", "--model.width=8", "--model.grad_steps=2", "--trainer.enable_progress_bar=false"]
+    short = [
+        "--data.num_seeds=2",
+        "--model.network.width=8",
+        "--model.grad_steps=2",
+        "--trainer.enable_progress_bar=false",
+    ]
     for model in (["--model.self_duel.test=deep_full"], ["--model=NDB", "--model.gram=diag"]):
         whole, part = tmp_path / f"whole{len(model)}", tmp_path / f"part{len(model)}"
         assert (

@@ -78,7 +78,7 @@ def test_a_serve_command_of_the_docs_serves_the_page(command, tmp_path):
         (["--db", "no/such/folder/a.db"], "--db: no/such/folder/a.db: folder"),
         (["--offer", "1"], "--offer: must be an integer >= 2"),
         (["--config", "nothing.yaml"], "--config: nothing.yaml: no such file"),
-        (["--config", "FLAT"], "model: ['width'] beside class_path"),  # (it served, and failed at the first question)
+        (["--config", "FLAT"], "model: ['lr'] beside class_path"),  # (it served, and failed at the first question)
     ],
 )
 def test_a_bad_start_is_refused_in_one_line(args, message, tmp_path, capsys, monkeypatch):
@@ -86,7 +86,7 @@ def test_a_bad_start_is_refused_in_one_line(args, message, tmp_path, capsys, mon
     bad = tmp_path / "bad.csv"
     bad.write_text("name,x\nA,1\nB,oops\n")
     flat = tmp_path / "flat.yaml"
-    flat.write_text("data:\n  dim: 5\nmodel:\n  class_path: NDB\n  width: 8\n")
+    flat.write_text("data:\n  dim: 5\nmodel:\n  class_path: NDB\n  lr: 0.1\n")
     args = [str(bad) if a == "BAD" else str(flat) if a == "FLAT" else a for a in args]
     if "--db" not in args:
         args += ["--db", str(tmp_path / "a.db")]

@@ -23,7 +23,7 @@ from tests.serve.test_serve import CONFIG, _person
 def _config(tmp_path, network: str) -> str:
     """configs/live.yaml with a network of tests/helpers/networks.py (the learning process imports it by path)."""
     path = tmp_path / f"{network}.yaml"
-    text = open(CONFIG).read().replace("model:\n", f"model:\n  network: tests.helpers.networks.{network}\n")
+    text = open(CONFIG).read().replace("model:\n", f"model:\n  network: {{module: tests.helpers.networks.{network}}}\n")
     path.write_text(text)
     return str(path)
 
