@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import inspect
+import itertools
 import math
 import os
 import shutil
@@ -330,12 +331,15 @@ def run_grid(
     data_overrides: Optional[dict] = None,
     first_seed: int = 0,
     checkpoint_every: Optional[int] = None,
+    cell: Optional[tuple[int, int]] = None,
 ) -> dict[tuple[str, str], str]:
     """Run (or reuse, or go on with) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their
     log dirs. ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
     first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0. A run stopped by a
     signal raises :class:`~nvldb_pl.loop.run.RunStopped` (``where``: its task and method), saved. ``checkpoint_every``:
-    rounds between saves (default :data:`CHECKPOINT_EVERY`)."""
+    rounds between saves (default :data:`CHECKPOINT_EVERY`). ``cell`` (i, n): only the (task, method) pairs whose place
+    in the grid's order (tasks, then methods) is i modulo n, one share of n that processes started at once (a job
+    array's tasks) run apart; every check still covers the whole grid."""
     for m in methods:
         method_spec(m)
     check_tasks(tasks)
@@ -351,56 +355,57 @@ def run_grid(
         )
     check_settings(tasks, methods, rounds, num_seeds, overrides, data_overrides)
     done = {}
-    for task in tasks:
-        for method in methods:
-            learner, model = method_spec(method)
-            model = merged(model, given_settings(method, overrides))
-            run_dir = os.path.join(out, "runs", task, method)
-            shape = task_data(task, data_overrides)
-            # reused only if made with these settings: another --set, --dim or --data runs anew, beside it
-            own = method_spec(method)[1]  # the method's own arguments; --set may override them
-            settings = (
-                method,
-                {k: v for k, v in model.items() if k not in own or own[k] != v},
-                stream_data(task, data_overrides),
-            )
-            found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
-            if found:
-                log(f"[reuse] {task:<10s} {method:<16s} {found}")
-            else:
-                start = time.perf_counter()
-                data = {
-                    "task": task,
-                    "rounds": rounds,
-                    "num_seeds": num_seeds,
-                    "seed": base_seed,
-                    "first_seed_id": first_seed,
-                    **shape,
-                }
-                stopped = unfinished_run(run_dir, data, settings, accelerator)
-                if stopped:
-                    log(f"[go on] {task:<10s} {method:<16s} from round {stopped[2]} ({stopped[1]})")
-                try:
-                    summary, _ = run_experiment(
-                        data,
-                        model,
-                        root_dir=run_dir,
-                        learner=learner,
-                        accelerator=accelerator,
-                        checkpoint_every=checkpoint_every or CHECKPOINT_EVERY,
-                        resume=stopped and stopped[:2],
-                        threads="auto",
-                    )
-                except RunStopped as stop:
-                    stop.where = f"{task} {method}"
-                    raise
-                found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
-                if found:  # finished: its summary and curves are what a grid reuses (NDB's V^-1 alone: 291 MB a save)
-                    shutil.rmtree(os.path.join(found, "checkpoints"), ignore_errors=True)
-                log(
-                    f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
-                    f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s"
-                    + (f" (rounds {stopped[2] + 1}-{rounds})" if stopped else "")
+    for place, (task, method) in enumerate(itertools.product(tasks, methods)):
+        if cell is not None and place % cell[1] != cell[0]:
+            continue
+        learner, model = method_spec(method)
+        model = merged(model, given_settings(method, overrides))
+        run_dir = os.path.join(out, "runs", task, method)
+        shape = task_data(task, data_overrides)
+        # reused only if made with these settings: another --set, --dim or --data runs anew, beside it
+        own = method_spec(method)[1]  # the method's own arguments; --set may override them
+        settings = (
+            method,
+            {k: v for k, v in model.items() if k not in own or own[k] != v},
+            stream_data(task, data_overrides),
+        )
+        found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
+        if found:
+            log(f"[reuse] {task:<10s} {method:<16s} {found}")
+        else:
+            start = time.perf_counter()
+            data = {
+                "task": task,
+                "rounds": rounds,
+                "num_seeds": num_seeds,
+                "seed": base_seed,
+                "first_seed_id": first_seed,
+                **shape,
+            }
+            stopped = unfinished_run(run_dir, data, settings, accelerator)
+            if stopped:
+                log(f"[go on] {task:<10s} {method:<16s} from round {stopped[2]} ({stopped[1]})")
+            try:
+                summary, _ = run_experiment(
+                    data,
+                    model,
+                    root_dir=run_dir,
+                    learner=learner,
+                    accelerator=accelerator,
+                    checkpoint_every=checkpoint_every or CHECKPOINT_EVERY,
+                    resume=stopped and stopped[:2],
+                    threads="auto",
                 )
-            done[task, method] = found
+            except RunStopped as stop:
+                stop.where = f"{task} {method}"
+                raise
+            found = find_run(run_dir, rounds, num_seeds, base_seed, first_seed, settings)
+            if found:  # finished: its summary and curves are what a grid reuses (NDB's V^-1 alone: 291 MB a save)
+                shutil.rmtree(os.path.join(found, "checkpoints"), ignore_errors=True)
+            log(
+                f"[run]   {task:<10s} {method:<16s} R(T)/T {summary['R_T_over_T_mean']:.3f} "
+                f"± {summary['R_T_over_T_std']:.3f}  {time.perf_counter() - start:7.1f}s"
+                + (f" (rounds {stopped[2] + 1}-{rounds})" if stopped else "")
+            )
+        done[task, method] = found
     return done

@@ -96,6 +96,15 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--report-only", action="store_true", help="only reuse finished runs; run nothing")
     p.add_argument(
+        "--cell",
+        type=int,
+        default=None,
+        metavar="I",
+        help="run only the grid's (task, method) pairs at places I, I+N, ... (of --cells N): one share of a job "
+        "array's N tasks; no report (--report-only builds it once every share finished)",
+    )
+    p.add_argument("--cells", type=int, default=None, metavar="N", help="the number of shares --cell counts")
+    p.add_argument(
         "--literal-from",
         default=None,
         type=os.path.expanduser,
@@ -121,6 +130,14 @@ def main(argv=None):
         if not 0 <= a.base_seed <= 2**32 - 1:  # numpy's seeds (its own message names no option)
             raise ValueError(f"--base-seed: must be between 0 and {2**32 - 1}, got {a.base_seed}")
         a.tasks, a.methods = list(dict.fromkeys(a.tasks)), list(dict.fromkeys(a.methods))  # each once
+        if (a.cell is None) != (a.cells is None):
+            raise ValueError("--cell and --cells: give both (share I of N), or neither")
+        if a.cells is not None:
+            check_positive("--cells", a.cells)
+            if not 0 <= a.cell < a.cells:
+                raise ValueError(f"--cell: must be between 0 and --cells - 1 = {a.cells - 1}, got {a.cell}")
+            if a.report_only:
+                raise ValueError("--cell: a share runs part of the grid; --report-only builds the report of them all")
         check_folder_can_be_made(a.out, "--out")
         extra, note = {}, ""
         if a.literal_from:  # read before any run: a wrong folder is found now, not after hours of runs
@@ -166,7 +183,15 @@ def main(argv=None):
                 accelerator=a.accelerator,
                 data_overrides=streams,
                 first_seed=a.first_seed,
+                cell=None if a.cell is None else (a.cell, a.cells),
             )
+            if a.cell is not None:  # the shares run at once: one report, once they all finished
+                print(
+                    f"share {a.cell} of {a.cells}: {len(done)} of {len(a.tasks) * len(a.methods)} runs of the grid "
+                    f"done; once every share finished, the same command with --report-only instead of --cell "
+                    f"writes the report"
+                )
+                return 0
             # the report keeps the methods earlier calls ran here (their newest finished run): one method per
             # call adds up to one report; this call's methods are the runs it made or reused
             runs = {
