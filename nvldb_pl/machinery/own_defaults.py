@@ -43,7 +43,7 @@ def _keys_of(value) -> set[str]:
 
 
 def _fields(value) -> Optional[dict]:
-    """A group of settings as {field: value}: a dataclass instance, a mapping or a parsed namespace; else None."""
+    """A group of settings as {field: value}: a dataclass instance or a mapping; else None."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     return dict(value) if isinstance(value, dict) else None
