@@ -130,12 +130,12 @@ def run_settings(method: str, hparams: dict) -> dict:
         except (TypeError, ValueError):  # a run made by older code: its plain settings only
             return changed
         # None recorded: the default itself (runs made before hparams held the derived value)
-        for k in (k for k in derived if hparams[k] is not None and hparams[k] != made.get(k)):
+        for k in derived:
             given, was = hparams[k], made.get(k)
-            both = isinstance(given, dict) and isinstance(was, dict)  # a group: the fields that differ
-            fields = {f: v for f, v in given.items() if v is not None and was.get(f) != v} if both else given
-            if fields:
-                changed[k] = fields
+            if isinstance(given, dict) and isinstance(was, dict):  # a group: the fields that differ
+                given = {f: v for f, v in given.items() if v is not None and was.get(f) != v}
+            if given is not None and given != {} and given != was:
+                changed[k] = given
     return changed
 
 
