@@ -25,6 +25,10 @@ orders the items from the same answers, compared with the person's hidden order 
 - ``taste_sep_late``: the page's two maps until ``SEP_AFTER`` answers, the three after;
 - ``taste_sep_prior_late``: both (the separable map joins after ``SEP_AFTER`` answers, with its prior).
 
+Two hedges of the page's questions against a posterior that is wrong about the person: ``taste_mix`` asks a uniform
+allowed pair with probability ``MIX`` and the page's question otherwise; ``taste_least`` asks, among the allowed pairs
+whose BALD is at least ``NEAR`` of the best, the one asked least often so far (then the larger BALD).
+
 Policies: ``random`` (a uniform pair, never the last one), ``page`` (objective rank: BALD on the raw learner's
 estimate, as the page asked before the taste posterior), ``bald_linear``, ``bald_quad``, ``bald_netlap``,
 ``bald_evid`` (BALD under that ranker's posterior), ``taste``, ``taste_sep``, ``taste_net``, ``taste_sep_prior``,
@@ -72,6 +76,8 @@ POLICIES = (
     "taste_sep_prior",
     "taste_sep_late",
     "taste_sep_prior_late",
+    "taste_mix",
+    "taste_least",
 )
 RANKERS = (
     "linear",
@@ -91,6 +97,8 @@ RANKERS = (
 SEP_PRIOR = -2.0  # taste_sep_prior: the separable map's log prior odds against each of the page's two maps
 SEP_AFTER = 40  # taste_sep_late: the separable map joins the average after this many answers
 CHECKS = (20, 40, 100, 200)
+MIX = 0.25  # taste_mix: the share of uniform allowed pairs
+NEAR = 0.5  # taste_least: the share of the best BALD a pair needs to be a candidate
 
 
 def catalog(name: str, scale: str) -> tuple[np.ndarray, np.ndarray]:
@@ -264,6 +272,7 @@ def run(
     }
     priors = {"taste_sep_prior": (0.0, 0.0, sep_prior), "taste_sep_prior_late": (0.0, 0.0, sep_prior)}
     pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
+    asked = np.zeros((N, N), dtype=int)  # times each pair was asked, either order
     last, run_len, longest = None, 0, 0
     taus, never_shown, t0 = {}, None, time.perf_counter()
     for t in range(1, answers + 1):
@@ -278,6 +287,10 @@ def run(
             f, C = taste_fit(x, pairs, outcomes)
             allowed = question_mask(torch.as_tensor(shown > 0), last)
             i, j = posterior_pair(f, C, allowed)
+        elif policy in ("taste_mix", "taste_least"):
+            f, C = taste_fit(x, pairs, outcomes)
+            allowed = question_mask(torch.as_tensor(shown > 0), last)
+            i, j = hedged_pair(policy, f, C, allowed, asked, rng)
         elif policy in map_sets:
             f, C = maps_fit(map_sets[policy](), pairs, outcomes, priors.get(policy))
             i, j = posterior_pair(f, C, question_mask(torch.as_tensor(shown > 0), last))
@@ -297,6 +310,8 @@ def run(
         longest = max(longest, run_len)
         last = (i, j)
         shown[[i, j]] += 1
+        asked[i, j] += 1
+        asked[j, i] += 1
         pairs.append((i, j))
         outcomes.append(o)
         if nets:
@@ -340,6 +355,22 @@ def run(
         "seconds": round(time.perf_counter() - t0, 2),
         "sep_prior": sep_prior,
     }
+
+
+def hedged_pair(policy, f, C, allowed, asked, rng):
+    """taste_mix / taste_least's question (the module docstring) among ``allowed`` [N, N]."""
+    if policy == "taste_mix" and rng.uniform() < MIX:
+        i, j = np.argwhere(np.triu(allowed.numpy() | allowed.numpy().T, 1))[rng.integers(0, int(allowed.sum() // 2))]
+        return int(i), int(j)
+    if policy == "taste_mix":
+        return posterior_pair(f, C, allowed)
+    var = torch.diagonal(C).unsqueeze(1) + torch.diagonal(C).unsqueeze(0) - 2 * C
+    score = bald(f.unsqueeze(1) - f.unsqueeze(0), torch.sqrt(var.clamp(min=0.0)))
+    score = score.masked_fill(~allowed | torch.eye(len(f), dtype=torch.bool), -math.inf)
+    near = score >= NEAR * score.max()
+    key = torch.where(near, -torch.as_tensor(asked, dtype=torch.float64) * 1e6 + score, torch.tensor(-math.inf))
+    flat = int(torch.argmax(key.flatten()))
+    return flat // len(f), flat % len(f)
 
 
 def gp_fit(x, pairs, outcomes):
