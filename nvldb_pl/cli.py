@@ -328,6 +328,7 @@ def main(args=None) -> NVLDBCLI:
             "enable_checkpointing": True,
             "num_sanity_val_steps": 0,
             "log_every_n_steps": 1,
+            "enable_model_summary": False,  # the learner's parameter count is one line of no use; true shows it
             "callbacks": [RunSummary(announce=True)],
         },
         args=args,

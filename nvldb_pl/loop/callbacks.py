@@ -17,7 +17,7 @@ import sys
 from datetime import timedelta
 
 import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.callbacks import Timer, TQDMProgressBar
 import torch
 
 from ..learners.neural import NeuralLearner
@@ -129,11 +129,14 @@ class DuelingLoop(pl.Callback):
         between the checkpoint and the kill were logged then (with the same values, the resume
         being exact) and are not written twice."""
         self._logged_through = {}
+        self._bar_resumed = module.t == 0
         if module.t > 0 and trainer.is_global_zero and trainer.logger is not None and trainer.logger.log_dir:
             # per tag: a kill in the middle of a flush can leave a round written for some tags only
             self._logged_through = logged_rounds(trainer.logger.log_dir)
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if not self._bar_resumed:
+            self._bar_resumed = resume_bar(trainer, module.hparams.rounds)
         t = module.t + 1
         if batch["round"] != t:
             raise RuntimeError(f"data stream is at round {batch['round']} but the learner expects round {t}")
@@ -260,6 +263,21 @@ def write_curves_atomic(path: str, seed_ids: list[int], blocks) -> None:
             for b, r in enumerate(rounds):
                 for s, seed in enumerate(seed_ids):
                     fh.write(f"{r},{seed},{float(cum_avg[b, s]):.6g},{float(cum_weak[b, s]):.6g}\n")
+
+
+def resume_bar(trainer, rounds: int) -> bool:
+    """A resumed run's progress bar, which Lightning starts mid-epoch without its length ("45/?"), given the
+    horizon and its epoch's name, as a run from round 0 shows them. True once done (or no TQDM bar to fix)."""
+    bar = trainer.progress_bar_callback
+    if not isinstance(bar, TQDMProgressBar) or not bar.is_enabled:
+        return True
+    try:
+        line = bar.train_progress_bar
+    except TypeError:  # not made yet
+        return False
+    line.total = rounds
+    line.set_description(f"Epoch {trainer.current_epoch}")
+    return True
 
 
 class ShareCores(pl.Callback):

@@ -10,6 +10,7 @@ started on a line of its own (:func:`end_progress_line`), marked with the rank t
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -199,9 +200,40 @@ QUIET = (
 )
 
 
+# Lightning's notes on every run that say nothing of this run (its config.yaml and summary line do): the seed
+# (kept in config.yaml), which accelerators exist (the summary line names the device), a tip to install another
+# logger or uploader, and that the one epoch ended (a run is one epoch of T rounds).
+NOTES = (
+    "Seed set to ",
+    "GPU available: ",
+    "TPU available: ",
+    "\N{ELECTRIC LIGHT BULB} Tip: ",
+    "`Trainer.fit` stopped: `max_epochs=1` reached.",
+)
+NOTE_LOGGERS = (
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+    "lightning.fabric.utilities.seed",
+)
+
+
+class _DropNotes(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not any(note in text for note in NOTES)
+
+
 def quiet_lightning() -> None:
+    """Lightning's warnings of :data:`QUIET` and its notes of :data:`NOTES` left out (``NVLDB_LIGHTNING_NOTES=1``
+    keeps the notes); once per process, whoever calls it."""
     for message in QUIET:
         warnings.filterwarnings("ignore", message=message)
+    if os.environ.get("NVLDB_LIGHTNING_NOTES") == "1":
+        return
+    for name in NOTE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropNotes) for f in logger.filters):
+            logger.addFilter(_DropNotes())
 
 
 def rank_prefix() -> str:
