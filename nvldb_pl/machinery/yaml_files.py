@@ -112,6 +112,48 @@ def home_in_config_paths(argv: list[str]) -> list[str]:
     return out
 
 
+SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")  # configs/ as installed
+
+
+def shipped_config(name: str) -> str | None:
+    """The path of the config the package ships under ``name`` (``cos``, ``cos.yaml``, ``literal/cos``), else None."""
+    path = os.path.join(SHIPPED, name if name.endswith((".yaml", ".yml")) else name + ".yaml")
+    inside = os.path.realpath(path).startswith(os.path.realpath(SHIPPED) + os.sep)
+    return path if inside and os.path.isfile(path) else None
+
+
+def shipped_names() -> list[str]:
+    """The shipped configs' names, as ``--config`` takes them."""
+    found = []
+    for folder, _, files in os.walk(SHIPPED):
+        rel = os.path.relpath(folder, SHIPPED)
+        found += [os.path.normpath(os.path.join(rel, f))[: -len(".yaml")] for f in files if f.endswith(".yaml")]
+    return sorted(found)
+
+
+def shipped_config_paths(argv: list[str]) -> list[str]:
+    """``--config cos`` (no such file here) as the shipped ``configs/cos.yaml``, wherever the package is installed;
+    a file of that name in the working folder comes first, YAML given inline is left to the parser. A name that is
+    neither is refused, listing the shipped."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a.startswith(("--config=", "-c=")):
+            flag, value = a.split("=", 1)
+        elif i > 0 and out[i - 1] in ("--config", "-c") and not a.startswith("-"):
+            flag, value = None, a
+        else:
+            continue
+        if os.path.exists(value) or any(c in value for c in ":{\n"):  # a file, or YAML given inline
+            continue
+        path = shipped_config(value)
+        if path is None:
+            raise ValueError(
+                f"--config: {value} is neither a file nor a config the package ships (one of {', '.join(shipped_names())})"
+            )
+        out[i] = path if flag is None else f"{flag}={path}"
+    return out
+
+
 def check_config_files(argv: list[str]) -> None:
     """Each ``--config`` file that exists must be a YAML mapping of settings: a syntax error, a file that is
     not text, an empty file or a list is named with its file (the parser's own reports say ``"<unicode

@@ -24,6 +24,7 @@ import sys
 
 from .items import builtin_catalog, read_items
 from ..machinery.own_modules import find_own_modules_here
+from ..machinery.yaml_files import shipped_config
 
 SIDECARS = ("-wal", "-shm", "-journal", ".lock", ".acked")  # SQLite's files beside a database, and the server's
 
@@ -81,7 +82,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--items", type=os.path.expanduser, help="the items CSV (default: the built-in catalog)")
     p.add_argument(
         "--config",
-        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "live.yaml"),
+        default=shipped_config("live"),
         type=os.path.expanduser,
         help="the learner's config (default configs/live.yaml)",
     )

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..machinery.host import CannotWrite, open_text
 from ..machinery.own_modules import find_own_modules_here
+from ..machinery.yaml_files import shipped_config
 from ..live import DuelingBandit, rank
 from .items import FEATURES, builtin_catalog, kendall_tau
 from .db_files import hold
@@ -245,7 +246,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--config",
-        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "live.yaml"),
+        default=shipped_config("live"),
         type=os.path.expanduser,
     )
     p.add_argument("--load", type=os.path.expanduser, help="go on from a learner saved with --save")
