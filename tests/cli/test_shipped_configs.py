@@ -49,9 +49,7 @@ def test_a_config_name_neither_a_file_nor_shipped_is_refused_naming_the_shipped(
     assert run_cli(["fit", "--config=coss"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "error: --config: coss is neither a file nor a config the package ships (one of "
-        + ", ".join(_in_repo())
-        + ")"
+        "error: --config: coss is neither a file nor a config the package ships (one of " + ", ".join(_in_repo()) + ")"
     ]
 
 
@@ -64,7 +62,18 @@ def test_the_wheel_holds_every_config(tmp_path):
     shutil.copytree(
         os.path.join(ROOT, "nvldb_pl"), src / "nvldb_pl", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
     )
-    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(src)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(tmp_path),
+        str(src),
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     (wheel,) = [f for f in os.listdir(tmp_path) if f.endswith(".whl")]
     held = zipfile.ZipFile(tmp_path / wheel).namelist()
