@@ -318,28 +318,9 @@ def finished_runs(
     return {k: v for k, v in runs.items() if v}
 
 
-def run_grid(
-    out: str,
-    tasks: list[str],
-    methods: list[str],
-    rounds: int,
-    num_seeds: int,
-    base_seed: int = 0,
-    overrides: Optional[dict] = None,
-    log=print,
-    accelerator: str = "cpu",
-    data_overrides: Optional[dict] = None,
-    first_seed: int = 0,
-    checkpoint_every: Optional[int] = None,
-    cell: Optional[tuple[int, int]] = None,
-) -> dict[tuple[str, str], str]:
-    """Run (or reuse, or go on with) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their
-    log dirs. ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
-    first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0. A run stopped by a
-    signal raises :class:`~nvldb_pl.loop.run.RunStopped` (``where``: its task and method), saved. ``checkpoint_every``:
-    rounds between saves (default :data:`CHECKPOINT_EVERY`). ``cell`` (i, n): only the (task, method) pairs whose place
-    in the grid's order (tasks, then methods) is i modulo n, one share of n that processes started at once (a job
-    array's tasks) run apart; every check still covers the whole grid."""
+def check_grid(tasks, methods, rounds, num_seeds, overrides, accelerator="cpu", data_overrides=None) -> None:
+    """The whole grid's settings checked before any run (a ValueError naming the option): every method and task
+    known, the accelerator there, each ``--set`` key taken by some method, the settings valid for each run."""
     for m in methods:
         method_spec(m)
     check_tasks(tasks)
@@ -354,6 +335,33 @@ def run_grid(
             f"they take {sorted(taken)}{moved}"
         )
     check_settings(tasks, methods, rounds, num_seeds, overrides, data_overrides)
+
+
+def run_grid(
+    out: str,
+    tasks: list[str],
+    methods: list[str],
+    rounds: int,
+    num_seeds: int,
+    base_seed: int = 0,
+    overrides: Optional[dict] = None,
+    log=print,
+    accelerator: str = "cpu",
+    data_overrides: Optional[dict] = None,
+    first_seed: int = 0,
+    checkpoint_every: Optional[int] = None,
+    cell: Optional[tuple[int, int]] = None,
+    threads: Optional[int] | str = "auto",
+) -> dict[tuple[str, str], str]:
+    """Run (or reuse, or go on with) every (task, method) on ``accelerator`` ("cpu" or "gpu"); returns their
+    log dirs. ``data_overrides`` (e.g. ``{"dim": 20}``) apply to the synthetic tasks. Seed ids ``first_seed ..
+    first_seed + num_seeds - 1``: the same streams as those seeds of a run from seed 0. A run stopped by a
+    signal raises :class:`~nvldb_pl.loop.run.RunStopped` (``where``: its task and method), saved. ``checkpoint_every``:
+    rounds between saves (default :data:`CHECKPOINT_EVERY`). ``cell`` (i, n): only the (task, method) pairs whose place
+    in the grid's order (tasks, then methods) is i modulo n, one share of n that processes started at once (a job
+    array's tasks, a cluster's workers) run apart; every check still covers the whole grid (:func:`check_grid`).
+    ``threads``: each run's CPU threads (:func:`nvldb_pl.loop.run.run_experiment`)."""
+    check_grid(tasks, methods, rounds, num_seeds, overrides, accelerator, data_overrides)
     done = {}
     for place, (task, method) in enumerate(itertools.product(tasks, methods)):
         if cell is not None and place % cell[1] != cell[0]:
@@ -394,7 +402,7 @@ def run_grid(
                     accelerator=accelerator,
                     checkpoint_every=checkpoint_every or CHECKPOINT_EVERY,
                     resume=stopped and stopped[:2],
-                    threads="auto",
+                    threads=threads,
                 )
             except RunStopped as stop:
                 stop.where = f"{task} {method}"

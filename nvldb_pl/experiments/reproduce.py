@@ -25,7 +25,8 @@ import sys
 
 from ..learners.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS
 from .arguments import check_positive, parse_overrides
-from .grid import finished_runs, run_grid
+from .cluster import GridStopped, ray_module, run_grid_on_ray
+from .grid import check_grid, finished_runs, run_grid
 from ..machinery.host import check_folder_can_be_made
 from .curves import committed_curves
 from .report import write_report
@@ -105,6 +106,21 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cells", type=int, default=None, metavar="N", help="the number of shares --cell counts")
     p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the grid on a Ray cluster, each (task, method) a Ray task: auto (the cluster `ray start --head` "
+        "started here), ray://HOST:PORT or HOST:PORT, or local (one started for this command); the ray extra",
+    )
+    p.add_argument("--ray-cpus", type=int, default=1, metavar="N", help="CPUs (and torch threads) a run asks for")
+    p.add_argument(
+        "--ray-gpus",
+        type=float,
+        default=None,
+        metavar="G",
+        help="GPUs a run asks for (default 1 with --accelerator gpu, else 0)",
+    )
+    p.add_argument(
         "--literal-from",
         default=None,
         type=os.path.expanduser,
@@ -138,6 +154,12 @@ def main(argv=None):
                 raise ValueError(f"--cell: must be between 0 and --cells - 1 = {a.cells - 1}, got {a.cell}")
             if a.report_only:
                 raise ValueError("--cell: a share runs part of the grid; --report-only builds the report of them all")
+        if a.ray is not None and (a.cell is not None or a.report_only):
+            raise ValueError(
+                f"--ray: runs the whole grid; not with {'--cell' if a.cell is not None else '--report-only'}"
+            )
+        if a.ray is not None:
+            ray_module()  # the extra, before --out is made
         check_folder_can_be_made(a.out, "--out")
         extra, note = {}, ""
         if a.literal_from:  # read before any run: a wrong folder is found now, not after hours of runs
@@ -172,19 +194,24 @@ def main(argv=None):
                     + (f", {streams}" if streams else "")
                 )
         else:
-            done = run_grid(
-                a.out,
-                a.tasks,
-                a.methods,
-                a.rounds,
-                a.seeds,
-                a.base_seed,
-                parse_overrides(a.set),
+            grid = dict(
+                out=a.out,
+                tasks=a.tasks,
+                methods=a.methods,
+                rounds=a.rounds,
+                num_seeds=a.seeds,
+                base_seed=a.base_seed,
+                overrides=parse_overrides(a.set),
                 accelerator=a.accelerator,
                 data_overrides=streams,
                 first_seed=a.first_seed,
-                cell=None if a.cell is None else (a.cell, a.cells),
             )
+            if a.ray is not None:
+                check_grid(a.tasks, a.methods, a.rounds, a.seeds, grid["overrides"], a.accelerator, streams)
+                gpus = a.ray_gpus if a.ray_gpus is not None else (1 if a.accelerator == "gpu" else 0)
+                done = run_grid_on_ray(a.ray, grid, a.ray_cpus, gpus)
+            else:
+                done = run_grid(**grid, cell=None if a.cell is None else (a.cell, a.cells))
             if a.cell is not None:  # the shares run at once: one report, once they all finished
                 print(
                     f"share {a.cell} of {a.cells}: {len(done)} of {len(a.tasks) * len(a.methods)} runs of the grid "
@@ -213,6 +240,15 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 128 + stop.signum  # as a shell reports a signal: 130, 143
+    except GridStopped as stop:  # --ray: the unfinished runs cancelled, each saved where it could be
+        name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
+        print(
+            f"stopped by {name}: {len(stop.finished)} of {len(stop.finished) + len(stop.left)} runs finished"
+            + "".join(f"; {t} {m}" for t, m in stop.finished)
+            + "; the same command reuses them and goes on with the others from their last saves",
+            file=sys.stderr,
+        )
+        return 128 + stop.signum
     except KeyboardInterrupt:  # a second Ctrl-C (at once), or one between runs
         print(
             "stopped by Ctrl-C; the finished runs are kept, and a stopped run goes on from its last save (every "

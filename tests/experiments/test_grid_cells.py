@@ -4,6 +4,7 @@ of the one-process grid seed for seed; --report-only then writes its report."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -62,3 +63,34 @@ def test_a_share_is_refused_without_its_count_or_outside_it(tmp_path, capsys):
         assert reproduce.main(["--out", out, *GRID, *extra]) == 2
         assert said in capsys.readouterr().err
     assert not os.path.exists(out)
+
+
+def test_the_sbatch_example_runs_its_shares_as_a_job_array_would(tmp_path):
+    """docs/shares.sbatch under bash, once per task of its array (SLURM_ARRAY_TASK_ID as Slurm sets it), with shorter
+    runs: the shares together make every run of its grid, and its --report-only line writes the report."""
+    path = os.path.join(ROOT, "docs", "shares.sbatch")
+    text = open(path).read()
+    first, last = map(int, re.search(r"^#SBATCH --array=(\d+)-(\d+)$", text, flags=re.M).groups())
+    assert f"--cells {last - first + 1} " in text  # the array's size is the count of shares
+    (tmp_path / "scripts").symlink_to(os.path.join(ROOT, "scripts"))
+    short = ["--rounds", "6", "--seeds", "2", "--set", "network.width=4", "grad_steps=1"]
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    tasks = [
+        subprocess.Popen(
+            ["bash", path, *short],
+            cwd=tmp_path,
+            env={**env, "SLURM_ARRAY_TASK_ID": str(i), "SLURM_CPUS_PER_TASK": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(first, last + 1)
+    ]
+    said = [p.communicate(timeout=600) for p in tasks]
+    assert [p.returncode for p in tasks] == [0] * len(tasks), [err[-2000:] for _, err in said]
+    out = str(tmp_path / "runs" / "grid")
+    assert sorted(_per_seed(out)) == [(t, m) for t in ("cos", "square") for m in ("NDB-UCB", "NVLDB-UCB-ASYM")]
+    report = re.search(r"^#\s+(python scripts/reproduce\.py .* --report-only)$", text, flags=re.M).group(1)
+    argv = report.split()[1:] + short
+    assert subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, timeout=600).returncode == 0
+    assert os.path.exists(os.path.join(out, "report.md"))
