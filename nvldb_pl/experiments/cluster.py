@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import itertools
 import signal
+import socket
 import time
 from typing import Callable, Optional
 
 EXTRA = "pip install 'nvldb_pl[ray]'"
 RETRIES = 3  # a worker that dies (killed, out of memory, its node lost): its run is started again this often
+CONNECT_S = 10  # how long a cluster's address has to answer
 STOP_WAIT_S = 30  # after Ctrl-C: how long a cancelled run has to save its round before it is killed
 
 
@@ -36,8 +38,20 @@ def ray_module():
 
 def connect(address: str):
     """Join the cluster at ``address`` (``auto``: the one started here by ``ray start --head``; ``ray://host:port``
-    or ``host:port``), or start one for this process (``local``). Returns the ``ray`` module."""
+    or ``host:port``), or start one for this process (``local``); joined once a process (a second call finds it
+    joined). Returns the ``ray`` module."""
     ray = ray_module()
+    if ray.is_initialized():
+        return ray
+    if address not in ("auto", "local"):  # Ray retries an address where nothing answers for minutes: asked first
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_S).close()
+        except (OSError, ValueError) as err:
+            raise ValueError(
+                f"--ray {address}: no Ray cluster answers there ({err}); give auto, local, HOST:PORT or "
+                f"ray://HOST:PORT of a running cluster (`ray start --head` starts one)"
+            ) from None
     try:
         ray.init(
             address=None if address == "local" else address,
@@ -65,18 +79,43 @@ def run_grid_on_ray(
     address: str, grid: dict, cpus: int = 1, gpus: float = 0, log: Callable[[str], None] = print
 ) -> dict[tuple[str, str], str]:
     """:func:`~nvldb_pl.experiments.grid.run_grid`'s keyword arguments ``grid`` (without ``cell``), each (task,
-    method) a Ray task of ``cpus`` CPUs (its torch threads) and ``gpus`` GPUs on the cluster at ``address``
-    (:func:`connect`); the same run dirs as run_grid returns. A run's ValueError stops the grid with it; Ctrl-C or
-    SIGTERM raises :class:`GridStopped` once the unfinished runs were cancelled (each saved at its round where it
-    could be within :data:`STOP_WAIT_S`)."""
-    for name, value in (("--ray-cpus", cpus), ("--ray-gpus", gpus)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < (1 if name == "--ray-cpus" else 0):
-            raise ValueError(f"{name}: must be {'an integer >= 1' if name == '--ray-cpus' else '>= 0'}, got {value!r}")
+    method) a Ray task (:func:`run_on_ray`); the same run dirs as run_grid returns."""
     names = list(itertools.product(grid["tasks"], grid["methods"]))
-    ray = connect(address)
-    remote = ray.remote(_cell).options(num_cpus=cpus, num_gpus=gpus, max_retries=RETRIES, retry_exceptions=False)
-    pending: dict = {}
     done: dict = {}
+
+    def finished(name, result):
+        got, lines = result
+        for line in lines:
+            log(line)
+        done.update(got)
+
+    jobs = [(name, (grid, place, len(names), int(cpus))) for place, name in enumerate(names)]
+    run_on_ray(address, _cell, jobs, cpus, gpus, finished, log)
+    return done
+
+
+def run_on_ray(
+    address: str,
+    fn: Callable,
+    jobs: list[tuple],
+    cpus: int,
+    gpus: float,
+    finished: Callable,
+    log: Callable[[str], None] = print,
+) -> None:
+    """``fn(*args)`` for each ``(name, args)`` of ``jobs``, a Ray task of ``cpus`` CPUs and ``gpus`` GPUs each on the
+    cluster at ``address`` (:func:`connect`); ``finished(name, result)`` in this process as each ends, in the order
+    they end. A job's ValueError stops the rest and is raised naming the job (``name``: (task, method) or (task,
+    config)); Ctrl-C or SIGTERM raises :class:`GridStopped` once the unfinished jobs were cancelled (each saved at
+    its round where it could be within :data:`STOP_WAIT_S`)."""
+    for flag, value, least in (("--ray-cpus", cpus, 1), ("--ray-gpus", gpus, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < least:
+            kind = "an integer >= 1" if flag == "--ray-cpus" else ">= 0"
+            raise ValueError(f"{flag}: must be {kind}, got {value!r}")
+    ray = connect(address)
+    remote = ray.remote(fn).options(num_cpus=cpus, num_gpus=gpus, max_retries=RETRIES, retry_exceptions=False)
+    pending: dict = {}
+    ended: list = []
     stop: Optional[int] = None
     signals = [signal.SIGINT]
 
@@ -87,28 +126,28 @@ def run_grid_on_ray(
     before = signal.signal(signal.SIGTERM, on_term)
     start = time.perf_counter()
     try:
-        pending = {remote.remote(grid, place, len(names), int(cpus)): names[place] for place in range(len(names))}
+        pending = {remote.remote(*args): name for name, args in jobs}
         each = f"{cpus} CPU" + ("s" if cpus != 1 else "") + (f", {gpus:g} GPU" if gpus else "")
-        log(f"[ray]   {len(names)} runs on {address}, {each} each")
+        log(f"[ray]   {len(jobs)} runs on {address}, {each} each")
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
-            where = pending.pop(ready[0])
+            name = pending.pop(ready[0])
+            where = " ".join(str(x) for x in name)
             try:
-                got, lines = ray.get(ready[0])
+                result = ray.get(ready[0])
             except ray.exceptions.RayTaskError as err:
                 cause = getattr(err, "cause", None)
                 if isinstance(cause, (ValueError, FileNotFoundError, FloatingPointError)):
-                    raise type(cause)(f"{where[0]} {where[1]}: {cause}") from None
+                    raise type(cause)(f"{where}: {cause}") from None
                 raise
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as err:
                 raise ValueError(
-                    f"{where[0]} {where[1]}: its worker died {RETRIES + 1} times ({type(err).__name__}); the finished "
-                    f"runs are kept, and the same command goes on from its last save"
+                    f"{where}: its worker died {RETRIES + 1} times ({type(err).__name__}); the finished runs are "
+                    f"kept, and the same command goes on from its last save"
                 ) from None
-            for line in lines:
-                log(line)
-            done.update(got)
-            log(f"[ray]   {len(done)} done, {len(pending)} running or waiting, {time.perf_counter() - start:.0f} s")
+            finished(name, result)
+            ended.append(name)
+            log(f"[ray]   {len(ended)} done, {len(pending)} running or waiting, {time.perf_counter() - start:.0f} s")
     except KeyboardInterrupt:
         stop = signals[0]
         for ref in pending:  # a cancelled run's KeyboardInterrupt saves its round (run_experiment)
@@ -119,9 +158,8 @@ def run_grid_on_ray(
     finally:
         signal.signal(signal.SIGTERM, before)
         if ray.is_initialized():
-            for ref in pending if stop is None else []:  # a run's error stopped the grid: the others too
+            for ref in pending if stop is None else []:  # a job's error stopped the grid: the others too
                 ray.cancel(ref, force=True)
             ray.shutdown()
     if stop is not None:
-        raise GridStopped(stop, list(done), [n for n in names if n not in done])
-    return done
+        raise GridStopped(stop, ended, [name for name, _ in jobs if name not in ended])

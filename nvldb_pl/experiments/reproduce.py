@@ -25,7 +25,7 @@ import sys
 
 from ..learners.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS
 from .arguments import check_positive, parse_overrides
-from .cluster import GridStopped, ray_module, run_grid_on_ray
+from .cluster import GridStopped, connect, run_grid_on_ray
 from .grid import check_grid, finished_runs, run_grid
 from ..machinery.host import check_folder_can_be_made
 from .curves import committed_curves
@@ -159,7 +159,7 @@ def main(argv=None):
                 f"--ray: runs the whole grid; not with {'--cell' if a.cell is not None else '--report-only'}"
             )
         if a.ray is not None:
-            ray_module()  # the extra, before --out is made
+            connect(a.ray)  # the extra and the cluster, before --out is made
         check_folder_can_be_made(a.out, "--out")
         extra, note = {}, ""
         if a.literal_from:  # read before any run: a wrong folder is found now, not after hours of runs

@@ -41,6 +41,7 @@ from ..maths.checks import LINKED_FROM_DATA, typed_args
 from ..learners.registry import LITERAL_OF, init_args, learner_class
 from ..loop.data import BanditDataModule
 from ..loop.run import RunTerminated, build, check_placement, run_experiment
+from .cluster import GridStopped, connect, run_on_ray
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     merged(LITERAL_OF["NVLDB"], {"lr": 1e-3, "network.init": "kaiming", "epsilon": 0.1}),
@@ -252,6 +253,14 @@ def main():
         help="print the paired table of a sweep file",
     )
     p.add_argument("--baseline", default="{}", help="JSON overrides naming the baseline config of --summarize")
+    p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="each (task, config) a Ray task on the cluster at ADDRESS (auto, ray://HOST:PORT, local); the ray extra",
+    )
+    p.add_argument("--ray-cpus", type=int, default=1, metavar="N", help="CPUs (and torch threads) a run asks for")
+    p.add_argument("--ray-gpus", type=float, default=None, metavar="G", help="GPUs a run asks for (default 1 with gpu)")
     a = p.parse_args()
     try:
         if a.summarize:
@@ -264,6 +273,8 @@ def main():
                 f"--threads: must be >= 0 (0: chosen by the problem's size, nvldb_pl.machinery.devices.cpu_threads), got {a.threads}"
             )
         check_tasks(a.tasks)
+        if a.ray is not None:
+            connect(a.ray)  # the extra and the cluster, before anything is written
         check_placement(a.accelerator)  # up front: not after the runs before the first on a missing GPU
         if a.out:
             if os.path.isdir(a.out):
@@ -327,61 +338,74 @@ def sweep(a, grid: list[dict]) -> None:
             os.close(held)
 
 
+def sweep_row(task: str, g: dict, rounds: int, seeds: int, accelerator: str = "cpu", threads=None) -> tuple[dict, str]:
+    """One run of the sweep: task ``task`` with grid entry ``g``; its row (as ``--out`` keeps it) and its line of the
+    printed table. ``threads``: CPU threads (None or 0: chosen by the problem's size)."""
+    data, model, learner = run_args(task, g, rounds, seeds)
+    s, module = run_experiment(data, model, learner=learner, accelerator=accelerator, threads=threads or "auto")
+    per_seed = [x["cum_avg_regret"] / s["rounds"] for x in s["seeds"]]
+    duels = [x["self_duel_fraction"] for x in s["seeds"]]
+    line = (
+        f"| {task} | {json.dumps(g)} | {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} "
+        f"| {sum(duels) / len(duels):.0%} | {s['wall_seconds']:.0f} |"
+    )
+    row = {
+        "task": task,
+        "config": g,
+        "rounds": rounds,
+        "per_seed": per_seed,
+        "self_duels": duels,
+        "wall_seconds": s["wall_seconds"],
+        "device": s["device"],
+        "software": s.get("software"),
+        "settings": settings_of(module.hparams),
+    }
+    return row, line
+
+
 def _sweep(a, grid: list[dict], done: dict, skipped: list, rows) -> None:
-    """:func:`sweep`'s runs, each row written to ``rows`` (the open ``--out``, or None) as it finishes."""
-    finished = 0
+    """:func:`sweep`'s runs, each row written to ``rows`` (the open ``--out``, or None) as it finishes: in this
+    process one after another, or with ``--ray`` each a Ray task, written as they end."""
     seeds = "one seed" if a.seeds == 1 else f"{a.seeds} seeds"
     print(f"| task | config | R(T)/T mean ± std (T={a.rounds}, {seeds}) | self-duels | wall s |")
     print("|---|---|---|---|---|")
+    left = []
     for task in a.tasks:
         for g in grid:
             made = done.get(key_of(task, g, a.rounds, a.seeds))
             if made is not None:
                 skipped.append(made.get("device", "cpu"))
-                continue
-            data, model, learner = run_args(task, g, a.rounds, a.seeds)
-            try:
-                s, module = run_experiment(
-                    data, model, learner=learner, accelerator=a.accelerator, threads=a.threads or "auto"
-                )
-            except (KeyboardInterrupt, RunTerminated) as stop:
-                kept = (
-                    f"; the runs finished ({finished} in this call) are in {a.out}, and the same command goes "
-                    f"on from this one"
-                    if a.out
-                    else "; give --out to keep the runs a sweep finishes"
-                )
-                name = "Ctrl-C" if isinstance(stop, KeyboardInterrupt) else signal.Signals(stop.signum).name
-                print(
-                    f"stopped by {name}: {task} {json.dumps(g)} was cut short and is not written{kept}", file=sys.stderr
-                )
-                raise
-            finished += 1
-            per_seed = [x["cum_avg_regret"] / s["rounds"] for x in s["seeds"]]
-            duels = [x["self_duel_fraction"] for x in s["seeds"]]
+            else:
+                left.append((task, g))
+
+    def finished(name, result):
+        row, line = result
+        print(line, flush=True)
+        if rows is not None:
+            rows.write(json.dumps(row) + "\n")
+            rows.flush()  # each row kept as it finishes
+
+    kept = f"are in {a.out}, and the same command goes on" if a.out else "are not kept: give --out to keep them"
+    if a.ray is not None:
+        gpus = a.ray_gpus if a.ray_gpus is not None else (1 if a.accelerator == "gpu" else 0)
+        jobs = [((task, json.dumps(g)), (task, g, a.rounds, a.seeds, a.accelerator, a.ray_cpus)) for task, g in left]
+        try:
+            run_on_ray(a.ray, sweep_row, jobs, a.ray_cpus, gpus, finished, print)
+        except GridStopped as stop:
+            name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
+            print(f"stopped by {name}: {len(stop.finished)} of {len(jobs)} runs finished; they {kept}", file=sys.stderr)
+            raise RunTerminated(stop.signum, 0) from None
+    for n, (task, g) in enumerate(left if a.ray is None else []):
+        try:
+            finished((task, g), sweep_row(task, g, a.rounds, a.seeds, a.accelerator, a.threads))
+        except (KeyboardInterrupt, RunTerminated) as stop:
+            name = "Ctrl-C" if isinstance(stop, KeyboardInterrupt) else signal.Signals(stop.signum).name
             print(
-                f"| {task} | {json.dumps(g)} | {s['R_T_over_T_mean']:.3f} ± {s['R_T_over_T_std']:.3f} "
-                f"| {sum(duels) / len(duels):.0%} | {s['wall_seconds']:.0f} |",
-                flush=True,
+                f"stopped by {name}: {task} {json.dumps(g)} was cut short and is not written; the runs finished "
+                f"({n} in this call) {kept}" + (" from this one" if a.out else ""),
+                file=sys.stderr,
             )
-            if rows is not None:
-                rows.write(
-                    json.dumps(
-                        {
-                            "task": task,
-                            "config": g,
-                            "rounds": a.rounds,
-                            "per_seed": per_seed,
-                            "self_duels": duels,
-                            "wall_seconds": s["wall_seconds"],
-                            "device": s["device"],
-                            "software": s.get("software"),
-                            "settings": settings_of(module.hparams),
-                        }
-                    )
-                    + "\n"
-                )
-                rows.flush()  # each row kept as it finishes
+            raise
     if skipped:  # a row is its task, config, T and seeds: one made on another device is not run again either
         devices = ", ".join(f"{skipped.count(d)} on {d}" for d in sorted(set(skipped)))
         print(
