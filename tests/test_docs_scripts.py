@@ -3,6 +3,7 @@ show in their bash blocks, run as a user would: each file's in the order it show
 (configs/, docs/ and tests/ beside it, as in a checkout), shortened by the overrides of ``SHORTER``. main.py's are
 run by tests/test_readme.py and serve.py's by tests/serve/test_serve_script.py."""
 
+import contextlib
 import os
 import re
 import shlex
@@ -11,6 +12,7 @@ import sys
 
 import pytest
 
+from tests.helpers.ray_lock import one_ray_cluster
 from tests.test_readme import DOCS, ROOT
 
 ELSEWHERE = ("main.py", "serve.py")  # run by their own tests
@@ -69,14 +71,15 @@ def test_the_script_commands_of_a_doc_run_in_its_order_in_a_fresh_folder(path, t
     env = {**os.environ, "OMP_NUM_THREADS": "1", "XDG_DATA_HOME": str(tmp_path / "data")}
     for argv in script_commands(path):
         run = shortened(argv)
-        res = subprocess.run(
-            [sys.executable, os.path.join(ROOT, run[0]), *run[1:]],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=env,
-        )
+        with one_ray_cluster() if "--ray" in run else contextlib.nullcontext():  # --ray local starts one
+            res = subprocess.run(
+                [sys.executable, os.path.join(ROOT, run[0]), *run[1:]],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=env,
+            )
         assert res.returncode == 0, f"{path}: {shlex.join(argv)}\n{res.stdout[-1500:]}\n{res.stderr[-3000:]}"
         if "--out" in run and "--cell" not in run:  # reproduce.py: its report (a share writes none), where it says
             assert (tmp_path / run[run.index("--out") + 1] / "report.md").is_file()

@@ -54,7 +54,7 @@ def connect(address: str):
             ) from None
     try:
         ray.init(
-            address=None if address == "local" else address,
+            address=address,  # "local": a new cluster, never one already running here
             include_dashboard=False if address == "local" else None,
             logging_level="ERROR",
             log_to_driver=False,  # each run's lines come back with its result, in the grid's order of finishing

@@ -2,7 +2,6 @@
 cluster's machines would be), seed for seed the one-process grid's runs; a worker killed mid-grid costs only its
 run's rounds since its last save; Ctrl-C says what finished and the same command goes on; without Ray, one line."""
 
-import fcntl
 import os
 import secrets
 import shutil
@@ -16,6 +15,7 @@ import time
 import pytest
 
 from tests.experiments.test_grid_cells import _per_seed
+from tests.helpers.ray_lock import one_ray_cluster
 from tests.helpers.script_loader import load_script
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -33,8 +33,8 @@ def cluster():
     ray = shutil.which("ray", path=os.path.dirname(sys.executable))
     if ray is None:
         pytest.skip("the ray extra is not installed")
-    lock = open(os.path.join(tempfile.gettempdir(), "nvldb_pl-ray-tests.lock"), "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = one_ray_cluster()
+    lock.__enter__()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -59,7 +59,7 @@ def cluster():
         shutil.rmtree(temp, ignore_errors=True)
         for k, v in before.items():
             os.environ.pop(k) if v is None else os.environ.update({k: v})
-        lock.close()
+        lock.__exit__(None, None, None)
 
 
 def long_whole(tmp_path) -> dict:
