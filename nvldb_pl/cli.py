@@ -35,7 +35,7 @@ from .loop.data import BanditDataModule
 from .loop.module import LearnerModule
 from .machinery.devices import threads_for
 from .machinery.own_modules import find_own_modules_here
-from .machinery.yaml_files import check_config_files, home_in_config_paths, shipped_config_paths, upgraded_config_args
+from .machinery.yaml_files import check_config_files, config_paths, upgraded_config_args
 from .machinery import run_folders
 from .machinery.run_folders import HELD, MADE_FOLDERS, RUN_FOLDERS, WITHOUT_CHECKPOINTS, hold_places, release_run_folder
 from .machinery.host import (
@@ -377,9 +377,9 @@ def run_cli(argv: list[str] | None = None) -> int:
     run_folders.clear()
     try:
         if argv is None:  # the command line (Lightning warns when args are also given): rewritten in place
-            sys.argv[1:] = shipped_config_paths(home_in_config_paths(sys.argv[1:]))
+            sys.argv[1:] = config_paths(sys.argv[1:])
         else:
-            argv = shipped_config_paths(home_in_config_paths(argv))
+            argv = config_paths(argv)
         check_config_files(sys.argv[1:] if argv is None else argv)
         if argv is None:  # an older version's setting names, read as today's
             sys.argv[1:] = upgraded_config_args(sys.argv[1:])

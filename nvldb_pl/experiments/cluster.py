@@ -158,7 +158,7 @@ def run_on_ray(
     finally:
         signal.signal(signal.SIGTERM, before)
         if ray.is_initialized():
-            for ref in pending if stop is None else []:  # a job's error stopped the grid: the others too
+            for ref in pending:  # a job's error stopped the grid: the others too (a stop cancelled them already)
                 ray.cancel(ref, force=True)
             ray.shutdown()
     if stop is not None:

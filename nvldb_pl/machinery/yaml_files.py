@@ -100,18 +100,6 @@ def linked_message(key: str, where: str = "") -> str:
     )
 
 
-def home_in_config_paths(argv: list[str]) -> list[str]:
-    """``--config=~/x.yaml`` (no shell expands ``~`` after ``=``) as ``--config=$HOME/x.yaml``; other arguments as given."""
-    out = list(argv)
-    for i, a in enumerate(out):
-        if a.startswith(("--config=~", "-c=~")):
-            flag, path = a.split("=", 1)
-            out[i] = f"{flag}={os.path.expanduser(path)}"
-        elif a.startswith("~") and i > 0 and out[i - 1] in ("--config", "-c"):
-            out[i] = os.path.expanduser(a)
-    return out
-
-
 SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")  # configs/ as installed
 
 
@@ -131,10 +119,11 @@ def shipped_names() -> list[str]:
     return sorted(found)
 
 
-def shipped_config_paths(argv: list[str]) -> list[str]:
-    """``--config cos`` (no such file here) as the shipped ``configs/cos.yaml``, wherever the package is installed;
-    a file of that name in the working folder comes first, YAML given inline is left to the parser. A name that is
-    neither is refused, listing the shipped."""
+def config_paths(argv: list[str]) -> list[str]:
+    """Each ``--config`` (``-c``) value as the file it names: ``~`` expanded (no shell does it after ``=``), and a
+    name with no such file here (``--config cos``) as the config the package ships under it, wherever the package is
+    installed (a file of that name in the working folder comes first; YAML given inline is left to the parser). A
+    name that is neither is refused, listing the shipped. Other arguments as given."""
     out = list(argv)
     for i, a in enumerate(out):
         if a.startswith(("--config=", "-c=")):
@@ -143,14 +132,16 @@ def shipped_config_paths(argv: list[str]) -> list[str]:
             flag, value = None, a
         else:
             continue
-        if os.path.exists(value) or any(c in value for c in ":{\n"):  # a file, or YAML given inline
-            continue
-        path = shipped_config(value)
-        if path is None:
-            raise ValueError(
-                f"--config: {value} is neither a file nor a config the package ships (one of {', '.join(shipped_names())})"
-            )
-        out[i] = path if flag is None else f"{flag}={path}"
+        value = os.path.expanduser(value) if value.startswith("~") else value
+        if not (os.path.exists(value) or any(c in value for c in ":{\n")):  # neither a file nor inline YAML
+            path = shipped_config(value)
+            if path is None:
+                raise ValueError(
+                    f"--config: {value} is neither a file nor a config the package ships (one of "
+                    f"{', '.join(shipped_names())})"
+                )
+            value = path
+        out[i] = value if flag is None else f"{flag}={value}"
     return out
 
 
