@@ -27,6 +27,31 @@ class GridStopped(Exception):
         self.signum, self.finished, self.left = signum, finished, left
 
 
+def add_ray_arguments(parser, each: str) -> None:
+    """``--ray ADDRESS``, ``--ray-cpus N``, ``--ray-gpus G`` on a script's ``parser``; ``each``: what one Ray task
+    runs, for the help (``(task, method)``)."""
+    parser.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help=f"each {each} a Ray task on a cluster: auto (the one `ray start --head` started here), HOST:PORT or "
+        "ray://HOST:PORT, or local (one started for this command); the ray extra",
+    )
+    parser.add_argument("--ray-cpus", type=int, default=1, metavar="N", help="CPUs (and torch threads) a run asks for")
+    parser.add_argument(
+        "--ray-gpus",
+        type=float,
+        default=None,
+        metavar="G",
+        help="GPUs a run asks for (default 1 with --accelerator gpu, else 0)",
+    )
+
+
+def gpus_asked(args) -> float:
+    """``--ray-gpus``, or its default: 1 with ``--accelerator gpu``, else 0."""
+    return args.ray_gpus if args.ray_gpus is not None else (1 if args.accelerator == "gpu" else 0)
+
+
 def ray_module():
     """``ray``, or a ValueError naming the extra that installs it."""
     try:

@@ -25,7 +25,7 @@ import sys
 
 from ..learners.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS
 from .arguments import check_positive, parse_overrides
-from .cluster import GridStopped, connect, run_grid_on_ray
+from .cluster import GridStopped, add_ray_arguments, connect, gpus_asked, run_grid_on_ray
 from .grid import check_grid, finished_runs, run_grid
 from ..machinery.host import check_folder_can_be_made
 from .curves import committed_curves
@@ -105,21 +105,7 @@ def parser() -> argparse.ArgumentParser:
         "array's N tasks; no report (--report-only builds it once every share finished)",
     )
     p.add_argument("--cells", type=int, default=None, metavar="N", help="the number of shares --cell counts")
-    p.add_argument(
-        "--ray",
-        default=None,
-        metavar="ADDRESS",
-        help="run the grid on a Ray cluster, each (task, method) a Ray task: auto (the cluster `ray start --head` "
-        "started here), ray://HOST:PORT or HOST:PORT, or local (one started for this command); the ray extra",
-    )
-    p.add_argument("--ray-cpus", type=int, default=1, metavar="N", help="CPUs (and torch threads) a run asks for")
-    p.add_argument(
-        "--ray-gpus",
-        type=float,
-        default=None,
-        metavar="G",
-        help="GPUs a run asks for (default 1 with --accelerator gpu, else 0)",
-    )
+    add_ray_arguments(p, "(task, method)")
     p.add_argument(
         "--literal-from",
         default=None,
@@ -208,8 +194,7 @@ def main(argv=None):
             )
             if a.ray is not None:
                 check_grid(a.tasks, a.methods, a.rounds, a.seeds, grid["overrides"], a.accelerator, streams)
-                gpus = a.ray_gpus if a.ray_gpus is not None else (1 if a.accelerator == "gpu" else 0)
-                done = run_grid_on_ray(a.ray, grid, a.ray_cpus, gpus)
+                done = run_grid_on_ray(a.ray, grid, a.ray_cpus, gpus_asked(a))
             else:
                 done = run_grid(**grid, cell=None if a.cell is None else (a.cell, a.cells))
             if a.cell is not None:  # the shares run at once: one report, once they all finished

@@ -41,7 +41,7 @@ from ..maths.checks import LINKED_FROM_DATA, typed_args
 from ..learners.registry import LITERAL_OF, init_args, learner_class
 from ..loop.data import BanditDataModule
 from ..loop.run import RunTerminated, build, check_placement, run_experiment
-from .cluster import GridStopped, connect, run_on_ray
+from .cluster import GridStopped, add_ray_arguments, connect, gpus_asked, run_on_ray
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     merged(LITERAL_OF["NVLDB"], {"lr": 1e-3, "network.init": "kaiming", "epsilon": 0.1}),
@@ -253,14 +253,7 @@ def main():
         help="print the paired table of a sweep file",
     )
     p.add_argument("--baseline", default="{}", help="JSON overrides naming the baseline config of --summarize")
-    p.add_argument(
-        "--ray",
-        default=None,
-        metavar="ADDRESS",
-        help="each (task, config) a Ray task on the cluster at ADDRESS (auto, ray://HOST:PORT, local); the ray extra",
-    )
-    p.add_argument("--ray-cpus", type=int, default=1, metavar="N", help="CPUs (and torch threads) a run asks for")
-    p.add_argument("--ray-gpus", type=float, default=None, metavar="G", help="GPUs a run asks for (default 1 with gpu)")
+    add_ray_arguments(p, "(task, config)")
     a = p.parse_args()
     try:
         if a.summarize:
@@ -387,10 +380,9 @@ def _sweep(a, grid: list[dict], done: dict, skipped: list, rows) -> None:
 
     kept = f"are in {a.out}, and the same command goes on" if a.out else "are not kept: give --out to keep them"
     if a.ray is not None:
-        gpus = a.ray_gpus if a.ray_gpus is not None else (1 if a.accelerator == "gpu" else 0)
         jobs = [((task, json.dumps(g)), (task, g, a.rounds, a.seeds, a.accelerator, a.ray_cpus)) for task, g in left]
         try:
-            run_on_ray(a.ray, sweep_row, jobs, a.ray_cpus, gpus, finished, print)
+            run_on_ray(a.ray, sweep_row, jobs, a.ray_cpus, gpus_asked(a), finished, print)
         except GridStopped as stop:
             name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
             print(f"stopped by {name}: {len(stop.finished)} of {len(jobs)} runs finished; they {kept}", file=sys.stderr)
