@@ -23,7 +23,10 @@ orders the items from the same answers, compared with the person's hidden order 
   the network's last layer as a third map (its evidence is read on features fitted to the same answers);
 - ``taste_sep_prior``: ``taste_sep`` with the separable map a priori ``exp(SEP_PRIOR)`` as likely as each other map;
 - ``taste_sep_late``: the page's two maps until ``SEP_AFTER`` answers, the three after;
-- ``taste_sep_prior_late``: both (the separable map joins after ``SEP_AFTER`` answers, with its prior).
+- ``taste_sep_prior_late``: both (the separable map joins after ``SEP_AFTER`` answers, with its prior);
+- ``taste_items``: the page's maps (the separable one from 40 answers, as the page has it) and a fourth, the items'
+  identity (one-hot, N columns: a utility of each item's own, Bradley-Terry under a Gaussian prior), a priori
+  ``exp(ITEMS_PRIOR)`` as likely as each other map: any taste at all, once the answers outweigh its N coefficients.
 
 Two hedges of the page's questions against a posterior that is wrong about the person: ``taste_mix`` asks a uniform
 allowed pair with probability ``MIX`` and the page's question otherwise; ``taste_least`` asks, among the allowed pairs
@@ -54,7 +57,13 @@ import torch
 import yaml
 
 from nvldb_pl.live import DuelingBandit
-from nvldb_pl.maths.posterior import linear_posterior, taste_maps, taste_posterior
+from nvldb_pl.maths.posterior import (
+    SEPARABLE_AFTER,
+    SEPARABLE_LOG_PRIOR,
+    linear_posterior,
+    taste_maps,
+    taste_posterior,
+)
 from nvldb_pl.maths.ranking import bald, posterior_pair, question_mask
 from nvldb_pl.serve.items import kendall_tau
 
@@ -78,6 +87,7 @@ POLICIES = (
     "taste_sep_prior_late",
     "taste_mix",
     "taste_least",
+    "taste_items",
 )
 RANKERS = (
     "linear",
@@ -93,12 +103,14 @@ RANKERS = (
     "taste_sep_prior",
     "taste_sep_late",
     "taste_sep_prior_late",
+    "taste_items",
 )
 SEP_PRIOR = -2.0  # taste_sep_prior: the separable map's log prior odds against each of the page's two maps
 SEP_AFTER = 40  # taste_sep_late: the separable map joins the average after this many answers
 CHECKS = (20, 40, 100, 200)
 MIX = 0.25  # taste_mix: the share of uniform allowed pairs
 NEAR = 0.5  # taste_least: the share of the best BALD a pair needs to be a candidate
+ITEMS_PRIOR = 0.0  # taste_items: the item-identity map's log prior odds against each of the page's maps
 
 
 def catalog(name: str, scale: str) -> tuple[np.ndarray, np.ndarray]:
@@ -245,7 +257,15 @@ def maps_fit(Fs, pairs, outcomes, log_prior=None):
 
 
 def run(
-    cat: str, scale: str, kind: str, p: int, policy: str, answers: int, rankers=RANKERS, sep_prior=SEP_PRIOR
+    cat: str,
+    scale: str,
+    kind: str,
+    p: int,
+    policy: str,
+    answers: int,
+    rankers=RANKERS,
+    sep_prior=SEP_PRIOR,
+    items_prior=ITEMS_PRIOR,
 ) -> dict:
     x, x01 = catalog(cat, scale)
     N, d = x.shape
@@ -270,7 +290,18 @@ def run(
         "taste_sep_late": lambda: (lin_F, quad_F, sep_F) if len(pairs) >= SEP_AFTER else (lin_F, quad_F),
         "taste_sep_prior_late": lambda: (lin_F, quad_F, sep_F) if len(pairs) >= SEP_AFTER else (lin_F, quad_F),
     }
-    priors = {"taste_sep_prior": (0.0, 0.0, sep_prior), "taste_sep_prior_late": (0.0, 0.0, sep_prior)}
+    page_sep_F = taste_maps(x, separable=True)["separable"](x)
+    eye = torch.eye(N, dtype=torch.float64)
+    map_sets["taste_items"] = lambda: (
+        (lin_F, quad_F, page_sep_F, eye) if len(pairs) >= SEPARABLE_AFTER else (lin_F, quad_F, eye)
+    )
+    priors = {
+        "taste_sep_prior": lambda: (0.0, 0.0, sep_prior),
+        "taste_sep_prior_late": lambda: (0.0, 0.0, sep_prior),
+        "taste_items": lambda: (
+            (0.0, 0.0, SEPARABLE_LOG_PRIOR, items_prior) if len(pairs) >= SEPARABLE_AFTER else (0.0, 0.0, items_prior)
+        ),
+    }
     pairs, outcomes, shown = [], [], np.zeros(N, dtype=int)
     asked = np.zeros((N, N), dtype=int)  # times each pair was asked, either order
     last, run_len, longest = None, 0, 0
@@ -292,7 +323,7 @@ def run(
             allowed = question_mask(torch.as_tensor(shown > 0), last)
             i, j = hedged_pair(policy, f, C, allowed, asked, rng)
         elif policy in map_sets:
-            f, C = maps_fit(map_sets[policy](), pairs, outcomes, priors.get(policy))
+            f, C = maps_fit(map_sets[policy](), pairs, outcomes, priors[policy]() if policy in priors else None)
             i, j = posterior_pair(f, C, question_mask(torch.as_tensor(shown > 0), last))
         elif policy == "gp":  # PairwiseGP's own active rule: the pair of largest Var(f_i - f_j) (needs the gp extra)
             i, j = gp_question(x, pairs, outcomes, rng)
@@ -331,12 +362,15 @@ def run(
                 "taste_sep": lambda: maps_fit(map_sets["taste_sep"](), pairs, outcomes)[0].numpy(),
                 "taste_net": lambda: maps_fit(map_sets["taste_net"](), pairs, outcomes)[0].numpy(),
                 "taste_sep_prior": lambda: maps_fit(
-                    map_sets["taste_sep_prior"](), pairs, outcomes, priors["taste_sep_prior"]
+                    map_sets["taste_sep_prior"](), pairs, outcomes, priors["taste_sep_prior"]()
                 )[0].numpy(),
                 "taste_sep_late": lambda: maps_fit(map_sets["taste_sep_late"](), pairs, outcomes)[0].numpy(),
                 "taste_sep_prior_late": lambda: maps_fit(
-                    map_sets["taste_sep_prior_late"](), pairs, outcomes, priors["taste_sep_prior_late"]
+                    map_sets["taste_sep_prior_late"](), pairs, outcomes, priors["taste_sep_prior_late"]()
                 )[0].numpy(),
+                "taste_items": lambda: maps_fit(map_sets["taste_items"](), pairs, outcomes, priors["taste_items"]())[
+                    0
+                ].numpy(),
             }
             taus[t] = {rk: kendall_tau(fn(), truth) for rk, fn in scorers.items() if rk in rankers}
             if policy == "gp" and "gp" in rankers:
@@ -354,6 +388,7 @@ def run(
         "raw_net_flat": dead,
         "seconds": round(time.perf_counter() - t0, 2),
         "sep_prior": sep_prior,
+        "items_prior": items_prior,
     }
 
 
@@ -489,6 +524,8 @@ def main(argv=None) -> None:
     ap.add_argument("--policies", nargs="+", default=list(POLICIES))
     ap.add_argument("--rankers", nargs="+", default=list(RANKERS))
     ap.add_argument("--sep-prior", type=float, default=SEP_PRIOR, help="taste_sep_prior's log prior odds")
+    ap.add_argument("--items-prior", type=float, default=ITEMS_PRIOR, help="taste_items's log prior odds")
+    ap.add_argument("--person-from", type=int, default=0, help="the first person (a second thread takes the rest)")
     ap.add_argument("--out")
     ap.add_argument("--summary")
     ap.add_argument("--paired", nargs="+", metavar="ROWS", help="the page against random pairs and the GP, by person")
@@ -504,11 +541,11 @@ def main(argv=None) -> None:
         for line in open(a.out):
             r = json.loads(line)
             done.add((r["catalog"], r["scale"], r["kind"], r["person"], r["policy"]))
-    for p in range(a.persons):
+    for p in range(a.person_from, a.persons):
         for cat, scale, kind, policy in itertools.product(a.catalogs, a.scales, a.kinds, a.policies):
             if (cat, scale, kind, p, policy) in done:
                 continue
-            write_row(a.out, run(cat, scale, kind, p, policy, a.answers, tuple(a.rankers), a.sep_prior))
+            write_row(a.out, run(cat, scale, kind, p, policy, a.answers, tuple(a.rankers), a.sep_prior, a.items_prior))
 
 
 def write_row(out, row: dict) -> None:
