@@ -56,6 +56,12 @@ def as_pairs(cols: torch.Tensor) -> torch.Tensor:
     return cols.transpose(1, 2).reshape(S, n // 2, 2, d)
 
 
+def duel_gap(pairs: torch.Tensor) -> torch.Tensor:
+    """[S, t, 2, p] -> the first item's minus the second's [S, t, p], in float64 (Delta phi_i of the duels)."""
+    pairs = pairs.to(torch.float64)
+    return pairs[:, :, 0] - pairs[:, :, 1]
+
+
 def learner_name(cls: type) -> str:
     """The name a learner class is saved and found under: its class name for the package's own learners, else its
     import path (so that a checkpoint or a live save of a user's class finds it again)."""

@@ -26,10 +26,11 @@ from typing import Optional
 import torch
 
 from ..maths import selection
-from ..maths.checks import check, check_linked, check_memory, check_number
+from ..maths.checks import check, check_memory
 from ..maths.gram import GradientGram
 from .base import Estimate, history_bytes
 from .network_settings import NetworkOptions, NetworkSettings
+from .settings import check_fields
 from .neural import NeuralLearner, pair_difference
 
 NDB_GRAMS = ("full", "diag")
@@ -45,6 +46,17 @@ class NDBSettings(NetworkSettings):
     gram: str = "full"
     beta: float = 1.0
     distinct_arms: bool = True
+
+    def checked(self):
+        """NDB's constraints (:func:`~nvldb_pl.learners.settings.check_fields`), then the network learner's; self."""
+        check(
+            self.strategy in NDB_STRATEGIES,
+            "strategy",
+            f"{self.strategy!r}: NDB's rules are NVLDB's ASYM rules on the network's gradients, one of "
+            f"{list(NDB_STRATEGIES)}",
+        )
+        check_fields(self, numbers={"beta": True}, choices={"gram": NDB_GRAMS})
+        return super().checked()
 
 
 class NDB(NeuralLearner):
@@ -77,7 +89,6 @@ class NDB(NeuralLearner):
         rule: Optional[str] = None,
     ):
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__", "rule")}
-        check_linked(dim, arms, rounds, num_seeds, link)
         if rule is not None:  # the old name (a config or call written before NDB took NVLDB's name for the rule)
             check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
             check(
@@ -86,15 +97,8 @@ class NDB(NeuralLearner):
                 f"it is strategy's old name (rule {rule} is strategy {rule}_asym); give strategy alone",
             )
             strategy = args["strategy"] = f"{rule}_asym"
-        check(
-            strategy in NDB_STRATEGIES,
-            "strategy",
-            f"{strategy!r}: NDB's rules are NVLDB's ASYM rules on the network's gradients, one of {list(NDB_STRATEGIES)}",
-        )
-        check(gram in NDB_GRAMS, "gram", f"{gram!r} is not one of {list(NDB_GRAMS)}")
         net = NetworkOptions.of(network, "network").resolved()
         beta = 1.0 if beta is None else beta
-        check_number(beta, "beta")
         # the unweighted likelihood (zeta = 1) and lam/2 ||W - W_0||^2 on every layer (the NDB paper's loss)
         super().__init__(
             {**args, "network": net.saved(), "beta": beta, "feature_dim": None}, variance_mode="none", w_reg=lam

@@ -12,7 +12,8 @@ from typing import Optional, Union
 from ..maths.checks import check as _check
 from ..maths.checks import check_integer
 from ..maths.network import ACTIVATIONS, INITS_OF, PARAMETRIZATIONS
-from .settings import LinkedSettings, Options
+from .history import HISTORY_PASSES
+from .settings import LinkedSettings, Options, check_fields
 
 BACKWARDS = ("manual", "autograd")
 SAMPLE_WEIGHTINGS = ("uniform", "recency")
@@ -123,3 +124,37 @@ class NetworkSettings(LinkedSettings):
     sampler: SamplerOptions = SamplerOptions()
     compute: ComputeOptions = ComputeOptions()
     network: NetworkOptions = NetworkOptions()
+
+    def checked(self):
+        """The network learner's constraints (:func:`~nvldb_pl.learners.settings.check_fields`), then self."""
+        super().checked()
+        walk, size, weighting = self.compute.history_pass, self.sampler.size, self.sampler.weighting
+        check_fields(
+            self,
+            integers={"grad_steps": 0, "sampler.size": 1},
+            numbers={"lr": True, "lam": True},
+            choices={
+                "compute.backward": BACKWARDS,
+                "compute.history_pass": HISTORY_PASSES,
+                "sampler.weighting": SAMPLE_WEIGHTINGS,
+            },
+            rules=lambda: (
+                (
+                    walk != "graphed" or size is None,
+                    "compute.history_pass",
+                    "graphed walks the whole history (a graph's shapes are fixed); with model.sampler.size use chunked",
+                ),
+                (
+                    weighting == "uniform" or size is not None,
+                    "sampler.weighting",
+                    f"{weighting} weights the rows of a bounded training set; without model.sampler.size "
+                    f"every Adam step uses the whole history and it would change nothing",
+                ),
+                (
+                    self.network.module is None or walk in ("auto", "chunked", "full", "masked"),
+                    "compute.history_pass",
+                    f"{walk} captures the built-in MLP's update; with model.network.module use auto or chunked",
+                ),
+            ),
+        )
+        return self

@@ -15,7 +15,6 @@ import torch
 
 from . import history
 from .history import (
-    HISTORY_PASSES,
     TRAIN_CHUNK_ROUNDS,
     block_bytes,
     history_blocks,
@@ -26,9 +25,9 @@ from .history import (
 from ..maths import objective
 from ..maths.backward import accumulate_nll_grad, per_point_gradients
 from .base import DuelingLearner, as_pairs
-from .network_settings import BACKWARDS, SAMPLE_WEIGHTINGS, NetworkSettings
+from .network_settings import NetworkSettings
 from ..maths.checks import check as _check
-from ..maths.checks import check_integer, check_memory, check_number
+from ..maths.checks import check_memory
 from ..maths.network import (
     StackedMLP,
     init_biases,
@@ -60,47 +59,13 @@ class NeuralLearner(DuelingLearner):
     SETTINGS = NetworkSettings  # the typed view of hp a subclass reads (NVLDB: its own, with every field)
 
     def __init__(self, hp: dict, variance_mode: str, w_reg: float):
-        s = self.settings = self.SETTINGS.of(hp)
+        s = self.settings = self.SETTINGS.of(hp).checked()  # every constraint, naming its field
         super().__init__(s.dim, s.arms, s.rounds, s.num_seeds, s.link)
-        check_integer(s.grad_steps, "grad_steps", 0)
-        check_number(w_reg, "w_reg", strict=False)
-        _check(
-            s.compute.backward in BACKWARDS,
-            "compute.backward",
-            f"{s.compute.backward!r} is not one of {list(BACKWARDS)}",
-        )
-        walk, sample_size, weighting = s.compute.history_pass, s.sampler.size, s.sampler.weighting
-        if sample_size is not None:  # None: the whole history
-            check_integer(sample_size, "sampler.size", 1)
-        _check(walk in HISTORY_PASSES, "compute.history_pass", f"{walk!r} is not one of {list(HISTORY_PASSES)}")
-        _check(
-            walk != "graphed" or sample_size is None,
-            "compute.history_pass",
-            "graphed walks the whole history (a graph's shapes are fixed); with model.sampler.size use chunked",
-        )
-        _check(
-            weighting in SAMPLE_WEIGHTINGS,
-            "sampler.weighting",
-            f"{weighting!r} is not one of {list(SAMPLE_WEIGHTINGS)}",
-        )
-        _check(
-            weighting == "uniform" or sample_size is not None,
-            "sampler.weighting",
-            f"{weighting} weights the rows of a bounded training set; without model.sampler.size "
-            f"every Adam step uses the whole history and it would change nothing",
-        )
-        for name in ("lr", "lam"):
-            check_number(getattr(s, name), name)
         self.save_hyperparameters(hp)
         self.variance_mode = variance_mode
         self.w_reg = w_reg
         net = s.network
         if net.module is not None:  # a user's module for phi, stacked over seeds (trains by autograd)
-            _check(
-                walk in ("auto", "chunked", "full", "masked"),
-                "compute.history_pass",
-                f"{walk} captures the built-in MLP's update; with model.network.module use auto or chunked",
-            )
             self.net = StackedNetwork(net.module, s.num_seeds, s.dim, s.feature_dim)
         else:
             count = parameter_count(s.dim, net.width, net.depth, bool(net.bias), s.feature_dim)  # per seed

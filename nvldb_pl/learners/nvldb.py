@@ -1,7 +1,6 @@
-"""NVLDB (Algorithm 1), S seeds stacked in one set of parameters: :meth:`NVLDB.propose` is line 6 (the estimate,
-the rule, the self-duel test), :meth:`NVLDB.update` lines 8-13 (n Adam steps, the theta refit, zeta and V); the
-network and its Adam steps are :class:`~nvldb_pl.learners.neural.NeuralLearner`'s, shared with NDB. A fit drives it
-through :class:`nvldb_pl.loop.module.LearnerModule`, the live API directly (docs/architecture.md, the round)."""
+"""NVLDB (Algorithm 1), S seeds stacked in one set of parameters: :meth:`NVLDB.propose` is line 6, :meth:`NVLDB.update`
+lines 8-13; the network and its Adam steps are :class:`~nvldb_pl.learners.neural.NeuralLearner`'s, shared with NDB.
+A fit drives it through :class:`nvldb_pl.loop.module.LearnerModule`, the live API directly (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -11,41 +10,13 @@ import torch
 
 from ..maths import gram, objective, seedwise, selection, selfduel
 from . import nvldb_settings
-from .base import Estimate, as_pairs
-from .network_settings import ComputeOptions, NetworkOptions, SamplerOptions
+from .base import Estimate, as_pairs, duel_gap
 from .neural import NeuralLearner, pair_difference
-from .nvldb_settings import NVLDBSettings, SelfDuelOptions
-
-__all__ = ["NVLDB"]
+from .nvldb_settings import ComputeOptions, NetworkOptions, NVLDBSettings, SamplerOptions, SelfDuelOptions
 
 
 class NVLDB(NeuralLearner):
-    """Neural variance-aware linear dueling bandit, S seeds at once.
-
-    Args (paper symbol in brackets; a group given as a mapping is documented on its class; the zeta and Gram
-    details: docs/paper.md):
-        dim, arms, rounds, num_seeds, link: linked from the data module (d, K, T, S, g).
-        strategy: the rule, one of :data:`nvldb_pl.maths.selection.STRATEGIES`, or the import path of a
-            :class:`nvldb_pl.maths.selection.SelectionRule` subclass.
-        variance_aware: zeta_i = max(sigma_hat_i, epsilon) if true (NVLDB), 1 if false (NLDB).
-        oracle_variance: the true sigma_i instead of sigma_hat_i (needs variance_aware).
-        network: phi(x; W), :class:`~nvldb_pl.learners.network_settings.NetworkOptions`: the MLP of eq. (nn) (width
-            m, depth L, parametrization, activation, bias, init) or a module of one's own.
-        feature_dim: the dimension p of phi, theta and V; ``None`` = d, eq. (nn).
-        lr, lam: Adam's step size [eta]; the regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
-        beta: the confidence width coefficient [a_t]; ``None`` = 1, the paper's (a baseline swapped in keeps its own).
-        epsilon: the lower bound on zeta [epsilon] of eq. (wi); ``None`` = 1/sqrt(d), the order its theorem asks.
-        grad_steps, episode: Adam steps per update [n]; an update every H rounds [H].
-        train_network, refit_theta, refit_iterations: line 9; line 10 and its Newton iterations.
-        gram_mode: ``recompute`` or ``incremental`` (the module's docstring).
-        distinct_arms: the rule never duels an arm with itself, as NDB's public code (the equations allow it).
-        self_duel: when the greedy arm's self-duel replaces the rule's pair,
-            :class:`~nvldb_pl.learners.nvldb_settings.SelfDuelOptions`; default the deep test where distinct_arms.
-        sampler: the rows each Adam step trains on, :class:`~nvldb_pl.learners.network_settings.SamplerOptions`.
-        compute: how the steps are computed, not what, :class:`~nvldb_pl.learners.network_settings.ComputeOptions`.
-        w_reg: mu >= 0 of mu/2 sum_l ||W^l - W^l_0||^2 in the loss, a prior toward the initial weights (not in eq.
-            total_loss: 0 is the paper, configs/literal/); 0.1 by measurement (lab/results/short/prior/README.md).
-    """
+    __doc__ = "Neural variance-aware linear dueling bandit, S seeds at once.\n\n" + nvldb_settings.ARGUMENTS  # --help
 
     DEFERS_TRAINING = True  # update: a duel with train False joins V (and Z), the steps wait
     SETTINGS = NVLDBSettings  # self.settings: every argument typed, frozen, with its value in force
@@ -78,9 +49,8 @@ class NVLDB(NeuralLearner):
         compute: ComputeOptions = ComputeOptions(),
         self_duel: SelfDuelOptions = SelfDuelOptions(),
     ):
-        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        args = nvldb_settings.resolved_args(args)  # checked, naming the field; derived values in force
-        super().__init__(args, nvldb_settings.variance_mode(variance_aware, oracle_variance), w_reg)
+        args = nvldb_settings.resolved_args({k: v for k, v in locals().items() if k not in ("self", "__class__")})
+        super().__init__(args, nvldb_settings.variance_mode(variance_aware, oracle_variance), w_reg)  # all checked
         s = self.settings  # NVLDBSettings: every argument typed, with its value in force
         self.selection_rule = selection.make_rule(strategy, s.beta, distinct_arms)  # line 3, built once
         num_params = sum(par[0].numel() for par in self.net.parameters())  # the self-duel test's Z: all of them
@@ -102,9 +72,8 @@ class NVLDB(NeuralLearner):
 
     @torch.no_grad()
     def propose(self, contexts: torch.Tensor, noise: torch.Tensor, t: int) -> dict:
-        """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6): the estimate,
-        then the rule; with ``dphi`` [S, p] = Delta phi_{t,a1,a2} at W_{t-1} (V's new term in
-        incremental mode)."""
+        """Round t's pair from contexts [S, K, d] and TS noise [S, K, K] (line 6): the estimate, the rule, the
+        self-duel test; with :meth:`_selection_terms`."""
         s = self.settings
         with self._timed("select"):
             est = self.estimate(contexts)
@@ -117,18 +86,18 @@ class NVLDB(NeuralLearner):
             if s.own_test:  # a test of one's own, checked as a rule is
                 a1, a2 = selection.checked_pair(self.self_duel, (a1, a2), *f.shape, field="model.self_duel.test")
             self._flag_bad(~est.ok | ~torch.isfinite(f).all(dim=1), t)
-        duel = {"a1": a1, "a2": a2, "dphi": pair_difference(est.phi, a1, a2)}
-        if g is not None:  # the test's Gram gains every duel's gradient difference, played or asked
-            duel["dg"] = pair_difference(g, a1, a2)
-        return duel
+        return {"a1": a1, "a2": a2, **self._selection_terms(est.phi, g, a1, a2)}
 
     @torch.no_grad()
     def memo(self, contexts, a1, a2):
-        with torch.autocast(self.device.type, enabled=False):
-            out = {"dphi": pair_difference(self.net.features(contexts.float()).to(torch.float64), a1, a2)}
-        if self.self_duel.uses_gradients:
-            out["dg"] = pair_difference(self._gradients(contexts), a1, a2)
-        return out
+        g = self._gradients(contexts) if self.self_duel.uses_gradients else None
+        return self._selection_terms(self.estimate(contexts).phi, g, a1, a2)
+
+    @staticmethod
+    def _selection_terms(phi, g, a1, a2) -> dict:
+        """What the update takes from selection time: ``dphi`` [S, p] (V's term in incremental mode) and, with the
+        deep test's gradients g, ``dg`` [S, q] (its Gram gains every duel's, played or asked)."""
+        return {"dphi": pair_difference(phi, a1, a2), **({} if g is None else {"dg": pair_difference(g, a1, a2)})}
 
     # ------------------------------------------------------------------ Alg. 1 lines 8-13
     def update(self, duel: dict) -> None:
@@ -171,37 +140,29 @@ class NVLDB(NeuralLearner):
         was computed on the way, Delta phi_i of the whole history at W_t [S, t, d] (else None)."""
         s = self.settings
         theta, dphi = self.net.theta.to(torch.float64), None
-        rows = self._sample_rows(t, 1) if s.refit_theta else None
-        if rows is not None:  # on a sample of B rows, scaled t / B
-            x, o, weights = next(self._train_blocks(t, rows[:, 0]))
-            phi = as_pairs(self.net.features_t(x)).to(torch.float64)
-            sample_dphi = phi[:, :, 0] - phi[:, :, 1]
-            w = weights(seedwise.matvec(sample_dphi, theta))
-            theta = objective.refit_theta(s.link, theta, sample_dphi, o, w, self.net.theta0, s.lam, s.refit_iterations)
-            self.net.theta.copy_(theta)
+        rows = self._sample_rows(t, 1) if s.refit_theta else None  # None: the whole history
         if s.gram_mode == "recompute" or (s.refit_theta and rows is None):
-            phi = self._history_features(self._history_rows(t)).to(torch.float64)
-            dphi = phi[:, :, 0] - phi[:, :, 1]  # Delta phi_i with W_t
-        if s.refit_theta and rows is None:
-            w = self._history_weights(seedwise.matvec(dphi, theta), t)
-            theta = objective.refit_theta(
-                s.link, theta, dphi, self.hist_o[:, : dphi.shape[1]], w, self.net.theta0, s.lam, s.refit_iterations
-            )
+            dphi = duel_gap(self._history_features(self._history_rows(t)))  # Delta phi_i with W_t
+        if s.refit_theta:  # on the whole history, or on a sample of B rows scaled t / B
+            if rows is None:
+                z, o, weights = dphi, self.hist_o[:, : dphi.shape[1]], lambda df: self._history_weights(df, t)
+            else:
+                x, o, weights = next(self._train_blocks(t, rows[:, 0]))
+                z = duel_gap(as_pairs(self.net.features_t(x)))
+            w = weights(seedwise.matvec(z, theta))
+            theta = objective.refit_theta(s.link, theta, z, o, w, self.net.theta0, s.lam, s.refit_iterations)
             self.net.theta.copy_(theta)
         return theta, dphi
 
-    def _update_gram(
-        self, t: int, theta: torch.Tensor, dphi: Optional[torch.Tensor], selected_dphi: torch.Tensor
-    ) -> None:
-        """V_t (eq. gram_matrix). ``recompute``: from the whole history's Delta phi at W_t [S, t, d]
-        with zeta at (theta_t, W_t); ``incremental``: V_{t-1} plus the newest duel's Delta phi from
-        selection time ``selected_dphi`` [S, d], weighted by its zeta at (theta_t, W_t)."""
+    def _update_gram(self, t: int, theta: torch.Tensor, dphi: Optional[torch.Tensor], dphi_t: torch.Tensor) -> None:
+        """V_t (eq. gram_matrix). ``recompute``: from the whole history's Delta phi at W_t [S, t, p] with zeta at
+        (theta_t, W_t); ``incremental``: V_{t-1} plus ``dphi_t`` [S, p] (selection time's) by its zeta there."""
         s = self.settings
         if s.gram_mode == "recompute":
             w = self._history_weights(seedwise.matvec(dphi, theta), t)
             self.V = gram.gram_from_history(dphi, w, s.lam)
         else:
-            last = as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])).to(torch.float64)
-            df = seedwise.einsum("sd,sd->s", last[:, 0, 0] - last[:, 0, 1], theta).unsqueeze(1)
+            last = duel_gap(as_pairs(self.net.features_t(self.hist_xt[:, :, 2 * t - 2 : 2 * t])))  # [S, 1, p]
+            df = seedwise.einsum("sd,sd->s", last[:, 0], theta).unsqueeze(1)
             w = self._weights(df, t, t - 1)[:, 0]
-            self.V = gram.rank_one_update(self.V, selected_dphi, w)
+            self.V = gram.rank_one_update(self.V, dphi_t, w)

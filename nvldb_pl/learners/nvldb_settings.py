@@ -2,24 +2,53 @@
 (:func:`resolved_args`): each refusal names its field, a setting that could not take effect is refused rather
 than run under a name it did not earn, and the values derived from a default (epsilon, beta, network.init, network.bias,
 self_duel.test) are filled in as they are in force (the learner saves those). What each setting means is NVLDB's
-docstring (:class:`nvldb_pl.learners.nvldb.NVLDB`, which the CLI's help shows)."""
+arguments, :data:`ARGUMENTS` (the docstring of :class:`nvldb_pl.learners.nvldb.NVLDB`, which the CLI's help
+shows)."""
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..maths import gram, selection, selfduel
-from ..maths.checks import check as _check
-from ..maths.checks import check_integer, check_linked, check_number
+from ..maths.checks import check_linked, check_number
 from .network_settings import ComputeOptions, NetworkOptions, NetworkSettings, SamplerOptions
-from .settings import Options
+from .settings import Options, check_fields
 
 
-def _take(args: dict, names: str) -> list:
-    return [args[k] for k in names.split()]
+ARGUMENTS = """\
+The paper symbol in brackets; a group given as a mapping is documented on its class; the zeta and Gram
+details: docs/paper.md.
+
+Args:
+    dim, arms, rounds, num_seeds, link: linked from the data module (d, K, T, S, g).
+    strategy: the rule, one of :data:`nvldb_pl.maths.selection.STRATEGIES`, or the import path of a
+        :class:`nvldb_pl.maths.selection.SelectionRule` subclass.
+    variance_aware: zeta_i = max(sigma_hat_i, epsilon) if true (NVLDB), 1 if false (NLDB).
+    oracle_variance: the true sigma_i instead of sigma_hat_i (needs variance_aware).
+    network: phi(x; W), :class:`~nvldb_pl.learners.network_settings.NetworkOptions`: the MLP of eq. (nn) (width
+        m, depth L, parametrization, activation, bias, init) or a module of one's own.
+    feature_dim: the dimension p of phi, theta and V; ``None`` = d, eq. (nn).
+    lr: Adam's step size [eta].
+    lam: the regularization [lambda] of eq. (total_loss) and V_0 = lambda I.
+    beta: the confidence width coefficient [a_t]; ``None`` = 1, the paper's (a baseline swapped in keeps its own).
+    epsilon: the lower bound on zeta [epsilon] of eq. (wi); ``None`` = 1/sqrt(d), the order its theorem asks.
+    grad_steps: Adam steps per update [n].
+    episode: an update every H rounds [H].
+    train_network: line 9, the n Adam steps.
+    refit_theta: line 10, theta refit with W fixed.
+    refit_iterations: the refit's Newton iterations.
+    gram_mode: ``recompute`` or ``incremental`` (the module's docstring).
+    distinct_arms: the rule never duels an arm with itself, as NDB's public code (the equations allow it).
+    self_duel: when the greedy arm's self-duel replaces the rule's pair,
+        :class:`~nvldb_pl.learners.nvldb_settings.SelfDuelOptions`; default the deep test where distinct_arms.
+    sampler: the rows each Adam step trains on, :class:`~nvldb_pl.learners.network_settings.SamplerOptions`.
+    compute: how the steps are computed, not what, :class:`~nvldb_pl.learners.network_settings.ComputeOptions`.
+    w_reg: mu >= 0 of mu/2 sum_l ||W^l - W^l_0||^2 in the loss, a prior toward the initial weights (not in eq.
+        total_loss: 0 is the paper, configs/literal/); 0.1 by measurement (lab/results/short/prior/README.md).
+"""  # NVLDB's docstring's arguments (nvldb_pl.learners.nvldb.NVLDB.__doc__), what the CLI's help shows
 
 
 @dataclass(frozen=True)
@@ -64,6 +93,80 @@ class NVLDBSettings(NetworkSettings):
     w_reg: float = 0.1
     distinct_arms: bool = True
     self_duel: SelfDuelOptions = SelfDuelOptions(test="deep_diag")
+
+    def checked(self):
+        """NVLDB's constraints (:func:`~nvldb_pl.learners.settings.check_fields`), then the network learner's;
+        self. A setting that could not take effect is refused rather than run under a name it did not earn."""
+        sd, test = self.self_duel, self.self_duel.test
+        own, deep = own_test(test), test in ("deep_diag", "deep_full")
+        check_fields(
+            self,
+            integers={"episode": 1, "refit_iterations": 1},
+            numbers={"beta": True, "epsilon": True, "self_duel.escape_rate": True, "self_duel.width": True},
+            choices={"gram_mode": gram.GRAM_MODES, "self_duel.second_arm": ("rule", "deep")},
+            rules=lambda: (
+                (  # a run that never updates would be named for a learner it is not
+                    self.episode <= self.rounds,
+                    "episode",
+                    f"an update every {self.episode} rounds never comes within data.rounds={self.rounds}: the "
+                    f"network and theta would stay at their initial draw for the whole run; give model.episode <= "
+                    f"{self.rounds}",
+                ),
+                (
+                    not (self.variance_aware and self.epsilon >= 0.5 and self.epsilon_given),
+                    "epsilon",
+                    f"{self.epsilon:g} >= 0.5, the largest sigma_i can be, so zeta_i = epsilon for every duel and "
+                    "variance_aware does nothing (NLDB); give epsilon < 0.5",
+                ),
+                (not self.oracle_variance or self.variance_aware, "oracle_variance", "needs variance_aware=true"),
+                (
+                    test == "none" or self.distinct_arms,
+                    "self_duel.test",
+                    f"{selfduel.label(test)} decides the self-duels itself; it needs distinct_arms=true",
+                ),
+                (
+                    sd.escape_rate == 1.0 or test == "escape" or own,
+                    "self_duel.escape_rate",
+                    f"it is the escape test's rate; with self_duel.test {test} it would change nothing",
+                ),
+                (
+                    sd.width is None or deep or own,
+                    "self_duel.width",
+                    f"it is the deep test's width; with self_duel.test {test} it would change nothing",
+                ),
+                (
+                    self.refit_iterations == 8 or self.refit_theta,
+                    "refit_iterations",
+                    "they are the theta refit's Newton iterations; with refit_theta false they would change nothing",
+                ),
+                (
+                    not self.epsilon_given or self.variance_aware,
+                    "epsilon",
+                    "it bounds zeta of the variance weights; with variance_aware false (zeta = 1) it would change "
+                    "nothing",
+                ),
+                (
+                    sd.second_arm == "rule" or deep,
+                    "self_duel.second_arm",
+                    "deep takes the deep test's Gram; it needs self_duel.test deep_diag or deep_full",
+                ),
+            ),
+        )
+        check_number(self.w_reg, "w_reg", strict=False)
+        super().checked()
+        if self.variance_aware and self.epsilon >= 0.5:  # sigma_i = sqrt(g(1 - g)) <= 1/2: zeta_i = epsilon always
+            warnings.warn(
+                f"model.epsilon: {self.epsilon:g} >= 0.5, the largest sigma_i can be, so zeta_i = epsilon for every "
+                f"duel and variance_aware does nothing (the default 1/sqrt(d) at d={self.dim}); give model.epsilon "
+                "< 0.5 to weight duels by their variance",
+                category=UserWarning,
+            )
+        return self
+
+    @property
+    def epsilon_given(self) -> bool:
+        """epsilon is not its default 1/sqrt(d) (the default's value, as a save holds it, is still the default)."""
+        return not math.isclose(self.epsilon, 1.0 / math.sqrt(self.dim))
 
     @property
     def variance_mode(self) -> str:
@@ -125,90 +228,24 @@ def own_test(self_duel_test: str) -> bool:
 
 
 def resolved_args(args: dict) -> dict:
-    """NVLDB's constructor arguments ``args`` (by name) -> the same with the derived values in force. Raises
-    ValueError naming the field."""
-    dim, arms, rounds, num_seeds, link = _take(args, "dim arms rounds num_seeds link")
-    strategy, variance_aware, oracle_variance, distinct_arms = _take(
-        args, "strategy variance_aware oracle_variance distinct_arms"
-    )
-    feature_dim = args["feature_dim"]
-    beta, epsilon, episode, gram_mode = _take(args, "beta epsilon episode gram_mode")
-    refit_theta, refit_iterations = _take(args, "refit_theta refit_iterations")
+    """NVLDB's constructor arguments ``args`` (by name) -> the same with the derived values in force (checked by
+    :meth:`NVLDBSettings.checked` as the learner reads them; what a derivation needs, first). Raises ValueError naming
+    the field."""
+    dim, distinct_arms, epsilon, beta = (args[k] for k in ("dim", "distinct_arms", "epsilon", "beta"))
+    check_linked(*(args[k] for k in ("dim", "arms", "rounds", "num_seeds", "link")))
+    selection.check_strategy(args["strategy"])
+    network = NetworkOptions.of(args["network"], "network").resolved(args["feature_dim"])
     self_duel = SelfDuelOptions.of(args["self_duel"], "self_duel")
-    self_duel_test, escape_rate, self_duel_width, second_arm = (getattr(self_duel, f.name) for f in fields(self_duel))
-    check_linked(dim, arms, rounds, num_seeds, link)
-    selection.check_strategy(strategy)
-    network = NetworkOptions.of(args["network"], "network").resolved(feature_dim)
-    _check(gram_mode in gram.GRAM_MODES, "gram_mode", f"{gram_mode!r} is not one of {list(gram.GRAM_MODES)}")
-    for name, value in (("episode", episode), ("refit_iterations", refit_iterations)):
-        check_integer(value, name, 1)
-    _check(  # a run that never updates would be named for a learner it is not
-        episode <= rounds,
-        "episode",
-        f"an update every {episode} rounds never comes within data.rounds={rounds}: the network and theta would "
-        f"stay at their initial draw for the whole run; give model.episode <= {rounds}",
-    )
-    # the default's value, as a checkpoint or save holds it, is still the default
-    given_epsilon = epsilon is not None and not math.isclose(epsilon, 1.0 / math.sqrt(dim))
     if epsilon is None:
         epsilon = 1.0 / math.sqrt(dim)  # the order Theorem (Variance-aware UCB methods) asks for
     if beta is None:
         beta = 1.0  # the paper's a_t (appendix "Hyperparameters")
-    for name, value in (("beta", beta), ("epsilon", epsilon)):
-        check_number(value, name)
-    if variance_aware and epsilon >= 0.5:  # sigma_i = sqrt(g(1 - g)) <= 1/2: zeta_i = epsilon for every duel
-        said = f"{epsilon:g} >= 0.5, the largest sigma_i can be, so zeta_i = epsilon for every duel and "
-        _check(not given_epsilon, "epsilon", said + "variance_aware does nothing (NLDB); give epsilon < 0.5")
-        warnings.warn(
-            "model.epsilon: "
-            + said
-            + f"variance_aware does nothing (the default 1/sqrt(d) at d={dim}); give model.epsilon < 0.5 "
-            "to weight duels by their variance",
-            category=UserWarning,
-        )
-    _check(not oracle_variance or variance_aware, "oracle_variance", "needs variance_aware=true")
-    if self_duel_test is None:  # the default: the deep test where the rule keeps a2 != a1
-        self_duel_test = "deep_diag" if distinct_arms else "none"
-    own = own_test(self_duel_test)  # a user's class
-    _check(
-        self_duel_test == "none" or distinct_arms,
-        "self_duel.test",
-        f"{selfduel.label(self_duel_test)} decides the self-duels itself; it needs distinct_arms=true",
-    )
-    check_number(escape_rate, "self_duel.escape_rate")
-    # a setting that cannot take effect is refused, not run as the run without it under the same name
-    _check(
-        escape_rate == 1.0 or self_duel_test == "escape" or own,
-        "self_duel.escape_rate",
-        f"it is the escape test's rate; with self_duel.test {self_duel_test} it would change nothing",
-    )
-    _check(
-        self_duel_width is None or self_duel_test in ("deep_diag", "deep_full") or own,
-        "self_duel.width",
-        f"it is the deep test's width; with self_duel.test {self_duel_test} it would change nothing",
-    )
-    _check(
-        refit_iterations == 8 or refit_theta,
-        "refit_iterations",
-        "they are the theta refit's Newton iterations; with refit_theta false they would change nothing",
-    )
-    _check(
-        not given_epsilon or variance_aware,
-        "epsilon",
-        "it bounds zeta of the variance weights; with variance_aware false (zeta = 1) it would change nothing",
-    )
-    if self_duel_width is not None:
-        check_number(self_duel_width, "self_duel.width")
-    _check(second_arm in ("rule", "deep"), "self_duel.second_arm", f"{second_arm!r} is not one of ['rule', 'deep']")
-    _check(
-        second_arm == "rule" or self_duel_test in ("deep_diag", "deep_full"),
-        "self_duel.second_arm",
-        "deep takes the deep test's Gram; it needs self_duel.test deep_diag or deep_full",
-    )
-    # saved with the values in force, also where they came from a default
-    groups = dict(  # saved as mappings
+    if self_duel.test is None:  # the default: the deep test where the rule keeps a2 != a1
+        self_duel = replace(self_duel, test="deep_diag" if distinct_arms else "none")
+    # saved with the values in force, also where they came from a default; groups as mappings
+    groups = dict(
         network=network.saved(),
-        self_duel=replace(self_duel, test=self_duel_test).saved(),
+        self_duel=self_duel.saved(),
         sampler=SamplerOptions.of(args["sampler"], "sampler").saved(),
         compute=ComputeOptions.of(args["compute"], "compute").saved(),
     )

@@ -9,7 +9,7 @@ import inspect
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..maths.checks import check
+from ..maths.checks import check, check_integer, check_linked, check_number
 
 
 class Settings(dict):
@@ -70,6 +70,36 @@ class LinkedSettings:
             elif f.name in hp:
                 out[f.name] = hp[f.name]
         return cls(**out)
+
+    def checked(self):
+        """Every constraint on these settings, each refusal naming its field (:func:`check_fields`); then self. A
+        learner's settings extend it with their own table and cross-field rules."""
+        check_linked(self.dim, self.arms, self.rounds, self.num_seeds, self.link)
+        return self
+
+
+def check_fields(s, integers: dict = {}, numbers: dict = {}, choices: dict = {}, rules=tuple) -> None:
+    """One learner's table of constraints on its settings ``s``, by field path (``sampler.size`` reads
+    ``s.sampler.size``; a value None, a default, is not checked): ``integers`` {field: the lowest allowed},
+    ``numbers`` {field: strict, > 0, or not, >= 0, finite}, ``choices`` {field: the values allowed}; then the
+    cross-field rules, ``rules()`` (read once the table holds) giving (holds, field, why it is refused) in order."""
+
+    def value(path):
+        v = s
+        for name in path.split("."):
+            v = getattr(v, name)
+        return v
+
+    for path, low in integers.items():
+        if value(path) is not None:
+            check_integer(value(path), path, low)
+    for path, strict in numbers.items():
+        if value(path) is not None:
+            check_number(value(path), path, strict)
+    for path, allowed in choices.items():
+        check(value(path) in allowed, path, f"{value(path)!r} is not one of {list(allowed)}")
+    for holds, path, why in rules():
+        check(holds, path, why)
 
 
 @dataclass(frozen=True)
