@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import torch
 
 from ..environments.seeding import TAG_FIT, torch_seed
-from ..maths.checks import check, check_integer, check_number
+from ..maths.checks import check
 from .base import DuelingLearner
-from .settings import LinkedSettings
+from .settings import LinkedSettings, check_fields
 
 MAX_ROUNDS = 1000  # 2000 datapoints: a Laplace solve of that size per round and seed
 
@@ -51,18 +51,24 @@ class GPSettings(LinkedSettings):
     refit_every: int = 20
     max_rounds: int = MAX_ROUNDS
 
-    def __post_init__(self):
+    def checked(self):
+        super().checked()
         check(self.link == "logistic", "link", f"the GP's likelihood here is the logit one; got {self.link!r}")
-        check_number(self.beta, "beta", strict=False)
-        check_integer(self.refit_every, "refit_every", 1)
-        check_integer(self.max_rounds, "max_rounds", 1)
-        check(
-            self.rounds <= self.max_rounds,
-            "rounds",
-            f"PairwiseGPLearner keeps all 2t contexts played and solves a Laplace approximation over them every "
-            f"round, (2t)^3 a round: data.rounds={self.rounds} is beyond model.max_rounds={self.max_rounds}, the "
-            f"horizon where that is affordable here (raise max_rounds to run it anyway)",
+        check_fields(
+            self,
+            integers={"refit_every": 1, "max_rounds": 1},
+            numbers={"beta": False},
+            rules=lambda: [
+                (
+                    self.rounds <= self.max_rounds,
+                    "rounds",
+                    f"PairwiseGPLearner keeps all 2t contexts played and solves a Laplace approximation over them "
+                    f"every round, (2t)^3 a round: data.rounds={self.rounds} is beyond model.max_rounds="
+                    f"{self.max_rounds}, the horizon where that is affordable here (raise max_rounds to run it anyway)",
+                )
+            ],
         )
+        return self
 
 
 class PairwiseGPLearner(DuelingLearner):
@@ -84,7 +90,7 @@ class PairwiseGPLearner(DuelingLearner):
         max_rounds: int = MAX_ROUNDS,
     ):
         super().__init__(dim, arms, rounds, num_seeds, link)
-        self.settings = GPSettings(dim, arms, rounds, num_seeds, link, beta, refit_every, max_rounds)
+        self.settings = GPSettings(dim, arms, rounds, num_seeds, link, beta, refit_every, max_rounds).checked()
         _botorch()
         self.save_hyperparameters()
         self._models: list | None = None  # rebuilt from the history where missing (a resumed run)

@@ -16,9 +16,8 @@ from typing import Optional
 import torch
 
 from ..maths import gram, objective, seedwise, selection
-from ..maths.checks import check_integer, check_number
 from .base import DuelingLearner, Estimate
-from .settings import LinkedSettings
+from .settings import LinkedSettings, check_fields
 
 
 @dataclass(frozen=True)
@@ -30,10 +29,10 @@ class LinearSettings(LinkedSettings):
     beta: float = 1.0
     refit_iterations: int = 8
 
-    def __post_init__(self):
-        check_number(self.lam, "lam")
-        check_number(self.beta, "beta")
-        check_integer(self.refit_iterations, "refit_iterations", 1)
+    def checked(self):
+        super().checked()
+        check_fields(self, integers={"refit_iterations": 1}, numbers={"lam": True, "beta": True})
+        return self
 
 
 class LinearDueling(DuelingLearner):
@@ -57,7 +56,7 @@ class LinearDueling(DuelingLearner):
     ):
         super().__init__(dim, arms, rounds, num_seeds, link)
         beta = self.default_beta(dim, rounds) if beta is None else beta
-        s = self.settings = LinearSettings(dim, arms, rounds, num_seeds, link, lam, beta, refit_iterations)
+        s = self.settings = LinearSettings(dim, arms, rounds, num_seeds, link, lam, beta, refit_iterations).checked()
         self.save_hyperparameters(asdict(s))  # the beta in force (LightningCLI would otherwise save the given None)
         self.register_buffer("theta", torch.zeros(num_seeds, dim, dtype=torch.float64))
         self.register_buffer("Sigma", lam * torch.eye(dim, dtype=torch.float64).repeat(num_seeds, 1, 1))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..maths import gram, selection, selfduel
-from ..maths.checks import check_linked, check_number
+from ..maths.checks import check_linked
 from .network_settings import ComputeOptions, NetworkOptions, NetworkSettings, SamplerOptions
 from .settings import Options, check_fields
 
@@ -102,7 +102,13 @@ class NVLDBSettings(NetworkSettings):
         check_fields(
             self,
             integers={"episode": 1, "refit_iterations": 1},
-            numbers={"beta": True, "epsilon": True, "self_duel.escape_rate": True, "self_duel.width": True},
+            numbers={
+                "beta": True,
+                "epsilon": True,
+                "w_reg": False,
+                "self_duel.escape_rate": True,
+                "self_duel.width": True,
+            },
             choices={"gram_mode": gram.GRAM_MODES, "self_duel.second_arm": ("rule", "deep")},
             rules=lambda: (
                 (  # a run that never updates would be named for a learner it is not
@@ -152,7 +158,6 @@ class NVLDBSettings(NetworkSettings):
                 ),
             ),
         )
-        check_number(self.w_reg, "w_reg", strict=False)
         super().checked()
         if self.variance_aware and self.epsilon >= 0.5:  # sigma_i = sqrt(g(1 - g)) <= 1/2: zeta_i = epsilon always
             warnings.warn(

@@ -29,9 +29,8 @@ import torch
 
 from ..maths import gram, objective, seedwise
 from ..maths.seedwise import reads_without_sync
-from ..maths.checks import check_integer, check_number
 from .base import DuelingLearner
-from .settings import LinkedSettings
+from .settings import LinkedSettings, check_fields
 
 
 @dataclass(frozen=True)
@@ -45,11 +44,10 @@ class VACDBSettings(LinkedSettings):
     layers: int = 1
     refit_iterations: int = 8
 
-    def __post_init__(self):
-        check_number(self.lam, "lam")
-        check_number(self.beta, "beta")
-        check_integer(self.layers, "layers", 1)
-        check_integer(self.refit_iterations, "refit_iterations", 1)
+    def checked(self):
+        super().checked()
+        check_fields(self, integers={"layers": 1, "refit_iterations": 1}, numbers={"lam": True, "beta": True})
+        return self
 
 
 class VACDB(DuelingLearner):
@@ -72,7 +70,7 @@ class VACDB(DuelingLearner):
     ):
         super().__init__(dim, arms, rounds, num_seeds, link)
         L = layers if layers is not None else max(1, math.ceil(math.log2(max(rounds, 2)) / 2))
-        s = self.settings = VACDBSettings(dim, arms, rounds, num_seeds, link, lam, beta, L, refit_iterations)
+        s = self.settings = VACDBSettings(dim, arms, rounds, num_seeds, link, lam, beta, L, refit_iterations).checked()
         self.save_hyperparameters(asdict(s))  # the layers in force (LightningCLI would otherwise save the given None)
         S, d = num_seeds, dim
         self._reg = [lam * 4.0**-l for l in range(1, L + 1)]  # lam 4^-l on the host (the refit reads it per round)
