@@ -29,7 +29,7 @@ from ..loop.data import BanditDataModule
 from ..maths.checks import LINKED_FROM_DATA
 from ..migrations import RENAMED, upgrade_settings
 from ..learners.registry import learner_class, method_spec
-from ..learners.settings import Options, merged
+from ..learners.settings import Options, flat_settings, merged
 from ..machinery.host import hold_folder, read_json
 from ..machinery.provenance import hparams_digest
 from ..machinery.resume import whole_checkpoint
@@ -147,12 +147,13 @@ def find_run(
     first_seed: int = 0,
     made_with: Optional[tuple[str, dict, dict]] = None,
     on_streams: Optional[dict] = None,
+    one: bool = False,
 ) -> Optional[str]:
     """The newest finished run in ``run_dir`` made with these settings, seed ids first_seed.. (its log dir), or None.
     ``made_with`` = (method, model settings given, data settings): the run must also have been made with
     exactly those (:func:`made_with_settings`); ``on_streams`` (data settings): on those streams, whatever its model
-    settings (:func:`made_with_data`); None: any."""
-    for folder in _versions(run_dir):
+    settings (:func:`made_with_data`); None: any. ``one``: ``run_dir`` is one run's log dir, checked alone."""
+    for folder in [run_dir] if one else _versions(run_dir):
         path = os.path.join(folder, "summary.json")
         if not (os.path.exists(path) and os.path.exists(os.path.join(folder, "curves.csv"))):
             continue
@@ -316,6 +317,45 @@ def finished_runs(
         for m in methods
     }
     return {k: v for k, v in runs.items() if v}
+
+
+def variant_name(method: str, folder: str) -> str:
+    """``method{k=v;...}``: a run of ``method`` named with what it changed from the method's defaults (the flat keys
+    ``--set`` takes, sorted); ``method`` where it changed nothing. A name holds no comma or space (a curves file's
+    column)."""
+    changed = flat_settings(run_settings(method, run_hparams(folder)))
+    text = ";".join(f"{k}={v}" for k, v in sorted(changed.items())).replace(",", ";").replace(" ", "")
+    return f"{method}{{{text}}}" if changed else method
+
+
+def base_method(name: str) -> str:
+    """The method of a run's name (:func:`variant_name`): ``NDB-UCB{network.width=8}`` -> ``NDB-UCB``."""
+    return name.split("{", 1)[0]
+
+
+def with_variants(
+    runs: dict, out: str, rounds: int, num_seeds: int, base_seed: int = 0, first_seed: int = 0, data_overrides=None
+) -> dict:
+    """``runs`` ({(task, method): log dir}) with every other variant of each method beside it: the newest finished
+    run of each other settings under ``out/runs/<task>/<method>`` on the same streams, T, seeds and base seed. Where
+    a method has one variant its key stays as it is; where it has several, each is keyed by :func:`variant_name`
+    (the defaults' run by the method alone), so that two settings of one method sit in one report and pair."""
+    out_runs = {}
+    for (task, method), folder in runs.items():
+        kept = {variant_name(method, folder): folder}
+        streams = stream_data(task, data_overrides)
+        for other in _versions(os.path.join(out, "runs", task, method)):
+            if (
+                other == folder
+                or find_run(other, rounds, num_seeds, base_seed, first_seed, on_streams=streams, one=True) is None
+            ):
+                continue
+            kept.setdefault(variant_name(method, other), other)  # newest first: the newest of each settings
+        if len(kept) == 1:
+            out_runs[task, method] = folder
+        else:
+            out_runs.update({(task, name): f for name, f in kept.items()})
+    return out_runs
 
 
 def check_grid(tasks, methods, rounds, num_seeds, overrides, accelerator="cpu", data_overrides=None) -> None:

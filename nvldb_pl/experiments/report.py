@@ -17,7 +17,7 @@ from ..learners.settings import flat_settings
 from .curves import kept_round, load_curves, mean_std, paired_lines
 from .figures import plot_task
 from .arguments import TASK_DATA
-from .grid import read_summary, run_hparams, run_settings
+from .grid import base_method, read_summary, run_hparams, run_settings
 from ..machinery.host import atomic_open, software_text, write_json_atomic
 from ..learners.registry import LITERAL
 
@@ -172,9 +172,10 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
         dead = {}  # method -> seeds whose phi ended with no live unit (summary.json's live_feature_units)
         made_with = {}  # method -> the software its run ended in (summary.json's software; None: not recorded)
         earlier = {}  # method -> the parts its run was made in before the last (summary.json's earlier_parts)
-        for (t_, method), folder in runs.items():
+        for (t_, name), folder in runs.items():
             if t_ != task:
                 continue
+            method = base_method(name)  # a variant's name: the method and, in braces, its settings
             rounds, seeds, R = load_curves(folder)
             summary = read_summary(folder)
             hparams = run_hparams(folder)
@@ -185,7 +186,8 @@ def _write_report(out: str, runs: dict, command: str, extra: dict, extra_note: s
             )
             # the name the run ran under where it says more (a network of one's own: NVLDB-UCB-ASYM[LayerNormMLP])
             ran = summary.get("method")
-            method = ran if isinstance(ran, str) and ran.startswith(method) and ran != method else method
+            shown = ran if isinstance(ran, str) and ran.startswith(method) and ran != method else method
+            method = shown + name[len(method) :]  # a variant keeps its settings in its name
             base_seed = bases[method] = summary.get("base_seed", 0)
             streams[method] = summary.get("data")
             dim = hparams.get("dim") or dim

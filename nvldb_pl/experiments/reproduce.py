@@ -12,7 +12,9 @@ square, quadratic, statlog, magic, covertype, or the import path of a Task subcl
 --set and --dim is reused (other settings run anew beside it); a run stopped by Ctrl-C, SIGTERM or a killed job goes on
 from its last checkpoint when the same command is given again; the report covers every finished run there
 for the tasks asked (for methods not run in this call, the newest one), so methods run one per call add up to
-one report; --report-only reports just the --methods asked (the newest finished run of each). Writes <out>/report.md,
+one report; --report-only reports just the --methods asked (the newest finished run of each). A method's runs with
+other --set settings on the same streams stay beside it, each named by its settings (NDB-UCB{network.width=8}; the
+defaults' run by the method alone). Writes <out>/report.md,
 <out>/<task>.png (needs matplotlib: pip install -e '.[report]'), <out>/curves_<task>.csv.gz and
 TensorBoard logs (tensorboard --logdir <out>/runs).
 """
@@ -26,7 +28,7 @@ import sys
 from ..learners.registry import DEFAULT_METHODS, LITERAL_LEARNERS, LITERAL_SUFFIX, METHODS
 from .arguments import check_positive, parse_overrides
 from .cluster import GridStopped, add_ray_arguments, connect, gpus_asked, run_grid_on_ray
-from .grid import check_grid, finished_runs, run_grid
+from .grid import check_grid, finished_runs, run_grid, with_variants
 from ..machinery.host import check_folder_can_be_made
 from .curves import committed_curves
 from .report import write_report
@@ -174,6 +176,7 @@ def main(argv=None):
         )
         if a.report_only:
             runs = finished_runs(a.out, a.tasks, a.methods, a.rounds, a.seeds, a.base_seed, a.first_seed, streams)
+            runs = with_variants(runs, a.out, a.rounds, a.seeds, a.base_seed, a.first_seed, streams)
             if not runs:
                 raise ValueError(
                     f"--report-only: no finished runs under {a.out}/runs for T={a.rounds}, S={a.seeds}"
@@ -210,7 +213,9 @@ def main(argv=None):
                 **finished_runs(a.out, a.tasks, list(METHODS), a.rounds, a.seeds, a.base_seed, a.first_seed, streams),
                 **done,
             }
-            earlier = list(dict.fromkeys(m for _, m in runs if m not in a.methods))
+            runs = with_variants(runs, a.out, a.rounds, a.seeds, a.base_seed, a.first_seed, streams)
+            made_here = set(done.values())
+            earlier = list(dict.fromkeys(m for (t, m), f in runs.items() if f not in made_here))
             if earlier:
                 command += f"` plus the runs of earlier calls in this folder: `{' '.join(earlier)}"
         print("wrote", write_report(a.out, runs, command, extra, note))

@@ -82,26 +82,30 @@ def test_reproduce_tiny_grid_writes_table_png_curves_and_reuses_runs(tmp_path, c
 
 def test_reproduce_reuses_a_run_only_if_made_with_the_settings_asked(tmp_path, capsys):
     """Another --set or --dim runs anew beside the finished run (which was once reused silently); the
-    report takes the run each call made or reused, and the same settings again reuse their run."""
+    report takes the run each call made or reused, with the other settings' runs on the same streams beside it, each
+    then named by its settings (the defaults' by the method alone), and the same settings again reuse their run."""
     out = str(tmp_path / "rep")
     base = ["--out", out, "--rounds", "6", "--seeds", "1", "--tasks", "cos", "--methods", "NDB-UCB"]
-    calls = [
-        (["--set", "network.width=4"], "[run]", "version_0"),
-        (["--set", "network.width=8"], "[run]", "version_1"),
-        (["--set", "network.width=4"], "[reuse]", "version_0"),
-        (["--set", "network.width=4", "lr=0.001"], "[reuse]", "version_0"),
-        (["--set", "network.width=4", "--dim", "7"], "[run]", "version_2"),
-        ([], "[run]", "version_3"),
-        (["--set", "network.width=32"], "[reuse]", "version_3"),
+    w4, w8 = "NDB-UCB{network.width=4}", "NDB-UCB{network.width=8}"
+    calls = [  # (options, what it did, the run, its name in the report, every name there)
+        (["--set", "network.width=4"], "[run]", "version_0", "NDB-UCB", ["NDB-UCB"]),
+        (["--set", "network.width=8"], "[run]", "version_1", w8, [w4, w8]),
+        (["--set", "network.width=4"], "[reuse]", "version_0", w4, [w4, w8]),
+        (["--set", "network.width=4", "lr=0.001"], "[reuse]", "version_0", w4, [w4, w8]),
+        (["--set", "network.width=4", "--dim", "7"], "[run]", "version_2", "NDB-UCB", ["NDB-UCB"]),  # other streams
+        ([], "[run]", "version_3", "NDB-UCB", ["NDB-UCB", w4, w8]),
+        (["--set", "network.width=32"], "[reuse]", "version_3", "NDB-UCB", ["NDB-UCB", w4, w8]),
     ]  # 32: the default, as given
-    for extra, verb, version in calls:
+    for extra, verb, version, name, names in calls:
         assert _main([*base, *extra]) == 0
         log = capsys.readouterr().out
         assert verb in log, (extra, log)
         folder = os.path.join(out, "runs", "cos", "NDB-UCB", "lightning_logs", version)
         assert (folder in log) == (verb == "[reuse]")
         made = json.load(open(os.path.join(folder, "summary.json")))["R_T_over_T_mean"]
-        reported = json.load(open(os.path.join(out, "report.json")))["cos/NDB-UCB"]["R_T_over_T_mean"]
+        table = json.load(open(os.path.join(out, "report.json")))
+        assert sorted(table) == sorted(f"cos/{n}" for n in names), extra
+        reported = table[f"cos/{name}"]["R_T_over_T_mean"]
         assert reported == pytest.approx(made, abs=1e-6), (extra, version)  # the report shows that run
     means = {
         json.load(open(p))["R_T_over_T_mean"]
@@ -634,3 +638,23 @@ def test_a_nested_setting_given_in_part_reuses_only_the_run_it_fills_in_to(tmp_p
         assert verb in log, (extra, log)
         folder = os.path.join(out, "runs", "cos", "NVLDB-UCB-ASYM", "lightning_logs", version)
         assert (folder in log) == (verb == "[reuse]"), (extra, log)
+
+
+def test_two_variants_of_one_method_sit_in_one_report_and_pair(tmp_path, capsys):
+    """The defaults and another --set of one method in one --out: two rows, the other named by its settings, paired
+    seed by seed by scripts/pair.py under those names (was: the newer run replaced the other's row)."""
+    out = str(tmp_path / "rep")
+    base = ["--out", out, "--rounds", "8", "--seeds", "2", "--tasks", "cos", "--methods", "NVLDB-UCB-ASYM"]
+    assert _main([*base, "--set", "network.width=4"]) == 0
+    assert _main([*base, "--set", "network.width=4", "lr=0.01"]) == 0
+    capsys.readouterr()
+    table = json.load(open(os.path.join(out, "report.json")))
+    slow, fast = "NVLDB-UCB-ASYM{network.width=4}", "NVLDB-UCB-ASYM{lr=0.01;network.width=4}"
+    assert sorted(table) == sorted([f"cos/{slow}", f"cos/{fast}"])
+    rows = re.findall(r"^\| (\S+) \| ([0-9.]+) ± ", open(os.path.join(out, "report.md")).read(), flags=re.M)
+    assert {name for name, _ in rows} == {slow, fast}
+    pair = _script("pair")
+    assert pair.main(["--task", "cos", "--rounds", "8", "--first", fast, out, "--second", slow, out]) == 0
+    said = capsys.readouterr().out
+    mean = table[f"cos/{fast}"]["R_T_over_T_mean"]
+    assert f"{fast} in {out}: R(T)/T {mean:.3f}" in said and "difference over 2 seeds (0-1)" in said
