@@ -402,10 +402,12 @@ def run_grid(
     array's tasks, a cluster's workers) run apart; every check still covers the whole grid (:func:`check_grid`).
     ``threads``: each run's CPU threads (:func:`nvldb_pl.loop.run.run_experiment`)."""
     check_grid(tasks, methods, rounds, num_seeds, overrides, accelerator, data_overrides)
-    done = {}
+    done, total, began = {}, len(tasks) * len(methods), time.perf_counter()
     for place, (task, method) in enumerate(itertools.product(tasks, methods)):
         if cell is not None and place % cell[1] != cell[0]:
             continue
+        if done and cell is None:  # the grid's progress, as --ray says it
+            log(f"[grid]  {len(done)} of {total} done, {total - len(done)} left, {time.perf_counter() - began:.0f} s")
         learner, model = method_spec(method)
         model = merged(model, given_settings(method, overrides))
         run_dir = os.path.join(out, "runs", task, method)

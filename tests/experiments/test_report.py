@@ -658,3 +658,11 @@ def test_two_variants_of_one_method_sit_in_one_report_and_pair(tmp_path, capsys)
     said = capsys.readouterr().out
     mean = table[f"cos/{fast}"]["R_T_over_T_mean"]
     assert f"{fast} in {out}: R(T)/T {mean:.3f}" in said and "difference over 2 seeds (0-1)" in said
+
+
+def test_a_one_process_grid_says_its_progress_between_runs(tmp_path, capsys):
+    out = str(tmp_path / "rep")
+    argv = ["--out", out, "--rounds", "4", "--seeds", "1", "--tasks", "cos", "square", "--methods", "Random"]
+    assert _main(argv) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[grid]")]
+    assert [re.sub(r", \d+ s$", "", line) for line in lines] == ["[grid]  1 of 2 done, 1 left"]
