@@ -6,6 +6,7 @@
     frames.summary(runs)                                # mean ± s.e. of R(T)/T per (task, method)
     frames.paired(runs, "NVLDB-UCB-ASYM", "Random")     # their differences, seed by seed
     frames.plot(frames.curves("demo"), "cos")           # R^a_t per method, mean ± s.e. band
+    frames.sweep("sweep.jsonl"), frames.sweep_curves("sweep.jsonl")   # a sweep's rows, the same way
 
 A report folder (``--out`` of ``nvldb-reproduce``) holds each run under the name it ran under (``report.json``, whose
 keys are ``task/method``) and its curves (``curves_<task>.csv.gz``: every round to 100, then every 10th); these
@@ -25,6 +26,7 @@ from typing import Optional
 from ..machinery.host import read_json
 from .curves import committed_curves
 from .pair import other_streams
+from .sweep_rows import read_rows
 
 EXTRA = "pandas and matplotlib are the notebook extra's: pip install -e '.[notebook]'"
 
@@ -94,6 +96,43 @@ def curves(folder: str):
         for j, seed in enumerate(seeds)
     ]
     return _pandas().DataFrame(rows, columns=["task", "method", "seed", "round", "regret"])
+
+
+def sweep(path: str):
+    """A sweep's file of runs (``nvldb-sweep --out``) one row per (task, config, seed): ``task``, ``method`` (the
+    config as JSON, the name :func:`summary`, :func:`paired` and :func:`plot` group by), ``rounds``, ``base_seed`` 0,
+    ``seed`` (its index), ``regret`` R(T)/T, ``settings`` "" and ``streams`` "null". A DataFrame."""
+    rows = [
+        {
+            "task": r["task"],
+            "method": json.dumps(r["config"], sort_keys=True),
+            "rounds": r.get("rounds"),
+            "base_seed": 0,
+            "seed": j,
+            "regret": float(v),
+            "settings": "",
+            "streams": "null",
+        }
+        for r in read_rows("path", path)[0]
+        for j, v in enumerate(r["per_seed"])
+    ]
+    return _pandas().DataFrame(rows, columns=[*rows[0]] if rows else ["task", "method", "rounds", "seed", "regret"])
+
+
+def sweep_curves(path: str):
+    """:func:`curves`'s table of a sweep's file (``method``: the config as JSON); rows written before sweeps kept
+    their curves are refused naming the line."""
+    out = []
+    for r in read_rows("path", path)[0]:
+        if "curve" not in r:
+            raise ValueError(f"{path} line {r['_line']}: a row written before sweeps kept their curves (no curve)")
+        name, c = json.dumps(r["config"], sort_keys=True), r["curve"]
+        out += [
+            (r["task"], name, j, t, float(v))
+            for t, vs in zip(c["rounds"], c["cum_avg_regret"])
+            for j, v in enumerate(vs)
+        ]
+    return _pandas().DataFrame(out, columns=["task", "method", "seed", "round", "regret"])
 
 
 def summary(runs):

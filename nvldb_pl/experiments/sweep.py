@@ -5,7 +5,8 @@
     python scripts/sweep.py --summarize lab/results/probe/probe.jsonl --baseline '{"parametrization": "ntk"}'
 
 Each finished run is appended to ``--out`` (JSON lines: task, config, T, per-seed R(T)/T and self-duel
-fraction, wall time, device, and ``settings``: every learner argument as the run resolved it, defaults included) and
+fraction, wall time, device, ``settings``: every learner argument as the run resolved it, defaults included, and
+``curve``: R^a_t of each seed, every round to 100 then every 10th, for a plot: nvldb_pl.experiments.frames) and
 skipped (saying how many, and on which device they were made) when the sweep is run again with the same T and seeds,
 so a sweep can be stopped and resumed. A row whose settings are not what this code makes of its config (a default
 changed since it ran, or a row made before rows recorded their settings) is refused, naming the file, the line and
@@ -42,6 +43,7 @@ from ..learners.registry import LITERAL_OF, init_args, learner_class
 from ..loop.data import BanditDataModule
 from ..loop.run import RunTerminated, build, check_placement, run_experiment
 from .cluster import GridStopped, add_ray_arguments, connect, gpus_asked, run_on_ray
+from .curves import kept_round
 
 GRID = [  # the README's first sweep (the literal reading: eq. (nn), a2 = a1 allowed)
     merged(LITERAL_OF["NVLDB"], {"lr": 1e-3, "network.init": "kaiming", "epsilon": 0.1}),
@@ -335,7 +337,10 @@ def sweep_row(task: str, g: dict, rounds: int, seeds: int, accelerator: str = "c
     """One run of the sweep: task ``task`` with grid entry ``g``; its row (as ``--out`` keeps it) and its line of the
     printed table. ``threads``: CPU threads (None or 0: chosen by the problem's size)."""
     data, model, learner = run_args(task, g, rounds, seeds)
-    s, module = run_experiment(data, model, learner=learner, accelerator=accelerator, threads=threads or "auto")
+    s, module = run_experiment(
+        data, model, learner=learner, accelerator=accelerator, threads=threads or "auto", with_curves=True
+    )
+    kept = [i for i, r in enumerate(s["curves"]["rounds"]) if kept_round(r, rounds)]
     per_seed = [x["cum_avg_regret"] / s["rounds"] for x in s["seeds"]]
     duels = [x["self_duel_fraction"] for x in s["seeds"]]
     line = (
@@ -352,6 +357,10 @@ def sweep_row(task: str, g: dict, rounds: int, seeds: int, accelerator: str = "c
         "device": s["device"],
         "software": s.get("software"),
         "settings": settings_of(module.hparams),
+        "curve": {  # R^a_t of each seed, every round to 100 then every 10th (as a report's curves file)
+            "rounds": [s["curves"]["rounds"][i] for i in kept],
+            "cum_avg_regret": [[float(f"{v:.6g}") for v in s["curves"]["cum_avg_regret"][i]] for i in kept],
+        },
     }
     return row, line
 

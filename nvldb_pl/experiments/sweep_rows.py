@@ -47,6 +47,18 @@ def row_problem(row: dict) -> str:
         return f"rounds is {rounds!r}, not a horizon T >= 1"
     if "settings" in row and not isinstance(row["settings"], dict):
         return f"settings is {row['settings']!r}, not a mapping"
+    curve = row.get("curve")  # (rows written before the curves were kept have none)
+    if curve is not None:
+        rs = curve.get("rounds") if isinstance(curve, dict) else None
+        R = curve.get("cum_avg_regret") if isinstance(curve, dict) else None
+        if not (_numbers(rs) and rs and all(isinstance(r, int) for r in rs) and rs == sorted(set(rs))):
+            return "curve.rounds is not a list of increasing rounds"
+        if rounds is not None and rs[-1] != rounds:
+            return f"curve.rounds ends at {rs[-1]}, not at the row's T = {rounds}"
+        if not (isinstance(R, list) and len(R) == len(rs)) or not all(
+            _numbers(v) and len(v) == len(per_seed) and all(math.isfinite(x) for x in v) for v in R
+        ):
+            return f"curve.cum_avg_regret is not {len(rs)} lists of {len(per_seed)} finite numbers (a seed each)"
     return ""
 
 

@@ -38,14 +38,15 @@ class DuelingLoop(pl.Callback):
 
     Logged per round (mean and std over seeds): ``regret/cum_avg`` (R^a_t), ``regret/cum_weak``
     (R^w_t) and ``regret/avg_per_round`` (R^a_t / t). With ``save_curves``, the per-round,
-    per-seed R^a_t and R^w_t also go to ``curves.csv`` in the log dir at the end of training.
+    per-seed R^a_t and R^w_t also go to ``curves.csv`` in the log dir at the end of training (``write_curves`` False:
+    kept in memory only, :meth:`curves`).
     """
 
-    def __init__(self, log_every_n_rounds: int = 25, save_curves: bool = True):
+    def __init__(self, log_every_n_rounds: int = 25, save_curves: bool = True, write_curves: bool = True):
         if log_every_n_rounds < 1:
             raise ValueError(f"loop.log_every_n_rounds: must be >= 1, got {log_every_n_rounds}")
         self.log_every_n_rounds = log_every_n_rounds
-        self.save_curves = save_curves
+        self.save_curves, self.write_curves = save_curves, write_curves
         self._curves: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []
         self._unlogged: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         self._logged_through: dict[str, int] = {}  # on resume: per tag, rounds the interrupted run already wrote
@@ -170,9 +171,15 @@ class DuelingLoop(pl.Callback):
                 file=sys.stderr,
             )
         log_dir = trainer.log_dir  # a collective under several processes: every rank asks
-        if self.save_curves and trainer.is_global_zero and self._curves and log_dir:
+        if self.save_curves and self.write_curves and trainer.is_global_zero and self._curves and log_dir:
             os.makedirs(log_dir, exist_ok=True)
             write_curves_atomic(os.path.join(log_dir, "curves.csv"), trainer.datamodule.spec.seed_ids, self._curves)
+
+    def curves(self) -> tuple[list[int], torch.Tensor]:
+        """The rounds flushed so far and R^a_t of every seed at each, [n, S] (with ``save_curves``; else none)."""
+        if not self._curves:
+            return [], torch.zeros(0, 0, dtype=torch.float64)
+        return [r for rounds, _, _ in self._curves for r in rounds], torch.cat([a for _, a, _ in self._curves])
 
     def flush(self, trainer, module) -> None:
         """Check finiteness, then write the buffered rounds to the logger (step = round).

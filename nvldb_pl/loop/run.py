@@ -146,6 +146,7 @@ def run_experiment(
     checkpoint_every: Optional[int] = None,
     resume: Optional[tuple[int, str]] = None,
     threads: Optional[int] | str = None,
+    with_curves: bool = False,
 ) -> tuple[dict, DuelingLearner]:
     """Fit one configuration on one device (``accelerator``: Lightning's name, "cpu" or "gpu");
     returns (summary dict, trained learner). No logger unless root_dir. ``sync_timings``: on CUDA,
@@ -156,7 +157,9 @@ def run_experiment(
     and a first Ctrl-C or SIGTERM stops the run at the end of a round, saved, raising :class:`RunStopped`.
     ``resume`` = (N, checkpoint): go on from that checkpoint, logging into ``root_dir``'s version_N.
     ``threads``: CPU threads (torch.set_num_threads); "auto": as the CLI picks them (:func:`devices.cpu_threads`,
-    torch's count shared with the runs beside it: :class:`ShareCores`); None: as they are, not shared."""
+    torch's count shared with the runs beside it: :class:`ShareCores`); None: as they are, not shared. ``with_curves``:
+    the summary also holds ``curves``, {"rounds": [t, ...], "cum_avg_regret": [[R^a_t of each seed], ...]} (in memory
+    only: a folder's run writes them to curves.csv)."""
     check_placement(accelerator)
     devices.check_precision(precision, field="--precision")
     if resume is not None and (root_dir is None or not checkpoint_every):
@@ -191,7 +194,11 @@ def run_experiment(
             enable_model_summary=False,
             num_sanity_val_steps=0,
             callbacks=[
-                DuelingLoop(log_every_n_rounds, save_curves=root_dir is not None),
+                loop := DuelingLoop(
+                    log_every_n_rounds,
+                    save_curves=root_dir is not None or with_curves,
+                    write_curves=root_dir is not None,
+                ),
                 summary,
                 *saver,
                 *share,
@@ -224,4 +231,7 @@ def run_experiment(
             raise RunStopped(saver[0].interrupted, module.t, os.path.join(str(saver[0].dirpath), "last.ckpt"))
         if held is not None:  # finished: no process goes on with it, so its lock file goes
             os.remove(held.name)
+        if with_curves:
+            rounds, R = loop.curves()
+            return {**summary.summary, "curves": {"rounds": rounds, "cum_avg_regret": R.tolist()}}, module
         return summary.summary, module

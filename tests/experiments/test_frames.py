@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 
+import numpy as np
 import pytest
 
 pd = pytest.importorskip("pandas")
@@ -107,3 +108,26 @@ def test_the_notebook_page_cell_runs_as_pasted(tmp_path, monkeypatch):
     exec(compile(block.replace(", 100, 4)", ", 20, 2)"), "docs/notebook.md", "exec"), scope)
     assert os.path.exists(tmp_path / "demo" / "cos-curves.png")
     assert set(scope["runs"]["method"]) == {"NVLDB-UCB-ASYM", "Random"} and len(scope["runs"]) == 4
+
+
+def test_a_sweeps_rows_keep_their_curves_and_load_and_plot_as_a_report_does(tmp_path, monkeypatch):
+    from tests.helpers.script_loader import load_script
+
+    out = str(tmp_path / "s.jsonl")
+    argv = ["sweep.py", "--rounds", "130", "--seeds", "2", "--tasks", "cos", "--out", out]
+    monkeypatch.setattr("sys.argv", [*argv, "--grid", '[{"learner": "CoLSTIM"}, {"learner": "RandomPair"}]'])
+    load_script("sweep").main()
+    rows = [json.loads(line) for line in open(out)]
+    for r in rows:  # every round to 100, then every 10th, and T; the last one is the row's R(T)/T
+        assert r["curve"]["rounds"] == [*range(1, 101), 110, 120, 130]
+        assert [v / 130 for v in r["curve"]["cum_avg_regret"][-1]] == pytest.approx(r["per_seed"], rel=1e-5)
+    table, curves = frames.sweep(out), frames.sweep_curves(out)
+    assert len(table) == 4 and len(curves) == 2 * 2 * 103
+    name = json.dumps({"learner": "RandomPair"})
+    assert frames.summary(table).set_index("method").loc[name, "mean"] == pytest.approx(np.mean(rows[1]["per_seed"]))
+    assert len(frames.plot(curves, "cos").get_lines()) == 2
+    rows[0]["curve"]["cum_avg_regret"][5] = [1.0]  # one seed's value of two: refused naming the line
+    with open(out, "w") as fh:
+        fh.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(ValueError, match="line 1 is not a sweep run: curve.cum_avg_regret is not 103 lists of 2"):
+        frames.sweep(out)
