@@ -49,7 +49,8 @@ def load_curves(folder: str) -> tuple[np.ndarray, list[int], np.ndarray]:
 def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) -> dict:
     """{method: (rounds, seed ids, R^a_t)} from a report's ``curves_<task>.csv.gz`` (every
     round to 100, then every 10th): runs of another report, compared here seed by seed. Only runs
-    of the same T and (unless ``seeds`` is None) number of seeds are kept; {} if the file is absent."""
+    of the same T (unless ``rounds`` is None) and number of seeds (unless ``seeds`` is None) are kept; {} if the
+    file is absent."""
     path = os.path.join(folder, f"curves_{task}.csv.gz")
     if not os.path.exists(path):
         return {}
@@ -78,7 +79,7 @@ def committed_curves(folder: str, task: str, rounds: int, seeds: Optional[int]) 
     for method, by_round in rows.items():
         rs = np.array(sorted(by_round))
         ids = sorted(by_round[rs[0]])
-        if int(rs[-1]) != rounds or (seeds is not None and len(ids) != seeds):
+        if (rounds is not None and int(rs[-1]) != rounds) or (seeds is not None and len(ids) != seeds):
             continue
         for r in rs:
             if sorted(by_round[r]) != ids:

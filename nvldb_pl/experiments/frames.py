@@ -8,6 +8,8 @@
     frames.plot(frames.curves("demo"), "cos")           # R^a_t per method, mean ± s.e. band
     frames.sweep("sweep.jsonl"), frames.sweep_curves("sweep.jsonl")   # a sweep's rows, the same way
 
+    python -m nvldb_pl.experiments.frames lab/results --csv runs.csv  # every run under a folder, one tidy table
+
 A report folder (``--out`` of ``nvldb-reproduce``) holds each run under the name it ran under (``report.json``, whose
 keys are ``task/method``) and its curves (``curves_<task>.csv.gz``: every round to 100, then every 10th); these
 tables read those files only, so a folder copied from a cluster loads as it is. A seed is named by (base seed, seed
@@ -17,13 +19,15 @@ refused rather than paired. A damaged or missing file is refused naming it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
 import shlex
+import sys
 from typing import Optional
 
-from ..machinery.host import read_json
+from ..machinery.host import atomic_open, read_json
 from .curves import committed_curves
 from .pair import other_streams
 from .sweep_rows import read_rows
@@ -53,10 +57,13 @@ def _entries(folder: str) -> dict:
 
 def _runs(folder: str):
     """(task, method, its report.json record, (rounds [n], seed ids, R^a_t [n, S])) of every run in ``folder``."""
+    read: dict = {}  # (task, T) -> that task's curves of T: each file read once
     for key, entry in _entries(folder).items():
         task, method = key.split("/", 1)
-        T = entry.get("rounds")
-        curves = committed_curves(folder, task, T, None)
+        T = entry.get("rounds")  # (a report of before it recorded T: its curve's own)
+        if (task, T) not in read:
+            read[task, T] = committed_curves(folder, task, T, None)
+        curves = read[task, T]
         if method not in curves:
             raise ValueError(f"{os.path.join(folder, f'curves_{task}.csv.gz')}: no curve of {method!r} with T={T}")
         yield task, method, entry, curves[method]
@@ -219,3 +226,45 @@ def run(out: str, tasks: list, methods: list, rounds: int, seeds: int, *options:
     if code:
         raise RuntimeError(f"nvldb-reproduce {shlex.join([*argv, *options])} exited with {code}")
     return load(out)
+
+
+def every_run(paths: list):
+    """:func:`load`'s table of every report folder under ``paths`` (a folder holding ``report.json``, at any depth)
+    and :func:`sweep`'s of every sweep file given by name (``.jsonl``), with the ``folder`` (or file) each came
+    from first. A path that holds neither is refused naming it."""
+    pd, parts = _pandas(), []
+    for path in paths:
+        if os.path.isfile(path):
+            parts.append(sweep(path).assign(folder=path))
+            continue
+        found = sorted(root for root, _, files in os.walk(path) if "report.json" in files)
+        if not found:
+            raise ValueError(f"{path}: no report folder (report.json) under it, and not a sweep file")
+        parts += [load(folder).assign(folder=folder) for folder in found]
+    whole = pd.concat(parts, ignore_index=True)
+    return whole[["folder", *[c for c in whole.columns if c != "folder"]]]
+
+
+def main(argv=None) -> int:
+    """``python -m nvldb_pl.experiments.frames PATH ... --csv FILE``: :func:`every_run` as one CSV (or Parquet, for a
+    FILE ending .parquet: pandas' engine, pyarrow), written whole or not at all."""
+    ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0].strip("`"))
+    ap.add_argument("paths", nargs="+", help="folders holding report folders (report.json), or sweep files")
+    ap.add_argument("--csv", required=True, metavar="FILE", help="the table to write (.csv, or .parquet)")
+    a = ap.parse_args(argv)
+    try:
+        table = every_run(a.paths)
+        with atomic_open(a.csv, "wb") as fh:
+            if a.csv.endswith(".parquet"):
+                table.to_parquet(fh)
+            else:
+                fh.write(table.to_csv(index=False).encode("utf-8"))
+    except (ValueError, FileNotFoundError, ImportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {a.csv}: {len(table)} rows (a run's seed each) from {table['folder'].nunique()} folders or files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

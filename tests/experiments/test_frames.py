@@ -131,3 +131,24 @@ def test_a_sweeps_rows_keep_their_curves_and_load_and_plot_as_a_report_does(tmp_
         fh.write("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(ValueError, match="line 1 is not a sweep run: curve.cum_avg_regret is not 103 lists of 2"):
         frames.sweep(out)
+
+
+def test_the_pages_one_command_writes_every_run_under_a_folder_as_one_table(report, tmp_path, monkeypatch, capsys):
+    """docs/notebook.md's bash command, run on a folder holding the report twice over (and on nothing: refused)."""
+    from nvldb_pl.experiments.frames import main
+
+    out, runs = report
+    text = open(os.path.join(ROOT, "docs", "notebook.md")).read()
+    (command,) = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)
+    argv = command.split()
+    assert argv[:3] == ["python", "-m", "nvldb_pl.experiments.frames"] and argv[4:] == ["--csv", "runs.csv"]
+    shutil.copytree(out, tmp_path / "lab" / "results" / "a" / "demo", ignore=shutil.ignore_patterns("runs"))
+    shutil.copytree(out, tmp_path / "lab" / "results" / "b", ignore=shutil.ignore_patterns("runs"))
+    monkeypatch.chdir(tmp_path)
+    assert main(argv[3:]) == 0
+    table = pd.read_csv("runs.csv", keep_default_na=False)
+    assert sorted(set(table["folder"])) == ["lab/results/a/demo", "lab/results/b"] and len(table) == 2 * len(runs)
+    mine = table[table["folder"] == "lab/results/b"].drop(columns="folder").reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, runs, check_dtype=False)
+    assert main(["nothing-here", "--csv", "x.csv"]) == 2 and not os.path.exists("x.csv")
+    assert "nothing-here: no report folder (report.json) under it" in capsys.readouterr().err
