@@ -62,7 +62,8 @@ class NDBSettings(NetworkSettings):
 class NDB(NeuralLearner):
     """NDB-UCB / NDB-TS: the network of :class:`nvldb_pl.NVLDB` (same arguments) with ``strategy``
     (NVLDB's name for the rule: ``ucb_asym`` or ``ts_asym``, NDB's UCB and TS being NVLDB's ASYM rules on the
-    gradients; ``rule``, ``ucb`` or ``ts``, is its old name, still taken) and ``gram`` (``full`` or ``diag``, the form
+    gradients; a saved file's ``rule``, ``ucb`` or ``ts``, its old name, reads as it: :mod:`nvldb_pl.migrations`) and
+    ``gram`` (``full`` or ``diag``, the form
     of :class:`nvldb_pl.maths.gram.GradientGram`); lam is both the ridge towards the
     initial parameters and V_0. The defaults give NDB NVLDB's network and second arm (a2 != a1, as
     NDB's authors' code); ``network: {parametrization: ntk, bias: false}, distinct_arms: false`` is the NDB
@@ -86,17 +87,8 @@ class NDB(NeuralLearner):
         beta: Optional[float] = None,
         grad_steps: int = 20,
         distinct_arms: bool = True,
-        rule: Optional[str] = None,
     ):
-        args = {k: v for k, v in locals().items() if k not in ("self", "__class__", "rule")}
-        if rule is not None:  # the old name (a config or call written before NDB took NVLDB's name for the rule)
-            check(rule in ("ucb", "ts"), "rule", f"{rule!r} is not one of ['ucb', 'ts']")
-            check(
-                strategy in ("ucb_asym", f"{rule}_asym"),
-                "rule",
-                f"it is strategy's old name (rule {rule} is strategy {rule}_asym); give strategy alone",
-            )
-            strategy = args["strategy"] = f"{rule}_asym"
+        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         net = NetworkOptions.of(network, "network").resolved()
         beta = 1.0 if beta is None else beta
         # the unweighted likelihood (zeta = 1) and lam/2 ||W - W_0||^2 on every layer (the NDB paper's loss)

@@ -136,7 +136,7 @@ def test_every_built_in_learner_reads_typed_frozen_settings_holding_each_argumen
     cls = LEARNERS[name]
     small = {"network": {"width": 4}} if name in ("NVLDB", "NDB") else {}
     m = cls(dim=3, arms=3, rounds=9, num_seeds=2, **small)
-    s, args = m.settings, init_args(cls) - {"rule"}
+    s, args = m.settings, init_args(cls)
     assert dataclasses.is_dataclass(s) and isinstance(s, LinkedSettings)
     assert args <= {f.name for f in dataclasses.fields(s)}
     assert {k: _saved(getattr(s, k)) for k in args} == {k: m.hparams[k] for k in args}

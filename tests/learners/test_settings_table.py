@@ -82,7 +82,6 @@ TABLE = {
         "gram": Setting("diag"),
         "lam": Setting(2.0),
         "lr": Setting(0.01),
-        "rule": Setting("ts"),
         "strategy": Setting("ts_asym"),
     },
     "CoLSTIM": {"beta": Setting(3.0), "lam": Setting(2.0), "refit_iterations": Setting(1)},
