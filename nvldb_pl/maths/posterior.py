@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import numpy as np
 import torch
 
 from . import links
@@ -34,31 +35,43 @@ from .ranking import settled
 PRIOR_VARIANCES = tuple(4.0**k for k in range(-2, 5))  # 1/16 .. 256: the evidence's grid over s^2
 
 
-def _modes(z: torch.Tensor, o: torch.Tensor, prior_vars, link: str, iterations: int = 50):
+def _modes(z: torch.Tensor, c: torch.Tensor, prior_vars, link: str, iterations: int = 50):
     """The mode w* of the linear-logistic posterior (Newton, float64 Cholesky solves) at every prior variance of
-    ``prior_vars`` [G] at once, z [n, d], o [n]: w* [G, d], the curvature H = I / s^2 + sum_i l''(w*^T z_i) z_i z_i^T
-    [G, d, d] and -log p(D | w*) [G] (each variance's iterations stop where its own would: one batch of G solves)."""
+    ``prior_vars`` [G] at once, given c [n] answers won by the first item of each pair of gap z [n, d]: w* [G, d],
+    the curvature H = I / s^2 + sum_i c_i l''(w*^T z_i) z_i z_i^T [G, d, d] and -log p(D | w*) [G] (each variance's
+    iterations stop where its own would: one batch of G solves)."""
     G, d = len(prior_vars), z.shape[1]
     inv = 1.0 / torch.tensor(prior_vars, dtype=torch.float64)  # [G]
     eye = torch.eye(d, dtype=torch.float64)
     w = torch.zeros(G, d, dtype=torch.float64)
     active = torch.ones(G, dtype=torch.bool)
 
-    def hessian(d2):  # [G, n] -> z^T diag(d2_g) z + I / s2_g  [G, d, d]
-        return torch.einsum("gn,ni,nj->gij", d2, z, z) + inv[:, None, None] * eye
+    one = torch.ones_like(c)
+    zt = z.T.unsqueeze(0)  # [1, d, n]
+
+    def hessian(d2):  # [G, n] -> z^T diag(c d2_g) z + I / s2_g  [G, d, d]
+        return (zt * (c * d2).unsqueeze(1)) @ z + inv[:, None, None] * eye
 
     for _ in range(iterations):
-        d1, d2 = links.nll_derivatives(link, w @ z.T, o)  # [G, n]
-        grad = d1 @ z + w * inv[:, None]
+        d1, d2 = links.nll_derivatives(link, w @ z.T, one)  # [G, n]
+        grad = (c * d1) @ z + w * inv[:, None]
         step = torch.cholesky_solve(grad.unsqueeze(2), torch.linalg.cholesky(hessian(d2))).squeeze(2)
         w = torch.where(active[:, None], w - step, w)
         active &= ~(step.abs().amax(dim=1) < 1e-10)
         if not bool(active.any()):
             break
     f = w @ z.T
-    _, d2 = links.nll_derivatives(link, f, o)
-    nll = -links.log_prob(link, (2.0 * o - 1.0) * f).sum(dim=1)
+    _, d2 = links.nll_derivatives(link, f, one)
+    nll = -(c * links.log_prob(link, f)).sum(dim=1)
     return w, hessian(d2), nll
+
+
+def _counted_rows(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct rows of z [n, d] (equal in every bit) and how often each occurs, float64 [m]."""
+    rows = np.ascontiguousarray(z.detach().cpu().numpy())
+    key = rows.view(np.dtype((np.void, rows.itemsize * rows.shape[1]))).ravel()  # a row's bytes: one sortable key
+    _, first, count = np.unique(key, return_index=True, return_counts=True)
+    return torch.from_numpy(rows[first]).to(z.device), torch.from_numpy(count).to(z.device, torch.float64)
 
 
 def linear_posterior(z, o, link: str = "logistic", with_evidence: bool = False):
@@ -78,7 +91,9 @@ def linear_posterior(z, o, link: str = "logistic", with_evidence: bool = False):
         out = torch.zeros(d, dtype=torch.float64), torch.eye(d, dtype=torch.float64), 1.0
         return (*out, 0.0) if with_evidence else out
     s2s = torch.tensor(PRIOR_VARIANCES, dtype=torch.float64)
-    w, H, nll = _modes(z, o, PRIOR_VARIANCES, link)  # every grid value at once
+    # each answer as the gap of the item it preferred (g(-v) = 1 - g(v)), the answers of one such gap counted together
+    won, count = _counted_rows(torch.where(o[:, None] == 1, z, -z))
+    w, H, nll = _modes(won, count, PRIOR_VARIANCES, link)  # every grid value at once
     chol = torch.linalg.cholesky(H)
     half_logdet = torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(dim=1)
     evidence = -nll - (w * w).sum(dim=1) / (2 * s2s) - 0.5 * d * torch.log(s2s) - half_logdet  # [G]

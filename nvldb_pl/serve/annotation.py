@@ -367,8 +367,7 @@ class Annotation(Exports, Restore, Rankings):
         rows = self.store.to_learn(key)
         f, cov, _ = self.taste_of(key, rows)
         shown = torch.zeros(len(self.items.names), dtype=torch.bool)
-        for _, offer, i, j, *_ in rows:
-            shown[[offer[i], offer[j]]] = True
+        shown[list({offer[k] for _, offer, i, j, *_ in rows for k in (i, j)})] = True
         last = self.store.last_pair(sid)
         return posterior_pair(f, cov, question_mask(shown, last, self.store.open_pairs(key)))
 

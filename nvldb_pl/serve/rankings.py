@@ -77,8 +77,8 @@ class Rankings:
         if made_from in cache:
             return cache[made_from]
         raw = self.items.raw
-        first = np.array([raw[offer[i]] for _, offer, i, j, *_ in rows]).reshape(-1, raw.shape[1])
-        second = np.array([raw[offer[j]] for _, offer, i, j, *_ in rows]).reshape(-1, raw.shape[1])
+        first = raw[np.array([offer[i] for _, offer, i, j, *_ in rows], dtype=np.int64)]
+        second = raw[np.array([offer[j] for _, offer, i, j, *_ in rows], dtype=np.int64)]
         o = torch.tensor([float(choice == 1) for *_, choice, _, _ in rows], dtype=torch.float64)
         if len(cache) >= 8:  # the newest kept
             cache.pop(next(iter(cache)))

@@ -199,11 +199,16 @@ def test_a_column_with_one_value_is_read_as_no_feature():
 
 @pytest.mark.parametrize("link", ["logistic", "probit"])
 def test_every_grid_value_at_once_is_each_grid_value_alone(link):
-    """The batched Newton solves (posterior._modes) against _mode (above) one prior variance at a time, and the
-    mixture linear_posterior makes of them against the same mixture computed by a loop."""
+    """The batched Newton solves (posterior._modes, on the answers counted by the gap each preferred) against _mode
+    (above) on every answer alone, one prior variance at a time, and the mixture linear_posterior makes of them
+    against the same mixture computed by a loop; some pairs answered again, the same way and the other."""
     _, _, z, o = _answers(40, d=6, seed=7)
+    z = np.concatenate([z, z[:10], -z[:6], z[:4]])  # again as it was, again seen from the other side, contradicted
+    o = np.concatenate([o, o[:10], 1 - o[:6], 1 - o[:4]])
     zt, ot = torch.as_tensor(z), torch.as_tensor(o)
-    w, H, nll = posterior._modes(zt, ot, posterior.PRIOR_VARIANCES, link)
+    won, count = posterior._counted_rows(torch.where(ot[:, None] == 1, zt, -zt))
+    assert float(count.sum()) == 60 and len(won) < 50 and int(count.max()) >= 3  # 12 items: pairs recur anyway
+    w, H, nll = posterior._modes(won, count, posterior.PRIOR_VARIANCES, link)
     fits = []
     for g, s2 in enumerate(posterior.PRIOR_VARIANCES):
         w1, H1, nll1 = _mode(zt, ot, s2, link)
