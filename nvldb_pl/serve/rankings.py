@@ -70,7 +70,7 @@ class Rankings:
         """The taste posterior of learner ``key``'s answers (``learned``: these rows of the store's) over every item's
         own features (the file's values: :func:`nvldb_pl.maths.posterior.taste_posterior`): f [N], cov [N, N] and
         each feature map's weight. Kept for the answers it was made from: the questions asked between two answers
-        read it once."""
+        read it once; each fit starts from the modes of the learner's fit before."""
         rows = self.store.to_learn(key) if learned is None else learned
         made_from = (key, link or self.link, len(rows), sum(r[0] for r in rows), rows[-1][0] if rows else 0)
         cache = self.__dict__.setdefault("_taste_cache", {})
@@ -82,7 +82,8 @@ class Rankings:
         o = torch.tensor([float(choice == 1) for *_, choice, _, _ in rows], dtype=torch.float64)
         if len(cache) >= 8:  # the newest kept
             cache.pop(next(iter(cache)))
-        cache[made_from] = taste_posterior(raw, first, second, o, link or self.link)
+        modes = self.__dict__.setdefault("_taste_modes", {}).setdefault((key, link or self.link), {})
+        cache[made_from] = taste_posterior(raw, first, second, o, link or self.link, modes=modes)
         return cache[made_from]
 
     def _posterior_view(self, learned: list, link: str) -> tuple[np.ndarray, dict]:

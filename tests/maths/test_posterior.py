@@ -225,3 +225,27 @@ def test_every_grid_value_at_once_is_each_grid_value_alone(link):
     got_mean, got_cov, _ = linear_posterior(z, o, link)
     torch.testing.assert_close(got_mean, mean, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(got_cov, cov, rtol=1e-9, atol=1e-12)
+
+
+def test_a_fit_started_from_the_modes_before_is_the_fit_from_zero_in_fewer_steps(monkeypatch):
+    """taste_posterior with the modes of the answers before (kept in ``modes``) gives the cold fit's posterior to
+    rounding in under 70% of its Newton steps; a start from which Newton cannot converge is dropped for 0."""
+    x, _, first, second, o = _person_answers("ideal", 120, 3)
+    calls = []
+    real = posterior.links.nll_derivatives
+    monkeypatch.setattr(posterior.links, "nll_derivatives", lambda *a: calls.append(1) or real(*a))
+    modes, cold_steps, warm_steps = {}, 0, 0
+    for n in (60, 61, 62, 80):
+        calls.clear()
+        cold = posterior.taste_posterior(x, first[:n], second[:n], o[:n])
+        cold_steps += len(calls) * (n > 60)
+        calls.clear()
+        warm = posterior.taste_posterior(x, first[:n], second[:n], o[:n], modes=modes)
+        warm_steps += len(calls) * (n > 60)
+        torch.testing.assert_close(warm[0], cold[0], rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(warm[1], cold[1], rtol=1e-10, atol=1e-12)
+        assert set(modes) == {"linear", "quadratic", "separable"}
+    assert warm_steps < 0.7 * cold_steps
+    spoilt = {name: [torch.full_like(m[0], 1e6)] for name, m in modes.items()}
+    got = posterior.taste_posterior(x, first, second, o, modes=spoilt)
+    torch.testing.assert_close(got[0], posterior.taste_posterior(x, first, second, o)[0], rtol=1e-10, atol=1e-12)
