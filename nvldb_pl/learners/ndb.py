@@ -63,9 +63,8 @@ class NDB(NeuralLearner):
     """NDB-UCB / NDB-TS: the network of :class:`nvldb_pl.NVLDB` (same arguments) with ``strategy``
     (NVLDB's name for the rule: ``ucb_asym`` or ``ts_asym``, NDB's UCB and TS being NVLDB's ASYM rules on the
     gradients; a saved file's ``rule``, ``ucb`` or ``ts``, its old name, reads as it: :mod:`nvldb_pl.migrations`) and
-    ``gram`` (``full`` or ``diag``, the form
-    of :class:`nvldb_pl.maths.gram.GradientGram`); lam is both the ridge towards the
-    initial parameters and V_0. The defaults give NDB NVLDB's network and second arm (a2 != a1, as
+    ``gram`` (``full`` or ``diag``, the form of :class:`nvldb_pl.maths.gram.GradientGram`); lam is both the ridge
+    towards the initial parameters and V_0. The defaults give NDB NVLDB's network and second arm (a2 != a1, as
     NDB's authors' code); ``network: {parametrization: ntk, bias: false}, distinct_arms: false`` is the NDB
     paper's equations."""
 

@@ -72,7 +72,8 @@ class Rankings:
         each feature map's weight. Kept for the answers it was made from: the questions asked between two answers
         read it once; each fit starts from the modes of the learner's fit before."""
         rows = self.store.to_learn(key) if learned is None else learned
-        made_from = (key, link or self.link, len(rows), sum(r[0] for r in rows), rows[-1][0] if rows else 0)
+        link = link or self.link
+        made_from = (key, link, len(rows), sum(r[0] for r in rows), rows[-1][0] if rows else 0)
         cache = self.__dict__.setdefault("_taste_cache", {})
         if made_from in cache:
             return cache[made_from]
@@ -82,8 +83,8 @@ class Rankings:
         o = torch.tensor([float(choice == 1) for *_, choice, _, _ in rows], dtype=torch.float64)
         if len(cache) >= 8:  # the newest kept
             cache.pop(next(iter(cache)))
-        modes = self.__dict__.setdefault("_taste_modes", {}).setdefault((key, link or self.link), {})
-        cache[made_from] = taste_posterior(raw, first, second, o, link or self.link, modes=modes)
+        modes = self.__dict__.setdefault("_taste_modes", {}).setdefault((key, link), {})
+        cache[made_from] = taste_posterior(raw, first, second, o, link, modes=modes)
         return cache[made_from]
 
     def _posterior_view(self, learned: list, link: str) -> tuple[np.ndarray, dict]:

@@ -68,13 +68,6 @@ CREATE INDEX IF NOT EXISTS answers_of_session ON answers (session);
 FORMAT = "nvldb_pl.serve/1"
 
 
-def _read_once(read: dict, text: str) -> tuple:
-    """The JSON list ``text``, as a tuple, decoded once per ``read`` (a dict of those decoded)."""
-    if text not in read:
-        read[text] = tuple(json.loads(text))
-    return read[text]
-
-
 class Store(Invites):
     """The database at ``path`` (made if absent). Safe to share between threads (one lock). ``exclusive``: held by
     this process alone while it is open (a server; see the module's doc)."""
@@ -446,8 +439,8 @@ class Store(Invites):
             "AND a.undone IS NULL AND COALESCE(q.purpose, '') = '' ORDER BY a.seq",
             (learner,),
         )
-        offers: dict = {}  # an offer's text read once (objective rank: every question offers every item)
-        return [(s, list(_read_once(offers, o)), i, j, c, lr, tr != 0) for s, o, i, j, c, lr, tr in r]
+        offers = {o: json.loads(o) for o in {row[1] for row in r}}  # each text once (rank: every question the same)
+        return [(s, list(offers[o]), i, j, c, lr, tr != 0) for s, o, i, j, c, lr, tr in r]
 
     def learners(self) -> list:
         return [r[0] for r in self.rows("SELECT DISTINCT learner FROM questions ORDER BY learner")]
