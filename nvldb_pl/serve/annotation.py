@@ -177,6 +177,7 @@ class Annotation(Exports, Restore, Rankings):
         )
         self.lock = threading.RLock()  # the server's learners (the database has its own)
         self.undo_lock = threading.Lock()  # one undo at a time
+        self._init_rankings()
         self.learners = Learners(items.contexts, self._fresh, store.path, self.save_every, self._record)
         self.link = str(self._fresh().learner.hparams["link"])  # the answers' link g: the taste posterior's
         self.repeats_avoided = 0  # questions where the learner's pick was the pair just asked (objective regret)
@@ -315,6 +316,9 @@ class Annotation(Exports, Restore, Rankings):
         """The session's unanswered question if it has one, else a new one the learner picks (background: on the
         learner as last published, never waiting for a learning step)."""
         key = self.learner_of(sid)
+        fitted = None  # (background, objective rank) the posterior it is chosen from, fitted outside the lock
+        if self.worker is not None and self.objective == "rank":
+            fitted = self.taste_for_question(key)
         with self.lock:  # (questions are numbered one at a time)
             if self.goal is not None and self.store.count_decided(sid) >= self.goal:
                 # the person has answered all they were asked (with a choice: "can't decide" is no answer): with the
@@ -347,7 +351,7 @@ class Annotation(Exports, Restore, Rankings):
                     offer, j, i = earlier[int(rng.integers(len(earlier)))]
                     purpose = "repeat"
                 elif self.objective == "rank":  # offer: every item
-                    i, j = self._rank_question(key, sid)
+                    i, j = self._rank_question(key, sid, fitted)
                 else:
                     i, j = self._select(key, offer)
                     last = self.store.last_pair(sid)
@@ -359,13 +363,16 @@ class Annotation(Exports, Restore, Rankings):
         qid, offer, i, j = pending
         return {"question": qid, "first": self._item(offer[i]), "second": self._item(offer[j]), **self.counts(key, sid)}
 
-    def _rank_question(self, key: str, sid: str) -> tuple:
+    def _rank_question(self, key: str, sid: str, fitted: Optional[tuple] = None) -> tuple:
         """(self.lock held; objective rank) The pair of largest BALD under the taste posterior of learner ``key``'s
-        answers over every item's own features (:meth:`taste_of`), never the pair this session was just asked nor one out
-        to someone else and not answered yet, and while items were never compared, a pair of them
+        answers over every item's own features (:meth:`taste_of`; ``fitted``: the rows and posterior of
+        :meth:`taste_for_question`), never the pair this session was just asked nor one out to someone else and not
+        answered yet, and while items were never compared, a pair of them
         (:func:`nvldb_pl.maths.ranking.question_mask`)."""
-        rows = self.store.to_learn(key)
-        f, cov, _ = self.taste_of(key, rows)
+        if fitted is None:
+            rows = self.store.to_learn(key)
+            fitted = rows, self.taste_of(key, rows)
+        rows, (f, cov, _) = fitted
         shown = torch.zeros(len(self.items.names), dtype=torch.bool)
         shown[list({offer[k] for _, offer, i, j, *_ in rows for k in (i, j)})] = True
         last = self.store.last_pair(sid)

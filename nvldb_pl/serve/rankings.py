@@ -6,6 +6,7 @@ learner's own estimate.
 
 from __future__ import annotations
 
+import threading
 from typing import Optional
 
 import numpy as np
@@ -20,7 +21,11 @@ RANKINGS = ("posterior", "learner")  # what the learned ranking shows (Annotatio
 
 class Rankings:
     """Needs the annotation's ``items``, ``store``, ``bandits``, ``lock``, ``ranking_from``, ``show_ranking``,
-    ``learner_of``, ``counts`` and ``_item``."""
+    ``learner_of``, ``counts`` and ``_item``; sets ``_fitting`` (one taste fit at a time: the warm starts and kept
+    fits are shared) and ``_fitted`` (a learner's last fit: its rows and posterior)."""
+
+    def _init_rankings(self) -> None:
+        self._fitting, self._fitted = threading.RLock(), {}
 
     def learner_for_view(self, sid: Optional[str]) -> str:
         """The learner whose ranking a view shows: a session's (checked: one of this server's, not withdrawn), else
@@ -66,13 +71,32 @@ class Rankings:
             **self.counts(key),
         }
 
+    def taste_for_question(self, key: str) -> tuple:
+        """(background; the server's lock not held) Learner ``key``'s rows to learn and the taste posterior a question
+        is chosen from: fitted to these rows, or where another request is fitting one now, the one fitted last (a
+        question waits for no fit, as it waits for no learning step; the answers since are still masked by the
+        caller)."""
+        if not self._fitting.acquire(blocking=False):
+            fitted = self._fitted.get(key)
+            if fitted is not None:
+                return fitted
+            self._fitting.acquire()  # no fit of this learner's yet: wait for one
+        try:
+            rows = self.store.to_learn(key)
+            return rows, self.taste_of(key, rows)
+        finally:
+            self._fitting.release()
+
     def taste_of(self, key: str, learned: Optional[list] = None, link: Optional[str] = None):
         """The taste posterior of learner ``key``'s answers (``learned``: these rows of the store's) over every item's
         own features (the file's values: :func:`nvldb_pl.maths.posterior.taste_posterior`): f [N], cov [N, N] and
         each feature map's weight. Kept for the answers it was made from: the questions asked between two answers
-        read it once; each fit starts from the modes of the learner's fit before."""
+        read it once; each fit starts from the modes of the learner's fit before. One fit at a time."""
         rows = self.store.to_learn(key) if learned is None else learned
-        link = link or self.link
+        with self._fitting:
+            return self._taste_of(key, rows, link or self.link)
+
+    def _taste_of(self, key: str, rows: list, link: str):
         made_from = (key, link, len(rows), sum(r[0] for r in rows), rows[-1][0] if rows else 0)
         cache = self.__dict__.setdefault("_taste_cache", {})
         if made_from in cache:
@@ -85,6 +109,8 @@ class Rankings:
             cache.pop(next(iter(cache)))
         modes = self.__dict__.setdefault("_taste_modes", {}).setdefault((key, link), {})
         cache[made_from] = taste_posterior(raw, first, second, o, link, modes=modes)
+        if key is not None and link == self.link:
+            self._fitted[key] = (rows, cache[made_from])
         return cache[made_from]
 
     def _posterior_view(self, learned: list, link: str) -> tuple[np.ndarray, dict]:

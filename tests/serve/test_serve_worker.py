@@ -366,3 +366,41 @@ def test_a_batchs_learned_reports_are_one_record_in_order_among_the_others():
         ("learned_all", ([(4, "k", 3, 0.7, True)],)),
         ("saved", ("k", 3, "sha", "path")),
     ]
+
+
+def test_a_rank_question_waits_for_no_taste_fit_in_progress_and_is_chosen_from_the_last_one(tmp_path):
+    """(background, objective rank) While another request holds the taste fit, a question is asked at once from the
+    posterior fitted last, never a pair out to someone else; once the fit is let go, the next fit covers every answer."""
+    import threading
+
+    ann = _background(tmp_path, objective="rank", offer=None)
+    sids = [ann.new_session() for _ in range(3)]
+    for n in range(6):
+        q = ann.question(sids[n % 3])
+        ann.answer(sids[n % 3], q["question"], _person(q))
+    rows_fitted, _ = ann._fitted[SHARED]
+    held, release = threading.Event(), threading.Event()
+
+    def fit_in_progress():
+        with ann._fitting:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=fit_in_progress)
+    t.start()
+    held.wait(10)
+    try:
+        start = time.perf_counter()
+        asked = [ann.question(sid) for sid in sids]
+        assert time.perf_counter() - start < 5  # no wait for the fit held (released after 30 s)
+        assert ann._fitted[SHARED][0] is rows_fitted  # chosen from the fit before; none made meanwhile
+        pairs = [frozenset((q["first"]["index"], q["second"]["index"])) for q in asked]
+        assert len(set(pairs)) == 3  # each a pair not out to another session
+    finally:
+        release.set()
+        t.join()
+    for sid, q in zip(sids, asked):
+        ann.answer(sid, q["question"], _person(q))
+    ann.question(sids[0])
+    assert len(ann._fitted[SHARED][0]) == len(ann.store.to_learn(SHARED))  # the next fit: every answer learned
+    ann.close()
