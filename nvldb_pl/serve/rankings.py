@@ -21,11 +21,13 @@ RANKINGS = ("posterior", "learner")  # what the learned ranking shows (Annotatio
 
 class Rankings:
     """Needs the annotation's ``items``, ``store``, ``bandits``, ``lock``, ``ranking_from``, ``show_ranking``,
-    ``learner_of``, ``counts`` and ``_item``; sets ``_fitting`` (one taste fit at a time: the warm starts and kept
-    fits are shared) and ``_fitted`` (a learner's last fit: its rows and posterior)."""
+    ``learner_of``, ``counts`` and ``_item``; :meth:`_init_rankings` makes its own state."""
 
     def _init_rankings(self) -> None:
-        self._fitting, self._fitted = threading.RLock(), {}
+        self._fitting = threading.RLock()  # one taste fit at a time: the warm starts and kept fits are shared
+        self._taste_cache: dict = {}  # what a fit was made from -> its posterior (the newest 8)
+        self._taste_modes: dict = {}  # (learner, link) -> the modes a fit starts from
+        self._fitted: dict = {}  # learner -> the rows and posterior a question was last chosen from
 
     def learner_for_view(self, sid: Optional[str]) -> str:
         """The learner whose ranking a view shows: a session's (checked: one of this server's, not withdrawn), else
@@ -83,7 +85,8 @@ class Rankings:
             self._fitting.acquire()  # no fit of this learner's yet: wait for one
         try:
             rows = self.store.to_learn(key)
-            return rows, self.taste_of(key, rows)
+            self._fitted[key] = rows, self.taste_of(key, rows)
+            return self._fitted[key]
         finally:
             self._fitting.release()
 
@@ -93,25 +96,20 @@ class Rankings:
         each feature map's weight. Kept for the answers it was made from: the questions asked between two answers
         read it once; each fit starts from the modes of the learner's fit before. One fit at a time."""
         rows = self.store.to_learn(key) if learned is None else learned
-        with self._fitting:
-            return self._taste_of(key, rows, link or self.link)
-
-    def _taste_of(self, key: str, rows: list, link: str):
+        link = link or self.link
         made_from = (key, link, len(rows), sum(r[0] for r in rows), rows[-1][0] if rows else 0)
-        cache = self.__dict__.setdefault("_taste_cache", {})
-        if made_from in cache:
+        cache = self._taste_cache
+        with self._fitting:
+            if made_from not in cache:
+                raw = self.items.raw
+                first = raw[np.array([offer[i] for _, offer, i, j, *_ in rows], dtype=np.int64)]
+                second = raw[np.array([offer[j] for _, offer, i, j, *_ in rows], dtype=np.int64)]
+                o = torch.tensor([float(choice == 1) for *_, choice, _, _ in rows], dtype=torch.float64)
+                if len(cache) >= 8:  # the newest kept
+                    cache.pop(next(iter(cache)))
+                modes = self._taste_modes.setdefault((key, link), {})
+                cache[made_from] = taste_posterior(raw, first, second, o, link, modes=modes)
             return cache[made_from]
-        raw = self.items.raw
-        first = raw[np.array([offer[i] for _, offer, i, j, *_ in rows], dtype=np.int64)]
-        second = raw[np.array([offer[j] for _, offer, i, j, *_ in rows], dtype=np.int64)]
-        o = torch.tensor([float(choice == 1) for *_, choice, _, _ in rows], dtype=torch.float64)
-        if len(cache) >= 8:  # the newest kept
-            cache.pop(next(iter(cache)))
-        modes = self.__dict__.setdefault("_taste_modes", {}).setdefault((key, link), {})
-        cache[made_from] = taste_posterior(raw, first, second, o, link, modes=modes)
-        if key is not None and link == self.link:
-            self._fitted[key] = (rows, cache[made_from])
-        return cache[made_from]
 
     def _posterior_view(self, learned: list, link: str) -> tuple[np.ndarray, dict]:
         """The posterior means [N] and view of every item from the learned answers (seq, offer, i, j, choice, ...)."""
